@@ -1,0 +1,312 @@
+// Command atomicrides books rides and charges riders exactly once.
+//
+//	atomicrides serve        run the HTTP API and the River workers
+//	atomicrides migrate      apply pending migrations (the service's and River's)
+//	atomicrides openapi      print the OpenAPI spec (YAML)
+//	atomicrides fakestripe   serve the built-in fake Stripe on its own address
+//	atomicrides db up|down|url   manage the throwaway development PostgreSQL
+//
+// Configuration comes from the environment; see README.md.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"riverqueue.com/riverui"
+
+	"github.com/atomicrides/atomicrides/jobs"
+	"github.com/atomicrides/atomicrides/openapi"
+	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/payments"
+	"github.com/atomicrides/atomicrides/service/payments/fakestripe"
+	"github.com/atomicrides/atomicrides/sql/migrations"
+	"github.com/atomicrides/atomicrides/sql/pgenv"
+)
+
+func main() {
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := runCommand(ctx, os.Args[1:], logger); err != nil {
+		logger.Error("exit", "err", err)
+		os.Exit(1)
+	}
+}
+
+func runCommand(ctx context.Context, args []string, logger *slog.Logger) error {
+	if len(args) == 0 {
+		args = []string{"serve"}
+	}
+	switch args[0] {
+	case "serve":
+		return serve(ctx, args[1:], logger)
+	case "migrate":
+		return migrate(ctx, logger)
+	case "openapi":
+		spec, err := openapi.Spec()
+		if err != nil {
+			return err
+		}
+		_, err = os.Stdout.Write(spec)
+		return err
+	case "fakestripe":
+		return serveFakeStripe(ctx, args[1:], logger)
+	case "db":
+		return dbCommand(ctx, args[1:], logger)
+	default:
+		return fmt.Errorf("unknown command %q: want serve, migrate, openapi, fakestripe or db", args[0])
+	}
+}
+
+// databaseURL is DATABASE_URL, or else a local server or throwaway cluster
+// found (and, when start, started) by pgenv.
+func databaseURL(ctx context.Context, logger *slog.Logger, start bool) (string, error) {
+	db, err := pgenv.Resolve(ctx, pgenv.Options{Start: start, Logger: logger})
+	if err != nil {
+		return "", err
+	}
+	return db.URL, nil
+}
+
+func openPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := pool.Ping(pingCtx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect to the database: %w", err)
+	}
+	return pool, nil
+}
+
+func migrate(ctx context.Context, logger *slog.Logger) error {
+	url, err := databaseURL(ctx, logger, true)
+	if err != nil {
+		return err
+	}
+	pool, err := openPool(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	res, err := migrations.Migrate(ctx, pool)
+	if err != nil {
+		return err
+	}
+	logger.Info("migrated", "applied", res.Applied, "river_applied", res.RiverApplied)
+	return nil
+}
+
+func serve(ctx context.Context, args []string, logger *slog.Logger) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	noMigrate := fs.Bool("no-migrate", false, "do not apply pending migrations at start")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	addr := envOr("ADDR", "127.0.0.1:8080")
+	adminToken := os.Getenv("ADMIN_TOKEN")
+	if adminToken == "" {
+		adminToken = randomToken()
+		logger.Warn("ADMIN_TOKEN not set: generated one for this run", "admin_token", adminToken)
+	}
+
+	url, err := databaseURL(ctx, logger, true)
+	if err != nil {
+		return err
+	}
+	pool, err := openPool(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer pool.Close() // last: after HTTP and River have stopped
+
+	if !*noMigrate {
+		if _, err := migrations.Migrate(ctx, pool); err != nil {
+			return err
+		}
+	}
+
+	pay, stopStripe, err := paymentsFromEnv(logger)
+	if err != nil {
+		return err
+	}
+	defer stopStripe()
+
+	svc, err := service.New(service.Config{Pool: pool, Payments: pay, Logger: logger})
+	if err != nil {
+		return err
+	}
+
+	workers := river.NewWorkers()
+	jobs.Register(workers, svc)
+	riverClient, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		Logger:  logger,
+		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 20}},
+		Workers: workers,
+	})
+	if err != nil {
+		return err
+	}
+	if err := riverClient.Start(ctx); err != nil {
+		return err
+	}
+
+	ui, err := riverui.NewHandler(&riverui.HandlerOpts{
+		Endpoints: riverui.NewEndpoints(riverClient, nil),
+		Logger:    logger,
+		Prefix:    "/riverui",
+	})
+	if err != nil {
+		return err
+	}
+	if err := ui.Start(ctx); err != nil {
+		return err
+	}
+
+	handler := openapi.NewHandler(openapi.Config{
+		Service:    svc,
+		AdminToken: adminToken,
+		RiverUI:    ui,
+		Ready:      func(ctx context.Context) error { return ready(ctx, pool) },
+		Logger:     logger,
+	})
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	base := "http://" + ln.Addr().String()
+	logger.Info("serving", "url", base, "river_ui", base+"/riverui/", "openapi", base+"/openapi.yaml")
+	fmt.Fprintf(os.Stderr, "\nAtomic Rides is serving on %s\n  admin token: %s\n  River UI:    %s/riverui/  (any user name, the admin token as password)\n  try:\n    curl -s -X PUT -H 'Authorization: Bearer %s' %s/users/rider@example.com\n\n",
+		base, adminToken, base, adminToken, base)
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+
+	select {
+	case err := <-serveErr:
+		return err
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down: finishing in-flight requests")
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), svc.Lease()+5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return fmt.Errorf("http shutdown: %w", err)
+	}
+	if err := riverClient.Stop(shutdownCtx); err != nil {
+		return fmt.Errorf("river stop: %w", err)
+	}
+	logger.Info("stopped")
+	return nil
+}
+
+// ready is the readiness check: the database answers and every migration is
+// applied.
+func ready(ctx context.Context, pool *pgxpool.Pool) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	pending, err := migrations.Pending(ctx, pool)
+	if err != nil {
+		return errors.New("database unreachable")
+	}
+	if len(pending) > 0 {
+		return fmt.Errorf("%d migrations pending", len(pending))
+	}
+	return nil
+}
+
+// paymentsFromEnv returns the Stripe adapter pointed at STRIPE_API_BASE (any
+// Stripe-compatible API) with STRIPE_SECRET_KEY; with neither set, at the
+// built-in fake Stripe served on a loopback port for this process.
+func paymentsFromEnv(logger *slog.Logger) (service.Payments, func(), error) {
+	key, base := os.Getenv("STRIPE_SECRET_KEY"), os.Getenv("STRIPE_API_BASE")
+	if key == "" && base == "" {
+		fake := fakestripe.New(fakestripe.Options{Logger: logger})
+		url, stop, err := fake.Start("127.0.0.1:0")
+		if err != nil {
+			return nil, nil, err
+		}
+		logger.Info("STRIPE_SECRET_KEY and STRIPE_API_BASE not set: using the built-in fake Stripe", "url", url, "ledger", url+"/_fake/ledger")
+		return payments.New(payments.Config{SecretKey: "sk_test_fake", APIBase: url}),
+			func() { _ = stop(context.Background()) }, nil
+	}
+	if key == "" {
+		key = "sk_test_123" // stripe-mock and most fakes accept any key
+	}
+	return payments.New(payments.Config{SecretKey: key, APIBase: base}), func() {}, nil
+}
+
+func serveFakeStripe(ctx context.Context, args []string, logger *slog.Logger) error {
+	fs := flag.NewFlagSet("fakestripe", flag.ContinueOnError)
+	addr := fs.String("addr", envOr("FAKESTRIPE_ADDR", "127.0.0.1:12111"), "listen address")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	fake := fakestripe.New(fakestripe.Options{Logger: logger})
+	url, stop, err := fake.Start(*addr)
+	if err != nil {
+		return err
+	}
+	logger.Info("fake Stripe serving", "url", url, "ledger", url+"/_fake/ledger")
+	<-ctx.Done()
+	return stop(context.WithoutCancel(ctx))
+}
+
+func dbCommand(ctx context.Context, args []string, logger *slog.Logger) error {
+	if len(args) != 1 {
+		return errors.New("usage: db up|down|url")
+	}
+	switch args[0] {
+	case "up", "url":
+		url, err := databaseURL(ctx, logger, true)
+		if err != nil {
+			return err
+		}
+		fmt.Println(url)
+		return nil
+	case "down":
+		root, err := pgenv.FindProjectRoot(".")
+		if err != nil {
+			return err
+		}
+		return pgenv.StopCluster(ctx, root+"/.pgdata")
+	}
+	return fmt.Errorf("unknown db command %q: want up, down or url", args[0])
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func randomToken() string {
+	var b [24]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+

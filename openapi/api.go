@@ -1,0 +1,140 @@
+// Package openapi is the HTTP adapter of the service: Huma registration, the
+// authentication of riders and operators, the table from domain error codes
+// to HTTP statuses, and the OpenAPI spec generated from all of it (committed
+// as openapi.yaml).
+package openapi
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"reflect"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/adapters/humago"
+
+	"github.com/atomicrides/atomicrides/service"
+)
+
+// Config configures the HTTP handler.
+type Config struct {
+	// Service serves every operation. Only Spec may leave it nil.
+	Service *service.Service
+	// AdminToken is the operator credential: Bearer on the admin operations,
+	// the password of HTTP Basic on River UI.
+	AdminToken string
+	// RiverUI, when set, is served under /riverui/ to operators only.
+	RiverUI http.Handler
+	// Ready reports whether the service can serve (database reachable,
+	// migrations applied); nil means always ready.
+	Ready func(ctx context.Context) error
+	// Logger receives access logs and internal errors.
+	Logger *slog.Logger
+}
+
+// maxBodyBytes caps request bodies; the API's bodies are tiny.
+const maxBodyBytes = 16 << 10
+
+// Security scheme names in the spec.
+const (
+	schemeRider = "riderKey"
+	schemeAdmin = "adminToken"
+)
+
+// NewHandler returns the service's HTTP handler.
+func NewHandler(cfg Config) http.Handler {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	mux := http.NewServeMux()
+	register(mux, cfg)
+	if cfg.RiverUI != nil {
+		mux.Handle("/riverui/", requireAdminBasic(cfg.AdminToken, cfg.RiverUI))
+	}
+	return requestContext(cfg.Logger, unmatched(mux))
+}
+
+// Spec returns the OpenAPI document of the API as YAML.
+func Spec() ([]byte, error) {
+	api := register(http.NewServeMux(), Config{Logger: slog.Default()})
+	return api.OpenAPI().YAML()
+}
+
+func register(mux *http.ServeMux, cfg Config) huma.API {
+	config := huma.DefaultConfig("Atomic Rides", "1.0.0")
+	config.Info.Description = "Books rides and charges riders exactly once, however often a request is retried. " +
+		"Multi-step requests take an Idempotency-Key; a finished request is replayed byte for byte with " +
+		"`Idempotent-Replayed: true`."
+	config.CreateHooks = nil // no $schema property, no Link header
+	config.DocsPath = ""     // the docs page needs a CDN; the spec endpoints suffice
+	config.OpenAPIPath = "/openapi"
+	config.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
+		schemeRider: {Type: "http", Scheme: "bearer", Description: "A rider's API key, as minted by PUT /users/{email}."},
+		schemeAdmin: {Type: "http", Scheme: "bearer", Description: "The operator credential (ADMIN_TOKEN)."},
+	}
+	api := humago.New(mux, config)
+	h := &handlers{svc: cfg.Service, api: api, logger: cfg.Logger, adminToken: cfg.AdminToken}
+	h.registerUsers()
+	h.registerRides()
+	h.registerHealth(cfg.Ready)
+	return api
+}
+
+type handlers struct {
+	svc        *service.Service
+	api        huma.API
+	logger     *slog.Logger
+	adminToken string
+}
+
+// fail logs what the client will not see and translates err.
+func (h *handlers) fail(ctx context.Context, op string, err error) error {
+	switch service.ErrorCode(err) {
+	case service.CodeInternal, service.CodeProcessorUnavailable:
+		h.logger.ErrorContext(ctx, op, "request_id", RequestID(ctx), "err", err)
+	}
+	return toHTTP(err)
+}
+
+// errorResponses documents error statuses with the problem+json schema, and
+// Retry-After where a retry is expected.
+func (h *handlers) errorResponses(op *huma.Operation, codes ...int) {
+	if op.Responses == nil {
+		op.Responses = map[string]*huma.Response{}
+	}
+	errType := reflect.TypeOf(huma.ErrorModel{})
+	schema := h.api.OpenAPI().Components.Schemas.Schema(errType, true, "ErrorModel")
+	for _, code := range codes {
+		resp := &huma.Response{
+			Description: describeStatus(code),
+			Content:     map[string]*huma.MediaType{"application/problem+json": {Schema: schema}},
+		}
+		switch code {
+		case http.StatusConflict, http.StatusInternalServerError, http.StatusServiceUnavailable:
+			resp.Headers = map[string]*huma.Param{"Retry-After": {
+				Description: "Seconds to wait before retrying with the same idempotency key.",
+				Schema:      &huma.Schema{Type: "integer"},
+			}}
+		}
+		op.Responses[itoa(code)] = resp
+	}
+}
+
+var statusDescriptions = map[int]string{
+	http.StatusBadRequest:           "Malformed request: a missing or invalid header, or a body that is not JSON.",
+	http.StatusUnauthorized:         "Missing or invalid credentials.",
+	http.StatusPaymentRequired:      "The card was declined. Stored: replayed for every retry with the same key.",
+	http.StatusNotFound:             "No such resource for this caller.",
+	http.StatusConflict:             "Another request with the same idempotency key is in progress.",
+	http.StatusRequestEntityTooLarge: "The body is larger than 16 KiB.",
+	http.StatusUnprocessableEntity:  "Invalid input (the errors name the field), or an idempotency key reused with a different request.",
+	http.StatusInternalServerError:  "Internal error. Not stored: retry with the same idempotency key.",
+	http.StatusServiceUnavailable:   "The payment processor gave no definitive answer. Not stored: retry with the same idempotency key.",
+}
+
+func describeStatus(code int) string {
+	if d, ok := statusDescriptions[code]; ok {
+		return d
+	}
+	return http.StatusText(code)
+}

@@ -1,0 +1,72 @@
+package openapi
+
+import (
+	"crypto/subtle"
+	"net/http"
+	"strings"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/atomicrides/atomicrides/service"
+)
+
+func bearer(header string) string {
+	const prefix = "bearer "
+	if len(header) > len(prefix) && strings.EqualFold(header[:len(prefix)], prefix) {
+		return strings.TrimSpace(header[len(prefix):])
+	}
+	return ""
+}
+
+func tokenEqual(got, want string) bool {
+	return want != "" && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+}
+
+// requireRider authenticates a rider's API key before anything else about
+// the request (its body included) is looked at.
+func (h *handlers) requireRider(ctx huma.Context, next func(huma.Context)) {
+	user, err := h.svc.Authenticate(ctx.Context(), bearer(ctx.Header("Authorization")))
+	if err != nil {
+		h.unauthorized(ctx, err)
+		return
+	}
+	next(huma.WithValue(ctx, ctxKeyUser, user))
+}
+
+// requireAdmin authenticates the operator credential.
+func (h *handlers) requireAdmin(ctx huma.Context, next func(huma.Context)) {
+	if !tokenEqual(bearer(ctx.Header("Authorization")), h.adminToken) {
+		h.unauthorized(ctx, &service.Error{Code: service.CodeUnauthenticated, Message: "the operator token is required"})
+		return
+	}
+	next(ctx)
+}
+
+func (h *handlers) unauthorized(ctx huma.Context, err error) {
+	if service.ErrorCode(err) != service.CodeUnauthenticated {
+		h.logger.ErrorContext(ctx.Context(), "authenticate", "err", err)
+		_ = huma.WriteErr(h.api, ctx, http.StatusInternalServerError, "internal error")
+		return
+	}
+	ctx.SetHeader("WWW-Authenticate", `Bearer realm="atomic-rides"`)
+	_ = huma.WriteErr(h.api, ctx, http.StatusUnauthorized, err.(*service.Error).Message)
+}
+
+func riderFrom(ctx interface{ Value(any) any }) *service.User {
+	u, _ := ctx.Value(ctxKeyUser).(*service.User)
+	return u
+}
+
+// requireAdminBasic guards browser-facing operator pages (River UI) with HTTP
+// Basic: any user name, the operator token as password.
+func requireAdminBasic(token string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, pass, ok := r.BasicAuth()
+		if !ok || !tokenEqual(pass, token) {
+			w.Header().Set("WWW-Authenticate", `Basic realm="atomic-rides operators", charset="UTF-8"`)
+			writeProblem(w, http.StatusUnauthorized, "operator credentials required: any user name, ADMIN_TOKEN as password")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}

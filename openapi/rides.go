@@ -1,0 +1,114 @@
+package openapi
+
+import (
+	"context"
+	"net/http"
+	"reflect"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/atomicrides/atomicrides/service"
+)
+
+type rideCreateInput struct {
+	IdempotencyKey string         `header:"Idempotency-Key" required:"true" doc:"20 to 255 printable ASCII characters, bare or as a quoted structured-field string. One key per logical booking: retry with the same key."`
+	Body           rideCreateBody
+}
+
+type rideCreateBody struct {
+	OriginLat float64 `json:"origin_lat" minimum:"-90" maximum:"90" doc:"Latitude of the origin, degrees."`
+	OriginLon float64 `json:"origin_lon" minimum:"-180" maximum:"180" doc:"Longitude of the origin, degrees."`
+	TargetLat float64 `json:"target_lat" minimum:"-90" maximum:"90" doc:"Latitude of the destination, degrees."`
+	TargetLon float64 `json:"target_lon" minimum:"-180" maximum:"180" doc:"Longitude of the destination, degrees."`
+}
+
+// storedOutput writes a stored response byte for byte.
+type storedOutput struct {
+	Status      int
+	ContentType string `header:"Content-Type"`
+	Replayed    string `header:"Idempotent-Replayed" doc:"true when this response is a replay of the first one stored for the key."`
+	Body        []byte
+}
+
+func storedResponse(r *service.Response) *storedOutput {
+	out := &storedOutput{Status: r.Status, ContentType: "application/json", Body: r.Body}
+	if r.Status >= 400 {
+		out.ContentType = "application/problem+json"
+	}
+	if r.Replayed {
+		out.Replayed = "true"
+	}
+	return out
+}
+
+type rideGetInput struct {
+	ID int64 `path:"id" minimum:"1" doc:"The ride's id."`
+}
+
+type rideGetOutput struct {
+	Body *service.Ride
+}
+
+func (h *handlers) registerRides() {
+	registry := h.api.OpenAPI().Components.Schemas
+	rideSchema := registry.Schema(reflect.TypeOf(service.Ride{}), true, "Ride")
+	replayHeader := map[string]*huma.Param{"Idempotent-Replayed": {
+		Description: "Present and true when the response is a replay of the stored response of the first request with this key.",
+		Schema:      &huma.Schema{Type: "string", Enum: []any{"true"}},
+	}}
+	op := huma.Operation{
+		OperationID:   "ride-create",
+		Method:        http.MethodPost,
+		Path:          "/rides",
+		Summary:       "Book and charge a ride, exactly once per idempotency key",
+		Description:   "Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key. 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.",
+		Tags:          []string{"rides"},
+		DefaultStatus: http.StatusCreated,
+		MaxBodyBytes:  maxBodyBytes,
+		Security:      []map[string][]string{{schemeRider: {}}},
+		Middlewares:   huma.Middlewares{h.requireRider},
+		Responses: map[string]*huma.Response{
+			"201": {
+				Description: "The ride, booked and charged. Stored.",
+				Headers:     replayHeader,
+				Content:     map[string]*huma.MediaType{"application/json": {Schema: rideSchema}},
+			},
+		},
+	}
+	h.errorResponses(&op, 400, 401, 402, 409, 413, 422, 500, 503)
+	op.Responses["402"].Headers = replayHeader
+	huma.Register(h.api, op, h.rideCreate)
+
+	op = huma.Operation{
+		OperationID: "ride-get",
+		Method:      http.MethodGet,
+		Path:        "/rides/{id}",
+		Summary:     "Get one of the rider's rides, with its charge",
+		Tags:        []string{"rides"},
+		Security:    []map[string][]string{{schemeRider: {}}},
+		Middlewares: huma.Middlewares{h.requireRider},
+	}
+	h.errorResponses(&op, 401, 404, 422, 500)
+	huma.Register(h.api, op, h.rideGet)
+}
+
+func (h *handlers) rideCreate(ctx context.Context, in *rideCreateInput) (*storedOutput, error) {
+	key, err := service.ParseIdempotencyKey(in.IdempotencyKey)
+	if err != nil {
+		return nil, h.fail(ctx, "ride create", err)
+	}
+	params := service.RideCreateParams(in.Body)
+	resp, err := h.svc.RideCreate(ctx, riderFrom(ctx).ID, key, params, clientIP(ctx))
+	if err != nil {
+		return nil, h.fail(ctx, "ride create", err)
+	}
+	return storedResponse(resp), nil
+}
+
+func (h *handlers) rideGet(ctx context.Context, in *rideGetInput) (*rideGetOutput, error) {
+	ride, err := h.svc.RideGet(ctx, riderFrom(ctx).ID, in.ID)
+	if err != nil {
+		return nil, h.fail(ctx, "ride get", err)
+	}
+	return &rideGetOutput{Body: ride}, nil
+}

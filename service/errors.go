@@ -1,0 +1,116 @@
+package service
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Code names a kind of domain failure. The HTTP adapter maps each code to a
+// status in one table; nothing else in the domain knows about HTTP statuses
+// except the stored responses of finished requests.
+type Code string
+
+const (
+	// CodeInvalid: the input is invalid; Field names the offending field.
+	CodeInvalid Code = "invalid"
+	// CodeBadRequest: the request is malformed outside its body (a header).
+	CodeBadRequest Code = "bad_request"
+	// CodeUnauthenticated: missing or unknown credentials.
+	CodeUnauthenticated Code = "unauthenticated"
+	// CodeNotFound: the resource does not exist or is not the caller's.
+	CodeNotFound Code = "not_found"
+	// CodeKeyInUse: another request holds the idempotency key's lease.
+	CodeKeyInUse Code = "idempotency_key_in_use"
+	// CodeKeyReused: the idempotency key was first used with another request.
+	CodeKeyReused Code = "idempotency_key_reused"
+	// CodeProcessorUnavailable: the payment processor gave no definitive
+	// answer; the request can be retried with the same key.
+	CodeProcessorUnavailable Code = "processor_unavailable"
+	// CodeInternal: an unexpected failure; the request can be retried with
+	// the same key.
+	CodeInternal Code = "internal"
+)
+
+// Error is the domain's error. Message is safe to show to a client; Err
+// carries the internal cause, which is logged and never shown.
+type Error struct {
+	Code    Code
+	Message string
+	// Field is the input field at fault, for CodeInvalid, as a JSON path
+	// relative to its location (e.g. "body.origin_lat", "path.email").
+	Field string
+	// RetryAfter, when non-zero, tells the client when a retry makes sense.
+	RetryAfter time.Duration
+	Err        error
+}
+
+func (e *Error) Error() string {
+	msg := string(e.Code) + ": " + e.Message
+	if e.Field != "" {
+		msg += " (" + e.Field + ")"
+	}
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// ErrorCode returns the code of err, CodeInternal for errors that are not
+// domain errors.
+func ErrorCode(err error) Code {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return CodeInternal
+}
+
+func invalid(field, format string, args ...any) *Error {
+	return &Error{Code: CodeInvalid, Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+func internal(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return &Error{Code: CodeInternal, Message: "internal error; retry with the same idempotency key", RetryAfter: time.Second, Err: err}
+}
+
+// Errors below are translated from PostgreSQL at this boundary.
+
+const (
+	sqlStateSerializationFailure = "40001"
+	sqlStateDeadlockDetected     = "40P01"
+	sqlStateUniqueViolation      = "23505"
+)
+
+func sqlState(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
+}
+
+// isRetryable reports whether a transaction that failed with err may succeed
+// when run again from its start.
+func isRetryable(err error) bool {
+	var sc *serializationConflict
+	if errors.As(err, &sc) {
+		return true
+	}
+	switch sqlState(err) {
+	case sqlStateSerializationFailure, sqlStateDeadlockDetected:
+		return true
+	}
+	return false
+}
+
+func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }

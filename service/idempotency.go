@@ -1,0 +1,420 @@
+package service
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/atomicrides/atomicrides/dbgen"
+)
+
+// RecoveryPoint names the last atomic phase a request committed. Every key
+// starts at RecoveryPointStarted and ends at RecoveryPointFinished; a flow
+// names the points in between.
+type RecoveryPoint string
+
+const (
+	// RecoveryPointStarted is the point of a newly claimed key.
+	RecoveryPointStarted RecoveryPoint = "started"
+	// RecoveryPointFinished is the point of a key with a stored response.
+	RecoveryPointFinished RecoveryPoint = "finished"
+)
+
+// Outcome is what an atomic phase decides, recorded in the phase's own
+// transaction: move to a recovery point, finish with a response, or nothing.
+type Outcome struct {
+	kind   outcomeKind
+	point  RecoveryPoint
+	status int
+	body   any
+}
+
+type outcomeKind int
+
+const (
+	outcomeNoOp outcomeKind = iota
+	outcomeMoveTo
+	outcomeFinish
+)
+
+// MoveTo records that the phase reached recovery point p.
+func MoveTo(p RecoveryPoint) Outcome { return Outcome{kind: outcomeMoveTo, point: p} }
+
+// Finish finishes the request: status and body (marshalled to JSON) are
+// stored on the key and replayed for every later request with it.
+func Finish(status int, body any) Outcome { return Outcome{kind: outcomeFinish, status: status, body: body} }
+
+// NoOp records nothing; the request stays at its recovery point.
+func NoOp() Outcome { return Outcome{} }
+
+// Key is the state of a claimed idempotency key, as a flow sees it.
+type Key struct {
+	ID        int64
+	UserID    int64
+	CreatedAt time.Time
+	// Point is the recovery point the request resumes from.
+	Point RecoveryPoint
+	// Params is the normalised request input, as first received.
+	Params json.RawMessage
+	// IP is the client address of the first request, when known.
+	IP *netip.Addr
+
+	token uuid.UUID
+}
+
+// Step is how a request leaves one recovery point: an optional foreign call
+// made with no transaction open, then an atomic phase that records its
+// result. A Call that returns an error leaves the request where it was; a
+// Call that gets a definitive failure records it in the state and returns nil
+// so that its Phase can finish the request.
+type Step[S any] struct {
+	Call  func(ctx context.Context, key *Key, state *S) error
+	Phase func(ctx context.Context, tx pgx.Tx, key *Key, state *S) (Outcome, error)
+}
+
+// Flow is a multi-phase request served under idempotency keys: a directed
+// acyclic graph of steps from RecoveryPointStarted to RecoveryPointFinished.
+type Flow[S any] struct {
+	// Name identifies the flow on the key row, so that a stored request can
+	// be driven on by something other than its client.
+	Name string
+	// Load rebuilds the flow's state from the key and the database. It runs
+	// in the claim transaction, before any phase.
+	Load  func(ctx context.Context, tx pgx.Tx, key *Key) (*S, error)
+	Steps map[RecoveryPoint]Step[S]
+}
+
+// Request is one request made under an idempotency key.
+type Request struct {
+	UserID int64
+	// Key is the client's idempotency key, already validated.
+	Key    string
+	Method string
+	Path   string
+	// Params is the normalised input; its JSON is stored and fingerprinted.
+	Params any
+	IP     *netip.Addr
+}
+
+// Response is the answer to a request made under an idempotency key.
+type Response struct {
+	Status int
+	// Body is the JSON body, byte for byte as first stored.
+	Body []byte
+	// Replayed is true when the response comes from an earlier request.
+	Replayed bool
+}
+
+// errLeaseLost means that another request took the key over while this one
+// worked; this one stops without writing.
+var errLeaseLost = errors.New("idempotency key lease lost")
+
+func keyInUse(retryAfter time.Duration) *Error {
+	return &Error{
+		Code:       CodeKeyInUse,
+		Message:    "another request with this idempotency key is in progress; retry later",
+		RetryAfter: retryAfter,
+	}
+}
+
+var errKeyReused = &Error{
+	Code:    CodeKeyReused,
+	Message: "this idempotency key was already used with a different request",
+}
+
+// run serves req with flow: replay, conflict, or claim and drive the request
+// from its recovery point as far as it goes.
+func run[S any](ctx context.Context, s *Service, flow *Flow[S], req Request) (*Response, error) {
+	params, err := json.Marshal(req.Params)
+	if err != nil {
+		return nil, internal(fmt.Errorf("marshal params: %w", err))
+	}
+	return serve(ctx, s, flow, req, params, fingerprint(req.Method, req.Path, params))
+}
+
+// serve is run with the request's stored form and fingerprint already made.
+func serve[S any](ctx context.Context, s *Service, flow *Flow[S], req Request, params, fp []byte) (*Response, error) {
+	// The work goes on when the client goes away: it is bounded by the lease,
+	// not by the client's patience.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.lease)
+	defer cancel()
+
+	// An unlocked read answers replays and live conflicts without a
+	// transaction.
+	existing, err := s.queries.IdempotencyKeyGet(ctx, s.pool, req.UserID, req.Key)
+	switch {
+	case isNoRows(err):
+	case err != nil:
+		return nil, internal(err)
+	default:
+		if resp, err := s.judgeExisting(existing, fp); resp != nil || err != nil {
+			return resp, err
+		}
+	}
+
+	key, state, resp, err := claim(ctx, s, flow, req, params, fp)
+	if err != nil || resp != nil {
+		return resp, err
+	}
+	return drive(ctx, s, flow, key, state)
+}
+
+// judgeExisting decides a request on an existing key without claiming it:
+// a replay, a mismatch, a live lease, or (nil, nil) when the key can be
+// claimed.
+func (s *Service) judgeExisting(row *dbgen.IdempotencyKey, fp []byte) (*Response, error) {
+	if string(row.RequestFingerprint) != string(fp) {
+		return nil, errKeyReused
+	}
+	if RecoveryPoint(row.RecoveryPoint) == RecoveryPointFinished {
+		s.metrics.replays.Add(1)
+		return &Response{Status: int(*row.ResponseCode), Body: row.ResponseBody, Replayed: true}, nil
+	}
+	if row.LockedAt != nil {
+		if left := row.LockedAt.Add(s.lease).Sub(s.now()); left > 0 {
+			s.metrics.conflicts.Add(1)
+			return nil, keyInUse(min(left, time.Second))
+		}
+	}
+	return nil, nil
+}
+
+// claim takes the key's lease (inserting the key if it is new) and, when the
+// step from its recovery point makes no foreign call, runs that step's phase
+// in the same transaction.
+func claim[S any](ctx context.Context, s *Service, flow *Flow[S], req Request, params, fp []byte) (*Key, *S, *Response, error) {
+	var (
+		key     *Key
+		state   *S
+		resp    *Response
+		outcome Outcome
+	)
+	token := uuid.New()
+	err := s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
+		key, state, resp, outcome = nil, nil, nil, Outcome{}
+		now := s.now()
+		row, err := s.queries.IdempotencyKeyInsert(ctx, tx, dbgen.IdempotencyKeyInsertParams{
+			IdempotencyKey:     req.Key,
+			Now:                now,
+			LockToken:          token,
+			Flow:               flow.Name,
+			RequestMethod:      req.Method,
+			RequestPath:        req.Path,
+			RequestParams:      params,
+			RequestFingerprint: fp,
+			RequestIP:          req.IP,
+			UserID:             req.UserID,
+		})
+		if isNoRows(err) {
+			// The key exists: lock it and judge it again, now that no other
+			// claim can interleave.
+			row, err = s.queries.IdempotencyKeyLockByUserKey(ctx, tx, req.UserID, req.Key)
+			if err != nil {
+				return err
+			}
+			if resp, err = s.judgeExisting(row, fp); resp != nil || err != nil {
+				return err
+			}
+			row, err = s.queries.IdempotencyKeyLease(ctx, tx, dbgen.IdempotencyKeyLeaseParams{Now: now, LockToken: token, ID: row.ID})
+		}
+		if err != nil {
+			return err
+		}
+		key = keyFromRow(row, token)
+		if state, err = flow.Load(ctx, tx, key); err != nil {
+			return err
+		}
+		step, err := flow.step(key.Point)
+		if err != nil {
+			return err
+		}
+		if step.Call != nil {
+			return nil
+		}
+		if outcome, err = step.Phase(ctx, tx, key, state); err != nil {
+			return err
+		}
+		resp, err = s.record(ctx, tx, key, outcome)
+		return err
+	})
+	if err != nil {
+		// The claim was rolled back: nothing holds the lease.
+		var e *Error
+		if errors.As(err, &e) {
+			return nil, nil, nil, err
+		}
+		return nil, nil, nil, internal(err)
+	}
+	if resp != nil {
+		return nil, nil, resp, nil
+	}
+	if outcome.kind == outcomeMoveTo {
+		key.Point = outcome.point
+	}
+	return key, state, nil, nil
+}
+
+// drive runs the steps of a claimed key until the request finishes or a step
+// fails. On failure the lease is released and the recovery point stays, so a
+// retry continues from it.
+func drive[S any](ctx context.Context, s *Service, flow *Flow[S], key *Key, state *S) (resp *Response, err error) {
+	defer func() {
+		if err != nil {
+			s.release(ctx, key)
+			err = classify(err)
+		}
+	}()
+	for key.Point != RecoveryPointFinished {
+		step, err := flow.step(key.Point)
+		if err != nil {
+			return nil, err
+		}
+		if step.Call != nil {
+			if err := step.Call(ctx, key, state); err != nil {
+				return nil, err
+			}
+		}
+		var outcome Outcome
+		err = s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
+			resp = nil
+			if _, err := s.queries.IdempotencyKeyFence(ctx, tx, key.ID, key.token); err != nil {
+				if isNoRows(err) {
+					return errLeaseLost
+				}
+				return err
+			}
+			if outcome, err = step.Phase(ctx, tx, key, state); err != nil {
+				return err
+			}
+			resp, err = s.record(ctx, tx, key, outcome)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		switch outcome.kind {
+		case outcomeMoveTo:
+			key.Point = outcome.point
+		case outcomeFinish:
+			return resp, nil
+		case outcomeNoOp:
+			return nil, internal(fmt.Errorf("flow %s: step from %q recorded nothing after its call", flow.Name, key.Point))
+		}
+	}
+	return nil, internal(fmt.Errorf("flow %s: key %d finished without a response", flow.Name, key.ID))
+}
+
+// record writes a phase's outcome onto the key, under the key's lease.
+func (s *Service) record(ctx context.Context, tx pgx.Tx, key *Key, o Outcome) (*Response, error) {
+	switch o.kind {
+	case outcomeMoveTo:
+		n, err := s.queries.IdempotencyKeySetRecoveryPoint(ctx, tx, dbgen.IdempotencyKeySetRecoveryPointParams{
+			RecoveryPoint: string(o.point), ID: key.ID, LockToken: key.token,
+		})
+		if err == nil && n != 1 {
+			err = errLeaseLost
+		}
+		return nil, err
+	case outcomeFinish:
+		body, err := json.Marshal(o.body)
+		if err != nil {
+			return nil, fmt.Errorf("marshal response: %w", err)
+		}
+		code := int32(o.status)
+		n, err := s.queries.IdempotencyKeyFinish(ctx, tx, dbgen.IdempotencyKeyFinishParams{
+			ResponseCode: &code, ResponseBody: body, ID: key.ID, LockToken: key.token,
+		})
+		if err == nil && n != 1 {
+			err = errLeaseLost
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &Response{Status: o.status, Body: body}, nil
+	}
+	return nil, nil
+}
+
+// release gives the lease up so that a retry need not wait for it to expire.
+// It runs on a fresh context: it must happen even when the request's own
+// context is done, and even when the failed transaction's commit failed.
+func (s *Service) release(ctx context.Context, key *Key) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+	defer cancel()
+	if _, err := s.queries.IdempotencyKeyRelease(ctx, s.pool, key.ID, key.token); err != nil {
+		s.logger.ErrorContext(ctx, "release idempotency key", "key_id", key.ID, "err", err)
+	}
+}
+
+// classify turns a failure of a claimed request into the domain error the
+// client sees. Nothing here is final: the request can be retried.
+func classify(err error) error {
+	var pe *PaymentError
+	switch {
+	case errors.Is(err, errLeaseLost):
+		return keyInUse(time.Second)
+	case errors.As(err, &pe):
+		return &Error{
+			Code:       CodeProcessorUnavailable,
+			Message:    "the payment processor is unavailable; retry with the same idempotency key",
+			RetryAfter: 2 * time.Second,
+			Err:        err,
+		}
+	}
+	return internal(err)
+}
+
+func (f *Flow[S]) step(p RecoveryPoint) (Step[S], error) {
+	step, ok := f.Steps[p]
+	if !ok {
+		return Step[S]{}, fmt.Errorf("flow %s: no step from recovery point %q", f.Name, p)
+	}
+	return step, nil
+}
+
+func keyFromRow(row *dbgen.IdempotencyKey, token uuid.UUID) *Key {
+	return &Key{
+		ID:        row.ID,
+		UserID:    row.UserID,
+		CreatedAt: row.CreatedAt,
+		Point:     RecoveryPoint(row.RecoveryPoint),
+		Params:    row.RequestParams,
+		IP:        row.RequestIP,
+		token:     token,
+	}
+}
+
+// fingerprint identifies a request: its method, path and normalised body.
+func fingerprint(method, path string, params []byte) []byte {
+	h := sha256.New()
+	h.Write([]byte(method))
+	h.Write([]byte{0})
+	h.Write([]byte(path))
+	h.Write([]byte{0})
+	h.Write(params)
+	return h.Sum(nil)
+}
+
+// flowRunner drives a stored request of one flow from its key, for callers
+// that find requests in the database rather than receive them.
+type flowRunner func(ctx context.Context, s *Service, row *dbgen.IdempotencyKey) (*Response, error)
+
+func (f *Flow[S]) runner() flowRunner {
+	return func(ctx context.Context, s *Service, row *dbgen.IdempotencyKey) (*Response, error) {
+		req := Request{
+			UserID: row.UserID,
+			Key:    row.IdempotencyKey,
+			Method: row.RequestMethod,
+			Path:   row.RequestPath,
+			IP:     row.RequestIP,
+		}
+		return serve(ctx, s, f, req, row.RequestParams, row.RequestFingerprint)
+	}
+}

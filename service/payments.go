@@ -1,0 +1,136 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Payments is the port to the payment processor. The adapter over stripe-go
+// (package payments) is the production implementation; every call carries an
+// explicit idempotency key and is bounded in time by the adapter.
+//
+// Implementations return a *PaymentError for every failure, classified by
+// PaymentErrorKind so the engine can tell a definitive answer from an
+// indeterminate one.
+type Payments interface {
+	// CustomerCreate creates the customer of a user with a payment source.
+	CustomerCreate(ctx context.Context, params CustomerCreateParams) (*Customer, error)
+	// CustomerFind looks the user's customer up by metadata. It returns
+	// (nil, nil) when the processor has none.
+	CustomerFind(ctx context.Context, userID int64) (*Customer, error)
+	// ChargeCreate charges a customer.
+	ChargeCreate(ctx context.Context, params ChargeCreateParams) (*Charge, error)
+	// ChargeFind looks the charge of a ride up by metadata. It returns
+	// (nil, nil) when the processor has none.
+	ChargeFind(ctx context.Context, rideID int64) (*Charge, error)
+	// RefundCreate refunds a charge in full.
+	RefundCreate(ctx context.Context, params RefundCreateParams) (*Refund, error)
+	// Budget is the longest a single call may take, its retries included.
+	// Leases on idempotency keys are longer than this.
+	Budget() time.Duration
+}
+
+// ProcessorKeyWindow is how long the processor remembers an idempotency key
+// (Stripe: 24 hours). A call older than this, less a margin, cannot rely on
+// the processor to deduplicate it.
+const ProcessorKeyWindow = 24 * time.Hour
+
+// CustomerCreateParams are the inputs of Payments.CustomerCreate.
+type CustomerCreateParams struct {
+	// IdempotencyKey is the entity-level key "user-<id>-customer".
+	IdempotencyKey string
+	UserID         int64
+	Email          string
+	// Source is a payment source or test token, e.g. "tok_visa".
+	Source string
+}
+
+// Customer is the processor's customer.
+type Customer struct {
+	ID string
+}
+
+// ChargeCreateParams are the inputs of Payments.ChargeCreate.
+type ChargeCreateParams struct {
+	IdempotencyKey string
+	CustomerID     string
+	AmountCents    int64
+	// Currency is a lower-case ISO 4217 code.
+	Currency    string
+	Description string
+	// RideID is stored as the charge's metadata "ride_id" so that the charge
+	// can be found again after the processor has forgotten the key.
+	RideID int64
+}
+
+// Charge is a successful charge at the processor.
+type Charge struct {
+	ID          string
+	AmountCents int64
+	Currency    string
+}
+
+// RefundCreateParams are the inputs of Payments.RefundCreate.
+type RefundCreateParams struct {
+	// IdempotencyKey is the entity-level key "ride-<id>-refund".
+	IdempotencyKey string
+	ChargeID       string
+	RideID         int64
+}
+
+// Refund is a refund at the processor.
+type Refund struct {
+	ID          string
+	ChargeID    string
+	AmountCents int64
+	Status      string
+}
+
+// PaymentErrorKind classifies a processor failure by what it means for the
+// request that caused it.
+type PaymentErrorKind string
+
+const (
+	// PaymentDeclined is definitive: the card was declined. Retrying with
+	// the same source will not succeed.
+	PaymentDeclined PaymentErrorKind = "declined"
+	// PaymentInvalid is definitive: the processor rejected the request as
+	// invalid (other than an idempotency conflict).
+	PaymentInvalid PaymentErrorKind = "invalid"
+	// PaymentUnavailable is indeterminate: a timeout, a connection error, a
+	// 5xx, a 429, a 409 (key in use) or an idempotency mismatch. The call may
+	// or may not have taken effect; retrying with the same key is safe.
+	PaymentUnavailable PaymentErrorKind = "unavailable"
+)
+
+// PaymentError is the error every Payments implementation returns.
+type PaymentError struct {
+	Kind PaymentErrorKind
+	// Code is the processor's error code, e.g. "card_declined", when known.
+	Code string
+	// Message is the processor's message, safe to show to the payer for
+	// declines.
+	Message string
+	// HTTPStatus is the processor's HTTP status, 0 for network failures.
+	HTTPStatus int
+	// Err is the underlying error.
+	Err error
+}
+
+func (e *PaymentError) Error() string {
+	return fmt.Sprintf("payment %s (status %d, code %q): %s", e.Kind, e.HTTPStatus, e.Code, e.Message)
+}
+
+func (e *PaymentError) Unwrap() error { return e.Err }
+
+// PaymentErrorKindOf returns the kind of err, or PaymentUnavailable when err
+// is not a *PaymentError (an unknown failure is never taken as definitive).
+func PaymentErrorKindOf(err error) PaymentErrorKind {
+	var pe *PaymentError
+	if errors.As(err, &pe) {
+		return pe.Kind
+	}
+	return PaymentUnavailable
+}

@@ -1,0 +1,279 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"net/netip"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/atomicrides/atomicrides/dbgen"
+)
+
+// RecoveryPointRideCreated: the ride and its audit record are committed; the
+// charge comes next.
+const RecoveryPointRideCreated RecoveryPoint = "ride_created"
+
+// Every ride costs the same for now.
+const (
+	RideAmountCents = 2000
+	RideCurrency    = "usd"
+)
+
+// RideCreateParams is the input of a ride booking.
+type RideCreateParams struct {
+	OriginLat float64 `json:"origin_lat"`
+	OriginLon float64 `json:"origin_lon"`
+	TargetLat float64 `json:"target_lat"`
+	TargetLon float64 `json:"target_lon"`
+}
+
+// Validate checks that the coordinates are finite and in range (bounds
+// inclusive), naming the first field at fault.
+func (p RideCreateParams) Validate() error {
+	for _, c := range []struct {
+		field string
+		v     float64
+		limit float64
+	}{
+		{"body.origin_lat", p.OriginLat, 90},
+		{"body.origin_lon", p.OriginLon, 180},
+		{"body.target_lat", p.TargetLat, 90},
+		{"body.target_lon", p.TargetLon, 180},
+	} {
+		if math.IsNaN(c.v) || math.IsInf(c.v, 0) || c.v < -c.limit || c.v > c.limit {
+			return invalid(c.field, "must be a number between %v and %v", -c.limit, c.limit)
+		}
+	}
+	return nil
+}
+
+// Ride is a booked ride as its owner sees it.
+type Ride struct {
+	ID           int64     `json:"id"`
+	CreatedAt    time.Time `json:"created_at"`
+	OriginLat    float64   `json:"origin_lat"`
+	OriginLon    float64   `json:"origin_lon"`
+	TargetLat    float64   `json:"target_lat"`
+	TargetLon    float64   `json:"target_lon"`
+	AmountCents  int64     `json:"amount_cents"`
+	Currency     string    `json:"currency"`
+	ChargeStatus string    `json:"charge_status" enum:"pending,charged,declined" doc:"pending until the charge is decided"`
+	// StripeChargeID is set once the ride is charged.
+	StripeChargeID *string `json:"stripe_charge_id" nullable:"true"`
+}
+
+func rideFromRow(r *dbgen.Ride) *Ride {
+	return &Ride{
+		ID:             r.ID,
+		CreatedAt:      r.CreatedAt.UTC(),
+		OriginLat:      r.OriginLat,
+		OriginLon:      r.OriginLon,
+		TargetLat:      r.TargetLat,
+		TargetLon:      r.TargetLon,
+		AmountCents:    r.AmountCents,
+		Currency:       r.Currency,
+		ChargeStatus:   r.ChargeStatus,
+		StripeChargeID: r.StripeChargeID,
+	}
+}
+
+// RideCreate books and charges a ride under the client's idempotency key. It
+// returns the stored response of the request: 201 with the ride, or 402 when
+// the card was declined. Every other failure is an *Error and leaves the
+// request resumable with the same key.
+func (s *Service) RideCreate(ctx context.Context, userID int64, idempotencyKey string, params RideCreateParams, ip *netip.Addr) (*Response, error) {
+	if err := params.Validate(); err != nil {
+		return nil, err
+	}
+	return run(ctx, s, s.rides, Request{
+		UserID: userID,
+		Key:    idempotencyKey,
+		Method: http.MethodPost,
+		Path:   "/rides",
+		Params: params,
+		IP:     ip,
+	})
+}
+
+// RideGet returns the user's ride. Another user's ride is not found.
+func (s *Service) RideGet(ctx context.Context, userID, rideID int64) (*Ride, error) {
+	row, err := s.queries.RideGetForUser(ctx, s.pool, rideID, userID)
+	if err != nil {
+		if isNoRows(err) {
+			return nil, &Error{Code: CodeNotFound, Message: "no such ride"}
+		}
+		return nil, internal(err)
+	}
+	return rideFromRow(row), nil
+}
+
+// rideState is what the ride flow knows while it runs.
+type rideState struct {
+	user   *dbgen.User
+	params RideCreateParams
+	ride   *dbgen.Ride
+
+	// Results of the charge call.
+	customerID  string
+	newCustomer bool
+	charge      *Charge
+	failure     *PaymentError
+}
+
+// rideChargeKey is the processor key of a ride's charge, derived from our
+// key's row id so that it is unique across users and stable across retries.
+func rideChargeKey(keyID int64) string { return fmt.Sprintf("ride-charge-%d", keyID) }
+
+func (s *Service) rideFlow() *Flow[rideState] {
+	return &Flow[rideState]{
+		Name: "ride.create",
+		Load: s.rideLoad,
+		Steps: map[RecoveryPoint]Step[rideState]{
+			RecoveryPointStarted:     {Phase: s.rideCreatePhase},
+			RecoveryPointRideCreated: {Call: s.rideChargeCall, Phase: s.rideChargePhase},
+		},
+	}
+}
+
+func (s *Service) rideLoad(ctx context.Context, tx pgx.Tx, key *Key) (*rideState, error) {
+	st := &rideState{}
+	if err := json.Unmarshal(key.Params, &st.params); err != nil {
+		return nil, fmt.Errorf("ride params of key %d: %w", key.ID, err)
+	}
+	var err error
+	if st.user, err = s.queries.UserGet(ctx, tx, key.UserID); err != nil {
+		return nil, err
+	}
+	if key.Point != RecoveryPointStarted {
+		if st.ride, err = s.queries.RideGetByIdempotencyKey(ctx, tx, &key.ID); err != nil {
+			return nil, fmt.Errorf("ride of key %d at %s: %w", key.ID, key.Point, err)
+		}
+	}
+	return st, nil
+}
+
+// rideCreatePhase: the ride and its audit record.
+func (s *Service) rideCreatePhase(ctx context.Context, tx pgx.Tx, key *Key, st *rideState) (Outcome, error) {
+	ride, err := s.queries.RideCreate(ctx, tx, dbgen.RideCreateParams{
+		IdempotencyKeyID: &key.ID,
+		OriginLat:        st.params.OriginLat,
+		OriginLon:        st.params.OriginLon,
+		TargetLat:        st.params.TargetLat,
+		TargetLon:        st.params.TargetLon,
+		AmountCents:      RideAmountCents,
+		Currency:         RideCurrency,
+		UserID:           key.UserID,
+	})
+	if err != nil {
+		return Outcome{}, err
+	}
+	if err := s.audit(ctx, tx, "ride.created", "ride", ride.ID, key.UserID, key.IP, st.params); err != nil {
+		return Outcome{}, err
+	}
+	st.ride = ride
+	return MoveTo(RecoveryPointRideCreated), nil
+}
+
+// rideChargeCall charges the ride, creating the customer first if the
+// background job has not. No transaction is open here.
+func (s *Service) rideChargeCall(ctx context.Context, key *Key, st *rideState) error {
+	st.customerID, st.newCustomer, st.charge, st.failure = "", false, nil, nil
+
+	if st.user.StripeCustomerID != nil {
+		st.customerID = *st.user.StripeCustomerID
+	} else {
+		c, err := s.processorCustomer(ctx, st.user)
+		if err != nil {
+			return st.definitive(err)
+		}
+		st.customerID, st.newCustomer = c.ID, true
+	}
+
+	// Past the processor's key window a retried charge would not be
+	// deduplicated: adopt the charge if it was made.
+	if s.pastProcessorWindow(key.CreatedAt) {
+		ch, err := s.payments.ChargeFind(ctx, st.ride.ID)
+		if err != nil {
+			return err
+		}
+		if ch != nil {
+			st.charge = ch
+			return nil
+		}
+	}
+
+	ch, err := s.payments.ChargeCreate(ctx, ChargeCreateParams{
+		IdempotencyKey: rideChargeKey(key.ID),
+		CustomerID:     st.customerID,
+		AmountCents:    st.ride.AmountCents,
+		Currency:       st.ride.Currency,
+		Description:    fmt.Sprintf("Ride %d", st.ride.ID),
+		RideID:         st.ride.ID,
+	})
+	if err != nil {
+		return st.definitive(err)
+	}
+	st.charge = ch
+	return nil
+}
+
+// definitive keeps a definitive payment failure for the phase to record and
+// passes every other error on.
+func (st *rideState) definitive(err error) error {
+	switch PaymentErrorKindOf(err) {
+	case PaymentDeclined, PaymentInvalid:
+		if pe, ok := err.(*PaymentError); ok {
+			st.failure = pe
+			return nil
+		}
+	}
+	return err
+}
+
+// rideChargePhase records the charge's outcome and finishes the request.
+func (s *Service) rideChargePhase(ctx context.Context, tx pgx.Tx, key *Key, st *rideState) (Outcome, error) {
+	if st.failure != nil {
+		if _, err := s.queries.RideSetDeclined(ctx, tx, st.ride.ID); err != nil {
+			return Outcome{}, err
+		}
+		if err := s.audit(ctx, tx, "ride.charge_declined", "ride", st.ride.ID, key.UserID, key.IP,
+			map[string]string{"code": st.failure.Code, "kind": string(st.failure.Kind)}); err != nil {
+			return Outcome{}, err
+		}
+		p := Problem{Type: ProblemCardDeclined, Title: "Card declined", Status: http.StatusPaymentRequired,
+			Detail: "the card was declined: " + st.failure.Message}
+		if st.failure.Kind == PaymentInvalid {
+			p.Type, p.Title = ProblemPaymentRejected, "Payment rejected"
+			p.Detail = "the payment processor rejected the charge"
+		}
+		return Finish(http.StatusPaymentRequired, p), nil
+	}
+
+	if st.newCustomer {
+		if _, err := s.queries.UserSetStripeCustomer(ctx, tx, st.customerID, key.UserID); err != nil {
+			return Outcome{}, err
+		}
+	}
+	n, err := s.queries.RideSetCharged(ctx, tx, st.charge.ID, st.ride.ID)
+	if err != nil {
+		return Outcome{}, err
+	}
+	if n != 1 {
+		return Outcome{}, fmt.Errorf("ride %d: not pending when recording charge %s", st.ride.ID, st.charge.ID)
+	}
+	if _, err := s.jobs.InsertTx(ctx, tx, RideReceiptArgs{RideID: st.ride.ID}, nil); err != nil {
+		return Outcome{}, err
+	}
+	ride := rideFromRow(st.ride)
+	ride.ChargeStatus, ride.StripeChargeID = "charged", &st.charge.ID
+	return Finish(http.StatusCreated, ride), nil
+}
+
+func (s *Service) pastProcessorWindow(since time.Time) bool {
+	return s.now().Sub(since) > ProcessorKeyWindow-s.margin
+}

@@ -1,0 +1,128 @@
+package service
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/atomicrides/atomicrides/dbgen"
+)
+
+// Config configures a Service.
+type Config struct {
+	// Pool is the database. Required.
+	Pool *pgxpool.Pool
+	// Payments is the payment processor. Required.
+	Payments Payments
+	// Logger receives the service's logs. Defaults to discarding them.
+	Logger *slog.Logger
+	// Clock returns the current time. Defaults to time.Now. Leases and the
+	// processor's key window are judged by it.
+	Clock func() time.Time
+	// Lease is how long a request holds an idempotency key before another
+	// may take it over. It must outlast Payments.Budget(); the default is
+	// twice the budget plus 30 seconds.
+	Lease time.Duration
+	// ProcessorKeyMargin is subtracted from ProcessorKeyWindow when deciding
+	// whether the processor may have forgotten a key. Default one hour.
+	ProcessorKeyMargin time.Duration
+}
+
+// Service is the domain: every transaction of the application begins and
+// commits here. It is safe for concurrent use.
+type Service struct {
+	pool     *pgxpool.Pool
+	queries  *dbgen.Queries
+	payments Payments
+	jobs     *river.Client[pgx.Tx]
+	logger   *slog.Logger
+	now      func() time.Time
+	lease    time.Duration
+	margin   time.Duration
+	metrics  metrics
+	flows    map[string]flowRunner
+	rides    *Flow[rideState]
+}
+
+// New returns a Service. It inserts background jobs through an insert-only
+// River client on the same pool, always inside the caller's transaction.
+func New(cfg Config) (*Service, error) {
+	if cfg.Pool == nil {
+		return nil, errors.New("service: Config.Pool is required")
+	}
+	if cfg.Payments == nil {
+		return nil, errors.New("service: Config.Payments is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.Lease == 0 {
+		cfg.Lease = 2*cfg.Payments.Budget() + 30*time.Second
+	}
+	if cfg.Lease <= cfg.Payments.Budget() {
+		return nil, errors.New("service: Config.Lease must outlast Payments.Budget()")
+	}
+	if cfg.ProcessorKeyMargin == 0 {
+		cfg.ProcessorKeyMargin = time.Hour
+	}
+	jobs, err := river.NewClient(riverpgxv5.New(cfg.Pool), &river.Config{Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{
+		pool:     cfg.Pool,
+		queries:  dbgen.New(),
+		payments: cfg.Payments,
+		jobs:     jobs,
+		logger:   cfg.Logger,
+		now:      cfg.Clock,
+		lease:    cfg.Lease,
+		margin:   cfg.ProcessorKeyMargin,
+	}
+	s.rides = s.rideFlow()
+	s.flows = map[string]flowRunner{
+		s.rides.Name: s.rides.runner(),
+	}
+	return s, nil
+}
+
+// Lease returns how long a request holds an idempotency key.
+func (s *Service) Lease() time.Duration { return s.lease }
+
+// Stats are counters of what the service did since it started.
+type Stats struct {
+	// TxRetries counts transactions rerun after a serialization failure or
+	// deadlock.
+	TxRetries int64
+	// Replays counts responses replayed from finished keys.
+	Replays int64
+	// Conflicts counts requests refused because another held the key.
+	Conflicts int64
+}
+
+// Stats returns a snapshot of the service's counters.
+func (s *Service) Stats() Stats {
+	return Stats{
+		TxRetries: s.metrics.txRetries.Load(),
+		Replays:   s.metrics.replays.Load(),
+		Conflicts: s.metrics.conflicts.Load(),
+	}
+}
+
+type metrics struct {
+	txRetries atomic.Int64
+	replays   atomic.Int64
+	conflicts atomic.Int64
+}
+
+func (m *metrics) txRetry() { m.txRetries.Add(1) }

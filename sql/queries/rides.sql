@@ -1,0 +1,25 @@
+-- name: RideCreate :one
+INSERT INTO rides (
+    idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon,
+    amount_cents, currency, user_id
+) VALUES (
+    @idempotency_key_id, @origin_lat, @origin_lon, @target_lat, @target_lon,
+    @amount_cents, @currency, @user_id
+)
+RETURNING *;
+
+-- name: RideGetByIdempotencyKey :one
+SELECT * FROM rides WHERE idempotency_key_id = @idempotency_key_id;
+
+-- name: RideGetForUser :one
+SELECT * FROM rides WHERE id = @id AND user_id = @user_id;
+
+-- name: RideSetCharged :execrows
+UPDATE rides
+SET charge_status = 'charged', stripe_charge_id = @stripe_charge_id::text
+WHERE id = @id AND charge_status = 'pending';
+
+-- name: RideSetDeclined :execrows
+UPDATE rides
+SET charge_status = 'declined'
+WHERE id = @id AND charge_status = 'pending';
