@@ -121,15 +121,15 @@ func (h *handlers) errorResponses(op *huma.Operation, codes ...int) {
 }
 
 var statusDescriptions = map[int]string{
-	http.StatusBadRequest:           "Malformed request: a missing or invalid header, or a body that is not JSON.",
-	http.StatusUnauthorized:         "Missing or invalid credentials.",
-	http.StatusPaymentRequired:      "The card was declined. Stored: replayed for every retry with the same key.",
-	http.StatusNotFound:             "No such resource for this caller.",
-	http.StatusConflict:             "Another request with the same idempotency key is in progress.",
+	http.StatusBadRequest:            "Malformed request: a missing or invalid header, or a body that is not JSON.",
+	http.StatusUnauthorized:          "Missing or invalid credentials.",
+	http.StatusPaymentRequired:       "The card was declined. Stored: replayed for every retry with the same key.",
+	http.StatusNotFound:              "No such resource for this caller.",
+	http.StatusConflict:              "Another request with the same idempotency key is in progress.",
 	http.StatusRequestEntityTooLarge: "The body is larger than 16 KiB.",
-	http.StatusUnprocessableEntity:  "Invalid input (the errors name the field), or an idempotency key reused with a different request.",
-	http.StatusInternalServerError:  "Internal error. Not stored: retry with the same idempotency key.",
-	http.StatusServiceUnavailable:   "The payment processor gave no definitive answer. Not stored: retry with the same idempotency key.",
+	http.StatusUnprocessableEntity:   "Invalid input (the errors name the field), or an idempotency key reused with a different request.",
+	http.StatusInternalServerError:   "Internal error. Not stored: retry with the same idempotency key.",
+	http.StatusServiceUnavailable:    "The payment processor gave no definitive answer. Not stored: retry with the same idempotency key.",
 }
 
 func describeStatus(code int) string {

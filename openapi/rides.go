@@ -11,7 +11,7 @@ import (
 )
 
 type rideCreateInput struct {
-	IdempotencyKey string         `header:"Idempotency-Key" required:"true" doc:"20 to 255 printable ASCII characters, bare or as a quoted structured-field string. One key per logical booking: retry with the same key."`
+	IdempotencyKey string `header:"Idempotency-Key" required:"true" doc:"20 to 255 printable ASCII characters, bare or as a quoted structured-field string. One key per logical booking: retry with the same key."`
 	Body           rideCreateBody
 }
 

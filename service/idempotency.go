@@ -49,7 +49,9 @@ func MoveTo(p RecoveryPoint) Outcome { return Outcome{kind: outcomeMoveTo, point
 
 // Finish finishes the request: status and body (marshalled to JSON) are
 // stored on the key and replayed for every later request with it.
-func Finish(status int, body any) Outcome { return Outcome{kind: outcomeFinish, status: status, body: body} }
+func Finish(status int, body any) Outcome {
+	return Outcome{kind: outcomeFinish, status: status, body: body}
+}
 
 // NoOp records nothing; the request stays at its recovery point.
 func NoOp() Outcome { return Outcome{} }
