@@ -1,0 +1,100 @@
+package fakestripe
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// controlPrefix is where the server's own endpoints live, outside the
+// Stripe API. They need no authentication and are not recorded:
+//
+//	GET    /_fake/ledger  the Snapshot as JSON
+//	GET    /_fake/faults  the active faults
+//	POST   /_fake/faults  inject a fault, or an array of faults, e.g.
+//	                      {"op":"charge.create","kind":"status","status":503,"times":2}
+//	                      {"op":"*","kind":"latency","duration":"2s"}
+//	DELETE /_fake/faults  clear every fault
+//	POST   /_fake/clock   advance the clock: {"advance":"25h"}
+//	POST   /_fake/reset   forget everything (Reset)
+const controlPrefix = "/_fake/"
+
+func (s *Server) serveControl(w http.ResponseWriter, r *http.Request) {
+	switch r.Method + " " + strings.TrimPrefix(r.URL.Path, controlPrefix) {
+	case "GET ledger":
+		writeJSON(w, http.StatusOK, s.Snapshot())
+	case "GET faults":
+		writeJSON(w, http.StatusOK, map[string][]Fault{"faults": s.Faults()})
+	case "POST faults":
+		faults, err := decodeFaults(r.Body)
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+			return
+		}
+		for _, f := range faults {
+			s.faults.inject(f)
+		}
+		writeJSON(w, http.StatusOK, map[string][]Fault{"faults": s.Faults()})
+	case "DELETE faults":
+		s.ClearFaults()
+		writeJSON(w, http.StatusOK, map[string][]Fault{"faults": {}})
+	case "POST clock":
+		var body struct {
+			Advance string `json:"advance"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+			return
+		}
+		d, err := time.ParseDuration(body.Advance)
+		if err != nil || d < 0 {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "advance must be a non-negative duration such as \"25h\""})
+			return
+		}
+		s.Advance(d)
+		writeJSON(w, http.StatusOK, map[string]time.Time{"now": s.Now()})
+	case "POST reset":
+		s.Reset()
+		writeJSON(w, http.StatusOK, map[string]bool{"reset": true})
+	default:
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "unknown control endpoint " + r.Method + " " + r.URL.Path})
+	}
+}
+
+// decodeFaults reads one fault or an array of faults and validates them all
+// before any is injected.
+func decodeFaults(body io.Reader) ([]Fault, error) {
+	raw, err := io.ReadAll(io.LimitReader(body, 1<<20))
+	if err != nil {
+		return nil, err
+	}
+	var faults []Fault
+	if trimmed := strings.TrimSpace(string(raw)); strings.HasPrefix(trimmed, "[") {
+		err = json.Unmarshal(raw, &faults)
+	} else {
+		var f Fault
+		err = json.Unmarshal(raw, &f)
+		faults = []Fault{f}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(faults) == 0 {
+		return nil, errors.New("no fault given")
+	}
+	for _, f := range faults {
+		if err := f.Validate(); err != nil {
+			return nil, err
+		}
+	}
+	return faults, nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(encode(v))
+}

@@ -1,0 +1,37 @@
+// Package fakestripe is a stateful, in-memory stand-in for the subset of the
+// Stripe API that the payments adapter uses: customers, charges, refunds and
+// their search endpoints.
+//
+// It speaks the same wire format as api.stripe.com (form-encoded requests,
+// Stripe-shaped JSON objects and errors, bearer authentication), so the real
+// stripe-go client can be pointed at it. Unlike stripe-mock it keeps state:
+// objects created are found again by retrieval and search, charges to a
+// customer whose card fails are declined, refunds change their charge, and
+// the idempotency layer behaves as Stripe documents it (saved responses,
+// replays, parameter mismatches, in-flight conflicts, 24-hour expiry).
+//
+// Tests inspect what happened through the ledger (Customers, Charges,
+// Refunds, Requests) and provoke failures with Inject (latency, error
+// statuses, connections dropped before or after the operation executed).
+// The same controls are reachable over HTTP under /_fake/ for local runs.
+//
+// # Test tokens
+//
+// The source given to POST /v1/customers decides how the customer's card
+// behaves:
+//
+//	tok_chargeDeclined                   customer creation fails: 402 card_declined (generic_decline)
+//	tok_chargeDeclinedInsufficientFunds  customer creation fails: 402 card_declined (insufficient_funds)
+//	tok_chargeCustomerFail               customer is created; every charge to it is declined (402)
+//	any other tok_, src_, card_ or pm_   customer is created with a working card
+//	(no source)                          customer is created without a card; charges fail with 400 "missing"
+//
+// # Fault placement
+//
+// Faults of kind [FaultStatus] and [FaultDropBefore] act in front of the
+// idempotency layer, as a load balancer or an overloaded front end would:
+// nothing executes and nothing is saved. [FaultLatency] acts after the
+// request has claimed its idempotency key, so a slow request holds its key
+// and a concurrent request with the same key gets 409. [FaultDropAfter] acts
+// after the operation executed and its response was saved.
+package fakestripe

@@ -1,0 +1,223 @@
+package fakestripe
+
+import (
+	"maps"
+	"sync"
+	"time"
+)
+
+// Charge statuses, as in Stripe's Charge.status.
+const (
+	ChargeSucceeded = "succeeded"
+	ChargeFailed    = "failed"
+)
+
+// Customer is a customer as recorded by the server.
+type Customer struct {
+	ID    string `json:"id"`
+	Email string `json:"email,omitempty"`
+	// Source is the token the customer was created with.
+	Source string `json:"source,omitempty"`
+	// Card is the id of the card attached from Source; empty without one.
+	Card string `json:"card,omitempty"`
+	// FailsCharges is set for customers created with
+	// tok_chargeCustomerFail: every charge to them is declined.
+	FailsCharges bool              `json:"fails_charges"`
+	Metadata     map[string]string `json:"metadata"`
+	Created      time.Time         `json:"created"`
+}
+
+// Charge is a charge attempt as recorded by the server, declined ones
+// included, as Stripe records them.
+type Charge struct {
+	ID          string `json:"id"`
+	Customer    string `json:"customer"`
+	Amount      int64  `json:"amount"`
+	Currency    string `json:"currency"`
+	Description string `json:"description,omitempty"`
+	// Status is ChargeSucceeded or ChargeFailed; Paid is true exactly when
+	// the charge succeeded.
+	Status         string            `json:"status"`
+	Paid           bool              `json:"paid"`
+	AmountRefunded int64             `json:"amount_refunded"`
+	Refunded       bool              `json:"refunded"`
+	FailureCode    string            `json:"failure_code,omitempty"`
+	DeclineCode    string            `json:"decline_code,omitempty"`
+	Metadata       map[string]string `json:"metadata"`
+	Created        time.Time         `json:"created"`
+}
+
+// Refund is a refund as recorded by the server.
+type Refund struct {
+	ID       string            `json:"id"`
+	Charge   string            `json:"charge"`
+	Amount   int64             `json:"amount"`
+	Currency string            `json:"currency"`
+	Status   string            `json:"status"`
+	Metadata map[string]string `json:"metadata"`
+	Created  time.Time         `json:"created"`
+}
+
+// Snapshot is a consistent copy of everything the server recorded.
+type Snapshot struct {
+	Customers []Customer `json:"customers"`
+	Charges   []Charge   `json:"charges"`
+	Refunds   []Refund   `json:"refunds"`
+	Requests  []Request  `json:"requests"`
+}
+
+// ledger holds the objects in creation order, indexed by id. Handlers
+// mutate it under mu; accessors return deep copies.
+type ledger struct {
+	mu        sync.Mutex
+	customers []*Customer
+	charges   []*Charge
+	refunds   []*Refund
+	byID      map[string]any
+}
+
+func (l *ledger) init() {
+	l.customers, l.charges, l.refunds = nil, nil, nil
+	l.byID = make(map[string]any)
+}
+
+func (l *ledger) reset() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.init()
+}
+
+// newIDLocked returns an unused id with prefix. l.mu must be held.
+func (l *ledger) newIDLocked(prefix string) string {
+	for {
+		id := newID(prefix)
+		if _, taken := l.byID[id]; !taken {
+			return id
+		}
+	}
+}
+
+func (l *ledger) customerLocked(id string) (*Customer, bool) {
+	c, ok := l.byID[id].(*Customer)
+	return c, ok
+}
+
+func (l *ledger) chargeLocked(id string) (*Charge, bool) {
+	c, ok := l.byID[id].(*Charge)
+	return c, ok
+}
+
+func (l *ledger) refundLocked(id string) (*Refund, bool) {
+	r, ok := l.byID[id].(*Refund)
+	return r, ok
+}
+
+func (l *ledger) addCustomerLocked(c *Customer) {
+	l.customers = append(l.customers, c)
+	l.byID[c.ID] = c
+}
+
+func (l *ledger) addChargeLocked(c *Charge) {
+	l.charges = append(l.charges, c)
+	l.byID[c.ID] = c
+}
+
+func (l *ledger) addRefundLocked(r *Refund) {
+	l.refunds = append(l.refunds, r)
+	l.byID[r.ID] = r
+}
+
+func (c *Customer) clone() Customer {
+	out := *c
+	out.Metadata = maps.Clone(c.Metadata)
+	return out
+}
+
+func (c *Charge) clone() Charge {
+	out := *c
+	out.Metadata = maps.Clone(c.Metadata)
+	return out
+}
+
+func (r *Refund) clone() Refund {
+	out := *r
+	out.Metadata = maps.Clone(r.Metadata)
+	return out
+}
+
+func filterClone[T any, C any](items []*T, keep func(*T) bool, clone func(*T) C) []C {
+	out := []C{}
+	for _, it := range items {
+		if keep(it) {
+			out = append(out, clone(it))
+		}
+	}
+	return out
+}
+
+func all[T any](*T) bool { return true }
+
+// Customers returns every customer, in creation order.
+func (s *Server) Customers() []Customer {
+	s.ledger.mu.Lock()
+	defer s.ledger.mu.Unlock()
+	return filterClone(s.ledger.customers, all, (*Customer).clone)
+}
+
+// CustomersForUser returns the customers whose metadata user_id is userID.
+func (s *Server) CustomersForUser(userID string) []Customer {
+	s.ledger.mu.Lock()
+	defer s.ledger.mu.Unlock()
+	return filterClone(s.ledger.customers, func(c *Customer) bool { return c.Metadata["user_id"] == userID }, (*Customer).clone)
+}
+
+// Charges returns every charge attempt, declined ones included, in creation
+// order.
+func (s *Server) Charges() []Charge {
+	s.ledger.mu.Lock()
+	defer s.ledger.mu.Unlock()
+	return filterClone(s.ledger.charges, all, (*Charge).clone)
+}
+
+// SucceededCharges returns the charges that succeeded (refunded or not).
+func (s *Server) SucceededCharges() []Charge {
+	s.ledger.mu.Lock()
+	defer s.ledger.mu.Unlock()
+	return filterClone(s.ledger.charges, func(c *Charge) bool { return c.Status == ChargeSucceeded }, (*Charge).clone)
+}
+
+// ChargesForRide returns the charge attempts whose metadata ride_id is
+// rideID, declined ones included.
+func (s *Server) ChargesForRide(rideID string) []Charge {
+	s.ledger.mu.Lock()
+	defer s.ledger.mu.Unlock()
+	return filterClone(s.ledger.charges, func(c *Charge) bool { return c.Metadata["ride_id"] == rideID }, (*Charge).clone)
+}
+
+// Refunds returns every refund, in creation order.
+func (s *Server) Refunds() []Refund {
+	s.ledger.mu.Lock()
+	defer s.ledger.mu.Unlock()
+	return filterClone(s.ledger.refunds, all, (*Refund).clone)
+}
+
+// RefundsForCharge returns the refunds of the charge chargeID.
+func (s *Server) RefundsForCharge(chargeID string) []Refund {
+	s.ledger.mu.Lock()
+	defer s.ledger.mu.Unlock()
+	return filterClone(s.ledger.refunds, func(r *Refund) bool { return r.Charge == chargeID }, (*Refund).clone)
+}
+
+// Snapshot returns a copy of the whole ledger and request journal. The
+// objects are consistent with each other; requests are taken right after.
+func (s *Server) Snapshot() Snapshot {
+	s.ledger.mu.Lock()
+	snap := Snapshot{
+		Customers: filterClone(s.ledger.customers, all, (*Customer).clone),
+		Charges:   filterClone(s.ledger.charges, all, (*Charge).clone),
+		Refunds:   filterClone(s.ledger.refunds, all, (*Refund).clone),
+	}
+	s.ledger.mu.Unlock()
+	snap.Requests = s.Requests()
+	return snap
+}

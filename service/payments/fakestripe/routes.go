@@ -1,0 +1,74 @@
+package fakestripe
+
+import (
+	"net/http"
+	"strings"
+)
+
+// Operation names, used by Request.Op and to target faults.
+const (
+	OpCustomerCreate   = "customer.create"
+	OpCustomerRetrieve = "customer.retrieve"
+	OpCustomerSearch   = "customer.search"
+	OpChargeCreate     = "charge.create"
+	OpChargeRetrieve   = "charge.retrieve"
+	OpChargeSearch     = "charge.search"
+	OpRefundCreate     = "refund.create"
+	OpRefundRetrieve   = "refund.retrieve"
+	// OpAny makes a fault target every operation.
+	OpAny = "*"
+)
+
+// operation is one API endpoint: its name and its handler.
+type operation struct {
+	op     string
+	handle func(c *call) response
+}
+
+// route maps a method and path to the operation serving it and, for
+// retrievals, the object id in the path.
+func route(method, path string) (operation, string, bool) {
+	rest, ok := strings.CutPrefix(path, "/v1/")
+	if !ok {
+		return operation{}, "", false
+	}
+	resource, id, hasID := strings.Cut(rest, "/")
+	if hasID && (id == "" || strings.Contains(id, "/")) {
+		return operation{}, "", false
+	}
+	type key struct {
+		method, resource string
+		hasID, search    bool
+	}
+	k := key{method: method, resource: resource, hasID: hasID && id != "search", search: id == "search"}
+	switch k {
+	case key{http.MethodPost, "customers", false, false}:
+		return operation{OpCustomerCreate, (*call).customerCreate}, "", true
+	case key{http.MethodGet, "customers", true, false}:
+		return operation{OpCustomerRetrieve, (*call).customerRetrieve}, id, true
+	case key{http.MethodGet, "customers", false, true}:
+		return operation{OpCustomerSearch, (*call).customerSearch}, "", true
+	case key{http.MethodPost, "charges", false, false}:
+		return operation{OpChargeCreate, (*call).chargeCreate}, "", true
+	case key{http.MethodGet, "charges", true, false}:
+		return operation{OpChargeRetrieve, (*call).chargeRetrieve}, id, true
+	case key{http.MethodGet, "charges", false, true}:
+		return operation{OpChargeSearch, (*call).chargeSearch}, "", true
+	case key{http.MethodPost, "refunds", false, false}:
+		return operation{OpRefundCreate, (*call).refundCreate}, "", true
+	case key{http.MethodGet, "refunds", true, false}:
+		return operation{OpRefundRetrieve, (*call).refundRetrieve}, id, true
+	}
+	return operation{}, "", false
+}
+
+// knownOp reports whether op names an operation (or OpAny).
+func knownOp(op string) bool {
+	switch op {
+	case OpCustomerCreate, OpCustomerRetrieve, OpCustomerSearch,
+		OpChargeCreate, OpChargeRetrieve, OpChargeSearch,
+		OpRefundCreate, OpRefundRetrieve, OpAny:
+		return true
+	}
+	return false
+}

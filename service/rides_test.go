@@ -1,0 +1,466 @@
+package service_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/payments/fakestripe"
+)
+
+func decodeRide(t *testing.T, body []byte) service.Ride {
+	t.Helper()
+	var r service.Ride
+	require.NoError(t, json.Unmarshal(body, &r))
+	return r
+}
+
+func TestRideCreate(t *testing.T) {
+	t.Parallel()
+
+	t.Run("NewKeyChargesOnceAndFinishes", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		uid := b.user(t, "new@example.com", "tok_visa")
+		key := newKey()
+
+		resp, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusCreated, resp.Status)
+		require.False(t, resp.Replayed)
+		ride := decodeRide(t, resp.Body)
+		require.Equal(t, "charged", ride.ChargeStatus)
+		require.NotNil(t, ride.StripeChargeID)
+		require.EqualValues(t, 2000, ride.AmountCents)
+
+		charges := b.fake.ChargesForRide(strconv.FormatInt(ride.ID, 10))
+		require.Len(t, charges, 1)
+		require.Equal(t, *ride.StripeChargeID, charges[0].ID)
+		require.EqualValues(t, 2000, charges[0].Amount)
+
+		require.Equal(t, 1, b.count(t, `SELECT count(*) FROM rides WHERE user_id = $1 AND charge_status = 'charged'`, uid))
+		require.Equal(t, 1, b.count(t, `SELECT count(*) FROM audit_records WHERE action = 'ride.created' AND resource_id = $1`, ride.ID))
+		require.Equal(t, 1, b.count(t, `SELECT count(*) FROM river_job WHERE kind = 'ride_receipt' AND args->>'ride_id' = $1`, strconv.FormatInt(ride.ID, 10)))
+		k := b.key(t, uid, key)
+		require.Equal(t, "finished", k.point)
+		require.False(t, k.locked)
+		require.EqualValues(t, 201, *k.code)
+	})
+
+	t.Run("ReplayIsByteIdenticalAndNeverReachesStripe", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		uid := b.user(t, "replay@example.com", "tok_visa")
+		key := newKey()
+		first, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+		require.NoError(t, err)
+		requests := len(b.fake.Requests())
+
+		for range 3 {
+			again, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+			require.NoError(t, err)
+			require.True(t, again.Replayed)
+			require.Equal(t, first.Status, again.Status)
+			require.Equal(t, first.Body, again.Body)
+		}
+		require.Equal(t, requests, len(b.fake.Requests()), "a replay must not call Stripe")
+		require.Equal(t, 1, b.count(t, `SELECT count(*) FROM rides`))
+		require.Equal(t, 1, b.succeededCharges())
+	})
+
+	t.Run("DeclinedIsStored402AndReplayed", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		uid := b.user(t, "declined@example.com", "tok_chargeCustomerFail")
+		key := newKey()
+
+		resp, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusPaymentRequired, resp.Status)
+		var p service.Problem
+		require.NoError(t, json.Unmarshal(resp.Body, &p))
+		require.Equal(t, service.ProblemCardDeclined, p.Type)
+
+		again, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+		require.NoError(t, err)
+		require.True(t, again.Replayed)
+		require.Equal(t, resp.Body, again.Body)
+
+		require.Equal(t, 1, b.count(t, `SELECT count(*) FROM rides WHERE charge_status = 'declined' AND stripe_charge_id IS NULL`))
+		require.Equal(t, 1, len(b.fake.Charges()), "one declined attempt")
+		require.Equal(t, 0, b.succeededCharges())
+		require.Equal(t, 0, b.count(t, `SELECT count(*) FROM river_job WHERE kind = 'ride_receipt'`))
+		require.Equal(t, "finished", b.key(t, uid, key).point)
+	})
+
+	t.Run("KeyReusedWithDifferentRequestIs422", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		uid := b.user(t, "mismatch@example.com", "tok_visa")
+		key := newKey()
+		_, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+		require.NoError(t, err)
+
+		other := someRide
+		other.TargetLat = 0
+		_, err = b.svc.RideCreate(b.ctx, uid, key, other, nil)
+		requireCode(t, err, service.CodeKeyReused)
+		require.Equal(t, 1, b.count(t, `SELECT count(*) FROM rides`))
+	})
+
+	t.Run("KeysAreScopedPerUser", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		alice := b.user(t, "alice@example.com", "tok_visa")
+		bob := b.user(t, "bob@example.com", "tok_visa")
+		key := newKey()
+
+		a, err := b.svc.RideCreate(b.ctx, alice, key, someRide, nil)
+		require.NoError(t, err)
+		bb, err := b.svc.RideCreate(b.ctx, bob, key, someRide, nil)
+		require.NoError(t, err)
+		require.False(t, bb.Replayed, "bob must not get alice's response")
+		require.NotEqual(t, decodeRide(t, a.Body).ID, decodeRide(t, bb.Body).ID)
+		require.Equal(t, 2, b.succeededCharges())
+	})
+
+	t.Run("LockedKeyIs409WithRetryAfter", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		uid := b.user(t, "locked@example.com", "tok_visa")
+		key := newKey()
+		gate, fired := make(chan struct{}), make(chan struct{}, 1)
+		b.fake.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultLatency, Gate: gate, Fired: fired, Times: 1})
+
+		done := make(chan *service.Response)
+		go func() {
+			resp, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+			if err != nil {
+				t.Error(err)
+			}
+			done <- resp
+		}()
+		<-fired // the first request holds the lease and waits at Stripe
+
+		_, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+		e := requireCode(t, err, service.CodeKeyInUse)
+		require.Positive(t, e.RetryAfter)
+
+		close(gate)
+		resp := <-done
+		require.Equal(t, http.StatusCreated, resp.Status)
+		require.Equal(t, 1, b.succeededCharges())
+	})
+
+	t.Run("StaleLeaseIsTakenOverAndFenced", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		uid := b.user(t, "stale@example.com", "tok_visa")
+		key := newKey()
+		gate, fired := make(chan struct{}), make(chan struct{}, 1)
+		b.fake.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultLatency, Gate: gate, Fired: fired, Times: 1})
+
+		firstErr := make(chan error)
+		go func() {
+			_, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+			firstErr <- err
+		}()
+		<-fired // A holds the lease, its charge is in flight at Stripe
+
+		// A's lease runs out while it waits.
+		b.clock.Advance(b.svc.Lease() + time.Second)
+
+		// B takes the key over; Stripe reports the charge key in use, so B
+		// answers 503 and gives the lease up.
+		_, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+		requireCode(t, err, service.CodeProcessorUnavailable)
+		require.False(t, b.key(t, uid, key).locked)
+
+		// A's charge goes through, but A lost its lease: it writes nothing.
+		close(gate)
+		requireCode(t, <-firstErr, service.CodeKeyInUse)
+		require.Equal(t, "ride_created", b.key(t, uid, key).point)
+
+		// A retry adopts the charge Stripe made for A, through Stripe's key.
+		resp, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusCreated, resp.Status)
+		require.Equal(t, 1, b.succeededCharges())
+		require.Equal(t, 1, b.count(t, `SELECT count(*) FROM rides`))
+	})
+
+	t.Run("TransientStripeFailureIsRetryableFromRideCreated", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		uid := b.user(t, "transient@example.com", "tok_visa")
+		key := newKey()
+		b.fake.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultStatus, Status: 503, Times: 1})
+
+		_, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+		e := requireCode(t, err, service.CodeProcessorUnavailable)
+		require.Positive(t, e.RetryAfter)
+		k := b.key(t, uid, key)
+		require.Equal(t, "ride_created", k.point)
+		require.False(t, k.locked, "the lease is released on the way out")
+		require.Nil(t, k.code, "an indeterminate outcome is not stored")
+
+		resp, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusCreated, resp.Status)
+		require.False(t, resp.Replayed)
+		require.Equal(t, 1, b.count(t, `SELECT count(*) FROM rides`))
+		require.Equal(t, 1, b.succeededCharges())
+	})
+
+	t.Run("ChargeMadeButAnswerLostIsAdoptedNotRepeated", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		uid := b.user(t, "lost@example.com", "tok_visa")
+		key := newKey()
+		b.fake.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultDropAfter, Times: 1})
+
+		_, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+		requireCode(t, err, service.CodeProcessorUnavailable)
+		require.Equal(t, 1, b.succeededCharges(), "Stripe made the charge")
+
+		resp, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+		require.NoError(t, err)
+		ride := decodeRide(t, resp.Body)
+		require.Equal(t, b.fake.SucceededCharges()[0].ID, *ride.StripeChargeID)
+		require.Equal(t, 1, b.succeededCharges())
+	})
+
+	t.Run("KeyOlderThanStripeWindowIsReconciledByLookup", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		uid := b.user(t, "window@example.com", "tok_visa")
+		key := newKey()
+		b.fake.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultDropAfter, Times: 1})
+		_, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+		requireCode(t, err, service.CodeProcessorUnavailable)
+
+		// A day later Stripe has forgotten the key; our key is as old.
+		b.fake.Advance(25 * time.Hour)
+		b.exec(t, `UPDATE idempotency_keys SET created_at = created_at - interval '25 hours'`)
+		searches := b.fake.RequestCount(http.MethodGet, "/v1/charges/search")
+
+		resp, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusCreated, resp.Status)
+		require.Equal(t, searches+1, b.fake.RequestCount(http.MethodGet, "/v1/charges/search"))
+		require.Equal(t, 1, b.succeededCharges(), "the charge is adopted, not made again")
+		require.Equal(t, b.fake.SucceededCharges()[0].ID, *decodeRide(t, resp.Body).StripeChargeID)
+	})
+
+	t.Run("KeyOlderThanStripeWindowWithoutChargeIsCharged", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		uid := b.user(t, "window2@example.com", "tok_visa")
+		key := newKey()
+		b.fake.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultDropBefore, Times: 1})
+		_, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+		requireCode(t, err, service.CodeProcessorUnavailable)
+		b.exec(t, `UPDATE idempotency_keys SET created_at = created_at - interval '25 hours'`)
+
+		resp, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusCreated, resp.Status)
+		require.Equal(t, 1, b.succeededCharges())
+	})
+
+	t.Run("InternalErrorUnlocksKeyAndRetrySucceeds", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		uid := b.user(t, "internal@example.com", "tok_visa")
+		key := newKey()
+		// Recording the charge fails, after Stripe charged.
+		b.exec(t, `CREATE FUNCTION fail_charge() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN RAISE EXCEPTION 'simulated failure'; END $$`)
+		b.exec(t, `CREATE TRIGGER fail_charge BEFORE UPDATE OF stripe_charge_id ON rides
+			FOR EACH ROW EXECUTE FUNCTION fail_charge()`)
+
+		_, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+		e := requireCode(t, err, service.CodeInternal)
+		require.Positive(t, e.RetryAfter)
+		require.NotContains(t, e.Message, "simulated", "internal detail is not shown")
+		k := b.key(t, uid, key)
+		require.False(t, k.locked)
+		require.Equal(t, "ride_created", k.point)
+
+		b.exec(t, `DROP TRIGGER fail_charge ON rides`)
+		resp, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusCreated, resp.Status)
+		require.Equal(t, 1, b.succeededCharges())
+	})
+
+	t.Run("SerializationFailureIsRetriedInside", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		uid := b.user(t, "serial@example.com", "tok_visa")
+		// The first two attempts to create a ride fail as a serialization
+		// failure would. A sequence counts them: it is not rolled back.
+		b.exec(t, `CREATE SEQUENCE serial_attempts`)
+		b.exec(t, `CREATE FUNCTION fail_serial() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN
+				IF nextval('serial_attempts') <= 2 THEN
+					RAISE EXCEPTION 'could not serialize access' USING ERRCODE = '40001';
+				END IF;
+				RETURN NEW;
+			END $$`)
+		b.exec(t, `CREATE TRIGGER fail_serial BEFORE INSERT ON rides FOR EACH ROW EXECUTE FUNCTION fail_serial()`)
+		retries := b.svc.Stats().TxRetries
+
+		key := newKey()
+		resp, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusCreated, resp.Status)
+		require.Equal(t, retries+2, b.svc.Stats().TxRetries)
+		require.Equal(t, 1, b.count(t, `SELECT count(*) FROM rides`))
+		require.False(t, b.key(t, uid, key).locked)
+	})
+
+	t.Run("PersistentSerializationFailureUnlocksKey", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		uid := b.user(t, "serial2@example.com", "tok_visa")
+		key := newKey()
+		// The ride is created, then recording the charge keeps failing.
+		b.exec(t, `CREATE FUNCTION fail_serial() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN RAISE EXCEPTION 'could not serialize access' USING ERRCODE = '40001'; END $$`)
+		b.exec(t, `CREATE TRIGGER fail_serial BEFORE UPDATE OF stripe_charge_id ON rides FOR EACH ROW EXECUTE FUNCTION fail_serial()`)
+
+		_, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+		requireCode(t, err, service.CodeInternal)
+		k := b.key(t, uid, key)
+		require.False(t, k.locked)
+		require.Equal(t, "ride_created", k.point)
+	})
+
+	t.Run("ConcurrentRequestsWithOneKeyChargeOnce", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		uid := b.user(t, "crowd@example.com", "tok_visa")
+		key := newKey()
+
+		const n = 100
+		var (
+			wg        sync.WaitGroup
+			mu        sync.Mutex
+			created   [][]byte
+			conflicts int
+			others    []string
+		)
+		start := make(chan struct{})
+		for range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				resp, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err != nil && service.ErrorCode(err) == service.CodeKeyInUse:
+					conflicts++
+				case err != nil:
+					others = append(others, err.Error())
+				case resp.Status != http.StatusCreated:
+					others = append(others, string(resp.Body))
+				default:
+					created = append(created, resp.Body)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+
+		require.Empty(t, others)
+		require.Equal(t, n, len(created)+conflicts)
+		require.NotEmpty(t, created)
+		for _, body := range created {
+			require.Equal(t, created[0], body, "every 201 is the same response")
+		}
+		require.Equal(t, 1, b.count(t, `SELECT count(*) FROM rides`))
+		require.Equal(t, 1, b.succeededCharges())
+		require.False(t, b.key(t, uid, key).locked)
+	})
+
+	t.Run("InvalidInputWritesNothing", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		uid := b.user(t, "invalid@example.com", "tok_visa")
+		for _, p := range []service.RideCreateParams{
+			{OriginLat: 90.0001},
+			{OriginLon: -180.5},
+			{TargetLat: -91},
+			{TargetLon: 181},
+		} {
+			_, err := b.svc.RideCreate(b.ctx, uid, newKey(), p, nil)
+			e := requireCode(t, err, service.CodeInvalid)
+			require.Contains(t, e.Field, "body.")
+		}
+		// Bounds are inclusive.
+		resp, err := b.svc.RideCreate(b.ctx, uid, newKey(), service.RideCreateParams{OriginLat: 90, OriginLon: -180, TargetLat: -90, TargetLon: 180}, nil)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusCreated, resp.Status)
+		require.Equal(t, 1, b.count(t, `SELECT count(*) FROM idempotency_keys`))
+		require.Equal(t, 1, b.count(t, `SELECT count(*) FROM rides`))
+	})
+}
+
+func TestRideGet(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	alice := b.user(t, "get-alice@example.com", "tok_visa")
+	bob := b.user(t, "get-bob@example.com", "tok_visa")
+	resp, err := b.svc.RideCreate(b.ctx, alice, newKey(), someRide, nil)
+	require.NoError(t, err)
+	created := decodeRide(t, resp.Body)
+
+	got, err := b.svc.RideGet(b.ctx, alice, created.ID)
+	require.NoError(t, err)
+	require.Equal(t, created.ID, got.ID)
+	require.Equal(t, created.StripeChargeID, got.StripeChargeID)
+
+	_, err = b.svc.RideGet(b.ctx, bob, created.ID)
+	requireCode(t, err, service.CodeNotFound)
+}
+
+func TestParseIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	long := make([]byte, 256)
+	for i := range long {
+		long[i] = 'k'
+	}
+	for _, tc := range []struct {
+		header, want string
+		ok           bool
+	}{
+		{"0123456789abcdefghij", "0123456789abcdefghij", true},
+		{`"0123456789abcdefghij"`, "0123456789abcdefghij", true},
+		{`"0123456789abcdefgh\"j"`, `0123456789abcdefgh"j`, true},
+		{string(long[:255]), string(long[:255]), true},
+		{string(long), "", false},
+		{"", "", false},
+		{"too-short", "", false},
+		{"0123456789 abcdefghij", "", false},
+		{"0123456789abcdefghij\x7f", "", false},
+		{`"0123456789abcdefghij`, "", false},
+		{`"0123456789abc"defghij"`, "", false},
+	} {
+		got, err := service.ParseIdempotencyKey(tc.header)
+		if tc.ok {
+			require.NoError(t, err, tc.header)
+			require.Equal(t, tc.want, got)
+		} else {
+			requireCode(t, err, service.CodeBadRequest)
+		}
+	}
+}

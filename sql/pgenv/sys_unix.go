@@ -1,0 +1,90 @@
+//go:build linux || darwin || freebsd || netbsd || openbsd || dragonfly
+
+package pgenv
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+func setCredential(cmd *exec.Cmd, uid, gid int) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)},
+	}
+}
+
+func fileUID(fi fs.FileInfo) (int, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, false
+	}
+	return int(st.Uid), true
+}
+
+// postmasterAlive reports whether pid is a live (not zombie) process that,
+// where /proc tells, is a postgres. A postmaster reparented to an init that
+// does not reap stays a zombie after it exits; that counts as gone.
+func postmasterAlive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return !errors.Is(err, os.ErrNotExist) || !procMounted()
+	}
+	// "pid (comm) S ...": comm may hold spaces and parentheses, so look
+	// after the last ')'.
+	open, end := bytes.IndexByte(stat, '('), bytes.LastIndexByte(stat, ')')
+	if open < 0 || end < open || end+2 >= len(stat) {
+		return true
+	}
+	comm, state := string(stat[open+1:end]), stat[end+2]
+	return state != 'Z' && state != 'X' && comm == "postgres"
+}
+
+func procMounted() bool {
+	_, err := os.Stat("/proc/self/stat")
+	return err == nil
+}
+
+// lockFile takes an exclusive flock on path, polling until ctx ends; the
+// returned func releases it. The kernel releases it too if the process dies,
+// so a crashed starter never wedges the next one.
+func lockFile(ctx context.Context, path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("pgenv: open lock %s: %w", path, err)
+	}
+	delay := 5 * time.Millisecond
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() {
+				_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+				_ = f.Close()
+			}, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
+			_ = f.Close()
+			return nil, fmt.Errorf("pgenv: lock %s: %w", path, err)
+		}
+		select {
+		case <-ctx.Done():
+			_ = f.Close()
+			return nil, fmt.Errorf("pgenv: wait for lock %s (another process is starting or stopping the cluster): %w", path, ctx.Err())
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 200*time.Millisecond)
+	}
+}
