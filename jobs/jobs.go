@@ -5,7 +5,6 @@ package jobs
 
 import (
 	"context"
-	"errors"
 
 	"github.com/riverqueue/river"
 
@@ -34,14 +33,10 @@ func (w *CustomerCreateWorker) Work(ctx context.Context, job *river.Job[service.
 	if err == nil {
 		return nil
 	}
-	switch service.PaymentErrorKindOf(err) {
-	case service.PaymentDeclined, service.PaymentInvalid:
-		var pe *service.PaymentError
-		if errors.As(err, &pe) {
-			return river.JobCancel(err)
-		}
-	}
-	if service.ErrorCode(err) == service.CodeNotFound {
+	switch {
+	case service.PaymentErrorKindOf(err) == service.PaymentDeclined,
+		service.PaymentErrorKindOf(err) == service.PaymentInvalid,
+		service.ErrorCode(err) == service.CodeNotFound:
 		return river.JobCancel(err)
 	}
 	return err

@@ -36,6 +36,8 @@ func (h *handlers) registerHealth(ready func(context.Context) error) {
 		Tags:        []string{"operations"},
 	}
 	h.errorResponses(&op, 503)
+	op.Responses["503"].Description = "Not ready: the database is unreachable or migrations are pending."
+	op.Responses["503"].Headers = nil
 	huma.Register(h.api, op, func(ctx context.Context, _ *struct{}) (*healthOutput, error) {
 		if ready != nil {
 			if err := ready(ctx); err != nil {

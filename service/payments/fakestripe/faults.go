@@ -235,15 +235,16 @@ func (fs *faultStore) takeDropAfter(op string) (Fault, bool) {
 	return taken[0], true
 }
 
-// delay applies every latency fault for op. It reports false if ctx ended
-// first, i.e. the client went away.
-func (fs *faultStore) delay(ctx context.Context, op string) bool {
-	for _, f := range fs.take(op, 0, func(k FaultKind) bool { return k == FaultLatency }) {
+// delay applies every latency fault for op. held reports whether any
+// applied; ok is false if ctx ended first, i.e. the client went away.
+func (fs *faultStore) delay(ctx context.Context, op string) (held, ok bool) {
+	faults := fs.take(op, 0, func(k FaultKind) bool { return k == FaultLatency })
+	for _, f := range faults {
 		if !f.wait(ctx) {
-			return false
+			return true, false
 		}
 	}
-	return true
+	return len(faults) > 0, true
 }
 
 // notify signals f.Fired, giving up when ctx ends.

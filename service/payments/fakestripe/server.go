@@ -15,7 +15,8 @@ import (
 // Options configure a Server. The zero value is ready to use.
 type Options struct {
 	// Clock is the time source for object timestamps and idempotency key
-	// expiry. Advance shifts it further. Defaults to time.Now.
+	// expiry; it is called concurrently. Advance shifts it further.
+	// Defaults to time.Now.
 	Clock func() time.Time
 	// Logger receives one line per API request. Defaults to discarding.
 	Logger *slog.Logger
@@ -71,7 +72,7 @@ func (s *Server) Reset() {
 // Start serves s on addr (e.g. "127.0.0.1:0") until stop is called. It
 // returns the base URL to configure clients with and a stop function that
 // shuts the listener down gracefully, waiting for in-flight requests until
-// ctx is done.
+// ctx is done and then closing their connections.
 func (s *Server) Start(addr string) (baseURL string, stop func(ctx context.Context) error, err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -82,6 +83,11 @@ func (s *Server) Start(addr string) (baseURL string, stop func(ctx context.Conte
 	go func() { done <- srv.Serve(ln) }()
 	stop = func(ctx context.Context) error {
 		shutdownErr := srv.Shutdown(ctx)
+		if shutdownErr != nil {
+			// ctx ended with requests still held (e.g. by a latency
+			// fault): cut them off.
+			_ = srv.Close()
+		}
 		if serveErr := <-done; serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 			return errors.Join(shutdownErr, serveErr)
 		}
@@ -93,6 +99,8 @@ func (s *Server) Start(addr string) (baseURL string, stop func(ctx context.Conte
 // ServeHTTP answers one request: the /_fake/ control endpoints, or the
 // Stripe API under /v1/.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	requestID := newID("req")
+	w.Header().Set("Request-Id", requestID)
 	if strings.HasPrefix(r.URL.Path, controlPrefix) {
 		s.serveControl(w, r)
 		return
@@ -101,7 +109,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s:         s,
 		w:         w,
 		r:         r,
-		requestID: newID("req"),
+		requestID: requestID,
 		idemKey:   strings.TrimSpace(r.Header.Get("Idempotency-Key")),
 		started:   time.Now(),
 	}
@@ -112,7 +120,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		IdempotencyKey: c.idemKey,
 		At:             s.Now(),
 	})
-	w.Header().Set("Request-Id", c.requestID)
 	s.serveAPI(c)
 }
 
@@ -180,59 +187,22 @@ func (s *Server) serveAPI(c *call) {
 		return
 	}
 
-	// The idempotency layer: POST requests with a key either replay a saved
-	// response, conflict, or claim the key for this execution.
-	var claim *idempotencyEntry
-	if c.r.Method == http.MethodPost && c.idemKey != "" {
-		if len(c.idemKey) > maxIdempotencyKeyLen {
-			c.finish(errorResponse(http.StatusBadRequest, apiError{
-				Type:    typeInvalidRequest,
-				Message: "Invalid Idempotency-Key header: keys can be at most 255 characters long.",
-			}), false)
-			return
-		}
-		outcome, entry, saved := s.idem.claim(idempotencyScope{secret: c.secret, key: c.idemKey},
-			c.r.Method, c.r.URL.Path, c.params.Encode(), s.Now())
-		switch outcome {
-		case claimReplay:
-			c.replay(saved)
-			return
-		case claimInFlight:
-			c.finish(errorResponse(http.StatusConflict, apiError{
-				Type: typeInvalidRequest,
-				Code: "idempotency_key_in_use",
-				Message: "There is currently another in-progress request using this Stripe token (probably " +
-					"from the same idempotency key). Please try again later.",
-			}), false)
-			return
-		case claimOtherEndpoint:
-			c.finish(errorResponse(http.StatusBadRequest, apiError{
-				Type: typeIdempotency,
-				Message: "Keys for idempotent requests can only be used for the same endpoint they were first " +
-					"used for ('" + entry.method + " " + entry.path + "'). Try using a key other than '" +
-					c.idemKey + "' if you meant to execute a different request.",
-			}), false)
-			return
-		case claimOtherParams:
-			c.finish(errorResponse(http.StatusBadRequest, apiError{
-				Type: typeIdempotency,
-				Message: "Keys for idempotent requests can only be used with the same parameters they were " +
-					"first used with. Try using a key other than '" + c.idemKey +
-					"' if you meant to execute a different request.",
-			}), false)
-			return
-		case claimExecute:
-			claim = entry
-		}
+	claim, answered := c.admit()
+	if answered {
+		return
 	}
 
-	if !s.faults.delay(c.r.Context(), c.op) {
+	held, ok := s.faults.delay(c.r.Context(), c.op)
+	if held {
+		s.journal.update(c.rec, func(r *Request) { r.Fault = FaultLatency })
+	}
+	if !ok {
 		// The client went away while the request was held back; the
 		// operation never started, so the key is free again.
 		if claim != nil {
 			s.idem.abandon(claim)
 		}
-		s.journal.update(c.rec, func(r *Request) { r.Fault = FaultLatency; r.Dropped = true })
+		s.journal.update(c.rec, func(r *Request) { r.Dropped = true })
 		s.logRequest(c, 0, false)
 		return
 	}
@@ -252,6 +222,57 @@ func (s *Server) serveAPI(c *call) {
 		return
 	}
 	c.finish(resp, false)
+}
+
+// admit runs the idempotency layer. A POST with a key either gets a saved
+// response replayed, a conflict, or claims the key for this execution (the
+// returned claim, to complete or abandon). Other requests pass unclaimed.
+// answered reports that the request has been answered.
+func (c *call) admit() (claim *idempotencyEntry, answered bool) {
+	if c.r.Method != http.MethodPost || c.idemKey == "" {
+		return nil, false
+	}
+	if len(c.idemKey) > maxIdempotencyKeyLen {
+		c.finish(errorResponse(http.StatusBadRequest, apiError{
+			Type:    typeInvalidRequest,
+			Message: "Invalid Idempotency-Key header: keys can be at most 255 characters long.",
+		}), false)
+		return nil, true
+	}
+	outcome, entry, saved := c.s.idem.claim(idempotencyScope{secret: c.secret, key: c.idemKey},
+		c.r.Method, c.r.URL.Path, c.params.Encode(), c.s.Now())
+	switch outcome {
+	case claimReplay:
+		c.replay(saved)
+		return nil, true
+	case claimInFlight:
+		c.finish(errorResponse(http.StatusConflict, apiError{
+			Type: typeInvalidRequest,
+			Code: "idempotency_key_in_use",
+			Message: "There is currently another in-progress request using this Stripe token (probably " +
+				"from the same idempotency key). Please try again later.",
+		}), false)
+		return nil, true
+	case claimOtherEndpoint:
+		c.finish(errorResponse(http.StatusBadRequest, apiError{
+			Type: typeIdempotency,
+			Message: "Keys for idempotent requests can only be used for the same endpoint they were first " +
+				"used for ('" + entry.method + " " + entry.path + "'). Try using a key other than '" +
+				c.idemKey + "' if you meant to execute a different request.",
+		}), false)
+		return nil, true
+	case claimOtherParams:
+		c.finish(errorResponse(http.StatusBadRequest, apiError{
+			Type: typeIdempotency,
+			Message: "Keys for idempotent requests can only be used with the same parameters they were " +
+				"first used with. Try using a key other than '" + c.idemKey +
+				"' if you meant to execute a different request.",
+		}), false)
+		return nil, true
+	case claimExecute:
+		return entry, false
+	}
+	return nil, false
 }
 
 // finish writes resp and records its status.

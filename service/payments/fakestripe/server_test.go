@@ -332,50 +332,55 @@ func TestRawConcurrentSameKeyExecutesOnce(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, fakestripe.Options{})
 	cus := customerID(t, e, "tok_visa")
-	// Slow the execution down so that the requests overlap.
-	e.fake.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultLatency, Duration: 20 * time.Millisecond, Times: 1})
+	// The request that claims the key is held until all others are answered.
+	gate := make(chan struct{})
+	release := sync.OnceFunc(func() { close(gate) })
+	t.Cleanup(release)
+	e.fake.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultLatency, Gate: gate, Times: 1})
 
 	const n = 200
-	statuses := make([]int, n)
-	bodies := make([][]byte, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
+	type answer struct {
+		status int
+		body   []byte
+		err    error
+	}
+	answers := make(chan answer, n)
+	for range n {
+		go func() {
 			req, err := http.NewRequest(http.MethodPost, e.url+"/v1/charges", strings.NewReader(chargeForm(cus, "100").Encode()))
 			if err != nil {
-				panic(err)
+				answers <- answer{err: err}
+				return
 			}
 			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 			req.Header.Set("Authorization", "Bearer "+testKey)
 			req.Header.Set("Idempotency-Key", "same")
 			res, err := http.DefaultClient.Do(req)
 			if err != nil {
-				return // statuses[i] stays 0 and fails the test below
+				answers <- answer{err: err}
+				return
 			}
 			defer res.Body.Close()
-			statuses[i] = res.StatusCode
-			bodies[i], _ = io.ReadAll(res.Body)
-		})
+			body, err := io.ReadAll(res.Body)
+			answers <- answer{status: res.StatusCode, body: body, err: err}
+		}()
 	}
-	wg.Wait()
+	for range n - 1 {
+		a := <-answers
+		require.NoError(t, a.err)
+		require.Equal(t, http.StatusConflict, a.status)
+		require.Equal(t, "idempotency_key_in_use", decodeError(t, a.body).Error.Code)
+	}
+	release()
+	first := <-answers
+	require.NoError(t, first.err)
+	require.Equal(t, http.StatusOK, first.status)
 
+	res, body := e.post(t, "/v1/charges", testKey, "same", chargeForm(cus, "100"))
+	require.Equal(t, "true", res.Header.Get("Idempotent-Replayed"))
+	require.Equal(t, first.body, body)
 	require.Len(t, e.fake.Charges(), 1)
-	var ok [][]byte
-	for i, s := range statuses {
-		switch s {
-		case http.StatusOK:
-			ok = append(ok, bodies[i])
-		case http.StatusConflict:
-			require.Equal(t, "idempotency_key_in_use", decodeError(t, bodies[i]).Error.Code)
-		default:
-			t.Fatalf("request %d: status %d", i, s)
-		}
-	}
-	require.NotEmpty(t, ok)
-	require.Less(t, len(ok), n, "some requests overlapped the first")
-	for _, b := range ok {
-		require.Equal(t, ok[0], b)
-	}
+	require.Equal(t, n+1, e.fake.RequestCount(http.MethodPost, "/v1/charges"))
 }
 
 func TestFaultTimesCountDown(t *testing.T) {

@@ -1,0 +1,238 @@
+package openapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/atomicrides/atomicrides/openapi"
+	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/payments"
+	"github.com/atomicrides/atomicrides/service/payments/fakestripe"
+	"github.com/atomicrides/atomicrides/sql/dbtest"
+)
+
+const adminToken = "test-admin-token"
+
+type testBundle struct {
+	url  string
+	pool *pgxpool.Pool
+	fake *fakestripe.Server
+}
+
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	pool := dbtest.New(t)
+	fake := fakestripe.New(fakestripe.Options{})
+	stripeSrv := httptest.NewServer(fake)
+	t.Cleanup(stripeSrv.Close)
+	svc, err := service.New(service.Config{Pool: pool, Payments: payments.New(payments.Config{
+		APIBase: stripeSrv.URL, SecretKey: "sk_test_http", MaxNetworkRetries: -1,
+	})})
+	require.NoError(t, err)
+	riverUI := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "river ui") })
+	srv := httptest.NewServer(openapi.NewHandler(openapi.Config{
+		Service: svc, AdminToken: adminToken, RiverUI: riverUI, Logger: slog.New(slog.DiscardHandler),
+	}))
+	t.Cleanup(srv.Close)
+	return &testBundle{url: srv.URL, pool: pool, fake: fake}
+}
+
+type reply struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (r reply) json(t *testing.T) map[string]any {
+	t.Helper()
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(r.body, &m), string(r.body))
+	return m
+}
+
+// problem asserts a problem+json reply and returns the locations it names.
+func (r reply) problem(t *testing.T, status int) []string {
+	t.Helper()
+	require.Equal(t, status, r.status, string(r.body))
+	require.Equal(t, "application/problem+json", r.header.Get("Content-Type"))
+	m := r.json(t)
+	require.EqualValues(t, status, m["status"])
+	var locs []string
+	if errs, ok := m["errors"].([]any); ok {
+		for _, e := range errs {
+			if loc, ok := e.(map[string]any)["location"].(string); ok {
+				locs = append(locs, loc)
+			}
+		}
+	}
+	return locs
+}
+
+func (b *testBundle) do(t *testing.T, method, path string, headers map[string]string, body string) reply {
+	t.Helper()
+	req, err := http.NewRequest(method, b.url+path, strings.NewReader(body))
+	require.NoError(t, err)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b2, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return reply{status: resp.StatusCode, header: resp.Header, body: b2}
+}
+
+func admin() map[string]string { return map[string]string{"Authorization": "Bearer " + adminToken} }
+
+func rider(apiKey, idemKey string) map[string]string {
+	h := map[string]string{"Authorization": "Bearer " + apiKey}
+	if idemKey != "" {
+		h["Idempotency-Key"] = idemKey
+	}
+	return h
+}
+
+func (b *testBundle) newRider(t *testing.T, email string) string {
+	t.Helper()
+	r := b.do(t, http.MethodPut, "/users/"+email, admin(), "")
+	require.Equal(t, http.StatusCreated, r.status, string(r.body))
+	key, _ := r.json(t)["api_key"].(string)
+	require.NotEmpty(t, key)
+	return key
+}
+
+func (b *testBundle) count(t *testing.T, query string) int {
+	t.Helper()
+	var n int
+	require.NoError(t, b.pool.QueryRow(context.Background(), query).Scan(&n))
+	return n
+}
+
+const rideBody = `{"origin_lat":37.7749,"origin_lon":-122.4194,"target_lat":37.8044,"target_lon":-122.2712}`
+
+func TestUsersHTTP(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+
+	b.do(t, http.MethodPut, "/users/a@example.com", nil, "").problem(t, http.StatusUnauthorized)
+	b.do(t, http.MethodPut, "/users/a@example.com", map[string]string{"Authorization": "Bearer wrong"}, "").problem(t, http.StatusUnauthorized)
+
+	created := b.do(t, http.MethodPut, "/users/a@example.com", admin(), `{"payment_source":"tok_visa"}`)
+	require.Equal(t, http.StatusCreated, created.status, string(created.body))
+	require.NotEmpty(t, created.json(t)["api_key"])
+
+	again := b.do(t, http.MethodPut, "/users/a@example.com", admin(), "")
+	require.Equal(t, http.StatusOK, again.status)
+	require.NotContains(t, again.json(t), "api_key")
+
+	minted := b.do(t, http.MethodPost, "/users/a@example.com/api_keys", admin(), "")
+	require.Equal(t, http.StatusCreated, minted.status, string(minted.body))
+	b.do(t, http.MethodPost, "/users/nobody@example.com/api_keys", admin(), "").problem(t, http.StatusNotFound)
+
+	require.Equal(t, []string{"path.email"}, b.do(t, http.MethodPut, "/users/not-an-email", admin(), "").problem(t, http.StatusUnprocessableEntity))
+	require.Equal(t, []string{"path.email"}, b.do(t, http.MethodPut, "/users/"+strings.Repeat("a", 250)+"@example.com", admin(), "").problem(t, http.StatusUnprocessableEntity))
+	require.Contains(t, b.do(t, http.MethodPut, "/users/b@example.com", admin(), `{"bogus":1}`).problem(t, http.StatusUnprocessableEntity), "body.bogus")
+	b.do(t, http.MethodPut, "/users/b@example.com", admin(), `{"payment_source":`).problem(t, http.StatusBadRequest)
+	b.do(t, http.MethodPut, "/users/b@example.com", admin(), `{"payment_source":"`+strings.Repeat("x", 20000)+`"}`).problem(t, http.StatusRequestEntityTooLarge)
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM users`), "bad input writes nothing")
+}
+
+func TestRidesHTTP(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	apiKey := b.newRider(t, "rider@example.com")
+	key := "http-test-key-0000000001"
+
+	b.do(t, http.MethodPost, "/rides", map[string]string{"Idempotency-Key": key}, rideBody).problem(t, http.StatusUnauthorized)
+	b.do(t, http.MethodPost, "/rides", rider("ark_nope", key), rideBody).problem(t, http.StatusUnauthorized)
+	require.Equal(t, []string{"header.Idempotency-Key"}, b.do(t, http.MethodPost, "/rides", rider(apiKey, ""), rideBody).problem(t, http.StatusBadRequest))
+	require.Equal(t, []string{"header.Idempotency-Key"}, b.do(t, http.MethodPost, "/rides", rider(apiKey, "short"), rideBody).problem(t, http.StatusBadRequest))
+	require.Equal(t, []string{"header.Idempotency-Key"}, b.do(t, http.MethodPost, "/rides", rider(apiKey, strings.Repeat("k", 256)), rideBody).problem(t, http.StatusBadRequest))
+	b.do(t, http.MethodPost, "/rides", rider(apiKey, key), `{"origin_lat":`).problem(t, http.StatusBadRequest)
+	b.do(t, http.MethodPost, "/rides", rider(apiKey, key), `{"origin_lat":NaN,"origin_lon":0,"target_lat":0,"target_lon":0}`).problem(t, http.StatusBadRequest)
+	require.Contains(t, b.do(t, http.MethodPost, "/rides", rider(apiKey, key), `{"origin_lat":"1","origin_lon":0,"target_lat":0,"target_lon":0}`).problem(t, http.StatusUnprocessableEntity), "body.origin_lat")
+	require.Contains(t, b.do(t, http.MethodPost, "/rides", rider(apiKey, key), `{"origin_lat":0,"origin_lon":180.01,"target_lat":0,"target_lon":0}`).problem(t, http.StatusUnprocessableEntity), "body.origin_lon")
+	missing := b.do(t, http.MethodPost, "/rides", rider(apiKey, key), `{"origin_lat":0,"origin_lon":0,"target_lat":0}`)
+	missing.problem(t, http.StatusUnprocessableEntity)
+	require.Contains(t, string(missing.body), "target_lon")
+	require.Equal(t, 0, b.count(t, `SELECT count(*) FROM idempotency_keys`), "bad input writes nothing")
+	require.Equal(t, 0, b.count(t, `SELECT count(*) FROM rides`))
+
+	first := b.do(t, http.MethodPost, "/rides", rider(apiKey, `"`+key+`"`), rideBody)
+	require.Equal(t, http.StatusCreated, first.status, string(first.body))
+	require.Equal(t, "application/json", first.header.Get("Content-Type"))
+	require.Empty(t, first.header.Get("Idempotent-Replayed"))
+
+	replay := b.do(t, http.MethodPost, "/rides", rider(apiKey, key), rideBody)
+	require.Equal(t, http.StatusCreated, replay.status)
+	require.Equal(t, "true", replay.header.Get("Idempotent-Replayed"))
+	require.True(t, bytes.Equal(first.body, replay.body), "byte-identical replay")
+
+	b.do(t, http.MethodPost, "/rides", rider(apiKey, key), strings.Replace(rideBody, "37.8044", "0", 1)).problem(t, http.StatusUnprocessableEntity)
+
+	id := int64(first.json(t)["id"].(float64))
+	got := b.do(t, http.MethodGet, "/rides/"+itoa(id), rider(apiKey, ""), "")
+	require.Equal(t, http.StatusOK, got.status)
+	require.Equal(t, "charged", got.json(t)["charge_status"])
+	other := b.newRider(t, "other@example.com")
+	b.do(t, http.MethodGet, "/rides/"+itoa(id), rider(other, ""), "").problem(t, http.StatusNotFound)
+
+	// An indeterminate answer from Stripe: 503 with Retry-After, not stored.
+	b.fake.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultStatus, Status: 502, Times: 1})
+	key2 := "http-test-key-0000000002"
+	down := b.do(t, http.MethodPost, "/rides", rider(apiKey, key2), rideBody)
+	down.problem(t, http.StatusServiceUnavailable)
+	require.NotEmpty(t, down.header.Get("Retry-After"))
+	require.Equal(t, http.StatusCreated, b.do(t, http.MethodPost, "/rides", rider(apiKey, key2), rideBody).status)
+	require.Len(t, b.fake.SucceededCharges(), 2)
+}
+
+func TestOperatorsHTTP(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.do(t, http.MethodGet, "/riverui/", nil, "").problem(t, http.StatusUnauthorized)
+	req, err := http.NewRequest(http.MethodGet, b.url+"/riverui/", nil)
+	require.NoError(t, err)
+	req.SetBasicAuth("operator", adminToken)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+
+	b.do(t, http.MethodGet, "/no/such/route", nil, "").problem(t, http.StatusNotFound)
+	require.Equal(t, http.StatusOK, b.do(t, http.MethodGet, "/healthz", nil, "").status)
+	require.Equal(t, http.StatusOK, b.do(t, http.MethodGet, "/readyz", nil, "").status)
+	require.Equal(t, http.StatusOK, b.do(t, http.MethodGet, "/openapi.json", nil, "").status)
+}
+
+// The committed spec is what clients are built from: it must be current
+// and document every status of the booking operation.
+func TestSpecIsCommittedAndComplete(t *testing.T) {
+	t.Parallel()
+	spec, err := openapi.Spec()
+	require.NoError(t, err)
+	committed, err := os.ReadFile("openapi.yaml")
+	require.NoError(t, err)
+	require.Equal(t, string(committed), string(spec), "openapi/openapi.yaml is stale: run go tool task generate")
+	for _, want := range []string{"Idempotent-Replayed", "Retry-After", `"402":`, `"409":`, `"503":`, "application/problem+json"} {
+		require.Contains(t, string(spec), want)
+	}
+}
+
+func itoa(i int64) string { return strconv.FormatInt(i, 10) }
