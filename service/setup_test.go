@@ -30,7 +30,7 @@ type testBundle struct {
 
 type testClock struct{ offset atomic.Int64 }
 
-func (c *testClock) Now() time.Time           { return time.Now().Add(time.Duration(c.offset.Load())) }
+func (c *testClock) Now() time.Time          { return time.Now().Add(time.Duration(c.offset.Load())) }
 func (c *testClock) Advance(d time.Duration) { c.offset.Add(int64(d)) }
 
 func setup(t *testing.T) *testBundle {
