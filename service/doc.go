@@ -13,21 +13,21 @@
 //
 // POST /rides:
 //
-//	            claim (insert, or take an expired lease over)
-//	                 │  same transaction
-//	                 ▼
-//	  started ──[ride + audit record]──► ride_created
-//	                                        │
-//	                            Stripe charge, key "ride-charge-<key id>"
-//	                            (no transaction open; past Stripe's 24 h
-//	                             key window, look the charge up first)
-//	                   ┌────────────────────┼──────────────────────┐
-//	              charged│            declined│           indeterminate│
-//	                     ▼                    ▼                        ▼
-//	  [charge id + receipt job    [ride declined + 402]     lease released,
-//	   (InsertTx) + 201]                  │                 stays ride_created,
-//	                     │                │                 503 / 500 + Retry-After
-//	                     └──► finished ◄──┘
+//	          claim (insert, or take an expired lease over)
+//	               │  same transaction
+//	               ▼
+//	started ──[ride + audit record]──► ride_created
+//	                                      │
+//	                          Stripe charge, key "ride-charge-<key id>"
+//	                          (no transaction open; past Stripe's 24 h
+//	                           key window, look the charge up first)
+//	                 ┌────────────────────┼──────────────────────┐
+//	            charged│            declined│           indeterminate│
+//	                   ▼                    ▼                        ▼
+//	[charge id + receipt job    [ride declined + 402]     lease released,
+//	 (InsertTx) + 201]                  │                 stays ride_created,
+//	                   │                │                 503 / 500 + Retry-After
+//	                   └──► finished ◄──┘
 //
 // A finished key replays its stored response byte for byte and writes
 // nothing. A key is leased (locked_at, lock_token) for longer than the

@@ -32,7 +32,8 @@ type Cluster struct {
 	Root string
 	// DataDir is the cluster's PGDATA, Root/data.
 	DataDir string
-	// Port is the server's TCP port on 127.0.0.1.
+	// Port is the server's TCP port on 127.0.0.1; once stopped, the last one,
+	// which the next start asks for first.
 	Port int
 	// PID is the postmaster's process id.
 	PID int
@@ -72,12 +73,7 @@ func StartCluster(ctx context.Context, dir string) (*Cluster, error) {
 	if err := c.initialise(ctx); err != nil {
 		return nil, err
 	}
-	prev := readState(c.Dir)
-	prefer := []int{DefaultPort}
-	if prev != nil && prev.Port > 0 {
-		prefer = []int{prev.Port, DefaultPort}
-	}
-	if err := c.start(ctx, prefer); err != nil {
+	if err := c.start(ctx, []int{c.Port, DefaultPort}); err != nil {
 		return nil, err
 	}
 	c.Started = true
@@ -152,6 +148,9 @@ func describeCluster(ctx context.Context, dir string, create bool) (*Cluster, er
 	}
 	st := readState(dir)
 	c := &Cluster{Dir: dir, acct: acct}
+	if st != nil {
+		c.Port = st.Port // the last port, kept for the next start
+	}
 	if st != nil && st.BinDir != "" && hasServerPrograms(st.BinDir) && !create {
 		c.binDir = st.BinDir
 	} else if c.binDir, err = FindBinaries(); err != nil && create {
