@@ -1,0 +1,159 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/atomicrides/atomicrides/service/payments/fakestripe"
+	"github.com/atomicrides/atomicrides/sql/dbtest"
+)
+
+// TestServeShutsDownGracefully runs the real binary, holds requests at
+// Stripe, sends SIGTERM, and expects every in-flight request to finish with
+// 201 and the process to exit 0.
+func TestServeShutsDownGracefully(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	bin := filepath.Join(t.TempDir(), "atomicrides")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Stderr = os.Stderr
+	require.NoError(t, build.Run())
+
+	fake := fakestripe.New(fakestripe.Options{})
+	stripeSrv := httptest.NewServer(fake)
+	t.Cleanup(stripeSrv.Close)
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+
+	logs := &syncBuffer{}
+	cmd := exec.Command(bin, "serve")
+	cmd.Env = append(os.Environ(),
+		"DATABASE_URL="+dbtest.NewURL(t),
+		"ADDR="+addr,
+		"ADMIN_TOKEN=shutdown-admin",
+		"STRIPE_API_BASE="+stripeSrv.URL,
+		"STRIPE_SECRET_KEY=sk_test_shutdown",
+	)
+	cmd.Stdout, cmd.Stderr = logs, logs
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+
+	base := "http://" + addr
+	waitReady(t, base+"/readyz", exited)
+
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPut, base+"/users/shutdown@example.com", nil)
+	req.Header.Set("Authorization", "Bearer shutdown-admin")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	var created struct {
+		APIKey string `json:"api_key"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&created))
+	resp.Body.Close()
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
+
+	// Hold every charge at Stripe until SIGTERM has been sent.
+	const n = 8
+	gate, fired := make(chan struct{}), make(chan struct{}, n)
+	fake.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultLatency, Gate: gate, Fired: fired, Times: n})
+
+	statuses := make(chan int, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			body := `{"origin_lat":1,"origin_lon":2,"target_lat":3,"target_lon":4}`
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/rides", strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+created.APIKey)
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Idempotency-Key", fmt.Sprintf("shutdown-key-%012d", i))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				statuses <- 0
+				return
+			}
+			resp.Body.Close()
+			statuses <- resp.StatusCode
+		}()
+	}
+	for range n {
+		<-fired // every request is in flight, waiting at Stripe
+	}
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	close(gate)
+	wg.Wait()
+	close(statuses)
+	for s := range statuses {
+		require.Equal(t, http.StatusCreated, s, "an in-flight request failed during shutdown; logs:\n%s", logs.String())
+	}
+	select {
+	case err := <-exited:
+		require.NoError(t, err, "exit status; logs:\n%s", logs.String())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("serve did not exit after SIGTERM; logs:\n%s", logs.String())
+	}
+	require.Len(t, fake.SucceededCharges(), n)
+}
+
+// syncBuffer collects a child's output while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// waitReady polls the readiness endpoint until it answers 200, with a bounded
+// deadline; the process exiting first fails the test.
+func waitReady(t *testing.T, url string, exited <-chan error) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-exited:
+			t.Fatalf("serve exited before it was ready: %v", err)
+		default:
+		}
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal("serve did not become ready")
+}
