@@ -38,6 +38,10 @@ func translateError(err error) error {
 	switch status := se.HTTPStatusCode; {
 	case status == http.StatusConflict,
 		status == http.StatusTooManyRequests,
+		// A rejected secret key is our configuration, not the rider's
+		// request: an operator fixes it and the request is retried.
+		status == http.StatusUnauthorized,
+		status == http.StatusForbidden,
 		status >= http.StatusInternalServerError,
 		se.Type == stripe.ErrorTypeAPI,
 		se.Type == stripe.ErrorTypeIdempotency:

@@ -185,13 +185,14 @@ func TestStripeMockWireCompatibility(t *testing.T) {
 func TestStripeMockErrorDecoding(t *testing.T) {
 	t.Parallel()
 	// Without a key stripe-mock answers 401 invalid_request_error, which must
-	// arrive as a decoded Stripe error, not as an opaque failure.
+	// arrive as a decoded Stripe error, not as an opaque failure. A rejected
+	// key is a configuration problem, never a definitive answer for a rider.
 	c := payments.New(payments.Config{APIBase: stripeMock(t), MaxNetworkRetries: payments.NoRetries})
 
 	_, err := c.CustomerFind(context.Background(), 1)
 	var pe *service.PaymentError
 	require.ErrorAs(t, err, &pe)
-	require.Equal(t, service.PaymentInvalid, pe.Kind)
+	require.Equal(t, service.PaymentUnavailable, pe.Kind)
 	require.Equal(t, http.StatusUnauthorized, pe.HTTPStatus)
 	require.Contains(t, pe.Message, "Authorization")
 }

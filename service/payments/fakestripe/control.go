@@ -10,16 +10,7 @@ import (
 )
 
 // controlPrefix is where the server's own endpoints live, outside the
-// Stripe API. They need no authentication and are not recorded:
-//
-//	GET    /_fake/ledger  the Snapshot as JSON
-//	GET    /_fake/faults  the active faults
-//	POST   /_fake/faults  inject a fault, or an array of faults, e.g.
-//	                      {"op":"charge.create","kind":"status","status":503,"times":2}
-//	                      {"op":"*","kind":"latency","duration":"2s"}
-//	DELETE /_fake/faults  clear every fault
-//	POST   /_fake/clock   advance the clock: {"advance":"25h"}
-//	POST   /_fake/reset   forget everything (Reset)
+// Stripe API; see the package documentation.
 const controlPrefix = "/_fake/"
 
 func (s *Server) serveControl(w http.ResponseWriter, r *http.Request) {

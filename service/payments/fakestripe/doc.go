@@ -34,4 +34,18 @@
 // request has claimed its idempotency key, so a slow request holds its key
 // and a concurrent request with the same key gets 409. [FaultDropAfter] acts
 // after the operation executed and its response was saved.
+//
+// # Control endpoints
+//
+// For local runs, the server's own endpoints live under /_fake/; they need
+// no authentication and are not recorded as requests:
+//
+//	GET    /_fake/ledger  the Snapshot as JSON
+//	GET    /_fake/faults  the active faults
+//	POST   /_fake/faults  inject a fault, or an array of faults, e.g.
+//	                      {"op":"charge.create","kind":"status","status":503,"times":2}
+//	                      {"op":"*","kind":"latency","duration":"2s"}
+//	DELETE /_fake/faults  clear every fault
+//	POST   /_fake/clock   advance the clock: {"advance":"25h"}
+//	POST   /_fake/reset   forget everything (Reset)
 package fakestripe
