@@ -65,19 +65,23 @@ func StartCluster(ctx context.Context, dir string) (*Cluster, error) {
 	}
 	defer unlock()
 
-	if ok, err := c.attach(ctx); err != nil {
-		return nil, err
-	} else if ok {
-		return c, c.save()
-	}
-	if err := c.initialise(ctx); err != nil {
+	running, err := c.attach(ctx)
+	if err != nil {
 		return nil, err
 	}
-	if err := c.start(ctx, []int{c.Port, DefaultPort}); err != nil {
+	if !running {
+		if err := c.initialise(ctx); err != nil {
+			return nil, err
+		}
+		if err := c.start(ctx, []int{c.Port, DefaultPort}); err != nil {
+			return nil, err
+		}
+		c.Started = true
+	}
+	if err := c.save(); err != nil {
 		return nil, err
 	}
-	c.Started = true
-	return c, c.save()
+	return c, nil
 }
 
 // Stop stops the cluster's server (fast shutdown: sessions are ended) and

@@ -145,6 +145,7 @@ full_page_writes = off
 wal_level = minimal
 max_wal_senders = 0
 max_wal_size = 512MB
+wal_buffers = 16MB
 `, port, confQuote(sockDir))
 	path := filepath.Join(c.DataDir, confFileName)
 	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {

@@ -26,7 +26,19 @@ const (
 // until it accepts connections. It reports false when none runs.
 func (c *Cluster) attach(ctx context.Context) (bool, error) {
 	pid, port, err := readPostmasterPID(c.DataDir)
-	if err != nil || !postmasterAlive(pid) {
+	if err != nil {
+		return false, nil
+	}
+	if !postmasterAlive(pid, c.DataDir) {
+		// Left by a crash. PostgreSQL would refuse to start while the pid
+		// in its lock files names a live process (a zombie, or a reused
+		// pid), so clear them: postmaster.pid and the socket's.
+		stale, _ := filepath.Glob(filepath.Join(c.Root, "run", ".s.PGSQL.*"))
+		for _, path := range append(stale, filepath.Join(c.DataDir, "postmaster.pid")) {
+			if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return false, fmt.Errorf("pgenv: remove stale lock file: %w", err)
+			}
+		}
 		return false, nil
 	}
 	c.PID, c.Port, c.URL = pid, port, clusterURL(port)
@@ -38,8 +50,9 @@ func (c *Cluster) attach(ctx context.Context) (bool, error) {
 }
 
 // start starts the server on the first free port of prefer (else any free
-// port), retrying on another port if one is taken between the check and
-// postgres's bind.
+// port), retrying a few times: on another port if one is taken between the
+// check and postgres's bind, and after a pause if a crashed server's
+// backends still hold its shared memory.
 func (c *Cluster) start(ctx context.Context, prefer []int) error {
 	logPath := filepath.Join(c.Root, logName)
 	tried := map[int]bool{}
@@ -60,7 +73,17 @@ func (c *Cluster) start(ctx context.Context, prefer []int) error {
 			break
 		}
 		log := readFrom(logPath, logStart)
-		if attempt < 3 && (strings.Contains(log, "could not bind") || strings.Contains(log, "already in use")) {
+		if attempt < 5 && (strings.Contains(log, "could not bind") || strings.Contains(log, "already in use")) {
+			continue // another process took the port: try another
+		}
+		if attempt < 5 && strings.Contains(log, "shared memory block") && strings.Contains(log, "still in use") {
+			// Backends of a crashed postmaster have not all exited yet.
+			delete(tried, port)
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Duration(attempt) * 200 * time.Millisecond):
+			}
 			continue
 		}
 		return fmt.Errorf("pgenv: pg_ctl start (as %s) on %s, port %d: %w\n%s\n%s says:\n%s",
@@ -78,7 +101,7 @@ func (c *Cluster) start(ctx context.Context, prefer []int) error {
 func (c *Cluster) stop(ctx context.Context) error {
 	defer func() { c.PID, c.URL = 0, "" }()
 	pid, _, err := readPostmasterPID(c.DataDir)
-	if err != nil || !postmasterAlive(pid) {
+	if err != nil || !postmasterAlive(pid, c.DataDir) {
 		return nil
 	}
 	if c.binDir == "" {
@@ -87,13 +110,13 @@ func (c *Cluster) stop(ctx context.Context) error {
 	out, err := c.acct.command(ctx, c.Root, filepath.Join(c.binDir, "pg_ctl"),
 		"stop", "-D", c.DataDir, "-m", "fast", "-w", "-t", strconv.Itoa(int(readyTimeout/time.Second)), "-s",
 	).CombinedOutput()
-	if err != nil && postmasterAlive(pid) {
+	if err != nil && postmasterAlive(pid, "") {
 		return fmt.Errorf("pgenv: pg_ctl stop (as %s) on %s: %w\n%s", c.acct, c.DataDir, err, out)
 	}
 	// pg_ctl returns once postmaster.pid is gone, a moment before the
 	// process itself.
 	deadline := time.Now().Add(readyTimeout)
-	for delay := time.Millisecond; postmasterAlive(pid); delay = min(2*delay, 100*time.Millisecond) {
+	for delay := time.Millisecond; postmasterAlive(pid, ""); delay = min(2*delay, 100*time.Millisecond) {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("pgenv: postmaster %d of %s still runs %s after pg_ctl stop", pid, c.DataDir, readyTimeout)
 		}

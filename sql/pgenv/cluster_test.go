@@ -7,7 +7,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -44,18 +46,19 @@ func TestClusterLifecycle(t *testing.T) {
 
 	pid := c.PID
 	require.NoError(t, c.Stop(ctx))
-	require.False(t, postmasterAlive(pid), "the postmaster is gone once Stop returns")
-	require.Error(t, ping(ctx, again.URL, probeTimeout))
+	require.False(t, postmasterAlive(pid, ""), "the postmaster is gone once Stop returns")
+	require.NoFileExists(t, filepath.Join(c.DataDir, "postmaster.pid"))
 	require.Zero(t, readState(dir).PID)
 	require.NoError(t, StopCluster(ctx, dir), "stopping a stopped cluster is fine")
+	require.Equal(t, again.Port, readState(dir).Port, "the last port is kept for the next start")
 
 	restarted, err := StartCluster(ctx, dir)
 	require.NoError(t, err)
 	require.True(t, restarted.Started)
-	require.Equal(t, c.Port, restarted.Port, "a restart keeps its port when free")
+	require.NotEqual(t, pid, restarted.PID)
 	require.Equal(t, "1", queryOne(t, restarted.URL, "SELECT count(*)::text FROM pg_tables WHERE tablename = 'kept'"), "data survives a restart")
 	require.NoError(t, StopCluster(ctx, dir))
-	require.False(t, postmasterAlive(restarted.PID))
+	require.False(t, postmasterAlive(restarted.PID, ""))
 }
 
 func TestStartClusterConcurrently(t *testing.T) {
@@ -107,11 +110,30 @@ func TestStartClusterRelocatesWhenUnreachable(t *testing.T) {
 	require.Equal(t, c.Root, again.Root)
 
 	require.NoError(t, StopCluster(ctx, dir))
-	require.False(t, postmasterAlive(c.PID))
+	require.False(t, postmasterAlive(c.PID, ""))
 }
 
 func TestStopClusterWithoutCluster(t *testing.T) {
 	t.Parallel()
 	require.NoError(t, StopCluster(t.Context(), filepath.Join(t.TempDir(), "missing")))
 	require.NoError(t, StopCluster(t.Context(), t.TempDir()))
+}
+
+func TestStartClusterAfterCrash(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dir := clusterDir(t)
+	c, err := StartCluster(ctx, dir)
+	require.NoError(t, err)
+
+	require.NoError(t, syscall.Kill(c.PID, syscall.SIGKILL))
+	require.Eventually(t, func() bool { return !postmasterAlive(c.PID, "") }, 10*time.Second, 10*time.Millisecond)
+	_, err = os.Stat(filepath.Join(c.DataDir, "postmaster.pid"))
+	require.NoError(t, err, "a killed postmaster leaves its pid file behind")
+
+	again, err := StartCluster(ctx, dir)
+	require.NoError(t, err)
+	require.True(t, again.Started)
+	require.NotEqual(t, c.PID, again.PID)
+	require.Equal(t, "1", queryOne(t, again.URL, "SELECT 1::text"))
 }

@@ -15,6 +15,6 @@ func setCredential(*exec.Cmd, int, int) {}
 
 func fileUID(fs.FileInfo) (int, bool) { return 0, false }
 
-func postmasterAlive(int) bool { return false }
+func postmasterAlive(int, string) bool { return false }
 
 func lockFile(context.Context, string) (func(), error) { return nil, errUnsupported }

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
@@ -30,9 +31,12 @@ func fileUID(fi fs.FileInfo) (int, bool) {
 }
 
 // postmasterAlive reports whether pid is a live (not zombie) process that,
-// where /proc tells, is a postgres. A postmaster reparented to an init that
-// does not reap stays a zombie after it exits; that counts as gone.
-func postmasterAlive(pid int) bool {
+// where /proc tells, is a postgres working in dataDir (a postmaster's
+// working directory is its data directory; an empty dataDir skips that
+// check). A postmaster reparented to an init that does not reap stays a
+// zombie after it exits; that counts as gone. So does a pid reused, after a
+// crash or a reboot, by another process. When in doubt it says alive.
+func postmasterAlive(pid int, dataDir string) bool {
 	if pid <= 0 {
 		return false
 	}
@@ -50,7 +54,20 @@ func postmasterAlive(pid int) bool {
 		return true
 	}
 	comm, state := string(stat[open+1:end]), stat[end+2]
-	return state != 'Z' && state != 'X' && comm == "postgres"
+	if state == 'Z' || state == 'X' || comm != "postgres" {
+		return false
+	}
+	if dataDir == "" {
+		return true
+	}
+	cwd, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/cwd")
+	if err != nil {
+		return true // not ours to inspect
+	}
+	if real, err := filepath.EvalSymlinks(dataDir); err == nil {
+		dataDir = real
+	}
+	return cwd == dataDir
 }
 
 func procMounted() bool {

@@ -1,14 +1,18 @@
 // Command pgenv gives the Taskfile (and people) the PostgreSQL server that
 // package pgenv resolves.
 //
-//	pgenv url [-test] [-start=false]  print a database URL (DATABASE_URL, 127.0.0.1:5432, or the throwaway cluster)
-//	pgenv up                          the same, always allowed to start the throwaway cluster
-//	pgenv down                        stop the throwaway cluster, if it runs
-//	pgenv exec [-test] -- CMD ARGS    run CMD with DATABASE_URL (and, with -test, TEST_DATABASE_URL) set,
-//	                                  then stop the throwaway cluster if this call started it
+//	pgenv url  [flags]              print a database URL: $DATABASE_URL, else 127.0.0.1:5432, else the
+//	                                throwaway cluster (started if needed, unless -start=false)
+//	pgenv up   [flags]              the same, always allowed to start the throwaway cluster (task db:up)
+//	pgenv down [flags]              stop the throwaway cluster, if it runs (task db:down)
+//	pgenv exec [flags] -- CMD ARGS  run CMD with DATABASE_URL (and, with -test, TEST_DATABASE_URL) set,
+//	                                then stop the throwaway cluster if this call started it (task test)
 //
-// The throwaway cluster lives in <project root>/.pgdata unless -dir says
-// otherwise. Log lines go to stderr; only the URL goes to stdout.
+// Flags, after the command: -test consults TEST_DATABASE_URL before
+// DATABASE_URL; -dir sets the cluster's directory (default
+// <project root>/.pgdata); -start=false never starts a cluster; -q logs
+// nothing. Only the URL goes to stdout. PGENV_LOCAL_ADDR=off skips the
+// 127.0.0.1:5432 probe.
 package main
 
 import (
