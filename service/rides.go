@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -225,12 +226,10 @@ func (s *Service) rideChargeCall(ctx context.Context, key *Key, st *rideState) e
 // definitive keeps a definitive payment failure for the phase to record and
 // passes every other error on.
 func (st *rideState) definitive(err error) error {
-	switch PaymentErrorKindOf(err) {
-	case PaymentDeclined, PaymentInvalid:
-		if pe, ok := err.(*PaymentError); ok {
-			st.failure = pe
-			return nil
-		}
+	var pe *PaymentError
+	if errors.As(err, &pe) && (pe.Kind == PaymentDeclined || pe.Kind == PaymentInvalid) {
+		st.failure = pe
+		return nil
 	}
 	return err
 }
