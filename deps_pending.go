@@ -4,7 +4,5 @@ package main
 import (
 	_ "github.com/chromedp/chromedp"
 	_ "github.com/oapi-codegen/runtime"
-	_ "github.com/prometheus/client_golang/prometheus"
-	_ "github.com/prometheus/client_golang/prometheus/promhttp"
 	_ "golang.org/x/image/font/basicfont"
 )

@@ -3,7 +3,9 @@
 //	atomicrides serve        run the HTTP API and the River workers
 //	atomicrides migrate      apply pending migrations (the service's and River's)
 //	atomicrides openapi      print the OpenAPI spec (YAML)
+//	atomicrides keys …       list, show and complete stuck requests (operators)
 //	atomicrides fakestripe   serve the built-in fake Stripe on its own address
+//	atomicrides mailsink     serve an SMTP server that keeps what it receives
 //	atomicrides db up|down|url   manage the throwaway development PostgreSQL
 //
 // Configuration comes from the environment; see README.md.
@@ -25,6 +27,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"riverqueue.com/riverui"
@@ -32,6 +36,8 @@ import (
 	"github.com/atomicrides/atomicrides/jobs"
 	"github.com/atomicrides/atomicrides/openapi"
 	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/mail"
+	"github.com/atomicrides/atomicrides/service/mail/mailsink"
 	"github.com/atomicrides/atomicrides/service/payments"
 	"github.com/atomicrides/atomicrides/service/payments/fakestripe"
 	"github.com/atomicrides/atomicrides/sql/migrations"
@@ -66,10 +72,14 @@ func runCommand(ctx context.Context, args []string, logger *slog.Logger) error {
 		return err
 	case "fakestripe":
 		return serveFakeStripe(ctx, args[1:], logger)
+	case "mailsink":
+		return serveMailSink(ctx, args[1:], logger)
+	case "keys":
+		return keysCommand(ctx, args[1:], os.Stdout, logger)
 	case "db":
 		return dbCommand(ctx, args[1:], logger)
 	default:
-		return fmt.Errorf("unknown command %q: want serve, migrate, openapi, fakestripe or db", args[0])
+		return fmt.Errorf("unknown command %q: want serve, migrate, openapi, keys, fakestripe, mailsink or db", args[0])
 	}
 }
 
@@ -148,23 +158,28 @@ func serve(ctx context.Context, args []string, logger *slog.Logger) error {
 		}
 	}
 
-	pay, stopStripe, err := paymentsFromEnv(logger)
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	svc, stopDeps, err := newService(pool, registry, logger)
 	if err != nil {
 		return err
 	}
-	defer stopStripe()
+	defer stopDeps()
 
-	svc, err := service.New(service.Config{Pool: pool, Payments: pay, Logger: logger})
-	if err != nil {
+	jobsCfg := jobs.Config{}
+	if jobsCfg.CompleterInterval, err = envDuration("COMPLETER_INTERVAL", time.Minute); err != nil {
 		return err
 	}
-
+	if jobsCfg.ReaperInterval, err = envDuration("REAPER_INTERVAL", time.Hour); err != nil {
+		return err
+	}
 	workers := river.NewWorkers()
 	jobs.Register(workers, svc)
 	riverClient, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Logger:  logger,
-		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 20}},
-		Workers: workers,
+		Logger:       logger,
+		Queues:       map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 20}},
+		Workers:      workers,
+		PeriodicJobs: jobs.PeriodicJobs(jobsCfg),
 	})
 	if err != nil {
 		return err
@@ -191,7 +206,18 @@ func serve(ctx context.Context, args []string, logger *slog.Logger) error {
 		RiverUI:    ui,
 		Ready:      func(ctx context.Context) error { return ready(ctx, pool) },
 		Logger:     logger,
+		Metrics:    registry,
 	})
+	if metricsAddr := os.Getenv("METRICS_ADDR"); metricsAddr != "" {
+		mln, err := net.Listen("tcp", metricsAddr)
+		if err != nil {
+			return err
+		}
+		msrv := &http.Server{Handler: openapi.MetricsHandler(registry), ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = msrv.Serve(mln) }()
+		defer msrv.Close()
+		logger.Info("metrics serving", "url", "http://"+mln.Addr().String()+"/metrics")
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
@@ -199,8 +225,8 @@ func serve(ctx context.Context, args []string, logger *slog.Logger) error {
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	base := "http://" + ln.Addr().String()
 	logger.Info("serving", "url", base, "river_ui", base+"/riverui/", "openapi", base+"/openapi.yaml")
-	fmt.Fprintf(os.Stderr, "\nAtomic Rides is serving on %s\n  admin token: %s\n  River UI:    %s/riverui/  (any user name, the admin token as password)\n  try:\n    curl -s -X PUT -H 'Authorization: Bearer %s' %s/users/rider@example.com\n\n",
-		base, adminToken, base, adminToken, base)
+	fmt.Fprintf(os.Stderr, "\nAtomic Rides is serving on %s\n  admin token: %s\n  River UI:    %s/riverui/  (any user name, the admin token as password)\n  metrics:     %s/metrics  (Bearer admin token)\n  try:\n    curl -s -X PUT -H 'Authorization: Bearer %s' %s/users/rider@example.com\n\n",
+		base, adminToken, base, base, adminToken, base)
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
@@ -295,6 +321,93 @@ func dbCommand(ctx context.Context, args []string, logger *slog.Logger) error {
 		return pgenv.StopCluster(ctx, root+"/.pgdata")
 	}
 	return fmt.Errorf("unknown db command %q: want up, down or url", args[0])
+}
+
+// newService builds the service over pool with the payment processor and the
+// mailer configured by the environment; stop releases what it started.
+func newService(pool *pgxpool.Pool, reg prometheus.Registerer, logger *slog.Logger) (svc *service.Service, stop func(), err error) {
+	var stops []func()
+	stop = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			stop()
+		}
+	}()
+	pay, stopStripe, err := paymentsFromEnv(logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	stops = append(stops, stopStripe)
+	mailer, stopMail, err := mailerFromEnv(logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	stops = append(stops, stopMail)
+	cfg := service.Config{Pool: pool, Payments: pay, Mailer: mailer, MailFrom: os.Getenv("MAIL_FROM"), Logger: logger, Registerer: reg}
+	if cfg.AbandonedAfter, err = envDuration("COMPLETER_IDLE", 5*time.Minute); err != nil {
+		return nil, nil, err
+	}
+	if cfg.KeyRetention, err = envDuration("KEY_RETENTION", 72*time.Hour); err != nil {
+		return nil, nil, err
+	}
+	svc, err = service.New(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return svc, stop, nil
+}
+
+// mailerFromEnv returns the SMTP mailer of SMTP_URL; without it, a mail sink
+// on a loopback port of this process that writes every receipt to MAIL_DIR
+// (default .mail/) as an .eml file.
+func mailerFromEnv(logger *slog.Logger) (service.Mailer, func(), error) {
+	if u := os.Getenv("SMTP_URL"); u != "" {
+		m, err := mail.New(mail.Config{URL: u})
+		return m, func() {}, err
+	}
+	dir := envOr("MAIL_DIR", ".mail")
+	sink := mailsink.New(mailsink.Options{Dir: dir, Logger: logger})
+	url, stop, err := sink.Start("127.0.0.1:0")
+	if err != nil {
+		return nil, nil, err
+	}
+	logger.Info("SMTP_URL not set: receipts go to the built-in mail sink", "smtp", url, "dir", dir)
+	m, err := mail.New(mail.Config{URL: url})
+	return m, func() { _ = stop(context.Background()) }, err
+}
+
+func serveMailSink(ctx context.Context, args []string, logger *slog.Logger) error {
+	fs := flag.NewFlagSet("mailsink", flag.ContinueOnError)
+	addr := fs.String("addr", envOr("MAILSINK_ADDR", "127.0.0.1:2525"), "listen address")
+	dir := fs.String("dir", envOr("MAIL_DIR", ".mail"), "directory receiving each message as an .eml file (empty: none)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	sink := mailsink.New(mailsink.Options{Dir: *dir, Logger: logger})
+	url, stop, err := sink.Start(*addr)
+	if err != nil {
+		return err
+	}
+	logger.Info("mail sink serving", "smtp", url, "dir", *dir)
+	<-ctx.Done()
+	return stop(context.WithoutCancel(ctx))
+}
+
+// envDuration parses the environment variable name as a Go duration.
+func envDuration(name string, def time.Duration) (time.Duration, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%s=%q: want a positive duration such as 90s or 5m", name, v)
+	}
+	return d, nil
 }
 
 func envOr(name, def string) string {

@@ -14,6 +14,39 @@ import (
 	"github.com/google/uuid"
 )
 
+const idempotencyKeyCountUnfinishedBefore = `-- name: IdempotencyKeyCountUnfinishedBefore :one
+SELECT count(*)::bigint FROM idempotency_keys
+WHERE recovery_point <> 'finished' AND created_at < $1::timestamptz
+`
+
+func (q *Queries) IdempotencyKeyCountUnfinishedBefore(ctx context.Context, db DBTX, createdBefore time.Time) (int64, error) {
+	row := db.QueryRow(ctx, idempotencyKeyCountUnfinishedBefore, createdBefore)
+	var column_1 int64
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
+const idempotencyKeyDeleteFinished = `-- name: IdempotencyKeyDeleteFinished :execrows
+DELETE FROM idempotency_keys
+WHERE id IN (
+    SELECT id FROM idempotency_keys
+    WHERE recovery_point = 'finished' AND created_at < $1::timestamptz
+    ORDER BY created_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+)
+`
+
+// Deletes one batch of finished keys created before created_before, oldest
+// first, through the partial index idempotency_keys_finished_created_at.
+func (q *Queries) IdempotencyKeyDeleteFinished(ctx context.Context, db DBTX, createdBefore time.Time, maxKeys int32) (int64, error) {
+	result, err := db.Exec(ctx, idempotencyKeyDeleteFinished, createdBefore, maxKeys)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const idempotencyKeyFence = `-- name: IdempotencyKeyFence :one
 SELECT id FROM idempotency_keys
 WHERE id = $1 AND lock_token = $2::uuid
@@ -217,6 +250,100 @@ func (q *Queries) IdempotencyKeyLease(ctx context.Context, db DBTX, arg Idempote
 		&i.UserID,
 	)
 	return &i, err
+}
+
+const idempotencyKeyList = `-- name: IdempotencyKeyList :many
+SELECT id, created_at, idempotency_key, last_run_at, locked_at, lock_token, flow, request_method, request_path, request_params, request_fingerprint, request_ip, response_code, response_body, recovery_point, user_id FROM idempotency_keys
+WHERE recovery_point <> 'finished'
+  AND (last_run_at < $1::timestamptz OR created_at < $2::timestamptz)
+ORDER BY last_run_at
+LIMIT $3
+`
+
+type IdempotencyKeyListParams struct {
+	IdleBefore    time.Time
+	CreatedBefore time.Time
+	MaxKeys       int32
+}
+
+// Unfinished keys for an operator, oldest activity first: those idle since
+// idle_before (stuck) or created before created_before (past the retention
+// horizon, which the reaper never deletes).
+func (q *Queries) IdempotencyKeyList(ctx context.Context, db DBTX, arg IdempotencyKeyListParams) ([]*IdempotencyKey, error) {
+	rows, err := db.Query(ctx, idempotencyKeyList, arg.IdleBefore, arg.CreatedBefore, arg.MaxKeys)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*IdempotencyKey
+	for rows.Next() {
+		var i IdempotencyKey
+		if err := rows.Scan(
+			&i.ID,
+			&i.CreatedAt,
+			&i.IdempotencyKey,
+			&i.LastRunAt,
+			&i.LockedAt,
+			&i.LockToken,
+			&i.Flow,
+			&i.RequestMethod,
+			&i.RequestPath,
+			&i.RequestParams,
+			&i.RequestFingerprint,
+			&i.RequestIP,
+			&i.ResponseCode,
+			&i.ResponseBody,
+			&i.RecoveryPoint,
+			&i.UserID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const idempotencyKeyListAbandoned = `-- name: IdempotencyKeyListAbandoned :many
+SELECT id FROM idempotency_keys
+WHERE recovery_point <> 'finished'
+  AND last_run_at < $1::timestamptz
+  AND (locked_at IS NULL OR locked_at < $2::timestamptz)
+ORDER BY last_run_at
+LIMIT $3
+FOR UPDATE SKIP LOCKED
+`
+
+type IdempotencyKeyListAbandonedParams struct {
+	IdleBefore         time.Time
+	LeaseExpiredBefore time.Time
+	MaxKeys            int32
+}
+
+// Unfinished keys that nobody works on: no live lease, and idle since
+// idle_before, so that their clients had their chance to retry first. Served
+// by the partial index idempotency_keys_unfinished; SKIP LOCKED passes over
+// keys that a request or another completer holds at this moment.
+func (q *Queries) IdempotencyKeyListAbandoned(ctx context.Context, db DBTX, arg IdempotencyKeyListAbandonedParams) ([]int64, error) {
+	rows, err := db.Query(ctx, idempotencyKeyListAbandoned, arg.IdleBefore, arg.LeaseExpiredBefore, arg.MaxKeys)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const idempotencyKeyLockByID = `-- name: IdempotencyKeyLockByID :one

@@ -49,6 +49,15 @@ type IdempotencyKey struct {
 	UserID             int64
 }
 
+type Receipt struct {
+	ID        int64
+	SentAt    time.Time
+	Kind      string
+	RideID    int64
+	MessageID string
+	Recipient string
+}
+
 type Ride struct {
 	ID               int64
 	CreatedAt        time.Time

@@ -5,6 +5,7 @@ package jobs
 
 import (
 	"context"
+	"time"
 
 	"github.com/riverqueue/river"
 
@@ -14,6 +15,40 @@ import (
 // Register adds every worker of the service to workers.
 func Register(workers *river.Workers, svc *service.Service) {
 	river.AddWorker(workers, &CustomerCreateWorker{svc: svc})
+	river.AddWorker(workers, &RideReceiptWorker{svc: svc})
+	river.AddWorker(workers, &KeyCompleterWorker{svc: svc})
+	river.AddWorker(workers, &KeyCompleteWorker{svc: svc})
+	river.AddWorker(workers, &KeyReaperWorker{svc: svc})
+}
+
+// Config sets how often the periodic jobs run.
+type Config struct {
+	// CompleterInterval is how often the completer looks for abandoned
+	// requests. Default one minute.
+	CompleterInterval time.Duration
+	// ReaperInterval is how often the reaper deletes old finished keys.
+	// Default one hour.
+	ReaperInterval time.Duration
+}
+
+// PeriodicJobs returns the completer and the reaper as River periodic jobs.
+// River runs periodic jobs on its elected leader only, so any number of
+// processes may register them.
+func PeriodicJobs(cfg Config) []*river.PeriodicJob {
+	if cfg.CompleterInterval == 0 {
+		cfg.CompleterInterval = time.Minute
+	}
+	if cfg.ReaperInterval == 0 {
+		cfg.ReaperInterval = time.Hour
+	}
+	return []*river.PeriodicJob{
+		river.NewPeriodicJob(river.PeriodicInterval(cfg.CompleterInterval),
+			func() (river.JobArgs, *river.InsertOpts) { return KeyCompleterArgs{}, nil },
+			&river.PeriodicJobOpts{ID: "key_completer", RunOnStart: true}),
+		river.NewPeriodicJob(river.PeriodicInterval(cfg.ReaperInterval),
+			func() (river.JobArgs, *river.InsertOpts) { return KeyReaperArgs{}, nil },
+			&river.PeriodicJobOpts{ID: "key_reaper", RunOnStart: true}),
+	}
 }
 
 // CustomerCreateWorker creates a user's customer at the payment processor.

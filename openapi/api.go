@@ -12,6 +12,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/atomicrides/atomicrides/service"
 )
@@ -30,6 +31,9 @@ type Config struct {
 	Ready func(ctx context.Context) error
 	// Logger receives access logs and internal errors.
 	Logger *slog.Logger
+	// Metrics, when set, receives the HTTP metrics and is served at /metrics
+	// to operators.
+	Metrics *prometheus.Registry
 }
 
 // maxBodyBytes caps request bodies; the API's bodies are tiny.
@@ -51,7 +55,12 @@ func NewHandler(cfg Config) http.Handler {
 	if cfg.RiverUI != nil {
 		mux.Handle("/riverui/", requireAdminBasic(cfg.AdminToken, cfg.RiverUI))
 	}
-	return requestContext(cfg.Logger, unmatched(mux))
+	var hm *httpMetrics
+	if cfg.Metrics != nil {
+		hm = newHTTPMetrics(cfg.Metrics)
+		mux.Handle("GET /metrics", metricsHandler(cfg.AdminToken, cfg.Metrics))
+	}
+	return requestContext(cfg.Logger, hm, unmatched(mux))
 }
 
 // Spec returns the OpenAPI document of the API as YAML.

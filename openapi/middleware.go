@@ -31,8 +31,9 @@ func clientIP(ctx context.Context) *netip.Addr {
 }
 
 // requestContext gives every request an id (the client's X-Request-Id when it
-// is sane), its client address, and one access log line.
-func requestContext(logger *slog.Logger, next http.Handler) http.Handler {
+// is sane), its client address, one access log line and, when metrics is
+// set, its count and duration.
+func requestContext(logger *slog.Logger, metrics *httpMetrics, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		id := r.Header.Get("X-Request-Id")
@@ -48,7 +49,10 @@ func requestContext(logger *slog.Logger, next http.Handler) http.Handler {
 			ctx = context.WithValue(ctx, ctxKeyIP, &ip)
 		}
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
-		next.ServeHTTP(sw, r.WithContext(ctx))
+		r = r.WithContext(ctx)
+		next.ServeHTTP(sw, r)
+		// The mux sets the pattern that served the request on r.
+		metrics.observe(r.Pattern, sw.status, time.Since(start))
 		logger.LogAttrs(ctx, slog.LevelInfo, "request",
 			slog.String("request_id", id),
 			slog.String("method", r.Method),

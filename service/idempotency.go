@@ -199,6 +199,7 @@ func claim[S any](ctx context.Context, s *Service, flow *Flow[S], req Request, p
 		outcome Outcome
 	)
 	token := uuid.New()
+	start, phased := time.Now(), RecoveryPoint("claim")
 	err := s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
 		key, state, resp, outcome = nil, nil, nil, Outcome{}
 		now := s.now()
@@ -240,12 +241,16 @@ func claim[S any](ctx context.Context, s *Service, flow *Flow[S], req Request, p
 		if step.Call != nil {
 			return nil
 		}
+		phased = key.Point
 		if outcome, err = step.Phase(ctx, tx, key, state); err != nil {
 			return err
 		}
 		resp, err = s.record(ctx, tx, key, outcome)
 		return err
 	})
+	if err == nil {
+		s.metrics.phase(flow.Name, phased, time.Since(start))
+	}
 	if err != nil {
 		// The claim was rolled back: nothing holds the lease.
 		var e *Error
@@ -284,6 +289,7 @@ func drive[S any](ctx context.Context, s *Service, flow *Flow[S], key *Key, stat
 			}
 		}
 		var outcome Outcome
+		start := time.Now()
 		err = s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
 			resp = nil
 			if _, err := s.queries.IdempotencyKeyFence(ctx, tx, key.ID, key.token); err != nil {
@@ -301,6 +307,7 @@ func drive[S any](ctx context.Context, s *Service, flow *Flow[S], key *Key, stat
 		if err != nil {
 			return nil, err
 		}
+		s.metrics.phase(flow.Name, key.Point, time.Since(start))
 		switch outcome.kind {
 		case outcomeMoveTo:
 			key.Point = outcome.point

@@ -1,6 +1,9 @@
 package service
 
-import "github.com/riverqueue/river"
+import (
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+)
 
 // CustomerCreateArgs is the job that creates a user's customer at the
 // payment processor and stores its id. It is inserted in the transaction that
@@ -31,4 +34,32 @@ func (RideReceiptArgs) Kind() string { return "ride_receipt" }
 // InsertOpts makes the job unique per ride.
 func (RideReceiptArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{MaxAttempts: 25, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+}
+
+// KeyCompleteArgs is the job that drives an abandoned request to completion
+// through its flow, from its recovery point, with its stored request. The
+// completer inserts it; it is unique per key among live and discarded jobs,
+// so a key has at most one completion in flight, and a key whose completion
+// was discarded after its last attempt (River's dead letters) waits for an
+// operator instead of being queued again.
+type KeyCompleteArgs struct {
+	KeyID int64 `json:"key_id"`
+}
+
+// KeyCompleteMaxAttempts is how often a completion is tried before it is
+// discarded; with River's default backoff the attempts span about three hours.
+const KeyCompleteMaxAttempts = 10
+
+// Kind is the job's kind in River.
+func (KeyCompleteArgs) Kind() string { return "key_complete" }
+
+// InsertOpts makes the job unique per key, discarded jobs included.
+func (KeyCompleteArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{
+		MaxAttempts: KeyCompleteMaxAttempts,
+		UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{
+			rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
+			rivertype.JobStateRetryable, rivertype.JobStateScheduled, rivertype.JobStateDiscarded,
+		}},
+	}
 }

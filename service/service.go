@@ -4,11 +4,11 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
@@ -33,6 +33,20 @@ type Config struct {
 	// ProcessorKeyMargin is subtracted from ProcessorKeyWindow when deciding
 	// whether the processor may have forgotten a key. Default one hour.
 	ProcessorKeyMargin time.Duration
+	// Mailer sends receipts. Without one, receipt jobs fail and are retried.
+	Mailer Mailer
+	// MailFrom is the sender of receipts. Default DefaultMailFrom.
+	MailFrom string
+	// AbandonedAfter is how long an unfinished request must be idle (and its
+	// lease expired) before the completer drives it on, so that its client
+	// gets to retry first. Default five minutes.
+	AbandonedAfter time.Duration
+	// KeyRetention is how long finished idempotency keys are kept before the
+	// reaper deletes them. Default 72 hours.
+	KeyRetention time.Duration
+	// Registerer receives the service's Prometheus collectors. Default a
+	// private registry.
+	Registerer prometheus.Registerer
 }
 
 // Service is the domain: every transaction of the application begins and
@@ -46,9 +60,14 @@ type Service struct {
 	now      func() time.Time
 	lease    time.Duration
 	margin   time.Duration
-	metrics  metrics
-	flows    map[string]flowRunner
-	rides    *Flow[rideState]
+	metrics  *metrics
+	mailer   Mailer
+	mailFrom string
+	// abandonedAfter and retention are the completer's and reaper's policy.
+	abandonedAfter time.Duration
+	retention      time.Duration
+	flows          map[string]flowRunner
+	rides          *Flow[rideState]
 }
 
 // New returns a Service. It inserts background jobs through an insert-only
@@ -75,19 +94,43 @@ func New(cfg Config) (*Service, error) {
 	if cfg.ProcessorKeyMargin == 0 {
 		cfg.ProcessorKeyMargin = time.Hour
 	}
+	if cfg.MailFrom == "" {
+		cfg.MailFrom = DefaultMailFrom
+	}
+	if cfg.AbandonedAfter == 0 {
+		cfg.AbandonedAfter = 5 * time.Minute
+	}
+	if cfg.KeyRetention == 0 {
+		cfg.KeyRetention = 72 * time.Hour
+	}
+	if cfg.KeyRetention <= ProcessorKeyWindow {
+		return nil, errors.New("service: Config.KeyRetention must outlast the processor's key window")
+	}
+	if cfg.Registerer == nil {
+		cfg.Registerer = prometheus.NewRegistry()
+	}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
 	jobs, err := river.NewClient(riverpgxv5.New(cfg.Pool), &river.Config{Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
 	}
 	s := &Service{
-		pool:     cfg.Pool,
-		queries:  dbgen.New(),
-		payments: cfg.Payments,
-		jobs:     jobs,
-		logger:   cfg.Logger,
-		now:      cfg.Clock,
-		lease:    cfg.Lease,
-		margin:   cfg.ProcessorKeyMargin,
+		pool:           cfg.Pool,
+		queries:        dbgen.New(),
+		payments:       meteredPayments{p: cfg.Payments, m: m},
+		jobs:           jobs,
+		logger:         cfg.Logger,
+		now:            cfg.Clock,
+		lease:          cfg.Lease,
+		margin:         cfg.ProcessorKeyMargin,
+		metrics:        m,
+		mailer:         cfg.Mailer,
+		mailFrom:       cfg.MailFrom,
+		abandonedAfter: cfg.AbandonedAfter,
+		retention:      cfg.KeyRetention,
 	}
 	s.rides = s.rideFlow()
 	s.flows = map[string]flowRunner{
@@ -118,11 +161,3 @@ func (s *Service) Stats() Stats {
 		Conflicts: s.metrics.conflicts.Load(),
 	}
 }
-
-type metrics struct {
-	txRetries atomic.Int64
-	replays   atomic.Int64
-	conflicts atomic.Int64
-}
-
-func (m *metrics) txRetry() { m.txRetries.Add(1) }

@@ -61,3 +61,42 @@ WHERE id = @id AND lock_token = @lock_token::uuid;
 UPDATE idempotency_keys
 SET locked_at = NULL, lock_token = NULL
 WHERE id = @id AND lock_token = @lock_token::uuid;
+
+-- name: IdempotencyKeyListAbandoned :many
+-- Unfinished keys that nobody works on: no live lease, and idle since
+-- idle_before, so that their clients had their chance to retry first. Served
+-- by the partial index idempotency_keys_unfinished; SKIP LOCKED passes over
+-- keys that a request or another completer holds at this moment.
+SELECT id FROM idempotency_keys
+WHERE recovery_point <> 'finished'
+  AND last_run_at < @idle_before::timestamptz
+  AND (locked_at IS NULL OR locked_at < @lease_expired_before::timestamptz)
+ORDER BY last_run_at
+LIMIT @max_keys
+FOR UPDATE SKIP LOCKED;
+
+-- name: IdempotencyKeyDeleteFinished :execrows
+-- Deletes one batch of finished keys created before created_before, oldest
+-- first, through the partial index idempotency_keys_finished_created_at.
+DELETE FROM idempotency_keys
+WHERE id IN (
+    SELECT id FROM idempotency_keys
+    WHERE recovery_point = 'finished' AND created_at < @created_before::timestamptz
+    ORDER BY created_at
+    LIMIT @max_keys
+    FOR UPDATE SKIP LOCKED
+);
+
+-- name: IdempotencyKeyList :many
+-- Unfinished keys for an operator, oldest activity first: those idle since
+-- idle_before (stuck) or created before created_before (past the retention
+-- horizon, which the reaper never deletes).
+SELECT * FROM idempotency_keys
+WHERE recovery_point <> 'finished'
+  AND (last_run_at < @idle_before::timestamptz OR created_at < @created_before::timestamptz)
+ORDER BY last_run_at
+LIMIT @max_keys;
+
+-- name: IdempotencyKeyCountUnfinishedBefore :one
+SELECT count(*)::bigint FROM idempotency_keys
+WHERE recovery_point <> 'finished' AND created_at < @created_before::timestamptz;

@@ -23,3 +23,6 @@ WHERE id = @id AND charge_status = 'pending';
 UPDATE rides
 SET charge_status = 'declined'
 WHERE id = @id AND charge_status = 'pending';
+
+-- name: RideGet :one
+SELECT * FROM rides WHERE id = @id;

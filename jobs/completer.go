@@ -1,0 +1,70 @@
+package jobs
+
+import (
+	"context"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/atomicrides/atomicrides/service"
+)
+
+// CompleterBatch is the most abandoned requests one completer pass queues.
+const CompleterBatch = 500
+
+// onePassAtATime makes a periodic job unique while it is queued or running,
+// but not once it completed, so that the next period inserts it again.
+var onePassAtATime = river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{
+	rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
+	rivertype.JobStateRetryable, rivertype.JobStateScheduled,
+}}
+
+// KeyCompleterArgs is the periodic job of the completer.
+type KeyCompleterArgs struct{}
+
+// Kind is the job's kind in River.
+func (KeyCompleterArgs) Kind() string { return "key_completer" }
+
+// InsertOpts keeps one pass queued at a time.
+func (KeyCompleterArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{MaxAttempts: 1, UniqueOpts: onePassAtATime}
+}
+
+// KeyCompleterWorker queues a completion job for every abandoned request.
+type KeyCompleterWorker struct {
+	river.WorkerDefaults[KeyCompleterArgs]
+	svc *service.Service
+}
+
+// Work runs one pass of the completer.
+func (w *KeyCompleterWorker) Work(ctx context.Context, _ *river.Job[KeyCompleterArgs]) error {
+	_, err := w.svc.KeysAbandonedEnqueue(ctx, CompleterBatch)
+	return err
+}
+
+// KeyCompleteWorker drives one abandoned request to completion through the
+// service, exactly as a retry of its client would.
+type KeyCompleteWorker struct {
+	river.WorkerDefaults[service.KeyCompleteArgs]
+	svc *service.Service
+}
+
+// Timeout lets the job outlast one request's lease, its processor calls
+// included.
+func (w *KeyCompleteWorker) Timeout(*river.Job[service.KeyCompleteArgs]) time.Duration {
+	return w.svc.Lease() + 10*time.Second
+}
+
+// Work completes the key. A finished key (by its client or an earlier
+// attempt) completes the job; a vanished key cancels it; anything else — a
+// live lease, a processor outage, an internal error — fails the attempt and
+// River retries with its backoff, discarding the job after
+// service.KeyCompleteMaxAttempts.
+func (w *KeyCompleteWorker) Work(ctx context.Context, job *river.Job[service.KeyCompleteArgs]) error {
+	_, err := w.svc.KeyComplete(ctx, job.Args.KeyID)
+	if service.ErrorCode(err) == service.CodeNotFound {
+		return river.JobCancel(err)
+	}
+	return err
+}

@@ -1,0 +1,33 @@
+package jobs
+
+import (
+	"context"
+
+	"github.com/riverqueue/river"
+
+	"github.com/atomicrides/atomicrides/service"
+)
+
+// RideReceiptWorker emails the receipt of a charged ride. The service sends
+// each receipt once and records it; a retried job after a recorded send
+// sends nothing.
+type RideReceiptWorker struct {
+	river.WorkerDefaults[service.RideReceiptArgs]
+	svc *service.Service
+}
+
+// Work sends the receipt. A ride that does not exist or is not charged
+// cancels the job; a mail server failure is retried with River's backoff.
+func (w *RideReceiptWorker) Work(ctx context.Context, job *river.Job[service.RideReceiptArgs]) error {
+	_, err := w.svc.RideReceiptSend(ctx, job.Args.RideID)
+	return cancelDefinitive(err)
+}
+
+// cancelDefinitive cancels the job on a failure that no retry can mend.
+func cancelDefinitive(err error) error {
+	switch service.ErrorCode(err) {
+	case service.CodeNotFound, service.CodeInvalid:
+		return river.JobCancel(err)
+	}
+	return err
+}

@@ -1,0 +1,293 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/atomicrides/atomicrides/dbgen"
+)
+
+// KeyInfo is an idempotency key as an operator sees it.
+type KeyInfo struct {
+	ID             int64           `json:"id"`
+	UserID         int64           `json:"user_id"`
+	IdempotencyKey string          `json:"idempotency_key"`
+	Flow           string          `json:"flow"`
+	Method         string          `json:"method"`
+	Path           string          `json:"path"`
+	Params         json.RawMessage `json:"params"`
+	RecoveryPoint  RecoveryPoint   `json:"recovery_point"`
+	CreatedAt      time.Time       `json:"created_at"`
+	LastRunAt      time.Time       `json:"last_run_at"`
+	// LeasedUntil is when the current lease expires, if one is held.
+	LeasedUntil *time.Time `json:"leased_until,omitempty"`
+	// ResponseCode is the stored status of a finished key.
+	ResponseCode *int `json:"response_code,omitempty"`
+	// Completion is the latest completion job of the key, if any.
+	Completion *KeyCompletionJob `json:"completion,omitempty"`
+}
+
+// KeyCompletionJob is a completion job as an operator sees it.
+type KeyCompletionJob struct {
+	JobID       int64              `json:"job_id"`
+	State       rivertype.JobState `json:"state"`
+	Attempt     int                `json:"attempt"`
+	MaxAttempts int                `json:"max_attempts"`
+	// LastError is the error of the latest failed attempt.
+	LastError string `json:"last_error,omitempty"`
+}
+
+// Dead reports whether the completion was discarded after its last attempt.
+func (j *KeyCompletionJob) Dead() bool { return j != nil && j.State == rivertype.JobStateDiscarded }
+
+func (s *Service) keyInfo(row *dbgen.IdempotencyKey) *KeyInfo {
+	k := &KeyInfo{
+		ID:             row.ID,
+		UserID:         row.UserID,
+		IdempotencyKey: row.IdempotencyKey,
+		Flow:           row.Flow,
+		Method:         row.RequestMethod,
+		Path:           row.RequestPath,
+		Params:         row.RequestParams,
+		RecoveryPoint:  RecoveryPoint(row.RecoveryPoint),
+		CreatedAt:      row.CreatedAt.UTC(),
+		LastRunAt:      row.LastRunAt.UTC(),
+	}
+	if row.LockedAt != nil {
+		until := row.LockedAt.Add(s.lease).UTC()
+		if until.After(s.now()) {
+			k.LeasedUntil = &until
+		}
+	}
+	if row.ResponseCode != nil {
+		code := int(*row.ResponseCode)
+		k.ResponseCode = &code
+	}
+	return k
+}
+
+// KeysAbandonedEnqueue is the completer's sweep: in one transaction it finds
+// up to limit abandoned requests (unfinished, no live lease, idle for
+// Config.AbandonedAfter) and inserts one completion job per key. Keys with a
+// completion in flight or discarded are skipped by the job's uniqueness. It
+// returns how many jobs were inserted.
+func (s *Service) KeysAbandonedEnqueue(ctx context.Context, limit int) (int, error) {
+	inserted := 0
+	err := s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
+		inserted = 0
+		now := s.now()
+		ids, err := s.queries.IdempotencyKeyListAbandoned(ctx, tx, dbgen.IdempotencyKeyListAbandonedParams{
+			IdleBefore:         now.Add(-s.abandonedAfter),
+			LeaseExpiredBefore: now.Add(-s.lease),
+			MaxKeys:            int32(limit),
+		})
+		if err != nil || len(ids) == 0 {
+			return err
+		}
+		params := make([]river.InsertManyParams, len(ids))
+		for i, id := range ids {
+			params[i] = river.InsertManyParams{Args: KeyCompleteArgs{KeyID: id}}
+		}
+		res, err := s.jobs.InsertManyTx(ctx, tx, params)
+		if err != nil {
+			return err
+		}
+		for _, r := range res {
+			if !r.UniqueSkippedAsDuplicate {
+				inserted++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, internal(err)
+	}
+	s.metrics.completerQueued.Add(float64(inserted))
+	return inserted, nil
+}
+
+// KeyComplete drives the request of an unfinished key to completion through
+// the same flow code as its HTTP request, from its recovery point, with the
+// request as first stored. It returns the stored response; for a key that
+// was already finished, the replay. Like the HTTP request it never touches a
+// key under a live lease (CodeKeyInUse), and a processor outage leaves the
+// key where it was (CodeProcessorUnavailable).
+func (s *Service) KeyComplete(ctx context.Context, keyID int64) (resp *Response, err error) {
+	outcome := "error"
+	defer func() { s.metrics.completions.WithLabelValues(outcome).Inc() }()
+
+	row, err := s.queries.IdempotencyKeyGetByID(ctx, s.pool, keyID)
+	if isNoRows(err) {
+		outcome = "not_found"
+		return nil, &Error{Code: CodeNotFound, Message: fmt.Sprintf("no idempotency key %d", keyID)}
+	} else if err != nil {
+		return nil, internal(err)
+	}
+	if RecoveryPoint(row.RecoveryPoint) == RecoveryPointFinished {
+		outcome = "already_finished"
+		return &Response{Status: int(*row.ResponseCode), Body: row.ResponseBody, Replayed: true}, nil
+	}
+	runner, ok := s.flows[row.Flow]
+	if !ok {
+		return nil, internal(fmt.Errorf("key %d: unknown flow %q", keyID, row.Flow))
+	}
+	resp, err = runner(ctx, s, row)
+	switch {
+	case err == nil && resp.Replayed:
+		outcome = "already_finished"
+	case err == nil:
+		outcome = "finished"
+	case ErrorCode(err) == CodeKeyInUse:
+		outcome = "in_use"
+	case ErrorCode(err) == CodeProcessorUnavailable:
+		outcome = "unavailable"
+	}
+	return resp, err
+}
+
+// ReapResult is what one reaper pass did.
+type ReapResult struct {
+	// Deleted counts finished keys deleted.
+	Deleted int64
+	// UnfinishedPastRetention counts unfinished keys older than the
+	// retention: they are never deleted, and an operator must look at them.
+	UnfinishedPastRetention int64
+}
+
+// KeysReap deletes finished keys created more than Config.KeyRetention ago,
+// in batches of batch keys, each batch its own short transaction. Rides and
+// audit records stay; their reference to the key becomes null.
+func (s *Service) KeysReap(ctx context.Context, batch int) (ReapResult, error) {
+	var res ReapResult
+	before := s.now().Add(-s.retention)
+	for {
+		n, err := s.queries.IdempotencyKeyDeleteFinished(ctx, s.pool, before, int32(batch))
+		if err != nil {
+			return res, internal(err)
+		}
+		res.Deleted += n
+		s.metrics.reaped.Add(float64(n))
+		if n < int64(batch) {
+			break
+		}
+	}
+	n, err := s.queries.IdempotencyKeyCountUnfinishedBefore(ctx, s.pool, before)
+	if err != nil {
+		return res, internal(err)
+	}
+	res.UnfinishedPastRetention = n
+	s.metrics.pastHorizon.Set(float64(n))
+	if n > 0 {
+		s.logger.WarnContext(ctx, "unfinished idempotency keys past retention: list them with 'keys list'", "count", n)
+	}
+	return res, nil
+}
+
+// KeysStuck lists up to limit unfinished keys an operator should know of:
+// idle for Config.AbandonedAfter, or older than the retention. Each carries
+// its latest completion job.
+func (s *Service) KeysStuck(ctx context.Context, limit int) ([]*KeyInfo, error) {
+	now := s.now()
+	rows, err := s.queries.IdempotencyKeyList(ctx, s.pool, dbgen.IdempotencyKeyListParams{
+		IdleBefore:    now.Add(-s.abandonedAfter),
+		CreatedBefore: now.Add(-s.retention),
+		MaxKeys:       int32(limit),
+	})
+	if err != nil {
+		return nil, internal(err)
+	}
+	keys := make([]*KeyInfo, len(rows))
+	for i, row := range rows {
+		keys[i] = s.keyInfo(row)
+	}
+	return keys, s.attachCompletions(ctx, keys)
+}
+
+// KeysDead lists up to limit keys whose completion was discarded after its
+// last attempt. They stay unfinished until an operator completes them
+// (KeyComplete, or a retry of the job in River UI) or deletes the job.
+func (s *Service) KeysDead(ctx context.Context, limit int) ([]*KeyInfo, error) {
+	res, err := s.jobs.JobList(ctx, river.NewJobListParams().
+		Kinds(KeyCompleteArgs{}.Kind()).States(rivertype.JobStateDiscarded).First(limit))
+	if err != nil {
+		return nil, internal(err)
+	}
+	var keys []*KeyInfo
+	for _, job := range res.Jobs {
+		var args KeyCompleteArgs
+		if err := json.Unmarshal(job.EncodedArgs, &args); err != nil {
+			return nil, internal(fmt.Errorf("job %d args: %w", job.ID, err))
+		}
+		row, err := s.queries.IdempotencyKeyGetByID(ctx, s.pool, args.KeyID)
+		if isNoRows(err) {
+			continue
+		} else if err != nil {
+			return nil, internal(err)
+		}
+		k := s.keyInfo(row)
+		k.Completion = completionJob(job)
+		keys = append(keys, k)
+	}
+	return keys, nil
+}
+
+// KeyGet returns one key with its latest completion job.
+func (s *Service) KeyGet(ctx context.Context, keyID int64) (*KeyInfo, error) {
+	row, err := s.queries.IdempotencyKeyGetByID(ctx, s.pool, keyID)
+	if isNoRows(err) {
+		return nil, &Error{Code: CodeNotFound, Message: fmt.Sprintf("no idempotency key %d", keyID)}
+	} else if err != nil {
+		return nil, internal(err)
+	}
+	k := s.keyInfo(row)
+	return k, s.attachCompletions(ctx, []*KeyInfo{k})
+}
+
+// attachCompletions sets the latest completion job of each key.
+func (s *Service) attachCompletions(ctx context.Context, keys []*KeyInfo) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	ids := make([]string, len(keys))
+	byID := make(map[int64]*KeyInfo, len(keys))
+	for i, k := range keys {
+		ids[i] = strconv.FormatInt(k.ID, 10)
+		byID[k.ID] = k
+	}
+	res, err := s.jobs.JobList(ctx, river.NewJobListParams().
+		Kinds(KeyCompleteArgs{}.Kind()).
+		States(rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
+			rivertype.JobStateRetryable, rivertype.JobStateScheduled, rivertype.JobStateDiscarded,
+			rivertype.JobStateCompleted, rivertype.JobStateCancelled).
+		Where("args->>'key_id' = ANY(@ids::text[])", river.NamedArgs{"ids": ids}).
+		OrderBy(river.JobListOrderByID, river.SortOrderAsc).
+		First(10000))
+	if err != nil {
+		return internal(err)
+	}
+	for _, job := range res.Jobs {
+		var args KeyCompleteArgs
+		if err := json.Unmarshal(job.EncodedArgs, &args); err != nil {
+			return internal(fmt.Errorf("job %d args: %w", job.ID, err))
+		}
+		if k := byID[args.KeyID]; k != nil {
+			k.Completion = completionJob(job) // ascending ids: the latest wins
+		}
+	}
+	return nil
+}
+
+func completionJob(job *rivertype.JobRow) *KeyCompletionJob {
+	j := &KeyCompletionJob{JobID: job.ID, State: job.State, Attempt: job.Attempt, MaxAttempts: job.MaxAttempts}
+	if n := len(job.Errors); n > 0 {
+		j.LastError = job.Errors[n-1].Error
+	}
+	return j
+}

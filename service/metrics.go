@@ -1,0 +1,117 @@
+package service
+
+import (
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the service's counters: atomics for Stats, and Prometheus
+// collectors registered on Config.Registerer.
+type metrics struct {
+	txRetries atomic.Int64
+	replays   atomic.Int64
+	conflicts atomic.Int64
+
+	phaseSeconds    *prometheus.HistogramVec
+	paymentCalls    *prometheus.CounterVec
+	paymentSeconds  *prometheus.HistogramVec
+	completions     *prometheus.CounterVec
+	completerQueued prometheus.Counter
+	reaped          prometheus.Counter
+	pastHorizon     prometheus.Gauge
+	receipts        *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		phaseSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "atomicrides_phase_duration_seconds",
+			Help:    "Duration of atomic phases (one transaction each), by flow and the recovery point they leave.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}, []string{"flow", "from"}),
+		paymentCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "atomicrides_payment_calls_total",
+			Help: "Calls to the payment processor by operation and outcome (ok, declined, invalid, unavailable).",
+		}, []string{"op", "outcome"}),
+		paymentSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "atomicrides_payment_call_duration_seconds",
+			Help:    "Duration of calls to the payment processor, retries included.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 12),
+		}, []string{"op"}),
+		completions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "atomicrides_completer_completions_total",
+			Help: "Abandoned requests driven by the completer, by outcome: finished, already_finished, in_use (another holds the lease), unavailable (processor), error.",
+		}, []string{"outcome"}),
+		completerQueued: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "atomicrides_completer_queued_total",
+			Help: "Completion jobs inserted for abandoned requests.",
+		}),
+		reaped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "atomicrides_reaper_deleted_keys_total",
+			Help: "Finished idempotency keys deleted by the reaper.",
+		}),
+		pastHorizon: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "atomicrides_reaper_unfinished_past_retention",
+			Help: "Unfinished idempotency keys older than the retention, never deleted: an operator must look at them.",
+		}),
+		receipts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "atomicrides_receipts_total",
+			Help: "Receipt sends by kind and outcome (sent, already_sent, error).",
+		}, []string{"kind", "outcome"}),
+	}
+	collectors := []prometheus.Collector{
+		m.phaseSeconds, m.paymentCalls, m.paymentSeconds, m.completions, m.completerQueued,
+		m.reaped, m.pastHorizon, m.receipts,
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "atomicrides_idempotency_replays_total",
+			Help: "Responses replayed from finished idempotency keys.",
+		}, func() float64 { return float64(m.replays.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "atomicrides_idempotency_conflicts_total",
+			Help: "Requests refused with 409 because another request held the key.",
+		}, func() float64 { return float64(m.conflicts.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "atomicrides_tx_retries_total",
+			Help: "Transactions rerun after a serialization failure or deadlock.",
+		}, func() float64 { return float64(m.txRetries.Load()) }),
+	}
+	for _, c := range collectors {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) txRetry() { m.txRetries.Add(1) }
+
+func (m *metrics) phase(flow string, from RecoveryPoint, d time.Duration) {
+	m.phaseSeconds.WithLabelValues(flow, string(from)).Observe(d.Seconds())
+}
+
+func (m *metrics) payment(op string, d time.Duration, err error) {
+	m.paymentSeconds.WithLabelValues(op).Observe(d.Seconds())
+	outcome := "ok"
+	if err != nil {
+		var pe *PaymentError
+		outcome = "unavailable"
+		if errors.As(err, &pe) {
+			outcome = string(pe.Kind)
+		}
+	}
+	m.paymentCalls.WithLabelValues(op, outcome).Inc()
+}
+
+func (m *metrics) receipt(kind ReceiptKind, sent bool, err error) {
+	outcome := "already_sent"
+	switch {
+	case err != nil:
+		outcome = "error"
+	case sent:
+		outcome = "sent"
+	}
+	m.receipts.WithLabelValues(string(kind), outcome).Inc()
+}

@@ -1,0 +1,43 @@
+package service
+
+import (
+	"context"
+	"time"
+)
+
+// meteredPayments counts and times every call to the processor.
+type meteredPayments struct {
+	p Payments
+	m *metrics
+}
+
+func (mp meteredPayments) CustomerCreate(ctx context.Context, params CustomerCreateParams) (c *Customer, err error) {
+	defer mp.observe("customer_create", time.Now(), &err)
+	return mp.p.CustomerCreate(ctx, params)
+}
+
+func (mp meteredPayments) CustomerFind(ctx context.Context, userID int64) (c *Customer, err error) {
+	defer mp.observe("customer_find", time.Now(), &err)
+	return mp.p.CustomerFind(ctx, userID)
+}
+
+func (mp meteredPayments) ChargeCreate(ctx context.Context, params ChargeCreateParams) (c *Charge, err error) {
+	defer mp.observe("charge_create", time.Now(), &err)
+	return mp.p.ChargeCreate(ctx, params)
+}
+
+func (mp meteredPayments) ChargeFind(ctx context.Context, rideID int64) (c *Charge, err error) {
+	defer mp.observe("charge_find", time.Now(), &err)
+	return mp.p.ChargeFind(ctx, rideID)
+}
+
+func (mp meteredPayments) RefundCreate(ctx context.Context, params RefundCreateParams) (r *Refund, err error) {
+	defer mp.observe("refund_create", time.Now(), &err)
+	return mp.p.RefundCreate(ctx, params)
+}
+
+func (mp meteredPayments) Budget() time.Duration { return mp.p.Budget() }
+
+func (mp meteredPayments) observe(op string, start time.Time, err *error) {
+	mp.m.payment(op, time.Since(start), *err)
+}

@@ -1,0 +1,99 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/atomicrides/atomicrides/dbgen"
+)
+
+// ReceiptKind names what a receipt is for.
+type ReceiptKind string
+
+const (
+	// ReceiptRide is the receipt of a charged ride.
+	ReceiptRide ReceiptKind = "ride"
+	// ReceiptRefund is the receipt of a refunded ride.
+	ReceiptRefund ReceiptKind = "refund"
+)
+
+// ReceiptMessageID is the Message-ID of a ride's receipt of the given kind:
+// the same on every send, so that a resend is recognisable downstream.
+func ReceiptMessageID(kind ReceiptKind, rideID int64, from string) string {
+	return fmt.Sprintf("receipt.%s-%d@%s", kind, rideID, mailDomain(from))
+}
+
+// RideReceiptSend emails the receipt of a charged ride, once: it returns
+// false when the receipt was already sent. The message goes out with no
+// transaction open and is recorded after the mail server accepted it; a
+// failure in between resends it under the same Message-ID.
+func (s *Service) RideReceiptSend(ctx context.Context, rideID int64) (bool, error) {
+	return s.receiptSend(ctx, ReceiptRide, rideID, func(ride *dbgen.Ride, user *dbgen.User) (string, string, error) {
+		if ride.ChargeStatus != "charged" || ride.StripeChargeID == nil {
+			return "", "", &Error{Code: CodeInvalid, Message: fmt.Sprintf("ride %d is not charged", ride.ID)}
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "Thank you for riding with Atomic Rides.\n\n")
+		fmt.Fprintf(&b, "Ride:    %d\n", ride.ID)
+		fmt.Fprintf(&b, "Booked:  %s\n", ride.CreatedAt.UTC().Format("2006-01-02 15:04 MST"))
+		fmt.Fprintf(&b, "From:    %.6f, %.6f\n", ride.OriginLat, ride.OriginLon)
+		fmt.Fprintf(&b, "To:      %.6f, %.6f\n", ride.TargetLat, ride.TargetLon)
+		fmt.Fprintf(&b, "Charged: %s\n", formatAmount(ride.AmountCents, ride.Currency))
+		fmt.Fprintf(&b, "Charge:  %s\n", *ride.StripeChargeID)
+		return fmt.Sprintf("Your receipt for ride %d", ride.ID), b.String(), nil
+	})
+}
+
+// receiptBody builds the subject and text of a receipt, or refuses to.
+type receiptBody func(ride *dbgen.Ride, user *dbgen.User) (subject, text string, err error)
+
+func (s *Service) receiptSend(ctx context.Context, kind ReceiptKind, rideID int64, body receiptBody) (sent bool, err error) {
+	defer func() { s.metrics.receipt(kind, sent, err) }()
+	if _, err := s.queries.ReceiptGet(ctx, s.pool, rideID, string(kind)); err == nil {
+		return false, nil
+	} else if !isNoRows(err) {
+		return false, internal(err)
+	}
+	ride, err := s.queries.RideGet(ctx, s.pool, rideID)
+	if isNoRows(err) {
+		return false, &Error{Code: CodeNotFound, Message: fmt.Sprintf("no ride %d", rideID)}
+	} else if err != nil {
+		return false, internal(err)
+	}
+	user, err := s.queries.UserGet(ctx, s.pool, ride.UserID)
+	if err != nil {
+		return false, internal(err)
+	}
+	subject, text, err := body(ride, user)
+	if err != nil {
+		return false, err
+	}
+	if s.mailer == nil {
+		return false, internal(errNoMailer)
+	}
+	msg := Message{
+		MessageID: ReceiptMessageID(kind, rideID, s.mailFrom),
+		From:      s.mailFrom,
+		To:        user.Email,
+		Subject:   subject,
+		Date:      s.now(),
+		Text:      text,
+	}
+	if err := s.mailer.Send(ctx, msg); err != nil {
+		return false, fmt.Errorf("send %s receipt of ride %d: %w", kind, rideID, err)
+	}
+	// The message is out: record it even if the job's context ends now.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+	defer cancel()
+	if _, err := s.queries.ReceiptRecord(ctx, s.pool, dbgen.ReceiptRecordParams{
+		Kind: string(kind), RideID: rideID, MessageID: msg.MessageID, Recipient: msg.To, SentAt: msg.Date,
+	}); err != nil {
+		return true, internal(err)
+	}
+	return true, nil
+}
+
+func formatAmount(cents int64, currency string) string {
+	return fmt.Sprintf("%d.%02d %s", cents/100, cents%100, strings.ToUpper(currency))
+}
