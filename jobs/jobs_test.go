@@ -1,30 +1,22 @@
 package jobs_test
 
 import (
-	"context"
-	"net/http/httptest"
+	"fmt"
+	"net/http"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
 	"github.com/atomicrides/atomicrides/jobs"
 	"github.com/atomicrides/atomicrides/service"
-	"github.com/atomicrides/atomicrides/service/payments"
 	"github.com/atomicrides/atomicrides/service/payments/fakestripe"
-	"github.com/atomicrides/atomicrides/sql/dbtest"
 )
 
-// quickRetry retries failed jobs at once, so that a test sees River's retries
-// without waiting for its production backoff.
-type quickRetry struct{}
-
-func (quickRetry) NextRetry(*rivertype.JobRow) time.Time { return time.Now() }
+var someRide = service.RideCreateParams{OriginLat: 37.7749, OriginLon: -122.4194, TargetLat: 37.8044, TargetLon: -122.2712}
 
 func TestCustomerCreateWorker(t *testing.T) {
 	t.Parallel()
@@ -42,60 +34,197 @@ func TestCustomerCreateWorker(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			ctx := context.Background()
-			pool := dbtest.New(t)
-			fake := fakestripe.New(fakestripe.Options{})
-			srv := httptest.NewServer(fake)
-			t.Cleanup(srv.Close)
+			b := setup(t)
 			if tc.faults > 0 {
-				fake.Inject(fakestripe.Fault{Op: fakestripe.OpCustomerCreate, Kind: fakestripe.FaultStatus, Status: 500, Times: tc.faults})
+				b.fake.Inject(fakestripe.Fault{Op: fakestripe.OpCustomerCreate, Kind: fakestripe.FaultStatus, Status: 500, Times: tc.faults})
 			}
-			svc, err := service.New(service.Config{Pool: pool, Payments: payments.New(payments.Config{
-				APIBase: srv.URL, SecretKey: "sk_test_jobs", MaxNetworkRetries: -1,
-			})})
-			require.NoError(t, err)
+			uid := b.user(t, "job@example.com", tc.source)
 
-			workers := river.NewWorkers()
-			jobs.Register(workers, svc)
-			client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-				Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 4}},
-				Workers:           workers,
-				RetryPolicy:       quickRetry{},
-				FetchPollInterval: 20 * time.Millisecond,
-				FetchCooldown:     10 * time.Millisecond,
-			})
-			require.NoError(t, err)
-			events, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobCancelled, river.EventKindJobFailed)
-			t.Cleanup(cancel)
-			require.NoError(t, client.Start(ctx))
-			var stopOnce sync.Once
-			t.Cleanup(func() { stopOnce.Do(func() { _ = client.Stop(ctx) }) })
-
-			res, err := svc.UserUpsert(ctx, service.UserUpsertParams{Email: "job@example.com", PaymentSource: tc.source})
-			require.NoError(t, err)
-
-			var final *river.Event
-			timeout := time.After(30 * time.Second)
-			for final == nil {
-				select {
-				case ev := <-events:
-					if ev.Kind != river.EventKindJobFailed {
-						final = ev
-					}
-				case <-timeout:
-					t.Fatal("the customer job did not finish")
-				}
-			}
+			final := b.waitFinal(t, service.CustomerCreateArgs{}.Kind(), 1)[0]
 			require.Equal(t, tc.wantEvent, final.Kind)
-			require.Equal(t, (service.CustomerCreateArgs{}).Kind(), final.Job.Kind)
 			require.Equal(t, tc.faults+1, final.Job.Attempt)
-			require.Len(t, fake.CustomersForUser(itoa(res.User.ID)), tc.customers)
+			require.Len(t, b.fake.CustomersForUser(itoa(uid)), tc.customers)
 
 			var stored *string
-			require.NoError(t, pool.QueryRow(ctx, `SELECT stripe_customer_id FROM users WHERE id = $1`, res.User.ID).Scan(&stored))
+			require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT stripe_customer_id FROM users WHERE id = $1`, uid).Scan(&stored))
 			require.Equal(t, tc.customerID, stored != nil)
 		})
 	}
+}
+
+func TestRideReceiptWorker(t *testing.T) {
+	t.Parallel()
+
+	t.Run("OneMessagePerChargedRideThroughRefusals", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		uid := b.user(t, "receipts@example.com", "tok_visa")
+		b.waitFinal(t, service.CustomerCreateArgs{}.Kind(), 1)
+		b.sink.Refuse(2, 451) // the first two sends fail; their jobs retry
+
+		rides := map[string]bool{}
+		for i := range 3 {
+			resp, err := b.svc.RideCreate(b.ctx, uid, fmt.Sprintf("receipt-worker-key-%08d", i), someRide, nil)
+			require.NoError(t, err)
+			require.Equal(t, http.StatusCreated, resp.Status)
+			var ride service.Ride
+			require.NoError(t, jsonUnmarshal(resp.Body, &ride))
+			rides[service.ReceiptMessageID(service.ReceiptRide, ride.ID, service.DefaultMailFrom)] = true
+		}
+		finals := b.waitFinal(t, service.RideReceiptArgs{}.Kind(), 3)
+		attempts := 0
+		for _, ev := range finals {
+			require.Equal(t, river.EventKindJobCompleted, ev.Kind)
+			attempts += ev.Job.Attempt
+		}
+		require.Equal(t, 5, attempts, "two refused sends were retried")
+
+		byID := b.sink.CountByMessageID()
+		require.Len(t, byID, 3)
+		for id, n := range byID {
+			require.True(t, rides[id], "unexpected message %s", id)
+			require.Equal(t, 1, n, "message %s", id)
+		}
+		require.Equal(t, 3, b.sink.Count())
+		require.Equal(t, 3, b.count(t, `SELECT count(*) FROM receipts WHERE kind = 'ride'`))
+	})
+
+	t.Run("SendRecordedLateIsResentWithTheSameMessageID", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		uid := b.user(t, "late@example.com", "tok_visa")
+		b.waitFinal(t, service.CustomerCreateArgs{}.Kind(), 1)
+		// The first record of a receipt fails after the server accepted the
+		// message, as a crash between the two would.
+		_, err := b.pool.Exec(b.ctx, `
+			CREATE SEQUENCE receipt_faults; -- nextval survives the rollback it causes
+			CREATE FUNCTION fail_receipt() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN
+				IF nextval('receipt_faults') = 1 THEN
+					RAISE EXCEPTION 'injected receipt record failure';
+				END IF;
+				RETURN NEW;
+			END $$;
+			CREATE TRIGGER fail_receipt BEFORE INSERT ON receipts FOR EACH ROW EXECUTE FUNCTION fail_receipt();`)
+		require.NoError(t, err)
+
+		resp, err := b.svc.RideCreate(b.ctx, uid, "receipt-late-key-000000001", someRide, nil)
+		require.NoError(t, err)
+		var ride service.Ride
+		require.NoError(t, jsonUnmarshal(resp.Body, &ride))
+
+		final := b.waitFinal(t, service.RideReceiptArgs{}.Kind(), 1)[0]
+		require.Equal(t, river.EventKindJobCompleted, final.Kind, "job: %+v", final.Job)
+		require.Equal(t, 2, final.Job.Attempt)
+		// At least once over SMTP: two copies, one Message-ID, one record.
+		id := service.ReceiptMessageID(service.ReceiptRide, ride.ID, service.DefaultMailFrom)
+		require.Equal(t, map[string]int{id: 2}, b.sink.CountByMessageID())
+		require.Equal(t, 1, b.count(t, `SELECT count(*) FROM receipts WHERE ride_id = $1`, ride.ID))
+	})
+}
+
+// abandon leaves a ride request at ride_created, unlocked, as a client that
+// gave up after a processor outage would, and returns its key's id.
+func (b *testBundle) abandon(t *testing.T, uid int64, key string) int64 {
+	t.Helper()
+	b.fake.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultStatus, Status: 503, Times: 1})
+	_, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+	require.Equal(t, service.CodeProcessorUnavailable, service.ErrorCode(err), "err: %v", err)
+	var id int64
+	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT id FROM idempotency_keys WHERE user_id = $1 AND idempotency_key = $2`, uid, key).Scan(&id))
+	return id
+}
+
+func TestCompleterJobs(t *testing.T) {
+	t.Parallel()
+
+	t.Run("AbandonedRideIsChargedOnceAndGetsItsReceipt", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		uid := b.user(t, "completer@example.com", "tok_visa")
+		b.waitFinal(t, service.CustomerCreateArgs{}.Kind(), 1)
+		keyID := b.abandon(t, uid, "completer-key-0000000001")
+		b.clock.Advance(abandonedAfter + time.Second)
+
+		_, err := b.client.Insert(b.ctx, jobs.KeyCompleterArgs{}, nil)
+		require.NoError(t, err)
+		require.Equal(t, river.EventKindJobCompleted, b.waitFinal(t, jobs.KeyCompleterArgs{}.Kind(), 1)[0].Kind)
+		done := b.waitFinal(t, service.KeyCompleteArgs{}.Kind(), 1)[0]
+		require.Equal(t, river.EventKindJobCompleted, done.Kind)
+		require.Equal(t, 1, done.Job.Attempt)
+
+		var point string
+		var code int
+		require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT recovery_point, response_code FROM idempotency_keys WHERE id = $1`, keyID).Scan(&point, &code))
+		require.Equal(t, "finished", point)
+		require.Equal(t, http.StatusCreated, code)
+		require.Len(t, b.fake.SucceededCharges(), 1)
+
+		require.Equal(t, river.EventKindJobCompleted, b.waitFinal(t, service.RideReceiptArgs{}.Kind(), 1)[0].Kind)
+		require.Equal(t, 1, b.sink.Count())
+	})
+
+	t.Run("ExhaustedCompletionIsDeadLetteredAndLeftToAnOperator", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		uid := b.user(t, "dead@example.com", "tok_visa")
+		b.waitFinal(t, service.CustomerCreateArgs{}.Kind(), 1)
+		keyID := b.abandon(t, uid, "dead-letter-key-00000001")
+		b.fake.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultStatus, Status: 503, Times: 1000})
+		b.clock.Advance(abandonedAfter + time.Second)
+
+		n, err := b.svc.KeysAbandonedEnqueue(b.ctx, 100)
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		dead := b.waitFinal(t, service.KeyCompleteArgs{}.Kind(), 1)[0]
+		require.Equal(t, river.EventKindJobFailed, dead.Kind)
+		require.Equal(t, rivertype.JobStateDiscarded, dead.Job.State)
+		require.Equal(t, service.KeyCompleteMaxAttempts, dead.Job.Attempt)
+		require.Empty(t, b.fake.SucceededCharges())
+
+		listed, err := b.svc.KeysDead(b.ctx, 10)
+		require.NoError(t, err)
+		require.Len(t, listed, 1)
+		require.Equal(t, keyID, listed[0].ID)
+		require.True(t, listed[0].Completion.Dead())
+		require.Contains(t, listed[0].Completion.LastError, "unavailable")
+
+		n, err = b.svc.KeysAbandonedEnqueue(b.ctx, 100)
+		require.NoError(t, err)
+		require.Zero(t, n, "a dead-lettered key is not queued again")
+
+		// The operator pushes it through once Stripe is back.
+		b.fake.ClearFaults()
+		resp, err := b.svc.KeyComplete(b.ctx, keyID)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusCreated, resp.Status)
+		require.Len(t, b.fake.SucceededCharges(), 1)
+		listed, err = b.svc.KeysDead(b.ctx, 10)
+		require.NoError(t, err)
+		require.Empty(t, listed)
+	})
+}
+
+func TestReaperJob(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	uid := b.user(t, "reaperjob@example.com", "tok_visa")
+	b.waitFinal(t, service.CustomerCreateArgs{}.Kind(), 1)
+	_, err := b.svc.RideCreate(b.ctx, uid, "reaper-job-key-000000001", someRide, nil)
+	require.NoError(t, err)
+	b.clock.Advance(73 * time.Hour)
+
+	_, err = b.client.Insert(b.ctx, jobs.KeyReaperArgs{}, nil)
+	require.NoError(t, err)
+	require.Equal(t, river.EventKindJobCompleted, b.waitFinal(t, jobs.KeyReaperArgs{}.Kind(), 1)[0].Kind)
+	require.Zero(t, b.count(t, `SELECT count(*) FROM idempotency_keys`))
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM rides WHERE charge_status = 'charged'`))
+}
+
+func TestPeriodicJobs(t *testing.T) {
+	t.Parallel()
+	periodic := jobs.PeriodicJobs(jobs.Config{})
+	require.Len(t, periodic, 2)
 }
 
 func itoa(i int64) string { return strconv.FormatInt(i, 10) }

@@ -210,8 +210,8 @@ func (s *Service) KeysStuck(ctx context.Context, limit int) ([]*KeyInfo, error) 
 	return keys, s.attachCompletions(ctx, keys)
 }
 
-// KeysDead lists up to limit keys whose completion was discarded after its
-// last attempt. They stay unfinished until an operator completes them
+// KeysDead lists unfinished keys among the latest limit completions
+// discarded after their last attempt. They stay unfinished until an operator completes them
 // (KeyComplete, or a retry of the job in River UI) or deletes the job.
 func (s *Service) KeysDead(ctx context.Context, limit int) ([]*KeyInfo, error) {
 	res, err := s.jobs.JobList(ctx, river.NewJobListParams().
@@ -230,6 +230,9 @@ func (s *Service) KeysDead(ctx context.Context, limit int) ([]*KeyInfo, error) {
 			continue
 		} else if err != nil {
 			return nil, internal(err)
+		}
+		if RecoveryPoint(row.RecoveryPoint) == RecoveryPointFinished {
+			continue // finished since, by its client or an operator
 		}
 		k := s.keyInfo(row)
 		k.Completion = completionJob(job)

@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/mail"
+	"github.com/atomicrides/atomicrides/service/mail/mailsink"
 	"github.com/atomicrides/atomicrides/service/payments"
 	"github.com/atomicrides/atomicrides/service/payments/fakestripe"
 	"github.com/atomicrides/atomicrides/sql/dbtest"
@@ -26,6 +28,8 @@ type testBundle struct {
 	fake  *fakestripe.Server
 	svc   *service.Service
 	clock *testClock
+	// sink receives the service's mail over SMTP.
+	sink *mailsink.Sink
 }
 
 type testClock struct{ offset atomic.Int64 }
@@ -50,11 +54,24 @@ func setup(t *testing.T) *testBundle {
 		MaxNetworkRetries: -1, // the engine's retries are under test, not stripe-go's
 		HTTPClient:        &http.Client{Transport: transport},
 	})
-	clock := &testClock{}
-	svc, err := service.New(service.Config{Pool: pool, Payments: pay, Clock: clock.Now})
+	sink := mailsink.New(mailsink.Options{})
+	sinkURL, stopSink, err := sink.Start("127.0.0.1:0")
 	require.NoError(t, err)
-	return &testBundle{ctx: context.Background(), pool: pool, fake: fake, svc: svc, clock: clock}
+	t.Cleanup(func() { _ = stopSink(context.Background()) })
+	mailer, err := mail.New(mail.Config{URL: sinkURL, Timeout: 5 * time.Second})
+	require.NoError(t, err)
+	clock := &testClock{}
+	svc, err := service.New(service.Config{
+		Pool: pool, Payments: pay, Clock: clock.Now, Mailer: mailer,
+		AbandonedAfter: abandonedAfter,
+	})
+	require.NoError(t, err)
+	return &testBundle{ctx: context.Background(), pool: pool, fake: fake, svc: svc, clock: clock, sink: sink}
 }
+
+// abandonedAfter is the completer's grace period in tests; they pass it by
+// advancing the clock.
+const abandonedAfter = 5 * time.Minute
 
 // user creates a rider paying with source and returns its id.
 func (b *testBundle) user(t *testing.T, email, source string) int64 {

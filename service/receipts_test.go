@@ -1,0 +1,79 @@
+package service_test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/atomicrides/atomicrides/service"
+)
+
+func TestRideReceiptSend(t *testing.T) {
+	t.Parallel()
+
+	t.Run("SendsOnceWithADeterministicMessageID", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		uid := b.user(t, "receipt@example.com", "tok_visa")
+		resp, err := b.svc.RideCreate(b.ctx, uid, newKey(), someRide, nil)
+		require.NoError(t, err)
+		ride := decodeRide(t, resp.Body)
+
+		for i := range 3 {
+			sent, err := b.svc.RideReceiptSend(b.ctx, ride.ID)
+			require.NoError(t, err)
+			require.Equal(t, i == 0, sent, "only the first send sends")
+		}
+		msgs := b.sink.Messages()
+		require.Len(t, msgs, 1)
+		wantID := fmt.Sprintf("receipt.ride-%d@atomicrides.localhost", ride.ID)
+		require.Equal(t, wantID, msgs[0].MessageID)
+		require.Equal(t, service.ReceiptMessageID(service.ReceiptRide, ride.ID, service.DefaultMailFrom), wantID)
+		require.Equal(t, []string{"receipt@example.com"}, msgs[0].To)
+		require.Equal(t, "receipts@atomicrides.localhost", msgs[0].From)
+		require.Equal(t, fmt.Sprintf("Your receipt for ride %d", ride.ID), msgs[0].Subject)
+		require.Contains(t, string(msgs[0].Data), *ride.StripeChargeID)
+		require.Contains(t, string(msgs[0].Data), "20.00 USD")
+		require.Equal(t, 1, b.count(t, `SELECT count(*) FROM receipts WHERE ride_id = $1 AND kind = 'ride' AND message_id = $2`, ride.ID, wantID))
+	})
+
+	t.Run("RefusedByTheServerIsNotRecordedAndSendsOnRetry", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		uid := b.user(t, "refused@example.com", "tok_visa")
+		resp, err := b.svc.RideCreate(b.ctx, uid, newKey(), someRide, nil)
+		require.NoError(t, err)
+		ride := decodeRide(t, resp.Body)
+
+		b.sink.Refuse(1, 451)
+		_, err = b.svc.RideReceiptSend(b.ctx, ride.ID)
+		require.Error(t, err)
+		require.True(t, strings.Contains(err.Error(), "451"), "err: %v", err)
+		require.Equal(t, 0, b.count(t, `SELECT count(*) FROM receipts`))
+
+		sent, err := b.svc.RideReceiptSend(b.ctx, ride.ID)
+		require.NoError(t, err)
+		require.True(t, sent)
+		require.Equal(t, 1, b.sink.Count())
+	})
+
+	t.Run("DeclinedRideHasNoReceipt", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		uid := b.user(t, "noreceipt@example.com", "tok_chargeCustomerFail")
+		resp, err := b.svc.RideCreate(b.ctx, uid, newKey(), someRide, nil)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusPaymentRequired, resp.Status)
+		var rideID int64
+		require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT id FROM rides WHERE user_id = $1`, uid).Scan(&rideID))
+
+		_, err = b.svc.RideReceiptSend(b.ctx, rideID)
+		requireCode(t, err, service.CodeInvalid)
+		_, err = b.svc.RideReceiptSend(b.ctx, rideID+1000)
+		requireCode(t, err, service.CodeNotFound)
+		require.Equal(t, 0, b.sink.Count())
+	})
+}
