@@ -23,3 +23,6 @@ WHERE id = @id AND charge_status = 'pending';
 UPDATE rides
 SET charge_status = 'declined'
 WHERE id = @id AND charge_status = 'pending';
+
+-- name: RideLockForUser :one
+SELECT * FROM rides WHERE id = @id AND user_id = @user_id FOR UPDATE;
