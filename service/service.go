@@ -49,6 +49,7 @@ type Service struct {
 	metrics  metrics
 	flows    map[string]flowRunner
 	rides    *Flow[rideState]
+	refunds  *Flow[refundState]
 }
 
 // New returns a Service. It inserts background jobs through an insert-only
@@ -90,8 +91,10 @@ func New(cfg Config) (*Service, error) {
 		margin:   cfg.ProcessorKeyMargin,
 	}
 	s.rides = s.rideFlow()
+	s.refunds = s.refundFlow()
 	s.flows = map[string]flowRunner{
-		s.rides.Name: s.rides.runner(),
+		s.rides.Name:   s.rides.runner(),
+		s.refunds.Name: s.refunds.runner(),
 	}
 	return s, nil
 }
