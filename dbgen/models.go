@@ -58,6 +58,19 @@ type Receipt struct {
 	Recipient string
 }
 
+type Refund struct {
+	ID               int64
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
+	RideID           int64
+	IdempotencyKeyID *int64
+	Status           string
+	StripeRefundID   *string
+	FailureCode      *string
+	AmountCents      int64
+	Currency         string
+}
+
 type Ride struct {
 	ID               int64
 	CreatedAt        time.Time

@@ -132,6 +132,30 @@ func (q *Queries) RideGetForUser(ctx context.Context, db DBTX, iD int64, userID 
 	return &i, err
 }
 
+const rideLockForUser = `-- name: RideLockForUser :one
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id FROM rides WHERE id = $1 AND user_id = $2 FOR UPDATE
+`
+
+func (q *Queries) RideLockForUser(ctx context.Context, db DBTX, iD int64, userID int64) (*Ride, error) {
+	row := db.QueryRow(ctx, rideLockForUser, iD, userID)
+	var i Ride
+	err := row.Scan(
+		&i.ID,
+		&i.CreatedAt,
+		&i.IdempotencyKeyID,
+		&i.OriginLat,
+		&i.OriginLon,
+		&i.TargetLat,
+		&i.TargetLon,
+		&i.ChargeStatus,
+		&i.StripeChargeID,
+		&i.AmountCents,
+		&i.Currency,
+		&i.UserID,
+	)
+	return &i, err
+}
+
 const rideSetCharged = `-- name: RideSetCharged :execrows
 UPDATE rides
 SET charge_status = 'charged', stripe_charge_id = $1::text

@@ -228,3 +228,37 @@ func TestPeriodicJobs(t *testing.T) {
 }
 
 func itoa(i int64) string { return strconv.FormatInt(i, 10) }
+
+func TestRefundJobs(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	uid := b.user(t, "refundjobs@example.com", "tok_visa")
+	b.waitFinal(t, service.CustomerCreateArgs{}.Kind(), 1)
+	resp, err := b.svc.RideCreate(b.ctx, uid, "refund-jobs-ride-key-0001", someRide, nil)
+	require.NoError(t, err)
+	var ride service.Ride
+	require.NoError(t, jsonUnmarshal(resp.Body, &ride))
+	b.waitFinal(t, service.RideReceiptArgs{}.Kind(), 1)
+
+	// The refund's client gives up after a processor outage; the completer
+	// finishes the refund, once, and its receipt goes out once.
+	b.fake.Inject(fakestripe.Fault{Op: fakestripe.OpRefundCreate, Kind: fakestripe.FaultStatus, Status: 503, Times: 1})
+	_, err = b.svc.RideRefundCreate(b.ctx, uid, "refund-jobs-refund-key-01", ride.ID, nil)
+	require.Equal(t, service.CodeProcessorUnavailable, service.ErrorCode(err), "err: %v", err)
+	b.clock.Advance(abandonedAfter + time.Second)
+	_, err = b.client.Insert(b.ctx, jobs.KeyCompleterArgs{}, nil)
+	require.NoError(t, err)
+	require.Equal(t, river.EventKindJobCompleted, b.waitFinal(t, service.KeyCompleteArgs{}.Kind(), 1)[0].Kind)
+	require.Len(t, b.fake.Refunds(), 1)
+
+	require.Equal(t, river.EventKindJobCompleted, b.waitFinal(t, service.RefundReceiptArgs{}.Kind(), 1)[0].Kind)
+	byID := b.sink.CountByMessageID()
+	require.Equal(t, map[string]int{
+		service.ReceiptMessageID(service.ReceiptRide, ride.ID, service.DefaultMailFrom):   1,
+		service.ReceiptMessageID(service.ReceiptRefund, ride.ID, service.DefaultMailFrom): 1,
+	}, byID)
+	again, err := b.svc.RefundReceiptSend(b.ctx, ride.ID)
+	require.NoError(t, err)
+	require.False(t, again)
+	require.Equal(t, 2, b.sink.Count())
+}

@@ -23,6 +23,18 @@ func (w *RideReceiptWorker) Work(ctx context.Context, job *river.Job[service.Rid
 	return cancelDefinitive(err)
 }
 
+// RefundReceiptWorker emails the receipt of a refunded ride, once.
+type RefundReceiptWorker struct {
+	river.WorkerDefaults[service.RefundReceiptArgs]
+	svc *service.Service
+}
+
+// Work sends the refund receipt, like RideReceiptWorker.
+func (w *RefundReceiptWorker) Work(ctx context.Context, job *river.Job[service.RefundReceiptArgs]) error {
+	_, err := w.svc.RefundReceiptSend(ctx, job.Args.RideID)
+	return cancelDefinitive(err)
+}
+
 // cancelDefinitive cancels the job on a failure that no retry can mend.
 func cancelDefinitive(err error) error {
 	switch service.ErrorCode(err) {

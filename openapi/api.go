@@ -85,6 +85,7 @@ func register(mux *http.ServeMux, cfg Config) huma.API {
 	h := &handlers{svc: cfg.Service, api: api, logger: cfg.Logger, adminToken: cfg.AdminToken}
 	h.registerUsers()
 	h.registerRides()
+	h.registerRefunds()
 	h.registerHealth(cfg.Ready)
 	return api
 }

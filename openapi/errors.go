@@ -17,6 +17,7 @@ var statusOf = map[service.Code]int{
 	service.CodeBadRequest:           http.StatusBadRequest,
 	service.CodeUnauthenticated:      http.StatusUnauthorized,
 	service.CodeNotFound:             http.StatusNotFound,
+	service.CodeNotRefundable:        http.StatusConflict,
 	service.CodeKeyInUse:             http.StatusConflict,
 	service.CodeKeyReused:            http.StatusUnprocessableEntity,
 	service.CodeProcessorUnavailable: http.StatusServiceUnavailable,
@@ -29,6 +30,7 @@ var problemTypeOf = map[service.Code]string{
 	service.CodeKeyInUse:             service.ProblemKeyInUse,
 	service.CodeKeyReused:            service.ProblemKeyReused,
 	service.CodeProcessorUnavailable: service.ProblemProcessorDown,
+	service.CodeNotRefundable:        service.ProblemRideNotRefundable,
 }
 
 // toHTTP translates a domain error into the problem+json error Huma writes.

@@ -83,7 +83,7 @@ func (h *handlers) registerRides() {
 		OperationID: "ride-get",
 		Method:      http.MethodGet,
 		Path:        "/rides/{id}",
-		Summary:     "Get one of the rider's rides, with its charge",
+		Summary:     "Get one of the rider's rides, with its charge and refund",
 		Tags:        []string{"rides"},
 		Security:    []map[string][]string{{schemeRider: {}}},
 		Middlewares: huma.Middlewares{h.requireRider},

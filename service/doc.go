@@ -29,6 +29,30 @@
 //	                   │                │                 503 / 500 + Retry-After
 //	                   └──► finished ◄──┘
 //
+// POST /rides/{id}/refund is the same engine with entity-level idempotency:
+// a ride has at most one refund row (ride_id UNIQUE) and the processor sees
+// one refund key per ride, so requests under any number of keys converge on
+// one refund:
+//
+//	          claim + [lock the user's ride]  (not found: 404; not charged:
+//	               │                           409; rolled back, no key kept)
+//	               ▼
+//	started ──[refund row: create (or retry a refused one) + audit record,
+//	   │       or join a pending one]──► refund_created
+//	   │                                     │
+//	   │ already refunded          Stripe refund, key "ride-<id>-refund"
+//	   │                           (no transaction open; past Stripe's key
+//	   │                            window, or told the charge is already
+//	   │                            refunded: list its refunds, adopt ours)
+//	   │                      ┌──────────────────┼──────────────────────┐
+//	   │              refunded│           refused│           indeterminate│
+//	   ▼                      ▼                  ▼                        ▼
+//	[200 + the refund] [refund id + receipt   [refund failed      lease released,
+//	   │                job (InsertTx) + 201   + 409]             stays refund_created,
+//	   │                for the first key,        │               503 / 500 + Retry-After
+//	   │                200 for others]           │
+//	   └──────────────► finished ◄────────────────┘
+//
 // A finished key replays its stored response byte for byte and writes
 // nothing. A key is leased (locked_at, lock_token) for longer than the
 // payment client's whole time budget; every phase locks the key only under

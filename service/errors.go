@@ -23,6 +23,9 @@ const (
 	CodeUnauthenticated Code = "unauthenticated"
 	// CodeNotFound: the resource does not exist or is not the caller's.
 	CodeNotFound Code = "not_found"
+	// CodeNotRefundable: the ride has no charge to refund (it is pending or
+	// declined). Not stored on the key: a pending ride may be charged later.
+	CodeNotRefundable Code = "ride_not_refundable"
 	// CodeKeyInUse: another request holds the idempotency key's lease.
 	CodeKeyInUse Code = "idempotency_key_in_use"
 	// CodeKeyReused: the idempotency key was first used with another request.

@@ -63,3 +63,18 @@ func (KeyCompleteArgs) InsertOpts() river.InsertOpts {
 		}},
 	}
 }
+
+// RefundReceiptArgs is the job that emails the receipt of a refunded ride. It
+// is inserted in the phase that records the refund, so it exists exactly when
+// the refund is recorded, once per ride however many requests asked for it.
+type RefundReceiptArgs struct {
+	RideID int64 `json:"ride_id"`
+}
+
+// Kind is the job's kind in River.
+func (RefundReceiptArgs) Kind() string { return "refund_receipt" }
+
+// InsertOpts makes the job unique per ride.
+func (RefundReceiptArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{MaxAttempts: 25, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+}

@@ -28,13 +28,6 @@ func (b *testBundle) abandon(t *testing.T, uid int64, key string) {
 	require.False(t, k.locked)
 }
 
-func (b *testBundle) keyID(t *testing.T, uid int64, key string) int64 {
-	t.Helper()
-	var id int64
-	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT id FROM idempotency_keys WHERE user_id = $1 AND idempotency_key = $2`, uid, key).Scan(&id))
-	return id
-}
-
 func TestCompleter(t *testing.T) {
 	t.Parallel()
 

@@ -25,8 +25,15 @@ type Payments interface {
 	// ChargeFind looks the charge of a ride up by metadata. It returns
 	// (nil, nil) when the processor has none.
 	ChargeFind(ctx context.Context, rideID int64) (*Charge, error)
-	// RefundCreate refunds a charge in full.
+	// RefundCreate refunds a charge in full. A refund the processor accepts
+	// (succeeded, or pending settlement) is returned; one it answers as
+	// failed or canceled is a PaymentInvalid error, and a charge with nothing
+	// left to refund is a PaymentInvalid error with Code
+	// RefundCodeChargeAlreadyRefunded.
 	RefundCreate(ctx context.Context, params RefundCreateParams) (*Refund, error)
+	// RefundList returns every refund of a charge, newest first, whatever
+	// its status. Unlike a search it sees a refund as soon as it is made.
+	RefundList(ctx context.Context, chargeID string) ([]*Refund, error)
 	// Budget is the longest a single call may take, its retries included.
 	// Leases on idempotency keys are longer than this.
 	Budget() time.Duration
@@ -80,13 +87,33 @@ type RefundCreateParams struct {
 	RideID         int64
 }
 
+// RefundCodeChargeAlreadyRefunded is the Code of the PaymentInvalid error
+// of RefundCreate for a charge with nothing left to refund: after the
+// processor has forgotten an entity-level refund key, repeating the refund
+// answers this instead of the refund it made.
+const RefundCodeChargeAlreadyRefunded = "charge_already_refunded"
+
+// Refund statuses at the processor, as in Stripe's Refund.status.
+const (
+	RefundSucceeded = "succeeded"
+	RefundPending   = "pending"
+)
+
 // Refund is a refund at the processor.
 type Refund struct {
 	ID          string
 	ChargeID    string
 	AmountCents int64
-	Status      string
+	// Status is the processor's: RefundSucceeded, RefundPending, or
+	// (listed refunds only) another such as "failed" or "canceled".
+	Status string
+	// RideID is the refund's metadata "ride_id", 0 when it has none.
+	RideID int64
 }
+
+// Accepted reports whether the processor took the refund on: the money
+// is returned or on its way back.
+func (r *Refund) Accepted() bool { return r.Status == RefundSucceeded || r.Status == RefundPending }
 
 // PaymentErrorKind classifies a processor failure by what it means for the
 // request that caused it.

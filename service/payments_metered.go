@@ -41,3 +41,8 @@ func (mp meteredPayments) Budget() time.Duration { return mp.p.Budget() }
 func (mp meteredPayments) observe(op string, start time.Time, err *error) {
 	mp.m.payment(op, time.Since(start), *err)
 }
+
+func (mp meteredPayments) RefundList(ctx context.Context, chargeID string) (r []*Refund, err error) {
+	defer mp.observe("refund_list", time.Now(), &err)
+	return mp.p.RefundList(ctx, chargeID)
+}

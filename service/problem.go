@@ -18,4 +18,9 @@ const (
 	ProblemKeyInUse         = "/problems/idempotency-key-in-use"
 	ProblemProcessorDown    = "/problems/processor-unavailable"
 	ProblemInvalidKeyHeader = "/problems/invalid-idempotency-key"
+	// ProblemRideNotRefundable: the ride has no charge to refund.
+	ProblemRideNotRefundable = "/problems/ride-not-refundable"
+	// ProblemRefundRejected: the payment processor refused the refund
+	// definitively; stored on the key and replayed.
+	ProblemRefundRejected = "/problems/refund-rejected"
 )

@@ -45,6 +45,26 @@ func (s *Service) RideReceiptSend(ctx context.Context, rideID int64) (bool, erro
 	})
 }
 
+// RefundReceiptSend emails the receipt of a refunded ride, once, like
+// RideReceiptSend.
+func (s *Service) RefundReceiptSend(ctx context.Context, rideID int64) (bool, error) {
+	return s.receiptSend(ctx, ReceiptRefund, rideID, func(ride *dbgen.Ride, user *dbgen.User) (string, string, error) {
+		refund, err := s.queries.RefundGetByRide(ctx, s.pool, rideID)
+		if isNoRows(err) || (err == nil && (refund.Status != "refunded" || refund.StripeRefundID == nil)) {
+			return "", "", &Error{Code: CodeInvalid, Message: fmt.Sprintf("ride %d is not refunded", ride.ID)}
+		} else if err != nil {
+			return "", "", internal(err)
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "Your ride has been refunded.\n\n")
+		fmt.Fprintf(&b, "Ride:     %d\n", ride.ID)
+		fmt.Fprintf(&b, "Refunded: %s\n", formatAmount(refund.AmountCents, refund.Currency))
+		fmt.Fprintf(&b, "Refund:   %s\n", *refund.StripeRefundID)
+		fmt.Fprintf(&b, "It reaches your card within 5 to 10 business days.\n")
+		return fmt.Sprintf("Your refund for ride %d", ride.ID), b.String(), nil
+	})
+}
+
 // receiptBody builds the subject and text of a receipt, or refuses to.
 type receiptBody func(ride *dbgen.Ride, user *dbgen.User) (subject, text string, err error)
 

@@ -66,6 +66,11 @@ type Ride struct {
 	ChargeStatus string    `json:"charge_status" enum:"pending,charged,declined" doc:"pending until the charge is decided"`
 	// StripeChargeID is set once the ride is charged.
 	StripeChargeID *string `json:"stripe_charge_id" nullable:"true"`
+	// RefundStatus is one of RideRefundNone, RideRefundPending,
+	// RideRefundRefunded and RideRefundFailed.
+	RefundStatus string `json:"refund_status" enum:"none,pending,refunded,failed" doc:"none until a refund is asked for; pending until the processor's answer is recorded; failed when the processor refused it"`
+	// StripeRefundID is set once the ride is refunded.
+	StripeRefundID *string `json:"stripe_refund_id" nullable:"true"`
 }
 
 func rideFromRow(r *dbgen.Ride) *Ride {
@@ -80,6 +85,7 @@ func rideFromRow(r *dbgen.Ride) *Ride {
 		Currency:       r.Currency,
 		ChargeStatus:   r.ChargeStatus,
 		StripeChargeID: r.StripeChargeID,
+		RefundStatus:   RideRefundNone,
 	}
 }
 
@@ -101,7 +107,8 @@ func (s *Service) RideCreate(ctx context.Context, userID int64, idempotencyKey s
 	})
 }
 
-// RideGet returns the user's ride. Another user's ride is not found.
+// RideGet returns the user's ride with its charge and refund state. Another
+// user's ride is not found.
 func (s *Service) RideGet(ctx context.Context, userID, rideID int64) (*Ride, error) {
 	row, err := s.queries.RideGetForUser(ctx, s.pool, rideID, userID)
 	if err != nil {
@@ -110,7 +117,17 @@ func (s *Service) RideGet(ctx context.Context, userID, rideID int64) (*Ride, err
 		}
 		return nil, internal(err)
 	}
-	return rideFromRow(row), nil
+	ride := rideFromRow(row)
+	// Read after the ride, the refund is at least as recent as the charge.
+	ref, err := s.queries.RefundGetByRide(ctx, s.pool, rideID)
+	switch {
+	case isNoRows(err):
+	case err != nil:
+		return nil, internal(err)
+	default:
+		ride.RefundStatus, ride.StripeRefundID = ref.Status, ref.StripeRefundID
+	}
+	return ride, nil
 }
 
 // rideState is what the ride flow knows while it runs.

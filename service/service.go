@@ -68,6 +68,7 @@ type Service struct {
 	retention      time.Duration
 	flows          map[string]flowRunner
 	rides          *Flow[rideState]
+	refunds        *Flow[refundState]
 }
 
 // New returns a Service. It inserts background jobs through an insert-only
@@ -133,8 +134,10 @@ func New(cfg Config) (*Service, error) {
 		retention:      cfg.KeyRetention,
 	}
 	s.rides = s.rideFlow()
+	s.refunds = s.refundFlow()
 	s.flows = map[string]flowRunner{
-		s.rides.Name: s.rides.runner(),
+		s.rides.Name:   s.rides.runner(),
+		s.refunds.Name: s.refunds.runner(),
 	}
 	return s, nil
 }

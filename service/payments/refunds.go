@@ -2,6 +2,8 @@ package payments
 
 import (
 	"context"
+	"errors"
+	"strconv"
 
 	"github.com/stripe/stripe-go/v76"
 
@@ -9,7 +11,10 @@ import (
 )
 
 // RefundCreate refunds params.ChargeID in full with metadata ride_id, under
-// params.IdempotencyKey.
+// params.IdempotencyKey. A refund Stripe accepts (succeeded or pending) is
+// returned; one it answers as failed or canceled is PaymentInvalid; any
+// other status (requires_action) is PaymentUnavailable, to be settled by a
+// retry or through RefundList.
 func (c *Client) RefundCreate(ctx context.Context, params service.RefundCreateParams) (*service.Refund, error) {
 	if err := checkKey(params.IdempotencyKey); err != nil {
 		return nil, err
@@ -24,9 +29,63 @@ func (c *Client) RefundCreate(ctx context.Context, params service.RefundCreatePa
 	if err != nil {
 		return nil, translateError(err)
 	}
-	chargeID := params.ChargeID
+	ref := toRefund(r, params.ChargeID)
+	switch r.Status {
+	case stripe.RefundStatusSucceeded, stripe.RefundStatusPending:
+		return ref, nil
+	case stripe.RefundStatusFailed, stripe.RefundStatusCanceled:
+		return nil, &service.PaymentError{
+			Kind:       service.PaymentInvalid,
+			Code:       "refund_" + string(r.Status),
+			Message:    "refund " + r.ID + " is " + string(r.Status),
+			HTTPStatus: statusOf(r.LastResponse),
+			Err:        errRefundNotAccepted,
+		}
+	default:
+		return nil, &service.PaymentError{
+			Kind:       service.PaymentUnavailable,
+			Message:    "refund " + r.ID + " is " + string(r.Status),
+			HTTPStatus: statusOf(r.LastResponse),
+			Err:        errRefundNotAccepted,
+		}
+	}
+}
+
+// RefundList returns every refund of chargeID, newest first, following
+// Stripe's pages.
+func (c *Client) RefundList(ctx context.Context, chargeID string) ([]*service.Refund, error) {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	p := &stripe.RefundListParams{Charge: stripe.String(chargeID)}
+	p.Context = ctx
+	p.Limit = stripe.Int64(100)
+	it := c.refunds.List(p)
+	out := []*service.Refund{}
+	for it.Next() {
+		out = append(out, toRefund(it.Refund(), chargeID))
+	}
+	if err := it.Err(); err != nil {
+		return nil, translateError(err)
+	}
+	return out, nil
+}
+
+// errRefundNotAccepted underlies the error for a refund answered with a
+// status other than succeeded or pending.
+var errRefundNotAccepted = errors.New("payments: refund not accepted")
+
+// toRefund maps a Stripe refund; chargeID stands in when the answer does
+// not name the charge.
+func toRefund(r *stripe.Refund, chargeID string) *service.Refund {
 	if r.Charge != nil && r.Charge.ID != "" {
 		chargeID = r.Charge.ID
 	}
-	return &service.Refund{ID: r.ID, ChargeID: chargeID, AmountCents: r.Amount, Status: string(r.Status)}, nil
+	rideID, _ := strconv.ParseInt(r.Metadata[metadataRideID], 10, 64)
+	return &service.Refund{
+		ID:          r.ID,
+		ChargeID:    chargeID,
+		AmountCents: r.Amount,
+		Status:      string(r.Status),
+		RideID:      rideID,
+	}
 }

@@ -180,6 +180,14 @@ func TestStripeMockWireCompatibility(t *testing.T) {
 	require.True(t, strings.HasPrefix(ref.ID, "re_"), ref.ID)
 	require.NotEmpty(t, ref.ChargeID)
 	require.Equal(t, "succeeded", ref.Status)
+
+	// stripe-mock lists a fixture whatever the charge: the request is
+	// checked against Stripe's spec and the answer decodes.
+	refunds, err := c.RefundList(ctx, ch.ID)
+	require.NoError(t, err)
+	require.NotEmpty(t, refunds)
+	require.True(t, strings.HasPrefix(refunds[0].ID, "re_"), refunds[0].ID)
+	require.NotEmpty(t, refunds[0].ChargeID)
 }
 
 func TestStripeMockErrorDecoding(t *testing.T) {

@@ -158,7 +158,7 @@ func TestRefund(t *testing.T) {
 	ref, err := c.RefundCreate(ctx, service.RefundCreateParams{IdempotencyKey: "ride-3-refund", ChargeID: ch.ID, RideID: 3})
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(ref.ID, "re_"), ref.ID)
-	require.Equal(t, &service.Refund{ID: ref.ID, ChargeID: ch.ID, AmountCents: 1250, Status: "succeeded"}, ref)
+	require.Equal(t, &service.Refund{ID: ref.ID, ChargeID: ch.ID, AmountCents: 1250, Status: "succeeded", RideID: 3}, ref)
 
 	again, err := c.RefundCreate(ctx, service.RefundCreateParams{IdempotencyKey: "ride-3-refund", ChargeID: ch.ID, RideID: 3})
 	require.NoError(t, err)

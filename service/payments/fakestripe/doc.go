@@ -1,6 +1,6 @@
 // Package fakestripe is a stateful, in-memory stand-in for the subset of the
-// Stripe API that the payments adapter uses: customers, charges, refunds and
-// their search endpoints.
+// Stripe API that the payments adapter uses: customers, charges, refunds,
+// the search endpoints of customers and charges, and the list of refunds.
 //
 // It speaks the same wire format as api.stripe.com (form-encoded requests,
 // Stripe-shaped JSON objects and errors, bearer authentication), so the real

@@ -15,6 +15,7 @@ const (
 	OpChargeSearch     = "charge.search"
 	OpRefundCreate     = "refund.create"
 	OpRefundRetrieve   = "refund.retrieve"
+	OpRefundList       = "refund.list"
 	// OpAny makes a fault target every operation.
 	OpAny = "*"
 )
@@ -58,6 +59,8 @@ func route(method, path string) (operation, string, bool) {
 		return operation{OpRefundCreate, (*call).refundCreate}, "", true
 	case key{http.MethodGet, "refunds", true, false}:
 		return operation{OpRefundRetrieve, (*call).refundRetrieve}, id, true
+	case key{http.MethodGet, "refunds", false, false}:
+		return operation{OpRefundList, (*call).refundList}, "", true
 	}
 	return operation{}, "", false
 }
@@ -67,7 +70,7 @@ func knownOp(op string) bool {
 	switch op {
 	case OpCustomerCreate, OpCustomerRetrieve, OpCustomerSearch,
 		OpChargeCreate, OpChargeRetrieve, OpChargeSearch,
-		OpRefundCreate, OpRefundRetrieve, OpAny:
+		OpRefundCreate, OpRefundRetrieve, OpRefundList, OpAny:
 		return true
 	}
 	return false

@@ -1,0 +1,72 @@
+package openapi
+
+import (
+	"context"
+	"net/http"
+	"reflect"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/atomicrides/atomicrides/service"
+)
+
+type rideRefundInput struct {
+	ID             int64  `path:"id" minimum:"1" doc:"The ride's id."`
+	IdempotencyKey string `header:"Idempotency-Key" required:"true" doc:"20 to 255 printable ASCII characters, bare or as a quoted structured-field string. Retry with the same key; any other key refunding the same ride gets the same refund."`
+}
+
+func (h *handlers) registerRefunds() {
+	schema := h.api.OpenAPI().Components.Schemas.Schema(reflect.TypeOf(service.RideRefund{}), true, "RideRefund")
+	replayHeader := map[string]*huma.Param{"Idempotent-Replayed": {
+		Description: "Present and true when the response is a replay of the stored response of the first request with this key.",
+		Schema:      &huma.Schema{Type: "string", Enum: []any{"true"}},
+	}}
+	op := huma.Operation{
+		OperationID: "ride-refund",
+		Method:      http.MethodPost,
+		Path:        "/rides/{id}/refund",
+		Summary:     "Refund a charged ride in full, at most once per ride",
+		Description: "Refunds the ride's whole charge and queues the refund receipt. A ride is refunded at most once, " +
+			"whatever idempotency keys are used: Stripe is called with the entity-level key ride-<id>-refund, so " +
+			"requests under different keys converge on one refund. The request that asked for the refund first " +
+			"gets 201; a request under any other key gets the same refund with 200. 200, 201 and a refusal by the " +
+			"payment processor (409, /problems/refund-rejected) are stored and replayed byte for byte for every " +
+			"later request with the same key. A ride that is not the rider's (404) or not charged " +
+			"(409, /problems/ride-not-refundable) is refused without storing anything: a pending ride can be " +
+			"refunded once it is charged. 500 and 503 are not stored: retry with the same key.",
+		Tags:          []string{"rides"},
+		DefaultStatus: http.StatusCreated,
+		Security:      []map[string][]string{{schemeRider: {}}},
+		Middlewares:   huma.Middlewares{h.requireRider},
+		Responses: map[string]*huma.Response{
+			"201": {
+				Description: "The ride is refunded; this request asked for the refund. Stored.",
+				Headers:     replayHeader,
+				Content:     map[string]*huma.MediaType{"application/json": {Schema: schema}},
+			},
+			"200": {
+				Description: "The ride was already refunded, or is being refunded, by a request under another key: the same refund. Stored.",
+				Headers:     replayHeader,
+				Content:     map[string]*huma.MediaType{"application/json": {Schema: schema}},
+			},
+		},
+	}
+	h.errorResponses(&op, 400, 401, 404, 409, 422, 500, 503)
+	op.Responses["409"].Description = "/problems/idempotency-key-in-use: another request with the same idempotency key " +
+		"is in progress (Retry-After; not stored). /problems/ride-not-refundable: the ride's charge is pending or " +
+		"declined (not stored). /problems/refund-rejected: the payment processor refused the refund (stored, replayed)."
+	op.Responses["409"].Headers["Idempotent-Replayed"] = replayHeader["Idempotent-Replayed"]
+	huma.Register(h.api, op, h.rideRefund)
+}
+
+func (h *handlers) rideRefund(ctx context.Context, in *rideRefundInput) (*storedOutput, error) {
+	key, err := service.ParseIdempotencyKey(in.IdempotencyKey)
+	if err != nil {
+		return nil, h.fail(ctx, "ride refund", err)
+	}
+	resp, err := h.svc.RideRefundCreate(ctx, riderFrom(ctx).ID, key, in.ID, clientIP(ctx))
+	if err != nil {
+		return nil, h.fail(ctx, "ride refund", err)
+	}
+	return storedResponse(resp), nil
+}

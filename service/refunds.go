@@ -1,0 +1,325 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/atomicrides/atomicrides/dbgen"
+)
+
+// RecoveryPointRefundCreated: the ride's refund row (pending) and its audit
+// record are committed; the processor's refund comes next.
+const RecoveryPointRefundCreated RecoveryPoint = "refund_created"
+
+// The refund state of a ride, as Ride.RefundStatus shows it.
+const (
+	// RideRefundNone: no refund was asked for.
+	RideRefundNone = "none"
+	// RideRefundPending: a refund was asked for; the processor's answer is
+	// not recorded yet.
+	RideRefundPending = "pending"
+	// RideRefundRefunded: the processor made the refund; its id is recorded.
+	RideRefundRefunded = "refunded"
+	// RideRefundFailed: the processor refused the refund definitively. A
+	// later request (under a new key) asks again.
+	RideRefundFailed = "failed"
+)
+
+// RideRefundParams is the input of a ride refund: the ride, from the path.
+type RideRefundParams struct {
+	RideID int64 `json:"ride_id"`
+}
+
+// RideRefund is the refund of a ride, as POST /rides/{id}/refund answers it.
+// Every request that refunds a ride answers the same refund.
+type RideRefund struct {
+	RideID         int64     `json:"ride_id"`
+	Status         string    `json:"status" enum:"refunded" doc:"refunded: the processor made the refund (it may still be settling)."`
+	AmountCents    int64     `json:"amount_cents" doc:"The whole charge of the ride."`
+	Currency       string    `json:"currency"`
+	StripeRefundID string    `json:"stripe_refund_id"`
+	CreatedAt      time.Time `json:"created_at" doc:"When the refund was first asked for."`
+}
+
+// rideRefundKey is the entity-level processor key of a ride's refund: every
+// request that refunds the ride, under whatever idempotency key of ours,
+// sends it with the same parameters, so the processor makes one refund.
+func rideRefundKey(rideID int64) string { return fmt.Sprintf("ride-%d-refund", rideID) }
+
+// RideRefundCreate refunds the user's ride in full under the client's
+// idempotency key. It returns the stored response of the request: 201 with
+// the refund for the request that asked for it first, 200 with the same
+// refund for a request under any other key, or 409
+// (ProblemRefundRejected) when the processor refused the refund. A ride
+// that is not the user's is CodeNotFound; one that is not charged is
+// CodeNotRefundable; neither writes anything. Every other failure is an
+// *Error and leaves the request resumable with the same key.
+func (s *Service) RideRefundCreate(ctx context.Context, userID int64, idempotencyKey string, rideID int64, ip *netip.Addr) (*Response, error) {
+	if rideID < 1 {
+		return nil, invalid("path.id", "must be a ride id (1 or more)")
+	}
+	return run(ctx, s, s.refunds, Request{
+		UserID: userID,
+		Key:    idempotencyKey,
+		Method: http.MethodPost,
+		Path:   fmt.Sprintf("/rides/%d/refund", rideID),
+		Params: RideRefundParams{RideID: rideID},
+		IP:     ip,
+	})
+}
+
+// refundState is what the refund flow knows while it runs.
+type refundState struct {
+	params RideRefundParams
+	ride   *dbgen.Ride
+	refund *dbgen.Refund
+
+	// Results of the refund call: the processor's refund, or its
+	// definitive refusal. Both nil when the refund was already recorded.
+	result  *Refund
+	failure *PaymentError
+}
+
+func (s *Service) refundFlow() *Flow[refundState] {
+	return &Flow[refundState]{
+		Name: "ride.refund",
+		Load: s.refundLoad,
+		Steps: map[RecoveryPoint]Step[refundState]{
+			RecoveryPointStarted:       {Phase: s.refundRequestPhase},
+			RecoveryPointRefundCreated: {Call: s.refundCall, Phase: s.refundRecordPhase},
+		},
+	}
+}
+
+// refundLoad rebuilds the state from the key's stored input and the
+// database; at RecoveryPointStarted the request phase reads (and locks) the
+// ride itself.
+func (s *Service) refundLoad(ctx context.Context, tx pgx.Tx, key *Key) (*refundState, error) {
+	st := &refundState{}
+	if err := json.Unmarshal(key.Params, &st.params); err != nil {
+		return nil, fmt.Errorf("refund params of key %d: %w", key.ID, err)
+	}
+	if key.Point == RecoveryPointStarted {
+		return st, nil
+	}
+	var err error
+	if st.ride, err = s.queries.RideGetForUser(ctx, tx, st.params.RideID, key.UserID); err != nil {
+		return nil, fmt.Errorf("ride %d of key %d at %s: %w", st.params.RideID, key.ID, key.Point, err)
+	}
+	if st.refund, err = s.queries.RefundGetByRide(ctx, tx, st.params.RideID); err != nil {
+		return nil, fmt.Errorf("refund of ride %d of key %d at %s: %w", st.params.RideID, key.ID, key.Point, err)
+	}
+	return st, nil
+}
+
+// refundRequestPhase, in the claim's transaction: the ride (locked, so that
+// requests under different keys take turns here), then the ride's one
+// refund row — created, asked for again after a refusal, joined while
+// pending, or answered at once when already refunded.
+func (s *Service) refundRequestPhase(ctx context.Context, tx pgx.Tx, key *Key, st *refundState) (Outcome, error) {
+	ride, err := s.queries.RideLockForUser(ctx, tx, st.params.RideID, key.UserID)
+	if isNoRows(err) {
+		return Outcome{}, &Error{Code: CodeNotFound, Message: "no such ride"}
+	}
+	if err != nil {
+		return Outcome{}, err
+	}
+	switch ride.ChargeStatus {
+	case "charged":
+	case "pending":
+		return Outcome{}, &Error{Code: CodeNotRefundable,
+			Message: "the ride's charge is not decided yet; a ride can be refunded once it is charged"}
+	default:
+		return Outcome{}, &Error{Code: CodeNotRefundable,
+			Message: "the ride's charge was declined; there is nothing to refund"}
+	}
+	st.ride = ride
+
+	ref, err := s.queries.RefundGetByRide(ctx, tx, ride.ID)
+	switch {
+	case isNoRows(err):
+		ref, err = s.queries.RefundCreate(ctx, tx, dbgen.RefundCreateParams{
+			RideID:           ride.ID,
+			IdempotencyKeyID: &key.ID,
+			AmountCents:      ride.AmountCents,
+			Currency:         ride.Currency,
+		})
+	case err != nil:
+	case ref.Status == RideRefundRefunded:
+		st.refund = ref
+		return refundAnswer(key, ref), nil
+	case ref.Status == RideRefundFailed:
+		ref, err = s.queries.RefundRetry(ctx, tx, &key.ID, ride.ID)
+	default:
+		// Pending under another key: this request drives the same refund
+		// on, through the same processor key.
+		st.refund = ref
+		return MoveTo(RecoveryPointRefundCreated), nil
+	}
+	if err != nil {
+		return Outcome{}, err
+	}
+	if err := s.audit(ctx, tx, "refund.requested", "refund", ref.ID, key.UserID, key.IP, map[string]any{
+		"ride_id": ride.ID, "amount_cents": ref.AmountCents, "currency": ref.Currency,
+	}); err != nil {
+		return Outcome{}, err
+	}
+	st.refund = ref
+	return MoveTo(RecoveryPointRefundCreated), nil
+}
+
+// refundCall asks the processor for the refund under the entity-level key.
+// No transaction is open here. A refund already recorded (by a request
+// under another key) is not asked for again. Past the processor's key
+// window, or when the processor answers that the charge is already
+// refunded, the refund this service made is looked up and adopted.
+func (s *Service) refundCall(ctx context.Context, key *Key, st *refundState) error {
+	st.result, st.failure = nil, nil
+	if st.refund.Status == RideRefundRefunded {
+		return nil
+	}
+	if st.ride.StripeChargeID == nil {
+		return fmt.Errorf("ride %d: refund asked for without a charge", st.ride.ID)
+	}
+
+	// The entity key was first sent after the refund row was created: past
+	// the window from then, the processor may have forgotten it.
+	if s.pastProcessorWindow(st.refund.CreatedAt) {
+		r, err := s.processorRefundOf(ctx, st.ride)
+		if err != nil {
+			return err
+		}
+		if r != nil {
+			st.result = r
+			return nil
+		}
+	}
+
+	r, err := s.payments.RefundCreate(ctx, RefundCreateParams{
+		IdempotencyKey: rideRefundKey(st.ride.ID),
+		ChargeID:       *st.ride.StripeChargeID,
+		RideID:         st.ride.ID,
+	})
+	if err == nil {
+		st.result = r
+		return nil
+	}
+	var pe *PaymentError
+	if !errors.As(err, &pe) || (pe.Kind != PaymentDeclined && pe.Kind != PaymentInvalid) {
+		return err
+	}
+	if pe.Code == RefundCodeChargeAlreadyRefunded {
+		found, err := s.processorRefundOf(ctx, st.ride)
+		if err != nil {
+			return err
+		}
+		if found != nil {
+			st.result = found
+			return nil
+		}
+	}
+	st.failure = pe
+	return nil
+}
+
+// processorRefundOf returns the accepted refund this service made of the
+// ride's charge (metadata ride_id), or nil when the processor has none.
+func (s *Service) processorRefundOf(ctx context.Context, ride *dbgen.Ride) (*Refund, error) {
+	refunds, err := s.payments.RefundList(ctx, *ride.StripeChargeID)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range refunds {
+		if r.RideID == ride.ID && r.Accepted() {
+			return r, nil
+		}
+	}
+	return nil, nil
+}
+
+// refundRecordPhase records the processor's answer on the ride's refund,
+// unless a request under another key recorded it first, and finishes the
+// request. The receipt job is inserted by whichever request records the
+// refund.
+func (s *Service) refundRecordPhase(ctx context.Context, tx pgx.Tx, key *Key, st *refundState) (Outcome, error) {
+	ref, err := s.queries.RefundLockByRide(ctx, tx, st.ride.ID)
+	if err != nil {
+		return Outcome{}, err
+	}
+	switch {
+	case st.result != nil:
+		n, err := s.queries.RefundSetRefunded(ctx, tx, st.result.ID, st.ride.ID)
+		if err != nil {
+			return Outcome{}, err
+		}
+		if n == 0 {
+			if ref.StripeRefundID == nil || *ref.StripeRefundID != st.result.ID {
+				return Outcome{}, fmt.Errorf("ride %d: refund recorded as %v, the processor answered %s",
+					st.ride.ID, ref.StripeRefundID, st.result.ID)
+			}
+			break
+		}
+		if err := s.audit(ctx, tx, "refund.succeeded", "refund", ref.ID, key.UserID, key.IP, map[string]any{
+			"ride_id": st.ride.ID, "stripe_refund_id": st.result.ID, "amount_cents": st.result.AmountCents,
+		}); err != nil {
+			return Outcome{}, err
+		}
+		if _, err := s.jobs.InsertTx(ctx, tx, RefundReceiptArgs{RideID: st.ride.ID}, nil); err != nil {
+			return Outcome{}, err
+		}
+		ref.Status, ref.StripeRefundID, ref.FailureCode = RideRefundRefunded, &st.result.ID, nil
+
+	case st.failure != nil:
+		if ref.Status == RideRefundRefunded {
+			break // another request recorded the refund meanwhile
+		}
+		code := st.failure.Code
+		if code == "" {
+			code = string(st.failure.Kind)
+		}
+		if ref.Status == RideRefundPending {
+			if _, err := s.queries.RefundSetFailed(ctx, tx, code, st.ride.ID); err != nil {
+				return Outcome{}, err
+			}
+			if err := s.audit(ctx, tx, "refund.failed", "refund", ref.ID, key.UserID, key.IP, map[string]any{
+				"ride_id": st.ride.ID, "code": code, "kind": string(st.failure.Kind),
+			}); err != nil {
+				return Outcome{}, err
+			}
+		}
+		return Finish(http.StatusConflict, Problem{
+			Type:   ProblemRefundRejected,
+			Title:  "Refund rejected",
+			Status: http.StatusConflict,
+			Detail: "the payment processor refused the refund (" + code + ")",
+		}), nil
+
+	case ref.Status != RideRefundRefunded:
+		return Outcome{}, fmt.Errorf("ride %d: refund is %s and the processor was not asked", st.ride.ID, ref.Status)
+	}
+	return refundAnswer(key, ref), nil
+}
+
+// refundAnswer finishes a request with the ride's recorded refund: 201 for
+// the request that asked for it, 200 for any other.
+func refundAnswer(key *Key, ref *dbgen.Refund) Outcome {
+	status := http.StatusOK
+	if ref.IdempotencyKeyID != nil && *ref.IdempotencyKeyID == key.ID {
+		status = http.StatusCreated
+	}
+	return Finish(status, &RideRefund{
+		RideID:         ref.RideID,
+		Status:         RideRefundRefunded,
+		AmountCents:    ref.AmountCents,
+		Currency:       ref.Currency,
+		StripeRefundID: *ref.StripeRefundID,
+		CreatedAt:      ref.CreatedAt.UTC(),
+	})
+}

@@ -1,0 +1,29 @@
+-- name: RefundCreate :one
+INSERT INTO refunds (ride_id, idempotency_key_id, amount_cents, currency)
+VALUES (@ride_id, @idempotency_key_id, @amount_cents, @currency)
+RETURNING *;
+
+-- name: RefundGetByRide :one
+SELECT * FROM refunds WHERE ride_id = @ride_id;
+
+-- name: RefundLockByRide :one
+SELECT * FROM refunds WHERE ride_id = @ride_id FOR UPDATE;
+
+-- name: RefundSetRefunded :execrows
+-- Records Stripe's refund once; a refund already recorded is left alone (0
+-- rows) and its id is compared by the caller.
+UPDATE refunds
+SET status = 'refunded', stripe_refund_id = @stripe_refund_id::text, failure_code = NULL, updated_at = now()
+WHERE ride_id = @ride_id AND status <> 'refunded';
+
+-- name: RefundSetFailed :execrows
+UPDATE refunds
+SET status = 'failed', failure_code = @failure_code::text, updated_at = now()
+WHERE ride_id = @ride_id AND status = 'pending';
+
+-- name: RefundRetry :one
+-- Asks again for a refund Stripe refused, on behalf of a new request.
+UPDATE refunds
+SET status = 'pending', failure_code = NULL, idempotency_key_id = @idempotency_key_id, updated_at = now()
+WHERE ride_id = @ride_id AND status = 'failed'
+RETURNING *;
