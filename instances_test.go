@@ -1,0 +1,286 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/mail/mailsink"
+	"github.com/atomicrides/atomicrides/service/payments"
+	"github.com/atomicrides/atomicrides/service/payments/fakestripe"
+	"github.com/atomicrides/atomicrides/sql/dbtest"
+)
+
+var (
+	builtOnce sync.Once
+	builtBin  string
+	builtErr  error
+)
+
+// binary builds the command once per test run.
+func binary(t *testing.T) string {
+	t.Helper()
+	builtOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "atomicrides-bin-")
+		if err != nil {
+			builtErr = err
+			return
+		}
+		builtBin = filepath.Join(dir, "atomicrides")
+		out, err := exec.Command("go", "build", "-o", builtBin, ".").CombinedOutput()
+		if err != nil {
+			builtErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	require.NoError(t, builtErr)
+	return builtBin
+}
+
+// instance is a running `serve` process.
+type instance struct {
+	base   string
+	logs   *syncBuffer
+	exited chan error
+}
+
+// startServe runs `serve` with env added to the test's environment and waits
+// until it is ready.
+func startServe(t *testing.T, env ...string) *instance {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+
+	in := &instance{base: "http://" + addr, logs: &syncBuffer{}, exited: make(chan error, 1)}
+	cmd := exec.Command(binary(t), "serve")
+	cmd.Env = append(append(os.Environ(), "ADDR="+addr), env...)
+	cmd.Stdout, cmd.Stderr = in.logs, in.logs
+	require.NoError(t, cmd.Start())
+	go func() { in.exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-in.exited
+		if t.Failed() {
+			t.Logf("logs of %s:\n%s", in.base, in.logs.String())
+		}
+	})
+	waitReady(t, in.base+"/readyz", in.exited)
+	return in
+}
+
+func (in *instance) do(t *testing.T, method, path, auth string, header map[string]string, body string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, in.base+path, strings.NewReader(body))
+	require.NoError(t, err)
+	if auth != "" {
+		req.Header.Set("Authorization", "Bearer "+auth)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, b
+}
+
+const rideBody = `{"origin_lat":37.7749,"origin_lon":-122.4194,"target_lat":37.8044,"target_lon":-122.2712}`
+
+// TestTwoInstancesShareOneDatabase runs two serve processes on one database
+// with the fake Stripe and a mail sink shared: both serve rides, the
+// completer (on River's elected leader) finishes a request its client
+// abandoned, and every charged ride gets exactly one receipt.
+func TestTwoInstancesShareOneDatabase(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := dbtest.NewURL(t)
+	fake := fakestripe.New(fakestripe.Options{})
+	stripeSrv := httptest.NewServer(fake)
+	t.Cleanup(stripeSrv.Close)
+	sink := mailsink.New(mailsink.Options{})
+	smtpURL, stopSink, err := sink.Start("127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = stopSink(ctx) })
+
+	env := []string{
+		"DATABASE_URL=" + dbURL, "ADMIN_TOKEN=two-admin",
+		"STRIPE_API_BASE=" + stripeSrv.URL, "STRIPE_SECRET_KEY=sk_test_two",
+		"SMTP_URL=" + smtpURL, "COMPLETER_INTERVAL=250ms", "COMPLETER_IDLE=1s",
+	}
+	a := startServe(t, env...)
+	b := startServe(t, env...)
+
+	status, body := a.do(t, http.MethodPut, "/users/two@example.com", "two-admin", nil, `{"payment_source":"tok_visa"}`)
+	require.Equal(t, http.StatusCreated, status, "%s", body)
+	var created struct {
+		APIKey string `json:"api_key"`
+	}
+	require.NoError(t, json.Unmarshal(body, &created))
+
+	// Rides through both instances, each key retried on the other one.
+	const n = 10
+	for i := range n {
+		first, second := a, b
+		if i%2 == 1 {
+			first, second = b, a
+		}
+		key := map[string]string{"Idempotency-Key": fmt.Sprintf("two-instances-key-%06d", i)}
+		s1, b1 := first.do(t, http.MethodPost, "/rides", created.APIKey, key, rideBody)
+		require.Equal(t, http.StatusCreated, s1, "%s", b1)
+		s2, b2 := second.do(t, http.MethodPost, "/rides", created.APIKey, key, rideBody)
+		require.Equal(t, http.StatusCreated, s2)
+		require.Equal(t, b1, b2, "the other instance replays the same bytes")
+	}
+
+	// A client gives up after a processor outage (longer than stripe-go's
+	// own two retries); the completer finishes it.
+	fake.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultStatus, Status: 503, Times: 3})
+	abandoned := map[string]string{"Idempotency-Key": "two-instances-abandoned-key"}
+	status, body = b.do(t, http.MethodPost, "/rides", created.APIKey, abandoned, rideBody)
+	require.Equal(t, http.StatusServiceUnavailable, status, "%s", body)
+
+	pool, err := pgxpool.New(ctx, dbURL)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	waitFor(t, 60*time.Second, "the completer to finish the abandoned key", func() bool {
+		var point string
+		require.NoError(t, pool.QueryRow(ctx, `SELECT recovery_point FROM idempotency_keys WHERE idempotency_key = $1`, abandoned["Idempotency-Key"]).Scan(&point))
+		return point == "finished"
+	})
+	status, body = a.do(t, http.MethodPost, "/rides", created.APIKey, abandoned, rideBody)
+	require.Equal(t, http.StatusCreated, status, "the client's late retry replays the completion: %s", body)
+
+	waitCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	require.NoError(t, sink.Wait(waitCtx, n+1))
+	require.Len(t, fake.SucceededCharges(), n+1)
+	var rides, receipts, leaders int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM rides WHERE charge_status = 'charged'`).Scan(&rides))
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM receipts WHERE kind = 'ride'`).Scan(&receipts))
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM river_leader`).Scan(&leaders))
+	require.Equal(t, n+1, rides)
+	require.Equal(t, n+1, receipts)
+	require.Equal(t, 1, leaders)
+	byID := sink.CountByMessageID()
+	require.Len(t, byID, n+1)
+	for id, c := range byID {
+		require.Equal(t, 1, c, "message %s", id)
+	}
+
+	// Metrics: operators only; the completion is counted once, by the
+	// instance that ran it.
+	status, _ = a.do(t, http.MethodGet, "/metrics", "", nil, "")
+	require.Equal(t, http.StatusUnauthorized, status)
+	finished := 0.0
+	for _, in := range []*instance{a, b} {
+		status, body := in.do(t, http.MethodGet, "/metrics", "two-admin", nil, "")
+		require.Equal(t, http.StatusOK, status)
+		require.Contains(t, string(body), `atomicrides_http_requests_total{route="POST /rides",status="201"}`)
+		finished += metricValue(string(body), `atomicrides_completer_completions_total{outcome="finished"}`)
+	}
+	require.Equal(t, 1.0, finished)
+}
+
+// TestKeysCommand lists, shows and completes a stuck request with the
+// operator CLI of the real binary.
+func TestKeysCommand(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := dbtest.NewURL(t)
+	fake := fakestripe.New(fakestripe.Options{})
+	stripeSrv := httptest.NewServer(fake)
+	t.Cleanup(stripeSrv.Close)
+	pool, err := pgxpool.New(ctx, dbURL)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+
+	// A request left at ride_created by a processor outage.
+	svc, err := service.New(service.Config{Pool: pool, Payments: payments.New(payments.Config{
+		APIBase: stripeSrv.URL, SecretKey: "sk_test_keys", MaxNetworkRetries: -1,
+	})})
+	require.NoError(t, err)
+	res, err := svc.UserUpsert(ctx, service.UserUpsertParams{Email: "keys@example.com", PaymentSource: "tok_visa"})
+	require.NoError(t, err)
+	fake.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultStatus, Status: 503, Times: 1})
+	_, err = svc.RideCreate(ctx, res.User.ID, "keys-command-key-000001",
+		service.RideCreateParams{OriginLat: 1, OriginLon: 2, TargetLat: 3, TargetLon: 4}, nil)
+	require.Equal(t, service.CodeProcessorUnavailable, service.ErrorCode(err))
+
+	keys := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(binary(t), append([]string{"keys"}, args...)...)
+		cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, "COMPLETER_IDLE=1ms",
+			"STRIPE_API_BASE="+stripeSrv.URL, "STRIPE_SECRET_KEY=sk_test_keys", "SMTP_URL=smtp://127.0.0.1:1")
+		var stderr syncBuffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		require.NoError(t, err, "keys %v: %s", args, stderr.String())
+		return string(out)
+	}
+
+	var listed []service.KeyInfo
+	require.NoError(t, json.Unmarshal([]byte(keys("list", "-json")), &listed))
+	require.Len(t, listed, 1)
+	require.Equal(t, service.RecoveryPoint("ride_created"), listed[0].RecoveryPoint)
+	id := strconv.FormatInt(listed[0].ID, 10)
+
+	table := keys("list")
+	require.Contains(t, table, "ride.create")
+	require.Contains(t, table, "1 keys")
+	shown := keys("show", id)
+	require.Contains(t, shown, "keys-command-key-000001")
+	require.Contains(t, shown, "ride_created")
+
+	require.Regexp(t, `^key `+id+` finished: 201 \{`, keys("complete", id))
+	require.Len(t, fake.SucceededCharges(), 1)
+	require.Regexp(t, `^key `+id+` was already finished: 201 `, keys("complete", id))
+	require.NoError(t, json.Unmarshal([]byte(keys("list", "-json")), &listed))
+	require.Empty(t, listed)
+	require.Len(t, fake.SucceededCharges(), 1)
+}
+
+// waitFor polls cond until it holds, failing the test after timeout.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// metricValue reads one sample from the Prometheus text format; 0 when it
+// is absent.
+func metricValue(text, series string) float64 {
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)$`).FindStringSubmatch(text)
+	if m == nil {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(m[1], 64)
+	return v
+}
