@@ -60,6 +60,25 @@
 // writing. Serialization failures and deadlocks rerun the transaction with
 // jittered backoff.
 //
+// # Requests nobody drives any more
+//
+// A request whose client gave up stays at its recovery point. The completer
+// (KeysAbandonedEnqueue, run periodically by package jobs) finds keys that
+// are unfinished, unleased and idle past Config.AbandonedAfter, and queues
+// one KeyCompleteArgs job per key in the same transaction; KeyComplete then
+// drives the stored request through its flow exactly as a retry would:
+//
+//	unfinished, idle ──[completer: SKIP LOCKED + InsertManyTx]──► key_complete job
+//	key_complete ──KeyComplete──► finished            (job completed)
+//	             ──409 / 503 / 500──► River backoff    (attempts left)
+//	             ──last attempt──► discarded          (dead letter: KeysDead,
+//	                                                    an operator completes it)
+//
+// The reaper (KeysReap) deletes finished keys past Config.KeyRetention and
+// never an unfinished one. Receipts (RideReceiptSend, RefundReceiptSend) are
+// sent with no transaction open and recorded afterwards, under a Message-ID
+// that is the same for every resend.
+//
 // PUT /users/{email} is one SERIALIZABLE transaction per request (the 1:1
 // model): the user, an audit record, the first API key and the job that
 // creates the Stripe customer.
