@@ -5,6 +5,7 @@
 //	atomicrides openapi      print the OpenAPI spec (YAML)
 //	atomicrides fakestripe   serve the built-in fake Stripe on its own address
 //	atomicrides db up|down|url   manage the throwaway development PostgreSQL
+//	atomicrides book --from LAT,LON --to LAT,LON   book a ride through the API (client side)
 //
 // Configuration comes from the environment; see README.md.
 package main
@@ -68,8 +69,10 @@ func runCommand(ctx context.Context, args []string, logger *slog.Logger) error {
 		return serveFakeStripe(ctx, args[1:], logger)
 	case "db":
 		return dbCommand(ctx, args[1:], logger)
+	case "book":
+		return book(ctx, args[1:], os.Stdout, os.Stderr)
 	default:
-		return fmt.Errorf("unknown command %q: want serve, migrate, openapi, fakestripe or db", args[0])
+		return fmt.Errorf("unknown command %q: want serve, migrate, openapi, fakestripe, db or book", args[0])
 	}
 }
 
