@@ -274,15 +274,21 @@ func backAndSubmitAgain(ctx context.Context, t *testing.T, b *webBundle, wantBac
 	t.Helper()
 	scripts(ctx, t, true)
 	key := freshForm(ctx, t, b.url)
+	// The rider's own destination: going back must show it again too, or
+	// the resubmission would be another trip under the same key.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Clear(chromedp.ID("target_lat")), chromedp.SendKeys(chromedp.ID("target_lat"), "38.5")))
 	before := b.posts.Load()
 	loaded := nextLoad(ctx, t)
 	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.ID("book"))))
 	loaded()
 	id, charge := shownRide(ctx, t, b.url, false)
+	require.Equal(t, "38.5, -122.2712", text(ctx, t, "ride-to"))
 
 	require.Equal(t, wantBack, goBack(ctx, t))
 	evaluate[bool](ctx, t, `new Promise(ok => document.readyState === "complete" ? ok(true) : addEventListener("load", () => ok(true)))`)
 	require.Equal(t, key, evaluate[string](ctx, t, `document.getElementById("idempotency_key").value`), "going back shows the submitted form, key and all")
+	require.Equal(t, "38.5", evaluate[string](ctx, t, `document.getElementById("target_lat").value`))
 	require.False(t, evaluate[bool](ctx, t, `document.getElementById("book").disabled`), "the button is enabled")
 	x, y := evaluateCenter(ctx, t, "book")
 	loaded = nextLoad(ctx, t)
