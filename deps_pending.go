@@ -2,7 +2,5 @@ package main
 
 // Dependencies taken on ahead of the code that uses them.
 import (
-	_ "github.com/chromedp/chromedp"
-	_ "github.com/oapi-codegen/runtime"
 	_ "golang.org/x/image/font/basicfont"
 )

@@ -10,11 +10,9 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,31 +25,6 @@ import (
 	"github.com/atomicrides/atomicrides/service/payments/fakestripe"
 	"github.com/atomicrides/atomicrides/sql/dbtest"
 )
-
-var (
-	builtOnce sync.Once
-	builtBin  string
-	builtErr  error
-)
-
-// binary builds the command once per test run.
-func binary(t *testing.T) string {
-	t.Helper()
-	builtOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "atomicrides-bin-")
-		if err != nil {
-			builtErr = err
-			return
-		}
-		builtBin = filepath.Join(dir, "atomicrides")
-		out, err := exec.Command("go", "build", "-o", builtBin, ".").CombinedOutput()
-		if err != nil {
-			builtErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	require.NoError(t, builtErr)
-	return builtBin
-}
 
 // instance is a running `serve` process.
 type instance struct {
@@ -70,7 +43,7 @@ func startServe(t *testing.T, env ...string) *instance {
 	require.NoError(t, ln.Close())
 
 	in := &instance{base: "http://" + addr, logs: &syncBuffer{}, exited: make(chan error, 1)}
-	cmd := exec.Command(binary(t), "serve")
+	cmd := exec.Command(buildBinary(t), "serve")
 	cmd.Env = append(append(os.Environ(), "ADDR="+addr), env...)
 	cmd.Stdout, cmd.Stderr = in.logs, in.logs
 	require.NoError(t, cmd.Start())
@@ -231,7 +204,7 @@ func TestKeysCommand(t *testing.T) {
 
 	keys := func(args ...string) string {
 		t.Helper()
-		cmd := exec.Command(binary(t), append([]string{"keys"}, args...)...)
+		cmd := exec.Command(buildBinary(t), append([]string{"keys"}, args...)...)
 		cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, "COMPLETER_IDLE=1ms",
 			"STRIPE_API_BASE="+stripeSrv.URL, "STRIPE_SECRET_KEY=sk_test_keys", "SMTP_URL=smtp://127.0.0.1:1")
 		var stderr syncBuffer

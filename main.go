@@ -7,6 +7,7 @@
 //	atomicrides fakestripe   serve the built-in fake Stripe on its own address
 //	atomicrides mailsink     serve an SMTP server that keeps what it receives
 //	atomicrides db up|down|url   manage the throwaway development PostgreSQL
+//	atomicrides book --from LAT,LON --to LAT,LON   book a ride through the API (client side)
 //
 // Configuration comes from the environment; see README.md.
 package main
@@ -78,8 +79,10 @@ func runCommand(ctx context.Context, args []string, logger *slog.Logger) error {
 		return keysCommand(ctx, args[1:], os.Stdout, logger)
 	case "db":
 		return dbCommand(ctx, args[1:], logger)
+	case "book":
+		return book(ctx, args[1:], os.Stdout, os.Stderr)
 	default:
-		return fmt.Errorf("unknown command %q: want serve, migrate, openapi, keys, fakestripe, mailsink or db", args[0])
+		return fmt.Errorf("unknown command %q: want serve, migrate, openapi, keys, book, fakestripe, mailsink or db", args[0])
 	}
 }
 

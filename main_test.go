@@ -30,10 +30,7 @@ func TestServeShutsDownGracefully(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 
-	bin := filepath.Join(t.TempDir(), "atomicrides")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Stderr = os.Stderr
-	require.NoError(t, build.Run())
+	bin := buildBinary(t)
 
 	fake := fakestripe.New(fakestripe.Options{})
 	stripeSrv := httptest.NewServer(fake)
@@ -115,6 +112,38 @@ func TestServeShutsDownGracefully(t *testing.T) {
 		t.Fatalf("serve did not exit after SIGTERM; logs:\n%s", logs.String())
 	}
 	require.Len(t, fake.SucceededCharges(), n)
+}
+
+var (
+	buildOnce sync.Once
+	builtBin  string
+	buildErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if builtBin != "" {
+		_ = os.RemoveAll(filepath.Dir(builtBin))
+	}
+	os.Exit(code)
+}
+
+// buildBinary builds the real binary once per test run (TestMain removes it).
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "atomicrides-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		builtBin = filepath.Join(dir, "atomicrides")
+		build := exec.Command("go", "build", "-o", builtBin, ".")
+		build.Stderr = os.Stderr
+		buildErr = build.Run()
+	})
+	require.NoError(t, buildErr)
+	return builtBin
 }
 
 // syncBuffer collects a child's output while the test reads it.

@@ -1,7 +1,9 @@
 // Package openapi is the HTTP adapter of the service: Huma registration, the
 // authentication of riders and operators, the table from domain error codes
 // to HTTP statuses, and the OpenAPI spec generated from all of it (committed
-// as openapi.yaml).
+// as openapi.yaml; the Go client in openapi/client is generated from it).
+// Beside the API, on the same handler, it serves the riders' booking pages
+// (web.go), which are not part of the spec.
 package openapi
 
 import (
@@ -52,6 +54,7 @@ func NewHandler(cfg Config) http.Handler {
 	}
 	mux := http.NewServeMux()
 	register(mux, cfg)
+	registerWeb(mux, cfg)
 	if cfg.RiverUI != nil {
 		mux.Handle("/riverui/", requireAdminBasic(cfg.AdminToken, cfg.RiverUI))
 	}

@@ -127,7 +127,7 @@ func TestRefundSpec(t *testing.T) {
 	t.Parallel()
 	spec, err := openapi.Spec()
 	require.NoError(t, err)
-	for _, want := range []string{"/rides/{id}/refund:", "operationId: ride-refund", "RideRefund:", "refund_status:",
+	for _, want := range []string{"/rides/{id}/refund:", "operationId: ride-refund", "RideRefundResult:", "refund_status:",
 		"/problems/ride-not-refundable", "/problems/refund-rejected"} {
 		require.Contains(t, string(spec), want)
 	}

@@ -37,9 +37,9 @@ type RideRefundParams struct {
 	RideID int64 `json:"ride_id"`
 }
 
-// RideRefund is the refund of a ride, as POST /rides/{id}/refund answers it.
+// RideRefundResult is the refund of a ride, as POST /rides/{id}/refund answers it.
 // Every request that refunds a ride answers the same refund.
-type RideRefund struct {
+type RideRefundResult struct {
 	RideID         int64     `json:"ride_id"`
 	Status         string    `json:"status" enum:"refunded" doc:"refunded: the processor made the refund (it may still be settling)."`
 	AmountCents    int64     `json:"amount_cents" doc:"The whole charge of the ride."`
@@ -314,7 +314,7 @@ func refundAnswer(key *Key, ref *dbgen.Refund) Outcome {
 	if ref.IdempotencyKeyID != nil && *ref.IdempotencyKeyID == key.ID {
 		status = http.StatusCreated
 	}
-	return Finish(status, &RideRefund{
+	return Finish(status, &RideRefundResult{
 		RideID:         ref.RideID,
 		Status:         RideRefundRefunded,
 		AmountCents:    ref.AmountCents,

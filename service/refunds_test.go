@@ -14,9 +14,9 @@ import (
 	"github.com/atomicrides/atomicrides/service/payments/fakestripe"
 )
 
-func decodeRefund(t *testing.T, body []byte) service.RideRefund {
+func decodeRefund(t *testing.T, body []byte) service.RideRefundResult {
 	t.Helper()
-	var r service.RideRefund
+	var r service.RideRefundResult
 	require.NoError(t, json.Unmarshal(body, &r))
 	return r
 }

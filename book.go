@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/atomicrides/atomicrides/openapi/client"
+)
+
+// bookOutput is what `book` prints on success: the ride as the server sent
+// it, and how the booking went.
+type bookOutput struct {
+	Ride           json.RawMessage `json:"ride"`
+	IdempotencyKey string          `json:"idempotency_key"`
+	Replayed       bool            `json:"replayed"`
+	Attempts       int             `json:"attempts"`
+}
+
+// book books one ride through the generated client with safe retries: one
+// idempotency key (--key, or a fresh one) for every attempt. The rider's API
+// key comes from ATOMICRIDES_API_KEY, the server from ATOMICRIDES_URL.
+func book(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("book", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	from := fs.String("from", "", "origin as LAT,LON, e.g. 37.7749,-122.4194 (required)")
+	to := fs.String("to", "", "destination as LAT,LON (required)")
+	key := fs.String("key", "", "idempotency key: pass the key of an earlier attempt to retry that booking (default: a fresh key)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("book: unexpected arguments %q", fs.Args())
+	}
+	var body client.RideCreateBody
+	var err error
+	if body.OriginLat, body.OriginLon, err = parseLatLon("--from", *from); err != nil {
+		return err
+	}
+	if body.TargetLat, body.TargetLon, err = parseLatLon("--to", *to); err != nil {
+		return err
+	}
+	apiKey := os.Getenv("ATOMICRIDES_API_KEY")
+	if apiKey == "" {
+		return errors.New("book: set ATOMICRIDES_API_KEY to the rider's API key (PUT /users/{email} mints one)")
+	}
+	base := envOr("ATOMICRIDES_URL", "http://127.0.0.1:8080")
+	c, err := client.NewClient(base, client.WithBearer(apiKey))
+	if err != nil {
+		return fmt.Errorf("book: %w", err)
+	}
+	if *key == "" {
+		*key = client.NewIdempotencyKey()
+	}
+	r := &client.Retrier{Client: c, Policy: client.Policy{
+		OnRetry: func(attempt, status int, err error, wait time.Duration) {
+			cause := strconv.Itoa(status)
+			if status == 0 {
+				cause = err.Error()
+			}
+			fmt.Fprintf(stderr, "attempt %d: %s; retrying in %s with the same key\n", attempt, cause, wait.Round(time.Millisecond))
+		},
+	}}
+	res, err := r.RideCreate(ctx, *key, body)
+	if err != nil {
+		return fmt.Errorf("book: no answer (retry this booking with --key %s): %w", *key, err)
+	}
+	if res.StatusCode != 201 || res.Reply.JSON201 == nil {
+		return fmt.Errorf("book: ride not booked: %s (idempotency key %s)", problemText(res.StatusCode, res.Reply.Body), res.Key)
+	}
+	out, err := json.MarshalIndent(bookOutput{Ride: res.Reply.Body, IdempotencyKey: res.Key, Replayed: res.Replayed, Attempts: res.Attempts}, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "%s\n", out)
+	return err
+}
+
+// parseLatLon reads "LAT,LON"; the server checks the ranges.
+func parseLatLon(flagName, v string) (lat, lon float64, err error) {
+	latS, lonS, ok := strings.Cut(v, ",")
+	if ok {
+		lat, err = strconv.ParseFloat(strings.TrimSpace(latS), 64)
+		if err == nil {
+			lon, err = strconv.ParseFloat(strings.TrimSpace(lonS), 64)
+		}
+	}
+	if !ok || err != nil {
+		return 0, 0, fmt.Errorf("book: %s must be LAT,LON in degrees, e.g. 37.7749,-122.4194; got %q", flagName, v)
+	}
+	return lat, lon, nil
+}
+
+// problemText summarises a problem+json answer.
+func problemText(status int, body []byte) string {
+	var p struct {
+		Title  string `json:"title"`
+		Detail string `json:"detail"`
+		Errors []struct {
+			Location string `json:"location"`
+			Message  string `json:"message"`
+		} `json:"errors"`
+	}
+	text := strconv.Itoa(status)
+	if json.Unmarshal(body, &p) != nil {
+		return text
+	}
+	if p.Title != "" {
+		text += " " + p.Title
+	}
+	if p.Detail != "" {
+		text += ": " + p.Detail
+	}
+	for _, e := range p.Errors {
+		text += fmt.Sprintf(" [%s: %s]", e.Location, e.Message)
+	}
+	return text
+}

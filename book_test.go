@@ -1,0 +1,114 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/atomicrides/atomicrides/openapi"
+	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/payments"
+	"github.com/atomicrides/atomicrides/service/payments/fakestripe"
+	"github.com/atomicrides/atomicrides/sql/dbtest"
+)
+
+// bookRun is one run of `atomicrides book`.
+type bookRun struct {
+	exit           int
+	stdout, stderr string
+}
+
+func runBook(t *testing.T, env []string, args ...string) bookRun {
+	t.Helper()
+	cmd := exec.Command(buildBinary(t), append([]string{"book"}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	run := bookRun{stdout: stdout.String(), stderr: stderr.String()}
+	if err != nil {
+		exitErr, ok := err.(*exec.ExitError)
+		require.True(t, ok, "run book: %v", err)
+		run.exit = exitErr.ExitCode()
+	}
+	return run
+}
+
+// TestBookCommand runs the real binary's `book` against the real server: the
+// first charge attempt fails at Stripe, the command retries with its one key,
+// and the rider is charged once; `--key` with that key replays the booking.
+func TestBookCommand(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	fake := fakestripe.New(fakestripe.Options{})
+	stripeSrv := httptest.NewServer(fake)
+	t.Cleanup(stripeSrv.Close)
+	svc, err := service.New(service.Config{Pool: dbtest.New(t), Payments: payments.New(payments.Config{
+		APIBase: stripeSrv.URL, SecretKey: "sk_test_book", MaxNetworkRetries: payments.NoRetries,
+	})})
+	require.NoError(t, err)
+	srv := httptest.NewServer(openapi.NewHandler(openapi.Config{Service: svc, Logger: slog.New(slog.DiscardHandler)}))
+	t.Cleanup(srv.Close)
+	rider, err := svc.UserUpsert(ctx, service.UserUpsertParams{Email: "cli@example.com"})
+	require.NoError(t, err)
+	env := []string{"ATOMICRIDES_URL=" + srv.URL, "ATOMICRIDES_API_KEY=" + rider.APIKey}
+
+	fake.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultStatus, Status: http.StatusServiceUnavailable, Times: 1})
+	first := runBook(t, env, "--from", "37.7749,-122.4194", "--to", "37.8044, -122.2712")
+	require.Equal(t, 0, first.exit, first.stderr)
+	require.Contains(t, first.stderr, "attempt 1: 503; retrying")
+	var out struct {
+		Ride struct {
+			ID             int64   `json:"id"`
+			ChargeStatus   string  `json:"charge_status"`
+			StripeChargeID string  `json:"stripe_charge_id"`
+			TargetLon      float64 `json:"target_lon"`
+		} `json:"ride"`
+		IdempotencyKey string `json:"idempotency_key"`
+		Replayed       bool   `json:"replayed"`
+		Attempts       int    `json:"attempts"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(first.stdout), &out), first.stdout)
+	require.Equal(t, "charged", out.Ride.ChargeStatus)
+	require.Equal(t, -122.2712, out.Ride.TargetLon)
+	require.False(t, out.Replayed)
+	require.Equal(t, 2, out.Attempts)
+	require.GreaterOrEqual(t, len(out.IdempotencyKey), 20)
+	charges := fake.SucceededCharges()
+	require.Len(t, charges, 1)
+	require.Equal(t, charges[0].ID, out.Ride.StripeChargeID)
+
+	again := runBook(t, env, "--from", "37.7749,-122.4194", "--to", "37.8044,-122.2712", "--key", out.IdempotencyKey)
+	require.Equal(t, 0, again.exit, again.stderr)
+	firstRide := out.Ride
+	require.NoError(t, json.Unmarshal([]byte(again.stdout), &out))
+	require.True(t, out.Replayed)
+	require.Equal(t, firstRide, out.Ride)
+	require.Len(t, fake.SucceededCharges(), 1, "the same key books nothing more")
+
+	// The same key for another trip is refused, not booked.
+	reused := runBook(t, env, "--from", "1,1", "--to", "2,2", "--key", out.IdempotencyKey)
+	require.Equal(t, 1, reused.exit)
+	require.Contains(t, reused.stderr, "422")
+
+	noKey := runBook(t, []string{"ATOMICRIDES_URL=" + srv.URL, "ATOMICRIDES_API_KEY="}, "--from", "1,1", "--to", "2,2")
+	require.Equal(t, 1, noKey.exit)
+	require.Contains(t, noKey.stderr, "ATOMICRIDES_API_KEY")
+
+	badFrom := runBook(t, env, "--from", "north", "--to", "2,2")
+	require.Equal(t, 1, badFrom.exit)
+	require.Contains(t, badFrom.stderr, "--from must be LAT,LON")
+
+	outOfRange := runBook(t, env, "--from", "91,0", "--to", "2,2")
+	require.Equal(t, 1, outOfRange.exit)
+	require.Contains(t, outOfRange.stderr, "body.origin_lat")
+	require.Len(t, fake.SucceededCharges(), 1)
+}

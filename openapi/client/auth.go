@@ -1,0 +1,15 @@
+package client
+
+import (
+	"context"
+	"net/http"
+)
+
+// WithBearer authenticates every request with token: a rider's API key, or
+// the operator token for the admin operations.
+func WithBearer(token string) ClientOption {
+	return WithRequestEditorFn(func(_ context.Context, req *http.Request) error {
+		req.Header.Set("Authorization", "Bearer "+token)
+		return nil
+	})
+}
