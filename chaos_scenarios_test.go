@@ -147,8 +147,8 @@ func (l *chaosLoad) newKey() string {
 	return fmt.Sprintf("chaos-%s-%06d-%08x", l.run, l.seq.Add(1), rand.Uint32())
 }
 
-// rideBody is a booking with random coordinates.
-func rideBody() []byte {
+// chaosRideBody is a booking with random coordinates.
+func chaosRideBody() []byte {
 	b, _ := json.Marshal(map[string]float64{
 		"origin_lat": -89 + 178*rand.Float64(), "origin_lon": -179 + 358*rand.Float64(),
 		"target_lat": -89 + 178*rand.Float64(), "target_lon": -179 + 358*rand.Float64(),
@@ -168,7 +168,7 @@ func (l *chaosLoad) refundRequest(u *chaosUser, key string, rideID int64) chaosR
 // the ride's id when it was charged.
 func (l *chaosLoad) bookOnce(ctx context.Context, u *chaosUser) int64 {
 	rec := &chaosRecord{user: u, key: l.newKey(), flow: "ride.create"}
-	ans := l.rider.retry(ctx, l.rideRequest(u, rec.key, rideBody()))
+	ans := l.rider.retry(ctx, l.rideRequest(u, rec.key, chaosRideBody()))
 	rec.answers = append(rec.answers, ans)
 	l.book.add(rec)
 	return chargedRide(ans)
@@ -220,7 +220,7 @@ func (l *chaosLoad) settle(rec *chaosRecord, ans chaosAnswer, attempts int) {
 // body) at once, each retrying until a definitive answer.
 func (l *chaosLoad) sameKeyBurst(ctx context.Context, u *chaosUser) {
 	rec := &chaosRecord{user: u, key: l.newKey(), flow: "ride.create"}
-	req := l.rideRequest(u, rec.key, rideBody())
+	req := l.rideRequest(u, rec.key, chaosRideBody())
 	answers := make([]chaosAnswer, 3+rand.IntN(3))
 	var wg sync.WaitGroup
 	for i := range answers {
@@ -235,7 +235,7 @@ func (l *chaosLoad) sameKeyBurst(ctx context.Context, u *chaosUser) {
 // double form submission without a key in the form would: each key is its
 // own booking.
 func (l *chaosLoad) sameBodyBurst(ctx context.Context, u *chaosUser) {
-	body := rideBody()
+	body := chaosRideBody()
 	var wg sync.WaitGroup
 	for range 2 + rand.IntN(2) {
 		rec := &chaosRecord{user: u, key: l.newKey(), flow: "ride.create"}
@@ -269,7 +269,7 @@ func (l *chaosLoad) refundBurst(ctx context.Context, u *chaosUser) {
 // comes back; whatever the server started, the completer finishes.
 func (l *chaosLoad) quitMidRequest(ctx context.Context, u *chaosUser) {
 	rec := &chaosRecord{user: u, key: l.newKey(), flow: "ride.create"}
-	status, body, hdr := l.rider.do(ctx, l.rideRequest(u, rec.key, rideBody()), time.Duration(2+rand.IntN(40))*time.Millisecond)
+	status, body, hdr := l.rider.do(ctx, l.rideRequest(u, rec.key, chaosRideBody()), time.Duration(2+rand.IntN(40))*time.Millisecond)
 	ans := chaosAnswer{Status: status, Body: body, Attempts: 1, Definitive: !chaosTransient(status, body),
 		Replayed: hdr.Get("Idempotent-Replayed") == "true"}
 	rec.answers = append(rec.answers, ans)
@@ -284,7 +284,7 @@ func (l *chaosLoad) quitMidRequest(ctx context.Context, u *chaosUser) {
 // definitive answer.
 func (l *chaosLoad) quitAfterFailure(ctx context.Context, u *chaosUser) {
 	rec := &chaosRecord{user: u, key: l.newKey(), flow: "ride.create"}
-	ans := l.rider.retryUpTo(ctx, l.rideRequest(u, rec.key, rideBody()), 1)
+	ans := l.rider.retryUpTo(ctx, l.rideRequest(u, rec.key, chaosRideBody()), 1)
 	rec.answers = append(rec.answers, ans)
 	l.settle(rec, ans, 1)
 }
@@ -363,7 +363,7 @@ func (l *chaosLoad) malformed(ctx context.Context, u *chaosUser) {
 	if c.name == "same key, another body" {
 		// The key's first request books a ride; the second reuses the key.
 		rec := &chaosRecord{user: u, key: c.req.key, flow: "ride.create"}
-		rec.answers = append(rec.answers, l.rider.retry(ctx, l.rideRequest(u, c.req.key, rideBody())))
+		rec.answers = append(rec.answers, l.rider.retry(ctx, l.rideRequest(u, c.req.key, chaosRideBody())))
 		l.book.add(rec)
 		if !rec.answers[0].Definitive {
 			return
