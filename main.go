@@ -176,14 +176,22 @@ func serve(ctx context.Context, args []string, logger *slog.Logger) error {
 	if jobsCfg.ReaperInterval, err = envDuration("REAPER_INTERVAL", time.Hour); err != nil {
 		return err
 	}
-	workers := river.NewWorkers()
-	jobs.Register(workers, svc)
-	riverClient, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+	riverCfg := &river.Config{
 		Logger:       logger,
 		Queues:       map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 20}},
-		Workers:      workers,
+		Workers:      river.NewWorkers(),
 		PeriodicJobs: jobs.PeriodicJobs(jobsCfg),
-	})
+	}
+	jobs.Register(riverCfg.Workers, svc)
+	// Zero keeps River's defaults: a minute per job, and a job left running
+	// by a process that died is retried after an hour.
+	if riverCfg.JobTimeout, err = envDuration("JOB_TIMEOUT", 0); err != nil {
+		return err
+	}
+	if riverCfg.RescueStuckJobsAfter, err = envDuration("JOB_RESCUE_AFTER", 0); err != nil {
+		return err
+	}
+	riverClient, err := river.NewClient(riverpgxv5.New(pool), riverCfg)
 	if err != nil {
 		return err
 	}
@@ -285,7 +293,11 @@ func paymentsFromEnv(logger *slog.Logger) (service.Payments, func(), error) {
 	if key == "" {
 		key = "sk_test_123" // stripe-mock and most fakes accept any key
 	}
-	return payments.New(payments.Config{SecretKey: key, APIBase: base}), func() {}, nil
+	timeout, err := envDuration("STRIPE_TIMEOUT", payments.DefaultTimeout)
+	if err != nil {
+		return nil, nil, err
+	}
+	return payments.New(payments.Config{SecretKey: key, APIBase: base, Timeout: timeout}), func() {}, nil
 }
 
 func serveFakeStripe(ctx context.Context, args []string, logger *slog.Logger) error {
@@ -355,6 +367,9 @@ func newService(pool *pgxpool.Pool, reg prometheus.Registerer, logger *slog.Logg
 		return nil, nil, err
 	}
 	if cfg.KeyRetention, err = envDuration("KEY_RETENTION", 72*time.Hour); err != nil {
+		return nil, nil, err
+	}
+	if cfg.Lease, err = envDuration("LEASE", 0); err != nil { // zero: derived from the Stripe budget
 		return nil, nil, err
 	}
 	svc, err = service.New(cfg)

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/atomicrides/atomicrides/dbgen"
+	"github.com/atomicrides/atomicrides/service/failpoint"
 )
 
 // RecoveryPoint names the last atomic phase a request committed. Every key
@@ -239,17 +240,22 @@ func claim[S any](ctx context.Context, s *Service, flow *Flow[S], req Request, p
 			return err
 		}
 		if step.Call != nil {
+			crashPoint(flow.Name, phased, atBeforeCommit)
 			return nil
 		}
 		phased = key.Point
 		if outcome, err = step.Phase(ctx, tx, key, state); err != nil {
 			return err
 		}
-		resp, err = s.record(ctx, tx, key, outcome)
-		return err
+		if resp, err = s.record(ctx, tx, key, outcome); err != nil {
+			return err
+		}
+		crashPoint(flow.Name, phased, atBeforeCommit)
+		return nil
 	})
 	if err == nil {
 		s.metrics.phase(flow.Name, phased, time.Since(start))
+		crashPoint(flow.Name, phased, atAfterCommit)
 	}
 	if err != nil {
 		// The claim was rolled back: nothing holds the lease.
@@ -287,6 +293,7 @@ func drive[S any](ctx context.Context, s *Service, flow *Flow[S], key *Key, stat
 			if err := step.Call(ctx, key, state); err != nil {
 				return nil, err
 			}
+			crashPoint(flow.Name, key.Point, atAfterCall)
 		}
 		var outcome Outcome
 		start := time.Now()
@@ -301,13 +308,17 @@ func drive[S any](ctx context.Context, s *Service, flow *Flow[S], key *Key, stat
 			if outcome, err = step.Phase(ctx, tx, key, state); err != nil {
 				return err
 			}
-			resp, err = s.record(ctx, tx, key, outcome)
-			return err
+			if resp, err = s.record(ctx, tx, key, outcome); err != nil {
+				return err
+			}
+			crashPoint(flow.Name, key.Point, atBeforeCommit)
+			return nil
 		})
 		if err != nil {
 			return nil, err
 		}
 		s.metrics.phase(flow.Name, key.Point, time.Since(start))
+		crashPoint(flow.Name, key.Point, atAfterCommit)
 		switch outcome.kind {
 		case outcomeMoveTo:
 			key.Point = outcome.point
@@ -378,6 +389,26 @@ func classify(err error) error {
 		}
 	}
 	return internal(err)
+}
+
+// Where a build with the "failpoints" tag can crash a request on purpose:
+// the failpoint "<flow>:<from>:<at>" names the step from recovery point
+// <from> ("claim" for a claim that runs no phase) of the flow.
+const (
+	// atBeforeCommit: the phase's writes are done, its commit is not.
+	atBeforeCommit = "before_commit"
+	// atAfterCommit: the phase is committed; nothing after it ran.
+	atAfterCommit = "after_commit"
+	// atAfterCall: the foreign call answered; nothing recorded its answer.
+	atAfterCall = "after_call"
+)
+
+// crashPoint is a failpoint of the engine. Without the "failpoints" build
+// tag it is empty and compiled away, name and all.
+func crashPoint(flow string, from RecoveryPoint, at string) {
+	if failpoint.Enabled {
+		failpoint.Hit(flow + ":" + string(from) + ":" + at)
+	}
 }
 
 func (f *Flow[S]) step(p RecoveryPoint) (Step[S], error) {

@@ -142,7 +142,10 @@ func (s *Service) refundRequestPhase(ctx context.Context, tx pgx.Tx, key *Key, s
 	}
 	st.ride = ride
 
-	ref, err := s.queries.RefundGetByRide(ctx, tx, ride.ID)
+	// Locked: a request under another key, past this phase, may record the
+	// processor's answer on the row at any moment; what follows is decided
+	// on the row as it then is.
+	ref, err := s.queries.RefundLockByRide(ctx, tx, ride.ID)
 	switch {
 	case isNoRows(err):
 		ref, err = s.queries.RefundCreate(ctx, tx, dbgen.RefundCreateParams{

@@ -504,6 +504,48 @@ func TestRideRefundCreate(t *testing.T) {
 		require.Equal(t, http.StatusConflict, replayed.Status, "the first key keeps its stored answer")
 	})
 
+	t.Run("RefusedRefundRecordedAsMadeMeanwhileIsAnsweredNotAskedAgain", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		uid := b.user(t, "refund-meanwhile@example.com", "tok_visa")
+		ride := b.chargedRide(t, uid)
+		b.fake.Inject(fakestripe.Fault{Op: fakestripe.OpRefundCreate, Kind: fakestripe.FaultStatus, Status: 400,
+			Type: "invalid_request_error", Code: "charge_disputed", Message: "Charge has been disputed.", Times: 1})
+		resp, err := b.svc.RideRefundCreate(b.ctx, uid, newKey(), ride.ID, nil)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusConflict, resp.Status)
+		require.Equal(t, "failed", b.refundStatus(t, ride.ID))
+
+		// A request under another key that was already past its request
+		// phase records the refund Stripe made for it; its transaction is
+		// still open when a new key asks for the refund again.
+		tx, err := b.pool.Begin(b.ctx)
+		require.NoError(t, err)
+		defer tx.Rollback(b.ctx) //nolint:errcheck // committed below
+		_, err = tx.Exec(b.ctx, `UPDATE refunds SET status = 'refunded', stripe_refund_id = 're_meanwhile', failure_code = NULL WHERE ride_id = $1`, ride.ID)
+		require.NoError(t, err)
+
+		type result struct {
+			resp *service.Response
+			err  error
+		}
+		done := make(chan result, 1)
+		go func() {
+			resp, err := b.svc.RideRefundCreate(b.ctx, uid, newKey(), ride.ID, nil)
+			done <- result{resp, err}
+		}()
+		require.Eventually(t, func() bool {
+			return b.count(t, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) == 1
+		}, 10*time.Second, 5*time.Millisecond, "the new request waits for the refund's row")
+		require.NoError(t, tx.Commit(b.ctx))
+
+		got := <-done
+		require.NoError(t, got.err)
+		require.Equal(t, http.StatusOK, got.resp.Status, string(got.resp.Body))
+		require.Equal(t, "re_meanwhile", decodeRefund(t, got.resp.Body).StripeRefundID)
+		require.Empty(t, b.fake.Refunds(), "the recorded refund is answered, not asked for again")
+	})
+
 	t.Run("RidesWithoutAChargeOfTheUserAreRefusedAndNothingIsKept", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

@@ -43,8 +43,23 @@ type Cluster struct {
 	// it running and reused it.
 	Started bool
 
-	binDir string
-	acct   *account
+	binDir    string
+	acct      *account
+	crashSafe bool
+}
+
+// ClusterOptions adjust the server that StartClusterWith starts; a server
+// that already runs is reused as it is.
+type ClusterOptions struct {
+	// Port is the port to ask for first. Zero asks for the cluster's last
+	// port, then DefaultPort. When it is taken, any free port is used.
+	Port int
+	// CrashSafe acknowledges a commit only once its WAL reached the
+	// operating system (synchronous_commit = on), so that committed
+	// transactions survive a crash of the server, such as
+	// RestartImmediate. fsync stays off: a crash of the machine may still
+	// lose them.
+	CrashSafe bool
 }
 
 // StartCluster returns the cluster kept in dir, running: it reuses the
@@ -59,11 +74,17 @@ type Cluster struct {
 // are serialised by a lock file in dir, so exactly one of them starts the
 // server and the others reuse it.
 func StartCluster(ctx context.Context, dir string) (*Cluster, error) {
+	return StartClusterWith(ctx, dir, ClusterOptions{})
+}
+
+// StartClusterWith is StartCluster with options for the server it starts.
+func StartClusterWith(ctx context.Context, dir string, opts ClusterOptions) (*Cluster, error) {
 	c, unlock, err := openCluster(ctx, dir, true)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
+	c.crashSafe = opts.CrashSafe
 
 	running, err := c.attach(ctx)
 	if err != nil {
@@ -73,7 +94,7 @@ func StartCluster(ctx context.Context, dir string) (*Cluster, error) {
 		if err := c.initialise(ctx); err != nil {
 			return nil, err
 		}
-		if err := c.start(ctx, []int{c.Port, DefaultPort}); err != nil {
+		if err := c.start(ctx, []int{opts.Port, c.Port, DefaultPort}); err != nil {
 			return nil, err
 		}
 		c.Started = true
@@ -94,6 +115,23 @@ func (c *Cluster) Stop(ctx context.Context) error {
 	}
 	defer unlock()
 	if err := c.stop(ctx); err != nil {
+		return err
+	}
+	return c.save()
+}
+
+// RestartImmediate crashes the cluster's server and starts it again, as a
+// crash of PostgreSQL alone would: pg_ctl restart -m immediate ends every
+// session at once, without a checkpoint, and the server recovers from its
+// WAL as it starts. It returns once the server accepts connections again,
+// on the same port.
+func (c *Cluster) RestartImmediate(ctx context.Context) error {
+	unlock, err := lockFile(ctx, filepath.Join(c.Dir, lockFileName))
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := c.restartImmediate(ctx); err != nil {
 		return err
 	}
 	return c.save()

@@ -120,8 +120,9 @@ func (c *Cluster) initialise(ctx context.Context) error {
 }
 
 // writeConf writes the settings for a start on port: reachable only from
-// this machine, fast rather than durable, roomy enough for many parallel
-// test databases.
+// this machine, fast rather than durable (unless crash-safe, and even then
+// only against a crash of the server), roomy enough for many parallel test
+// databases.
 func (c *Cluster) writeConf(port int) error {
 	sockDir := filepath.Join(c.Root, "run")
 	if err := os.MkdirAll(sockDir, 0o700); err != nil {
@@ -133,6 +134,10 @@ func (c *Cluster) writeConf(port int) error {
 	if len(sockDir)+len("/.s.PGSQL.65535.lock") > maxSocketPath {
 		sockDir = "" // too long for a socket path: TCP only
 	}
+	syncCommit := "off"
+	if c.crashSafe {
+		syncCommit = "on"
+	}
 	conf := fmt.Sprintf(`# Written by pgenv at every start; edits are lost.
 listen_addresses = '127.0.0.1'
 port = %d
@@ -140,13 +145,13 @@ unix_socket_directories = '%s'
 max_connections = 300
 shared_buffers = 64MB
 fsync = off
-synchronous_commit = off
+synchronous_commit = %s
 full_page_writes = off
 wal_level = minimal
 max_wal_senders = 0
 max_wal_size = 512MB
 wal_buffers = 16MB
-`, port, confQuote(sockDir))
+`, port, confQuote(sockDir), syncCommit)
 	path := filepath.Join(c.DataDir, confFileName)
 	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 		return fmt.Errorf("pgenv: %w", err)

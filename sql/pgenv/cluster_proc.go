@@ -97,6 +97,30 @@ func (c *Cluster) start(ctx context.Context, prefer []int) error {
 	return waitReady(ctx, c.URL, readyTimeout)
 }
 
+// restartImmediate runs pg_ctl restart -m immediate and waits until the new
+// server accepts connections.
+func (c *Cluster) restartImmediate(ctx context.Context) error {
+	if c.binDir == "" {
+		return fmt.Errorf("pgenv: cannot restart the server of %s: %w", c.DataDir, ErrNoBinaries)
+	}
+	logPath := filepath.Join(c.Root, logName)
+	logStart := fileSize(logPath)
+	out, err := c.acct.command(ctx, c.Root, filepath.Join(c.binDir, "pg_ctl"),
+		"restart", "-D", c.DataDir, "-m", "immediate", "-l", logPath,
+		"-w", "-t", strconv.Itoa(int(readyTimeout/time.Second)), "-s",
+	).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("pgenv: pg_ctl restart -m immediate (as %s) on %s: %w\n%s\n%s says:\n%s",
+			c.acct, c.DataDir, err, strings.TrimSpace(string(out)), logPath, lastLines(readFrom(logPath, logStart), 30))
+	}
+	pid, port, err := readPostmasterPID(c.DataDir)
+	if err != nil {
+		return fmt.Errorf("pgenv: restarted, but %w", err)
+	}
+	c.PID, c.Port, c.URL = pid, port, clusterURL(port)
+	return waitReady(ctx, c.URL, readyTimeout)
+}
+
 // stop stops a running server and waits until its postmaster has exited.
 func (c *Cluster) stop(ctx context.Context) error {
 	defer func() { c.PID, c.URL = 0, "" }()

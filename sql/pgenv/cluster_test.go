@@ -137,3 +137,26 @@ func TestStartClusterAfterCrash(t *testing.T) {
 	require.NotEqual(t, c.PID, again.PID)
 	require.Equal(t, "1", queryOne(t, again.URL, "SELECT 1::text"))
 }
+
+func TestRestartImmediateKeepsCommittedWork(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dir := clusterDir(t)
+	port, err := freePort(nil, map[int]bool{})
+	require.NoError(t, err)
+	c, err := StartClusterWith(ctx, dir, ClusterOptions{Port: port, CrashSafe: true})
+	require.NoError(t, err)
+	require.Equal(t, port, c.Port)
+	require.Equal(t, "on", queryOne(t, c.URL, "SHOW synchronous_commit"))
+	execSQL(t, c.URL, "CREATE TABLE kept (x int); INSERT INTO kept VALUES (1)")
+
+	pid := c.PID
+	require.NoError(t, c.RestartImmediate(ctx))
+	require.NotEqual(t, pid, c.PID)
+	require.False(t, postmasterAlive(pid, ""))
+	require.Equal(t, port, c.Port, "the server comes back on its port")
+	require.Equal(t, c.PID, readState(dir).PID)
+	require.Equal(t, "1", queryOne(t, c.URL, "SELECT count(*)::text FROM kept"), "a committed row survives the crash")
+	require.Contains(t, readFrom(filepath.Join(c.Root, logName), 0), "database system was interrupted",
+		"the server recovered from its WAL")
+}

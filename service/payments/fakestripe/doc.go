@@ -32,8 +32,10 @@
 // idempotency layer, as a load balancer or an overloaded front end would:
 // nothing executes and nothing is saved. [FaultLatency] acts after the
 // request has claimed its idempotency key, so a slow request holds its key
-// and a concurrent request with the same key gets 409. [FaultDropAfter] acts
-// after the operation executed and its response was saved.
+// and a concurrent request with the same key gets 409. [FaultRefuse] takes
+// the place of the operation, once the request has claimed its key, and its
+// answer is saved under the key like a decline. [FaultDropAfter] acts after
+// the operation executed (or was refused) and its response was saved.
 //
 // # Control endpoints
 //

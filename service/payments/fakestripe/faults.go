@@ -34,6 +34,12 @@ const (
 	// an answer; a test that wants the client to see the lost answer should
 	// use a transport with keep-alives disabled.
 	FaultDropAfter FaultKind = "drop_after"
+	// FaultRefuse answers with Status and a Stripe-shaped error in place of
+	// executing the operation, as a definitive refusal (a declined card, a
+	// refused refund): the answer is saved under the idempotency key, so a
+	// retry with the key gets it again. A request whose key already has a
+	// saved answer is replayed; the fault does not act on it.
+	FaultRefuse FaultKind = "refuse"
 )
 
 // Fault makes the server misbehave for requests to one operation. A fault
@@ -46,10 +52,10 @@ type Fault struct {
 	Kind FaultKind `json:"kind"`
 	// Duration is how long a FaultLatency holds the request back.
 	Duration time.Duration `json:"-"`
-	// Status is the HTTP status a FaultStatus answers with.
+	// Status is the HTTP status a FaultStatus or FaultRefuse answers with.
 	Status int `json:"status,omitempty"`
-	// Type, Code and Message override the error body of a FaultStatus;
-	// by default they follow from Status.
+	// Type, Code and Message override the error body of a FaultStatus or
+	// FaultRefuse; by default they follow from Status.
 	Type    string `json:"type,omitempty"`
 	Code    string `json:"code,omitempty"`
 	Message string `json:"message,omitempty"`
@@ -121,6 +127,10 @@ func (f Fault) Validate() error {
 	case FaultStatus:
 		if f.Status < 400 || f.Status > 599 {
 			return fmt.Errorf("fault: status %d is not an error status", f.Status)
+		}
+	case FaultRefuse:
+		if f.Status < 400 || f.Status > 499 {
+			return fmt.Errorf("fault: status %d is not a refusal (4xx)", f.Status)
 		}
 	case FaultDropBefore, FaultDropAfter:
 	default:
@@ -220,6 +230,15 @@ func (fs *faultStore) take(op string, limit int, accept func(FaultKind) bool) []
 // layer (FaultStatus or FaultDropBefore) for op.
 func (fs *faultStore) takeFront(op string) (Fault, bool) {
 	taken := fs.take(op, 1, func(k FaultKind) bool { return k == FaultStatus || k == FaultDropBefore })
+	if len(taken) == 0 {
+		return Fault{}, false
+	}
+	return taken[0], true
+}
+
+// takeRefuse consumes the first FaultRefuse for op.
+func (fs *faultStore) takeRefuse(op string) (Fault, bool) {
+	taken := fs.take(op, 1, func(k FaultKind) bool { return k == FaultRefuse })
 	if len(taken) == 0 {
 		return Fault{}, false
 	}

@@ -139,8 +139,8 @@ type call struct {
 }
 
 // serveAPI runs the pipeline: authentication, routing, parameter parsing,
-// front-end faults, the idempotency layer, latency, execution, and the
-// faults that lose the answer.
+// front-end faults, the idempotency layer, latency, execution (or a refusal
+// fault in its place), and the faults that lose the answer.
 func (s *Server) serveAPI(c *call) {
 	secret, ok := secretKey(c.r)
 	if !ok {
@@ -207,7 +207,21 @@ func (s *Server) serveAPI(c *call) {
 		return
 	}
 
-	resp := rt.handle(c)
+	var resp response
+	if f, ok := s.faults.takeRefuse(c.op); ok {
+		s.journal.update(c.rec, func(r *Request) { r.Fault = FaultRefuse })
+		if !f.notify(c.r.Context()) {
+			if claim != nil {
+				s.idem.abandon(claim)
+			}
+			s.journal.update(c.rec, func(r *Request) { r.Dropped = true })
+			return
+		}
+		resp = f.response()
+		resp.executed = true // a refusal is an outcome: saved under the key
+	} else {
+		resp = rt.handle(c)
+	}
 	if claim != nil {
 		if resp.executed {
 			s.idem.complete(claim, savedResponse{status: resp.status, body: resp.body, requestID: c.requestID})

@@ -383,6 +383,37 @@ func TestRawConcurrentSameKeyExecutesOnce(t *testing.T) {
 	require.Equal(t, n+1, e.fake.RequestCount(http.MethodPost, "/v1/charges"))
 }
 
+func TestRefuseFaultIsSavedUnderTheKey(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, fakestripe.Options{})
+	cus := customerID(t, e, "tok_visa")
+
+	// A key that already has an answer is replayed; the refusal waits.
+	res, charged := e.post(t, "/v1/charges", testKey, "k-charged", chargeForm(cus, "500"))
+	require.Equal(t, http.StatusOK, res.StatusCode, string(charged))
+	e.fake.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultRefuse, Status: http.StatusPaymentRequired, Times: 1})
+	res, body := e.post(t, "/v1/charges", testKey, "k-charged", chargeForm(cus, "500"))
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	require.Equal(t, charged, body)
+	require.Len(t, e.fake.Faults(), 1)
+
+	// A new key is refused, and the refusal is its saved answer.
+	res, refused := e.post(t, "/v1/charges", testKey, "k-refused", chargeForm(cus, "500"))
+	require.Equal(t, http.StatusPaymentRequired, res.StatusCode)
+	se := decodeError(t, refused)
+	require.Equal(t, "card_error", se.Error.Type)
+	require.Equal(t, "card_declined", se.Error.Code)
+	require.Empty(t, e.fake.Faults())
+	res, body = e.post(t, "/v1/charges", testKey, "k-refused", chargeForm(cus, "500"))
+	require.Equal(t, http.StatusPaymentRequired, res.StatusCode)
+	require.Equal(t, "true", res.Header.Get("Idempotent-Replayed"))
+	require.Equal(t, refused, body)
+	require.Len(t, e.fake.SucceededCharges(), 1, "nothing was charged for the refused key")
+
+	require.Error(t, fakestripe.Fault{Op: fakestripe.OpAny, Kind: fakestripe.FaultRefuse, Status: 503}.Validate(),
+		"a refusal is a 4xx")
+}
+
 func TestFaultTimesCountDown(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, fakestripe.Options{})
