@@ -6,5 +6,4 @@ import (
 	_ "github.com/oapi-codegen/runtime"
 	_ "github.com/prometheus/client_golang/prometheus"
 	_ "github.com/prometheus/client_golang/prometheus/promhttp"
-	_ "golang.org/x/image/font/basicfont"
 )
