@@ -148,19 +148,6 @@ func serve[S any](ctx context.Context, s *Service, flow *Flow[S], req Request, p
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.lease)
 	defer cancel()
 
-	// An unlocked read answers replays and live conflicts without a
-	// transaction.
-	existing, err := s.queries.IdempotencyKeyGet(ctx, s.pool, req.UserID, req.Key)
-	switch {
-	case isNoRows(err):
-	case err != nil:
-		return nil, internal(err)
-	default:
-		if resp, err := s.judgeExisting(existing, fp); resp != nil || err != nil {
-			return resp, err
-		}
-	}
-
 	key, state, resp, err := claim(ctx, s, flow, req, params, fp)
 	if err != nil || resp != nil {
 		return resp, err
@@ -190,7 +177,9 @@ func (s *Service) judgeExisting(row *dbgen.IdempotencyKey, fp []byte) (*Response
 
 // claim takes the key's lease (inserting the key if it is new) and, when the
 // step from its recovery point makes no foreign call, runs that step's phase
-// in the same transaction.
+// in the same transaction. A new key costs no read before its insert; an
+// existing one is judged as last committed and locked only when it can be
+// claimed, so that a replay or a conflict writes nothing.
 func claim[S any](ctx context.Context, s *Service, flow *Flow[S], req Request, params, fp []byte) (*Key, *S, *Response, error) {
 	var (
 		key     *Key
@@ -215,7 +204,16 @@ func claim[S any](ctx context.Context, s *Service, flow *Flow[S], req Request, p
 			UserID:             req.UserID,
 		})
 		if isNoRows(err) {
-			// The key exists: lock it and judge it again, now that no other
+			// The key exists, committed: the insert waited for any claim of
+			// it in progress. Replays, mismatches and live leases are
+			// answered from this read.
+			if row, err = s.queries.IdempotencyKeyGet(ctx, tx, req.UserID, req.Key); err != nil {
+				return err
+			}
+			if resp, err = s.judgeExisting(row, fp); resp != nil || err != nil {
+				return err
+			}
+			// Claimable: lock it and judge it again, now that no other
 			// claim can interleave.
 			row, err = s.queries.IdempotencyKeyLockByUserKey(ctx, tx, req.UserID, req.Key)
 			if err != nil {
