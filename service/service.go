@@ -33,6 +33,10 @@ type Config struct {
 	// ProcessorKeyMargin is subtracted from ProcessorKeyWindow when deciding
 	// whether the processor may have forgotten a key. Default one hour.
 	ProcessorKeyMargin time.Duration
+	// AuthCacheTTL is how long Authenticate trusts an API key it found
+	// without reading it again. Default DefaultAuthCacheTTL; negative
+	// disables the cache.
+	AuthCacheTTL time.Duration
 }
 
 // Service is the domain: every transaction of the application begins and
@@ -47,6 +51,7 @@ type Service struct {
 	lease    time.Duration
 	margin   time.Duration
 	metrics  metrics
+	auth     *authCache
 	flows    map[string]flowRunner
 	rides    *Flow[rideState]
 }
@@ -75,6 +80,9 @@ func New(cfg Config) (*Service, error) {
 	if cfg.ProcessorKeyMargin == 0 {
 		cfg.ProcessorKeyMargin = time.Hour
 	}
+	if cfg.AuthCacheTTL == 0 {
+		cfg.AuthCacheTTL = DefaultAuthCacheTTL
+	}
 	jobs, err := river.NewClient(riverpgxv5.New(cfg.Pool), &river.Config{Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
@@ -88,6 +96,7 @@ func New(cfg Config) (*Service, error) {
 		now:      cfg.Clock,
 		lease:    cfg.Lease,
 		margin:   cfg.ProcessorKeyMargin,
+		auth:     newAuthCache(cfg.AuthCacheTTL),
 	}
 	s.rides = s.rideFlow()
 	s.flows = map[string]flowRunner{
