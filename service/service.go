@@ -51,7 +51,7 @@ type Service struct {
 	lease    time.Duration
 	margin   time.Duration
 	metrics  metrics
-	auth     *authCache
+	auth     *ttlCache[[32]byte, User]
 	flows    map[string]flowRunner
 	rides    *Flow[rideState]
 }
@@ -96,7 +96,7 @@ func New(cfg Config) (*Service, error) {
 		now:      cfg.Clock,
 		lease:    cfg.Lease,
 		margin:   cfg.ProcessorKeyMargin,
-		auth:     newAuthCache(cfg.AuthCacheTTL),
+		auth:     newTTLCache[[32]byte, User](cfg.AuthCacheTTL),
 	}
 	s.rides = s.rideFlow()
 	s.flows = map[string]flowRunner{
