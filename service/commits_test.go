@@ -19,8 +19,8 @@ import (
 
 // TestRideCommits counts the transactions a ride commits, in PostgreSQL's
 // own statistics: a new ride commits twice (the claim with the ride, then the
-// charge with the stored response), a replay once, and a replay writes
-// nothing.
+// charge with the stored response), a replay once (none in the process that
+// saw the key finish), and a replay writes nothing.
 func TestRideCommits(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -107,5 +107,20 @@ func TestRideCommits(t *testing.T) {
 	})
 	require.EqualValues(t, 1, replay.commits-connect.commits, "commits of a replay")
 	require.Zero(t, replay.writes, "rows written by a replay")
-	require.Len(t, fake.SucceededCharges(), 1)
+
+	key = newKey()
+	both := withService(func(svc *service.Service) {
+		first, err := svc.RideCreate(ctx, uid, key, someRide, nil)
+		require.NoError(t, err)
+		again, err := svc.RideCreate(ctx, uid, key, someRide, nil)
+		require.NoError(t, err)
+		require.True(t, again.Replayed)
+		require.Equal(t, first.Body, again.Body)
+		other := someRide
+		other.TargetLat++
+		_, err = svc.RideCreate(ctx, uid, key, other, nil)
+		requireCode(t, err, service.CodeKeyReused)
+	})
+	require.EqualValues(t, 2, both.commits-connect.commits, "commits of a ride replayed by the process that finished it")
+	require.Len(t, fake.SucceededCharges(), 2)
 }

@@ -148,11 +148,52 @@ func serve[S any](ctx context.Context, s *Service, flow *Flow[S], req Request, p
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.lease)
 	defer cancel()
 
-	key, state, resp, err := claim(ctx, s, flow, req, params, fp)
-	if err != nil || resp != nil {
+	if resp, ok, err := s.cachedReplay(req, fp); ok {
 		return resp, err
 	}
-	return drive(ctx, s, flow, key, state)
+	key, state, resp, err := claim(ctx, s, flow, req, params, fp)
+	if err == nil && resp == nil {
+		resp, err = drive(ctx, s, flow, key, state)
+	}
+	if err == nil {
+		// Every response that gets here is stored on a finished key, and
+		// committed.
+		s.replays.put(replayKey{req.UserID, req.Key}, finishedResponse{fingerprint: string(fp), status: resp.Status, body: resp.Body}, s.now())
+	}
+	return resp, err
+}
+
+// DefaultReplayCacheTTL is how long a process answers replays of a finished
+// key from memory, unless Config.ReplayCacheTTL says otherwise.
+const DefaultReplayCacheTTL = time.Minute
+
+// replayKey identifies a client's idempotency key.
+type replayKey struct {
+	userID int64
+	key    string
+}
+
+// finishedResponse is what a finished key stores: its request's fingerprint
+// and its response. It never changes once committed, so a process may keep
+// it in memory.
+type finishedResponse struct {
+	fingerprint string
+	status      int
+	body        []byte
+}
+
+// cachedReplay judges a request on a key this process saw finished lately:
+// a replay, or a mismatch. ok is false when the key is not in memory.
+func (s *Service) cachedReplay(req Request, fp []byte) (resp *Response, ok bool, err error) {
+	f, ok := s.replays.get(replayKey{req.UserID, req.Key}, s.now())
+	if !ok {
+		return nil, false, nil
+	}
+	if f.fingerprint != string(fp) {
+		return nil, true, errKeyReused
+	}
+	s.metrics.replays.Add(1)
+	return &Response{Status: f.status, Body: f.body, Replayed: true}, true, nil
 }
 
 // judgeExisting decides a request on an existing key without claiming it:

@@ -37,6 +37,10 @@ type Config struct {
 	// without reading it again. Default DefaultAuthCacheTTL; negative
 	// disables the cache.
 	AuthCacheTTL time.Duration
+	// ReplayCacheTTL is how long the process answers replays of a key it
+	// saw finished from memory. Default DefaultReplayCacheTTL; negative
+	// disables the cache.
+	ReplayCacheTTL time.Duration
 }
 
 // Service is the domain: every transaction of the application begins and
@@ -52,6 +56,7 @@ type Service struct {
 	margin   time.Duration
 	metrics  metrics
 	auth     *ttlCache[[32]byte, User]
+	replays  *ttlCache[replayKey, finishedResponse]
 	flows    map[string]flowRunner
 	rides    *Flow[rideState]
 }
@@ -83,6 +88,9 @@ func New(cfg Config) (*Service, error) {
 	if cfg.AuthCacheTTL == 0 {
 		cfg.AuthCacheTTL = DefaultAuthCacheTTL
 	}
+	if cfg.ReplayCacheTTL == 0 {
+		cfg.ReplayCacheTTL = DefaultReplayCacheTTL
+	}
 	jobs, err := river.NewClient(riverpgxv5.New(cfg.Pool), &river.Config{Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
@@ -97,6 +105,7 @@ func New(cfg Config) (*Service, error) {
 		lease:    cfg.Lease,
 		margin:   cfg.ProcessorKeyMargin,
 		auth:     newTTLCache[[32]byte, User](cfg.AuthCacheTTL),
+		replays:  newTTLCache[replayKey, finishedResponse](cfg.ReplayCacheTTL),
 	}
 	s.rides = s.rideFlow()
 	s.flows = map[string]flowRunner{
