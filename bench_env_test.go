@@ -40,7 +40,8 @@ type benchConfig struct {
 	// max_connections caps them anyway, and a pool caps the service's.
 	PgbenchMaxClients int
 	// SeedMaxTries and SeedBackoff steer the seed's retries of
-	// serialization failures.
+	// serialization failures: the seed runs once retrying at once, and once
+	// with a jittered pause of up to SeedBackoff before each retry.
 	SeedMaxTries int
 	SeedBackoff  time.Duration
 	// OutDir receives the report, the plot and the processes' logs.

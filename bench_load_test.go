@@ -57,10 +57,14 @@ type loadSpec struct {
 	duration time.Duration
 	// apiKeys are the users' API keys; client i rides as user i mod n.
 	apiKeys []string
-	// key is the idempotency key of client i's n-th request.
+	// key is the idempotency key of client i's n-th request; "" ends the
+	// client's run early.
 	key func(client, n int) string
 	// replay says the run repeats finished keys: OK is a replayed 201.
 	replay bool
+	// healthz sends GET /healthz instead, the server's answer with no
+	// database work: OK is a 200.
+	healthz bool
 }
 
 // runLoad runs spec and returns what it measured.
@@ -91,13 +95,27 @@ func runLoad(ctx context.Context, spec loadSpec) loadRun {
 			res := &results[i]
 			apiKey := spec.apiKeys[i%len(spec.apiKeys)]
 			for n := 0; time.Now().Before(deadline) && ctx.Err() == nil; n++ {
-				key := spec.key(i, n)
+				var (
+					key      string
+					status   int
+					replayed bool
+					detail   string
+				)
 				t0 := time.Now()
-				status, replayed, detail := benchPostRide(ctx, client, spec.base, apiKey, key)
+				if spec.healthz {
+					status, detail = benchGet(ctx, client, spec.base+"/healthz")
+				} else {
+					if key = spec.key(i, n); key == "" {
+						break
+					}
+					status, replayed, detail = benchPostRide(ctx, client, spec.base, apiKey, key)
+				}
 				res.latencies = append(res.latencies, time.Since(t0))
 				res.requests++
 				switch {
-				case status == http.StatusCreated && replayed == spec.replay:
+				case spec.healthz && status == http.StatusOK:
+					res.ok++
+				case !spec.healthz && status == http.StatusCreated && replayed == spec.replay:
 					res.ok++
 					if !spec.replay {
 						res.finished = append(res.finished, key)
@@ -153,6 +171,24 @@ func benchPostRide(ctx context.Context, client *http.Client, base, apiKey, key s
 		return 0, false, err.Error()
 	}
 	return resp.StatusCode, resp.Header.Get("Idempotent-Replayed") == "true", tail(string(body), 300)
+}
+
+// benchGet sends GET url and reads the whole answer.
+func benchGet(ctx context.Context, client *http.Client, url string) (status int, detail string) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err.Error()
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return 0, err.Error()
+	}
+	return resp.StatusCode, tail(string(body), 300)
 }
 
 // percentile of sorted durations, nearest rank.

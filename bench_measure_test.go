@@ -11,12 +11,17 @@ import (
 // benchPoint is everything measured at one client concurrency.
 type benchPoint struct {
 	Clients int
-	// Floor and Seed are the baselines of new rides; Select is the
-	// baseline of replays.
-	Floor, Seed, Select pgbenchRun
+	// Floor and Seed are the baselines of new rides (SeedNow is the seed
+	// retrying at once, Seed with a client's jittered backoff); Select is
+	// the baseline of replays.
+	Floor, Seed, SeedNow, Select pgbenchRun
 	// New books new rides with no Stripe latency; Replay repeats the keys
 	// New finished; Slow books new rides with the configured Stripe latency.
-	New, Replay, Slow loadRun
+	// FirstReplay replays each finished key once, on a process that has
+	// not seen it: the database's answer. Healthz is GET /healthz: the same
+	// server answering with no database work, the ceiling of any request on
+	// this machine.
+	New, Replay, FirstReplay, Slow, Healthz loadRun
 
 	// dep is the deployment New ran on, where Replay runs.
 	dep *deployment
@@ -30,10 +35,14 @@ func (e *benchEnv) measureNew(tb testing.TB, p *benchPoint) {
 	p.Floor = e.pgbenchCommits(tb, e.floorName, pgbenchArgs{
 		url: e.floorURL, script: pgbenchScript("floor.sql"), vars: map[string]string{"users": users},
 	}, p.Clients)
-	p.Seed = e.pgbenchCommits(tb, e.seedName, pgbenchArgs{
-		url: e.seedURL, script: pgbenchScript("seed.sql"), maxTries: e.cfg.SeedMaxTries,
-		vars: map[string]string{"users": users, "backoff_ms": strconv.Itoa(max(1, int(e.cfg.SeedBackoff/time.Millisecond)))},
-	}, p.Clients)
+	seed := func(backoff time.Duration) pgbenchRun {
+		return e.pgbenchCommits(tb, e.seedName, pgbenchArgs{
+			url: e.seedURL, script: pgbenchScript("seed.sql"), maxTries: e.cfg.SeedMaxTries,
+			vars: map[string]string{"users": users, "backoff_ms": strconv.Itoa(int(backoff / time.Millisecond))},
+		}, p.Clients)
+	}
+	p.SeedNow = seed(0)
+	p.Seed = seed(e.cfg.SeedBackoff)
 	p.dep = e.newDeployment(tb)
 	p.New = e.serviceRides(tb, p.dep, p.Clients, 0, "new")
 }
@@ -52,8 +61,18 @@ func (e *benchEnv) measureReplay(tb testing.TB, p *benchPoint) {
 		url: p.dep.url, script: pgbenchScript("select.sql"), vars: map[string]string{"maxid": strconv.FormatInt(maxID, 10)},
 	}, p.Clients)
 
-	// Client i replays the keys its rider finished, from an offset of its
-	// own.
+	// First, on a fresh process with no warm-up, client i replays the keys
+	// it finished, once each.
+	once := func(client, n int) string {
+		if keys := p.New.finished[client]; n < len(keys) {
+			return keys[n]
+		}
+		return ""
+	}
+	p.FirstReplay = e.serviceRun(tb, p.dep, 0, loadSpec{}, loadSpec{clients: p.Clients, key: once, replay: true})
+
+	// Then client i replays the keys its rider finished over and over, from
+	// an offset of its own.
 	users := len(p.dep.apiKeys)
 	perUser := make([][]string, users)
 	for i, keys := range p.New.finished {
@@ -69,6 +88,7 @@ func (e *benchEnv) measureReplay(tb testing.TB, p *benchPoint) {
 		return keys[(client/users*7919+n)%len(keys)]
 	}
 	p.Replay = e.serviceRun(tb, p.dep, 0, loadSpec{clients: p.Clients, key: key, replay: true}, loadSpec{clients: p.Clients, key: key, replay: true})
+	p.Healthz = e.serviceRun(tb, p.dep, 0, loadSpec{clients: p.Clients, healthz: true}, loadSpec{clients: p.Clients, healthz: true})
 }
 
 // measureSlow measures new rides at p.Clients, on a deployment of their own,
@@ -91,8 +111,8 @@ func (e *benchEnv) serviceRides(tb testing.TB, d *deployment, clients int, laten
 		loadSpec{clients: clients, key: key(label)})
 }
 
-// serviceRun starts the service on d, runs the warm-up and then the measured
-// load, and stops it. The commits counted are every commit in d's database
+// serviceRun starts the service on d, runs the warm-up (unless it has no
+// clients) and then the measured load, and stops it. The commits counted are every commit in d's database
 // from start to stop (the requests', River's, the readiness checks'), per
 // OK response of the warm-up and the run; the peak RSS is the server's
 // during the run.
@@ -103,11 +123,14 @@ func (e *benchEnv) serviceRun(tb testing.TB, d *deployment, latency time.Duratio
 	before := e.commits(tb, d.name)
 	srv := d.start(tb)
 
-	warmup.base, warmup.duration, warmup.apiKeys = srv.base, e.cfg.Warmup, d.apiKeys
-	warm := runLoad(context.Background(), warmup)
-	if warm.OK == 0 {
-		d.stop(tb, srv)
-		tb.Fatalf("warm-up at %d clients got no answer it wanted: %v", warmup.clients, warm.ErrorSample)
+	var warm loadRun
+	if warmup.clients > 0 {
+		warmup.base, warmup.duration, warmup.apiKeys = srv.base, e.cfg.Warmup, d.apiKeys
+		warm = runLoad(context.Background(), warmup)
+		if warm.OK == 0 {
+			d.stop(tb, srv)
+			tb.Fatalf("warm-up at %d clients got no answer it wanted: %v", warmup.clients, warm.ErrorSample)
+		}
 	}
 
 	measured.base, measured.duration, measured.apiKeys = srv.base, e.cfg.Duration, d.apiKeys

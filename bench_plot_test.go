@@ -19,6 +19,9 @@ type plotSeries struct {
 	label  string
 	color  color.RGBA
 	dashed bool
+	// guide marks a line drawn for reference, not measured: no markers,
+	// and it does not scale the y axis.
+	guide bool
 	// y holds one value per point of the sweep; NaN leaves a point out.
 	y []float64
 }
@@ -49,12 +52,13 @@ func plotThroughput(w io.Writer, cfg benchConfig, points []*benchPoint) error {
 	series := []plotSeries{
 		{label: "service (no Stripe latency)", color: color.RGBA{0x1f, 0x5f, 0xbf, 0xff}},
 		{label: "floor (pgbench, 2 commits)", color: color.RGBA{0x2a, 0x9d, 0x3a, 0xff}},
-		{label: "seed design (pgbench, 4 SERIALIZABLE phases)", color: color.RGBA{0xd0, 0x30, 0x30, 0xff}},
+		{label: "seed design (pgbench, 4 SERIALIZABLE phases), retries backing off", color: color.RGBA{0xd0, 0x30, 0x30, 0xff}},
+		{label: "seed design, retrying at once", color: color.RGBA{0xd0, 0x30, 0x30, 0xff}, dashed: true},
 	}
 	if cfg.StripeLatency > 0 {
 		series = append(series,
 			plotSeries{label: "service, Stripe latency " + cfg.StripeLatency.String(), color: color.RGBA{0xe0, 0x8a, 0x10, 0xff}},
-			plotSeries{label: "clients / Stripe latency (the bound)", color: color.RGBA{0x90, 0x90, 0x90, 0xff}, dashed: true},
+			plotSeries{label: "clients / Stripe latency (the bound)", color: color.RGBA{0x90, 0x90, 0x90, 0xff}, dashed: true, guide: true},
 		)
 	}
 	xs := make([]int, len(points))
@@ -63,9 +67,10 @@ func plotThroughput(w io.Writer, cfg benchConfig, points []*benchPoint) error {
 		series[0].y = append(series[0].y, nanIfZero(p.New.PerSec()))
 		series[1].y = append(series[1].y, nanIfZero(p.Floor.TPS))
 		series[2].y = append(series[2].y, nanIfZero(p.Seed.TPS))
+		series[3].y = append(series[3].y, nanIfZero(p.SeedNow.TPS))
 		if cfg.StripeLatency > 0 {
-			series[3].y = append(series[3].y, nanIfZero(p.Slow.PerSec()))
-			series[4].y = append(series[4].y, bound(p.Clients, cfg.StripeLatency))
+			series[4].y = append(series[4].y, nanIfZero(p.Slow.PerSec()))
+			series[5].y = append(series[5].y, bound(p.Clients, cfg.StripeLatency))
 		}
 	}
 
@@ -73,7 +78,7 @@ func plotThroughput(w io.Writer, cfg benchConfig, points []*benchPoint) error {
 	// series, and let the bound run off the top.
 	yMax := 0.0
 	for _, s := range series {
-		if s.dashed {
+		if s.guide {
 			continue
 		}
 		for _, v := range s.y {
@@ -128,7 +133,7 @@ func plotThroughput(w io.Writer, cfg benchConfig, points []*benchPoint) error {
 			}
 			line(img, clip, px(xs[i-1]), py(s.y[i-1]), px(xs[i]), py(s.y[i]), s.color, s.dashed)
 		}
-		if s.dashed {
+		if s.guide {
 			continue
 		}
 		for i, c := range xs {
@@ -150,7 +155,7 @@ func plotThroughput(w io.Writer, cfg benchConfig, points []*benchPoint) error {
 	for i, s := range series {
 		y := lyp + i*18 + 6
 		line(img, img.Bounds(), lxp, y, lxp+plotLegendLineLength, y, s.color, s.dashed)
-		if !s.dashed {
+		if !s.guide {
 			square(img, img.Bounds(), lxp+plotLegendLineLength/2, y, plotMarker, s.color)
 		}
 		drawText(img, lxp+plotLegendLineLength+10, y+4, s.label, plotBlack)

@@ -24,7 +24,7 @@ var (
 	benchPoolSize      = flag.Int("rides.pool", 16, "the service's pool_max_conns")
 	benchUsers         = flag.Int("rides.users", 16, "riders sharing the load")
 	benchPgbenchMax    = flag.Int("rides.pgbench-max-clients", 64, "most pgbench connections")
-	benchSeedBackoff   = flag.Duration("rides.seed-backoff", 100*time.Millisecond, "the seed's longest jittered pause before a retry")
+	benchSeedBackoff   = flag.Duration("rides.seed-backoff", 200*time.Millisecond, "the seed's longest jittered pause before a retry")
 	benchOut           = flag.String("rides.out", ".bench", "directory of the report, the plot and the logs")
 )
 
@@ -83,8 +83,9 @@ func BenchmarkRides(b *testing.B) {
 				b.ReportMetric(float64(p.New.PeakRSS)/mib, "rss-MB")
 				b.ReportMetric(p.Floor.TPS, "floor-rides/s")
 				b.ReportMetric(p.Seed.TPS, "seed-rides/s")
+				b.ReportMetric(p.SeedNow.TPS, "seed-now-rides/s")
 				b.ReportMetric(ratio(p.New.PerSec(), p.Floor.TPS), "x-floor")
-				b.ReportMetric(ratio(p.New.PerSec(), p.Seed.TPS), "x-seed")
+				b.ReportMetric(ratio(p.New.PerSec(), p.bestSeed()), "x-seed")
 			})
 			b.Run("replay", func(b *testing.B) {
 				e.measureReplay(b, p)
@@ -96,6 +97,8 @@ func BenchmarkRides(b *testing.B) {
 				b.ReportMetric(p.Select.TPS, "select/s")
 				b.ReportMetric(p.Replay.CommitsPerOK, "commits/replay")
 				b.ReportMetric(ratio(p.Replay.PerSec(), p.Select.TPS), "x-select")
+				b.ReportMetric(p.Healthz.PerSec(), "healthz/s")
+				b.ReportMetric(p.FirstReplay.PerSec(), "first-replays/s")
 			})
 			if cfg.StripeLatency > 0 {
 				b.Run("stripe="+cfg.StripeLatency.String(), func(b *testing.B) {
@@ -154,9 +157,12 @@ func TestBenchSmoke(t *testing.T) {
 	require.Positive(t, p.Replay.CommitsPerOK)
 	require.Positive(t, p.Replay.OK, "replays: %v", p.Replay.ErrorSample)
 	require.Zero(t, p.Replay.Errors, "replays: %v", p.Replay.ErrorSample)
+	require.Positive(t, p.Healthz.OK, "GET /healthz: %v", p.Healthz.ErrorSample)
+	require.Positive(t, p.FirstReplay.OK, "first replays: %v", p.FirstReplay.ErrorSample)
+	require.Zero(t, p.FirstReplay.Errors, "first replays: %v", p.FirstReplay.ErrorSample)
 	require.Positive(t, p.Slow.OK, "rides with Stripe latency: %v", p.Slow.ErrorSample)
 	require.GreaterOrEqual(t, p.Slow.P50, cfg.StripeLatency, "the fake Stripe's latency was not applied")
-	for name, r := range map[string]pgbenchRun{"floor": p.Floor, "seed": p.Seed, "select": p.Select} {
+	for name, r := range map[string]pgbenchRun{"floor": p.Floor, "seed": p.Seed, "seed retrying at once": p.SeedNow, "select": p.Select} {
 		require.Positive(t, r.TPS, name)
 		require.Positive(t, r.Done, name)
 	}
