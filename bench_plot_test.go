@@ -28,8 +28,8 @@ type plotSeries struct {
 
 // Plot geometry, in pixels.
 const (
-	plotW, plotH         = 960, 600
-	plotLeft, plotRight  = 80, 40
+	plotW, plotH         = 1100, 600
+	plotLeft, plotRight  = 80, 300
 	plotTop, plotBottom  = 56, 64
 	plotLineWidth        = 3
 	plotMarker           = 4
@@ -50,15 +50,15 @@ func plotThroughput(w io.Writer, cfg benchConfig, points []*benchPoint) error {
 		return fmt.Errorf("plot: no points")
 	}
 	series := []plotSeries{
-		{label: "service (no Stripe latency)", color: color.RGBA{0x1f, 0x5f, 0xbf, 0xff}},
+		{label: "service", color: color.RGBA{0x1f, 0x5f, 0xbf, 0xff}},
 		{label: "floor (pgbench, 2 commits)", color: color.RGBA{0x2a, 0x9d, 0x3a, 0xff}},
-		{label: "seed design (pgbench, 4 SERIALIZABLE phases), retries backing off", color: color.RGBA{0xd0, 0x30, 0x30, 0xff}},
-		{label: "seed design, retrying at once", color: color.RGBA{0xd0, 0x30, 0x30, 0xff}, dashed: true},
+		{label: "seed design, retries back off", color: color.RGBA{0xd0, 0x30, 0x30, 0xff}},
+		{label: "seed design, retries at once", color: color.RGBA{0xd0, 0x30, 0x30, 0xff}, dashed: true},
 	}
 	if cfg.StripeLatency > 0 {
 		series = append(series,
 			plotSeries{label: "service, Stripe latency " + cfg.StripeLatency.String(), color: color.RGBA{0xe0, 0x8a, 0x10, 0xff}},
-			plotSeries{label: "clients / Stripe latency (the bound)", color: color.RGBA{0x90, 0x90, 0x90, 0xff}, dashed: true, guide: true},
+			plotSeries{label: "bound: clients / latency", color: color.RGBA{0x90, 0x90, 0x90, 0xff}, dashed: true, guide: true},
 		)
 	}
 	xs := make([]int, len(points))
@@ -121,8 +121,8 @@ func plotThroughput(w io.Writer, cfg benchConfig, points []*benchPoint) error {
 	drawText(img, x0, y1-10, "rides/s", plotBlack)
 	xl := "concurrent clients (log scale)"
 	drawText(img, (x0+x1)/2-textWidth(xl)/2, y0+44, xl, plotBlack)
-	title := "Atomic Rides: throughput against concurrency, the service beside the floor and the seed's design"
-	drawText(img, plotW/2-textWidth(title)/2, 24, title, plotBlack)
+	title := "Atomic Rides: new rides per second against concurrency"
+	drawText(img, (x0+x1)/2-textWidth(title)/2, 24, title, plotBlack)
 
 	// Lines, clipped to the plot area, then markers.
 	clip := image.Rect(x0, y1, x1+1, y0+1)
@@ -143,14 +143,13 @@ func plotThroughput(w io.Writer, cfg benchConfig, points []*benchPoint) error {
 		}
 	}
 
-	// Legend, top left inside the plot, on white.
+	// Legend, right of the plot.
 	lw := 0
 	for _, s := range series {
 		lw = max(lw, textWidth(s.label))
 	}
-	lxp, lyp := x0+14, y1+12
+	lxp, lyp := x1+24, y1+12
 	legend := image.Rect(lxp-8, lyp-8, lxp+plotLegendLineLength+10+lw+8, lyp+len(series)*18+2)
-	draw.Draw(img, legend, image.White, image.Point{}, draw.Src)
 	rect(img, legend, plotAxis)
 	for i, s := range series {
 		y := lyp + i*18 + 6
