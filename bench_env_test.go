@@ -51,8 +51,8 @@ type benchConfig struct {
 const benchAdminToken = "bench-admin-token"
 
 // benchEnv is one benchmark run's world: the built binary, the fake Stripe
-// in its own process, and two databases on the test server for the
-// baselines (the floor's and the seed's). Each measurement of the service
+// in its own process, and databases on the test server for the pgbench
+// runs (the floor's, the seed's, the service's SQL's). Each measurement of the service
 // gets a deployment of its own (see newDeployment).
 type benchEnv struct {
 	cfg        benchConfig
@@ -61,11 +61,11 @@ type benchEnv struct {
 	// admin reads pg_stat_database and pg_stat_activity from the
 	// maintenance database, so that reading them commits nothing in the
 	// databases measured.
-	admin               *pgxpool.Pool
-	floorURL, seedURL   string
-	floorName, seedName string
-	stripeBase          string
-	serveLog, stripeLog io.Writer
+	admin                        *pgxpool.Pool
+	floorURL, seedURL, sqlURL    string
+	floorName, seedName, sqlName string
+	stripeBase                   string
+	serveLog, stripeLog          io.Writer
 	// pgbenchClients caps the clients of every pgbench run.
 	pgbenchClients int
 	// spareDBs are fresh databases for deployments, made up front so that
@@ -89,9 +89,9 @@ func newBenchEnv(tb testing.TB, cfg benchConfig) *benchEnv {
 	e.serveLog, e.stripeLog = benchLog(tb, cfg.OutDir, "serve.log"), benchLog(tb, cfg.OutDir, "fakestripe.log")
 	e.admin = benchPool(tb, dbtest.AdminURL(tb))
 
-	e.floorURL, e.seedURL = dbtest.NewURL(tb), dbtest.NewURL(tb)
-	e.floorName, e.seedName = benchDBName(tb, e.floorURL), benchDBName(tb, e.seedURL)
-	for _, url := range []string{e.floorURL, e.seedURL} {
+	e.floorURL, e.seedURL, e.sqlURL = dbtest.NewURL(tb), dbtest.NewURL(tb), dbtest.NewURL(tb)
+	e.floorName, e.seedName, e.sqlName = benchDBName(tb, e.floorURL), benchDBName(tb, e.seedURL), benchDBName(tb, e.sqlURL)
+	for _, url := range []string{e.floorURL, e.seedURL, e.sqlURL} {
 		benchExec(tb, url, `
 			INSERT INTO users (email, payment_source, stripe_customer_id)
 			SELECT 'rider' || i || '@bench.example.com', 'tok_visa', 'cus_bench_' || i FROM generate_series(1, $1::int) i`,

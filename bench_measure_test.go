@@ -13,8 +13,9 @@ type benchPoint struct {
 	Clients int
 	// Floor and Seed are the baselines of new rides (SeedNow is the seed
 	// retrying at once, Seed with a client's jittered backoff); Select is
-	// the baseline of replays.
-	Floor, Seed, SeedNow, Select pgbenchRun
+	// the baseline of replays. SQL is the service's own SQL for new rides,
+	// run by pgbench: what the service would do with no cost of its own.
+	Floor, Seed, SeedNow, Select, SQL pgbenchRun
 	// New books new rides with no Stripe latency; Replay repeats the keys
 	// New finished; Slow books new rides with the configured Stripe latency.
 	// FirstReplay replays each finished key once, on a process that has
@@ -27,8 +28,9 @@ type benchPoint struct {
 	dep *deployment
 }
 
-// measureNew measures new rides at p.Clients: the floor and the seed's
-// design through pgbench, then the service on a deployment of its own.
+// measureNew measures new rides at p.Clients: the floor, the seed's design
+// and the service's SQL through pgbench, then the service on a deployment of
+// its own.
 func (e *benchEnv) measureNew(tb testing.TB, p *benchPoint) {
 	tb.Helper()
 	users := strconv.Itoa(e.cfg.Users)
@@ -43,6 +45,9 @@ func (e *benchEnv) measureNew(tb testing.TB, p *benchPoint) {
 	}
 	p.SeedNow = seed(0)
 	p.Seed = seed(e.cfg.SeedBackoff)
+	p.SQL = e.pgbenchCommits(tb, e.sqlName, pgbenchArgs{
+		url: e.sqlURL, script: pgbenchScript("service.sql"), vars: map[string]string{"users": users},
+	}, p.Clients)
 	p.dep = e.newDeployment(tb)
 	p.New = e.serviceRides(tb, p.dep, p.Clients, 0, "new")
 }
