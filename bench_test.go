@@ -84,6 +84,7 @@ func BenchmarkRides(b *testing.B) {
 				b.ReportMetric(p.Floor.TPS, "floor-rides/s")
 				b.ReportMetric(p.Seed.TPS, "seed-rides/s")
 				b.ReportMetric(p.SeedNow.TPS, "seed-now-rides/s")
+				b.ReportMetric(p.SQL.TPS, "sql-rides/s")
 				b.ReportMetric(ratio(p.New.PerSec(), p.Floor.TPS), "x-floor")
 				b.ReportMetric(ratio(p.New.PerSec(), p.bestSeed()), "x-seed")
 			})
@@ -162,11 +163,12 @@ func TestBenchSmoke(t *testing.T) {
 	require.Zero(t, p.FirstReplay.Errors, "first replays: %v", p.FirstReplay.ErrorSample)
 	require.Positive(t, p.Slow.OK, "rides with Stripe latency: %v", p.Slow.ErrorSample)
 	require.GreaterOrEqual(t, p.Slow.P50, cfg.StripeLatency, "the fake Stripe's latency was not applied")
-	for name, r := range map[string]pgbenchRun{"floor": p.Floor, "seed": p.Seed, "seed retrying at once": p.SeedNow, "select": p.Select} {
+	for name, r := range map[string]pgbenchRun{"floor": p.Floor, "seed": p.Seed, "seed retrying at once": p.SeedNow, "service's SQL": p.SQL, "select": p.Select} {
 		require.Positive(t, r.TPS, name)
 		require.Positive(t, r.Done, name)
 	}
 	require.InDelta(t, 2, p.Floor.CommitsPerRun, 0.5, "the floor commits twice per ride")
+	require.InDelta(t, 2, p.SQL.CommitsPerRun, 0.5, "the service's SQL commits twice per ride")
 
 	// What the rides left behind is whole: every finished key has its
 	// charged ride and its receipt job.
