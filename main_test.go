@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -36,25 +37,16 @@ func TestServeShutsDownGracefully(t *testing.T) {
 	stripeSrv := httptest.NewServer(fake)
 	t.Cleanup(stripeSrv.Close)
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-
+	addr := freeAddr(t)
 	logs := &syncBuffer{}
-	cmd := exec.Command(bin, "serve")
-	cmd.Env = append(os.Environ(),
-		"DATABASE_URL="+dbtest.NewURL(t),
-		"ADDR="+addr,
+	proc := startBinary(t, bin, logs, []string{
+		"DATABASE_URL=" + dbtest.NewURL(t),
+		"ADDR=" + addr,
 		"ADMIN_TOKEN=shutdown-admin",
-		"STRIPE_API_BASE="+stripeSrv.URL,
+		"STRIPE_API_BASE=" + stripeSrv.URL,
 		"STRIPE_SECRET_KEY=sk_test_shutdown",
-	)
-	cmd.Stdout, cmd.Stderr = logs, logs
-	require.NoError(t, cmd.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	}, "serve")
+	cmd, exited := proc.cmd, proc.exited
 
 	base := "http://" + addr
 	waitReady(t, base+"/readyz", exited)
@@ -129,8 +121,8 @@ func TestMain(m *testing.M) {
 }
 
 // buildBinary builds the real binary once per test run (TestMain removes it).
-func buildBinary(t *testing.T) string {
-	t.Helper()
+func buildBinary(tb testing.TB) string {
+	tb.Helper()
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "atomicrides-bin-")
 		if err != nil {
@@ -142,7 +134,7 @@ func buildBinary(t *testing.T) string {
 		build.Stderr = os.Stderr
 		buildErr = build.Run()
 	})
-	require.NoError(t, buildErr)
+	require.NoError(tb, buildErr)
 	return builtBin
 }
 
@@ -164,15 +156,48 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// waitReady polls the readiness endpoint until it answers 200, with a bounded
-// deadline; the process exiting first fails the test.
-func waitReady(t *testing.T, url string, exited <-chan error) {
-	t.Helper()
+// freeAddr returns a loopback address that was free a moment ago, for a
+// child process to listen on.
+func freeAddr(tb testing.TB) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(tb, err)
+	addr := ln.Addr().String()
+	require.NoError(tb, ln.Close())
+	return addr
+}
+
+// binaryProcess is the built binary running one of its commands.
+type binaryProcess struct {
+	cmd *exec.Cmd
+	// exited receives the process's exit status once.
+	exited chan error
+}
+
+// startBinary runs bin with args, with env added to the test's environment
+// and its output written to out. The process is killed when tb ends, if it
+// is still running.
+func startBinary(tb testing.TB, bin string, out io.Writer, env []string, args ...string) *binaryProcess {
+	tb.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = out, out
+	require.NoError(tb, cmd.Start())
+	p := &binaryProcess{cmd: cmd, exited: make(chan error, 1)}
+	go func() { p.exited <- cmd.Wait() }()
+	tb.Cleanup(func() { _ = cmd.Process.Kill() })
+	return p
+}
+
+// waitReady polls url until it answers 200, with a bounded deadline; the
+// process exiting first fails the test.
+func waitReady(tb testing.TB, url string, exited <-chan error) {
+	tb.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		select {
 		case err := <-exited:
-			t.Fatalf("serve exited before it was ready: %v", err)
+			tb.Fatalf("the process exited before it was ready: %v", err)
 		default:
 		}
 		resp, err := http.Get(url)
@@ -184,5 +209,5 @@ func waitReady(t *testing.T, url string, exited <-chan error) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatal("serve did not become ready")
+	tb.Fatalf("%s did not become ready", url)
 }

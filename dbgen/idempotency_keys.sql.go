@@ -96,7 +96,7 @@ SELECT id, created_at, idempotency_key, last_run_at, locked_at, lock_token, flow
 WHERE user_id = $1 AND idempotency_key = $2
 `
 
-// An unlocked read, for replays and for deciding whether a claim is needed.
+// A read without a lock, for replays and for deciding whether a claim is needed.
 func (q *Queries) IdempotencyKeyGet(ctx context.Context, db DBTX, userID int64, idempotencyKey string) (*IdempotencyKey, error) {
 	row := db.QueryRow(ctx, idempotencyKeyGet, userID, idempotencyKey)
 	var i IdempotencyKey

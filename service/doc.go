@@ -54,7 +54,10 @@
 //	   └──────────────► finished ◄────────────────┘
 //
 // A finished key replays its stored response byte for byte and writes
-// nothing. A key is leased (locked_at, lock_token) for longer than the
+// nothing. A finished response never changes, so a process answers replays
+// of keys it saw finished from memory for a while (Config.ReplayCacheTTL).
+// A new key is claimed by its insert, with no read before it: a new ride
+// commits twice, a replay at most once. A key is leased (locked_at, lock_token) for longer than the
 // payment client's whole time budget; every phase locks the key only under
 // its own token, so a request whose lease was taken over stops without
 // writing. Serialization failures and deadlocks rerun the transaction with

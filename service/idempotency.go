@@ -149,24 +149,52 @@ func serve[S any](ctx context.Context, s *Service, flow *Flow[S], req Request, p
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.lease)
 	defer cancel()
 
-	// An unlocked read answers replays and live conflicts without a
-	// transaction.
-	existing, err := s.queries.IdempotencyKeyGet(ctx, s.pool, req.UserID, req.Key)
-	switch {
-	case isNoRows(err):
-	case err != nil:
-		return nil, internal(err)
-	default:
-		if resp, err := s.judgeExisting(existing, fp); resp != nil || err != nil {
-			return resp, err
-		}
-	}
-
-	key, state, resp, err := claim(ctx, s, flow, req, params, fp)
-	if err != nil || resp != nil {
+	if resp, ok, err := s.cachedReplay(req, fp); ok {
 		return resp, err
 	}
-	return drive(ctx, s, flow, key, state)
+	key, state, resp, err := claim(ctx, s, flow, req, params, fp)
+	if err == nil && resp == nil {
+		resp, err = drive(ctx, s, flow, key, state)
+	}
+	if err == nil {
+		// Every response that gets here is stored on a finished key, and
+		// committed.
+		s.replays.put(replayKey{req.UserID, req.Key}, finishedResponse{fingerprint: string(fp), status: resp.Status, body: resp.Body}, s.now())
+	}
+	return resp, err
+}
+
+// DefaultReplayCacheTTL is how long a process answers replays of a finished
+// key from memory, unless Config.ReplayCacheTTL says otherwise.
+const DefaultReplayCacheTTL = time.Minute
+
+// replayKey identifies a client's idempotency key.
+type replayKey struct {
+	userID int64
+	key    string
+}
+
+// finishedResponse is what a finished key stores: its request's fingerprint
+// and its response. It never changes once committed, so a process may keep
+// it in memory.
+type finishedResponse struct {
+	fingerprint string
+	status      int
+	body        []byte
+}
+
+// cachedReplay judges a request on a key this process saw finished lately:
+// a replay, or a mismatch. ok is false when the key is not in memory.
+func (s *Service) cachedReplay(req Request, fp []byte) (resp *Response, ok bool, err error) {
+	f, ok := s.replays.get(replayKey{req.UserID, req.Key}, s.now())
+	if !ok {
+		return nil, false, nil
+	}
+	if f.fingerprint != string(fp) {
+		return nil, true, errKeyReused
+	}
+	s.metrics.replays.Add(1)
+	return &Response{Status: f.status, Body: f.body, Replayed: true}, true, nil
 }
 
 // judgeExisting decides a request on an existing key without claiming it:
@@ -191,7 +219,9 @@ func (s *Service) judgeExisting(row *dbgen.IdempotencyKey, fp []byte) (*Response
 
 // claim takes the key's lease (inserting the key if it is new) and, when the
 // step from its recovery point makes no foreign call, runs that step's phase
-// in the same transaction.
+// in the same transaction. A new key costs no read before its insert; an
+// existing one is judged as last committed and locked only when it can be
+// claimed, so that a replay or a conflict writes nothing.
 func claim[S any](ctx context.Context, s *Service, flow *Flow[S], req Request, params, fp []byte) (*Key, *S, *Response, error) {
 	var (
 		key     *Key
@@ -217,7 +247,16 @@ func claim[S any](ctx context.Context, s *Service, flow *Flow[S], req Request, p
 			UserID:             req.UserID,
 		})
 		if isNoRows(err) {
-			// The key exists: lock it and judge it again, now that no other
+			// The key exists, committed: the insert waited for any claim of
+			// it in progress. Replays, mismatches and live leases are
+			// answered from this read.
+			if row, err = s.queries.IdempotencyKeyGet(ctx, tx, req.UserID, req.Key); err != nil {
+				return err
+			}
+			if resp, err = s.judgeExisting(row, fp); resp != nil || err != nil {
+				return err
+			}
+			// Claimable: lock it and judge it again, now that no other
 			// claim can interleave.
 			row, err = s.queries.IdempotencyKeyLockByUserKey(ctx, tx, req.UserID, req.Key)
 			if err != nil {

@@ -464,3 +464,31 @@ func TestParseIdempotencyKey(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayFromMemory: a process answers replays of a key it saw finished
+// from memory, for Config.ReplayCacheTTL, and from the database after that.
+func TestReplayFromMemory(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	uid := b.user(t, "memory@example.com", "tok_visa")
+	key := newKey()
+	first, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+	require.NoError(t, err)
+
+	// The key's row is gone (as if reaped): the process still replays what
+	// it saw finish …
+	b.exec(t, `DELETE FROM idempotency_keys WHERE user_id = $1 AND idempotency_key = $2`, uid, key)
+	again, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+	require.NoError(t, err)
+	require.True(t, again.Replayed)
+	require.Equal(t, first.Body, again.Body)
+	require.Equal(t, 1, b.succeededCharges())
+
+	// … until the entry expires; then the database decides: a new request.
+	b.clock.Advance(service.DefaultReplayCacheTTL)
+	fresh, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+	require.NoError(t, err)
+	require.False(t, fresh.Replayed)
+	require.NotEqual(t, first.Body, fresh.Body)
+	require.Equal(t, 2, b.succeededCharges())
+}

@@ -47,6 +47,14 @@ type Config struct {
 	// Registerer receives the service's Prometheus collectors. Default a
 	// private registry.
 	Registerer prometheus.Registerer
+	// AuthCacheTTL is how long Authenticate trusts an API key it found
+	// without reading it again. Default DefaultAuthCacheTTL; negative
+	// disables the cache.
+	AuthCacheTTL time.Duration
+	// ReplayCacheTTL is how long the process answers replays of a key it
+	// saw finished from memory. Default DefaultReplayCacheTTL; negative
+	// disables the cache.
+	ReplayCacheTTL time.Duration
 }
 
 // Service is the domain: every transaction of the application begins and
@@ -69,6 +77,8 @@ type Service struct {
 	flows          map[string]flowRunner
 	rides          *Flow[rideState]
 	refunds        *Flow[refundState]
+	auth           *ttlCache[[32]byte, User]
+	replays        *ttlCache[replayKey, finishedResponse]
 }
 
 // New returns a Service. It inserts background jobs through an insert-only
@@ -114,6 +124,12 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.AuthCacheTTL == 0 {
+		cfg.AuthCacheTTL = DefaultAuthCacheTTL
+	}
+	if cfg.ReplayCacheTTL == 0 {
+		cfg.ReplayCacheTTL = DefaultReplayCacheTTL
+	}
 	jobs, err := river.NewClient(riverpgxv5.New(cfg.Pool), &river.Config{Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
@@ -132,6 +148,8 @@ func New(cfg Config) (*Service, error) {
 		mailFrom:       cfg.MailFrom,
 		abandonedAfter: cfg.AbandonedAfter,
 		retention:      cfg.KeyRetention,
+		auth:           newTTLCache[[32]byte, User](cfg.AuthCacheTTL),
+		replays:        newTTLCache[replayKey, finishedResponse](cfg.ReplayCacheTTL),
 	}
 	s.rides = s.rideFlow()
 	s.refunds = s.refundFlow()

@@ -184,19 +184,33 @@ func apiKeyHash(key string) []byte {
 	return h[:]
 }
 
-// Authenticate returns the user an API key belongs to.
+// DefaultAuthCacheTTL is how long Authenticate trusts a key it found in the
+// database, unless Config.AuthCacheTTL says otherwise.
+const DefaultAuthCacheTTL = 5 * time.Second
+
+// Authenticate returns the user an API key belongs to. A key found in the
+// database is trusted for Config.AuthCacheTTL without being read again, so a
+// removed key is refused at most that long after; the user returned is as
+// read then. The cache is keyed by the key's SHA-256, never the key, and
+// holds only keys found: an unknown key is looked up every time.
 func (s *Service) Authenticate(ctx context.Context, apiKey string) (*User, error) {
 	if !strings.HasPrefix(apiKey, apiKeyPrefix) || len(apiKey) > 128 {
 		return nil, errUnauthenticated
 	}
-	user, err := s.queries.UserGetByAPIKeyHash(ctx, s.pool, apiKeyHash(apiKey))
+	hash := sha256.Sum256([]byte(apiKey))
+	if user, ok := s.auth.get(hash, s.now()); ok {
+		return &user, nil
+	}
+	row, err := s.queries.UserGetByAPIKeyHash(ctx, s.pool, hash[:])
 	if err != nil {
 		if isNoRows(err) {
 			return nil, errUnauthenticated
 		}
 		return nil, internal(err)
 	}
-	return userFromRow(user), nil
+	user := userFromRow(row)
+	s.auth.put(hash, *user, s.now())
+	return user, nil
 }
 
 var errUnauthenticated = &Error{Code: CodeUnauthenticated, Message: "a valid API key is required"}

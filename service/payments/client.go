@@ -31,6 +31,12 @@ const (
 // (the zero value selects DefaultMaxNetworkRetries).
 const NoRetries int64 = -1
 
+// maxIdleConnsPerHost is how many connections to the API stay open for
+// reuse between calls in the default transport: as many as calls are
+// usually in flight at once, so that a busy service does not open (and, on
+// the real API, handshake) a connection per call. net/http keeps 2.
+const maxIdleConnsPerHost = 256
+
 // maxIdempotencyKeyLen is Stripe's limit on the Idempotency-Key header.
 const maxIdempotencyKeyLen = 255
 
@@ -55,7 +61,8 @@ type Config struct {
 	MaxNetworkRetries int64
 	// HTTPClient is the client to send requests with; its Timeout is
 	// replaced by Timeout (the client is copied, not modified). Defaults to
-	// a client with its own transport.
+	// a client with its own transport, which keeps up to 256 idle
+	// connections for reuse.
 	HTTPClient *http.Client
 }
 
@@ -87,7 +94,10 @@ func New(cfg Config) *Client {
 	if cfg.HTTPClient != nil {
 		httpClient = *cfg.HTTPClient
 	} else {
-		httpClient.Transport = http.DefaultTransport.(*http.Transport).Clone()
+		transport := http.DefaultTransport.(*http.Transport).Clone()
+		transport.MaxIdleConns = maxIdleConnsPerHost
+		transport.MaxIdleConnsPerHost = maxIdleConnsPerHost
+		httpClient.Transport = transport
 	}
 	httpClient.Timeout = timeout
 

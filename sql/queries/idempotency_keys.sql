@@ -1,5 +1,5 @@
 -- name: IdempotencyKeyGet :one
--- An unlocked read, for replays and for deciding whether a claim is needed.
+-- A read without a lock, for replays and for deciding whether a claim is needed.
 SELECT * FROM idempotency_keys
 WHERE user_id = @user_id AND idempotency_key = @idempotency_key;
 

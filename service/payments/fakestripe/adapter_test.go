@@ -2,7 +2,10 @@ package fakestripe_test
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -514,4 +517,49 @@ func chargeRequests(s *fakestripe.Server) []fakestripe.Request {
 		}
 	}
 	return out
+}
+
+// TestConcurrentCallsReuseConnections: the adapter's default transport keeps
+// the connections of concurrent calls for the next ones, rather than
+// opening a connection per call once more than two are in flight.
+func TestConcurrentCallsReuseConnections(t *testing.T) {
+	t.Parallel()
+	fake := fakestripe.New(fakestripe.Options{})
+	var opened sync.Map
+	srv := httptest.NewUnstartedServer(fake)
+	srv.Config.ConnState = func(c net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			opened.Store(c.RemoteAddr().String(), true)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	c := payments.New(payments.Config{APIBase: srv.URL, SecretKey: testKey})
+	ctx := context.Background()
+	cust, err := c.CustomerCreate(ctx, service.CustomerCreateParams{
+		IdempotencyKey: "user-1-customer", UserID: 1, Email: "one@example.com", Source: "tok_visa",
+	})
+	require.NoError(t, err)
+
+	const concurrent, rounds = 20, 3
+	for round := range rounds {
+		errs := make(chan error, concurrent)
+		for i := range concurrent {
+			go func() {
+				n := int64(round*concurrent + i)
+				_, err := c.ChargeCreate(ctx, chargeParams(fmt.Sprintf("ride-charge-%d", n), cust.ID, n))
+				errs <- err
+			}()
+		}
+		for range concurrent {
+			require.NoError(t, <-errs)
+		}
+	}
+	count := 0
+	opened.Range(func(any, any) bool { count++; return true })
+	// One connection per concurrent call, give or take one not yet back in
+	// the idle pool when the next round starts; a transport keeping two idle
+	// connections opens about concurrent-2 more every round.
+	require.LessOrEqual(t, count, concurrent+concurrent/2, "connections opened for %d rounds of %d concurrent calls", rounds, concurrent)
+	require.Len(t, fake.SucceededCharges(), concurrent*rounds)
 }

@@ -1,0 +1,79 @@
+package service_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/payments"
+)
+
+func TestAuthenticateCache(t *testing.T) {
+	t.Parallel()
+
+	t.Run("FoundKeyIsTrustedForTheTTLOnly", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		res, err := b.svc.UserUpsert(b.ctx, service.UserUpsertParams{Email: "cached@example.com"})
+		require.NoError(t, err)
+		u, err := b.svc.Authenticate(b.ctx, res.APIKey)
+		require.NoError(t, err)
+		require.Equal(t, res.User.ID, u.ID)
+
+		b.exec(t, `DELETE FROM api_keys WHERE user_id = $1`, res.User.ID)
+		u, err = b.svc.Authenticate(b.ctx, res.APIKey)
+		require.NoError(t, err, "within the TTL the key is not read again")
+		require.Equal(t, res.User.ID, u.ID)
+
+		b.clock.Advance(service.DefaultAuthCacheTTL)
+		_, err = b.svc.Authenticate(b.ctx, res.APIKey)
+		requireCode(t, err, service.CodeUnauthenticated)
+	})
+
+	t.Run("UnknownKeyIsNotRemembered", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		uid := b.user(t, "later@example.com", "tok_visa")
+		const key = "ark_inserted-after-a-failed-attempt"
+		_, err := b.svc.Authenticate(b.ctx, key)
+		requireCode(t, err, service.CodeUnauthenticated)
+
+		b.exec(t, `INSERT INTO api_keys (key_hash, user_id) VALUES (sha256(convert_to($1::text, 'UTF8')), $2)`, key, uid)
+		u, err := b.svc.Authenticate(b.ctx, key)
+		require.NoError(t, err)
+		require.Equal(t, uid, u.ID)
+	})
+
+	t.Run("NegativeTTLDisablesTheCache", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		svc, err := service.New(service.Config{
+			Pool:         b.pool,
+			Payments:     payments.New(payments.Config{APIBase: "http://127.0.0.1:1", SecretKey: "sk_test_unused"}),
+			AuthCacheTTL: -1,
+		})
+		require.NoError(t, err)
+		res, err := svc.UserUpsert(b.ctx, service.UserUpsertParams{Email: "uncached@example.com"})
+		require.NoError(t, err)
+		_, err = svc.Authenticate(b.ctx, res.APIKey)
+		require.NoError(t, err)
+
+		b.exec(t, `DELETE FROM api_keys WHERE user_id = $1`, res.User.ID)
+		_, err = svc.Authenticate(b.ctx, res.APIKey)
+		requireCode(t, err, service.CodeUnauthenticated)
+	})
+
+	t.Run("ReturnsACopy", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		res, err := b.svc.UserUpsert(b.ctx, service.UserUpsertParams{Email: "copy@example.com"})
+		require.NoError(t, err)
+		u, err := b.svc.Authenticate(b.ctx, res.APIKey)
+		require.NoError(t, err)
+		u.Email = "changed@example.com"
+		again, err := b.svc.Authenticate(b.ctx, res.APIKey)
+		require.NoError(t, err)
+		require.Equal(t, "copy@example.com", again.Email)
+	})
+}

@@ -1,0 +1,126 @@
+package service_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/payments"
+	"github.com/atomicrides/atomicrides/service/payments/fakestripe"
+	"github.com/atomicrides/atomicrides/sql/dbtest"
+)
+
+// TestRideCommits counts the transactions a ride commits, in PostgreSQL's
+// own statistics: a new ride commits twice (the claim with the ride, then the
+// charge with the stored response), a replay once (none in the process that
+// saw the key finish), and a replay writes nothing.
+func TestRideCommits(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := dbtest.NewURL(t)
+	var dbName string
+	{
+		cfg, err := pgx.ParseConfig(url)
+		require.NoError(t, err)
+		dbName = cfg.Database
+	}
+	admin, err := pgx.Connect(ctx, dbtest.AdminURL(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = admin.Close(ctx) })
+	fake := fakestripe.New(fakestripe.Options{})
+	stripeSrv := httptest.NewServer(fake)
+	t.Cleanup(stripeSrv.Close)
+
+	// stats returns the database's committed transactions and rows written
+	// so far. A backend publishes its statistics as it exits, so they are
+	// read once every session has ended.
+	type counts struct{ commits, writes int64 }
+	stats := func() counts {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			var sessions int
+			var c counts
+			require.NoError(t, admin.QueryRow(ctx, `
+				SELECT (SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND backend_type = 'client backend'),
+				       xact_commit, tup_inserted + tup_updated + tup_deleted
+				FROM pg_stat_database WHERE datname = $1`, dbName).Scan(&sessions, &c.commits, &c.writes))
+			if sessions == 0 {
+				return c
+			}
+			require.True(t, time.Now().Before(deadline), "sessions of %s did not end", dbName)
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	// withService runs fn with a service on a pool of one connection, opened
+	// first, closes the pool, and returns what was committed meanwhile.
+	withService := func(fn func(svc *service.Service)) counts {
+		before := stats()
+		cfg, err := pgxpool.ParseConfig(url)
+		require.NoError(t, err)
+		cfg.MaxConns = 1
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		require.NoError(t, err)
+		conn, err := pool.Acquire(ctx)
+		require.NoError(t, err)
+		conn.Release()
+		svc, err := service.New(service.Config{Pool: pool, Payments: payments.New(payments.Config{
+			APIBase: stripeSrv.URL, SecretKey: "sk_test_commits", MaxNetworkRetries: -1,
+		})})
+		require.NoError(t, err)
+		fn(svc)
+		pool.Close()
+		after := stats()
+		return counts{after.commits - before.commits, after.writes - before.writes}
+	}
+
+	var uid int64
+	withService(func(svc *service.Service) {
+		res, err := svc.UserUpsert(ctx, service.UserUpsertParams{Email: "commits@example.com"})
+		require.NoError(t, err)
+		uid = res.User.ID
+	})
+	// Opening a connection commits too (the backend's start-up): that is
+	// subtracted.
+	connect := withService(func(svc *service.Service) {})
+
+	key := newKey()
+	var first *service.Response
+	ride := withService(func(svc *service.Service) {
+		first, err = svc.RideCreate(ctx, uid, key, someRide, nil)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusCreated, first.Status)
+	})
+	require.EqualValues(t, 2, ride.commits-connect.commits, "commits of a new ride")
+
+	replay := withService(func(svc *service.Service) {
+		again, err := svc.RideCreate(ctx, uid, key, someRide, nil)
+		require.NoError(t, err)
+		require.True(t, again.Replayed)
+		require.Equal(t, first.Body, again.Body)
+	})
+	require.EqualValues(t, 1, replay.commits-connect.commits, "commits of a replay")
+	require.Zero(t, replay.writes, "rows written by a replay")
+
+	key = newKey()
+	both := withService(func(svc *service.Service) {
+		first, err := svc.RideCreate(ctx, uid, key, someRide, nil)
+		require.NoError(t, err)
+		again, err := svc.RideCreate(ctx, uid, key, someRide, nil)
+		require.NoError(t, err)
+		require.True(t, again.Replayed)
+		require.Equal(t, first.Body, again.Body)
+		other := someRide
+		other.TargetLat++
+		_, err = svc.RideCreate(ctx, uid, key, other, nil)
+		requireCode(t, err, service.CodeKeyReused)
+	})
+	require.EqualValues(t, 2, both.commits-connect.commits, "commits of a ride replayed by the process that finished it")
+	require.Len(t, fake.SucceededCharges(), 2)
+}
