@@ -39,24 +39,6 @@ func (q *Queries) ReceiptCountByKind(ctx context.Context, db DBTX) ([]*ReceiptCo
 	return items, nil
 }
 
-const receiptGet = `-- name: ReceiptGet :one
-SELECT id, sent_at, kind, ride_id, message_id, recipient FROM receipts WHERE ride_id = $1 AND kind = $2
-`
-
-func (q *Queries) ReceiptGet(ctx context.Context, db DBTX, rideID int64, kind string) (*Receipt, error) {
-	row := db.QueryRow(ctx, receiptGet, rideID, kind)
-	var i Receipt
-	err := row.Scan(
-		&i.ID,
-		&i.SentAt,
-		&i.Kind,
-		&i.RideID,
-		&i.MessageID,
-		&i.Recipient,
-	)
-	return &i, err
-}
-
 const receiptRecord = `-- name: ReceiptRecord :execrows
 INSERT INTO receipts (kind, ride_id, message_id, recipient, sent_at)
 VALUES ($1, $2, $3, $4, $5)
@@ -84,4 +66,41 @@ func (q *Queries) ReceiptRecord(ctx context.Context, db DBTX, arg ReceiptRecordP
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const receiptSubject = `-- name: ReceiptSubject :one
+SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, users.email,
+       EXISTS (SELECT 1 FROM receipts WHERE receipts.ride_id = rides.id AND receipts.kind = $1) AS sent
+FROM rides JOIN users ON users.id = rides.user_id
+WHERE rides.id = $2
+`
+
+type ReceiptSubjectRow struct {
+	Ride  Ride
+	Email string
+	Sent  bool
+}
+
+// Everything a receipt needs in one read: the ride, its rider's email, and
+// whether the receipt of this kind was already sent.
+func (q *Queries) ReceiptSubject(ctx context.Context, db DBTX, kind string, rideID int64) (*ReceiptSubjectRow, error) {
+	row := db.QueryRow(ctx, receiptSubject, kind, rideID)
+	var i ReceiptSubjectRow
+	err := row.Scan(
+		&i.Ride.ID,
+		&i.Ride.CreatedAt,
+		&i.Ride.IdempotencyKeyID,
+		&i.Ride.OriginLat,
+		&i.Ride.OriginLon,
+		&i.Ride.TargetLat,
+		&i.Ride.TargetLon,
+		&i.Ride.ChargeStatus,
+		&i.Ride.StripeChargeID,
+		&i.Ride.AmountCents,
+		&i.Ride.Currency,
+		&i.Ride.UserID,
+		&i.Email,
+		&i.Sent,
+	)
+	return &i, err
 }

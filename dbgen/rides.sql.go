@@ -60,30 +60,6 @@ func (q *Queries) RideCreate(ctx context.Context, db DBTX, arg RideCreateParams)
 	return &i, err
 }
 
-const rideGet = `-- name: RideGet :one
-SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id FROM rides WHERE id = $1
-`
-
-func (q *Queries) RideGet(ctx context.Context, db DBTX, id int64) (*Ride, error) {
-	row := db.QueryRow(ctx, rideGet, id)
-	var i Ride
-	err := row.Scan(
-		&i.ID,
-		&i.CreatedAt,
-		&i.IdempotencyKeyID,
-		&i.OriginLat,
-		&i.OriginLon,
-		&i.TargetLat,
-		&i.TargetLon,
-		&i.ChargeStatus,
-		&i.StripeChargeID,
-		&i.AmountCents,
-		&i.Currency,
-		&i.UserID,
-	)
-	return &i, err
-}
-
 const rideGetByIdempotencyKey = `-- name: RideGetByIdempotencyKey :one
 SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id FROM rides WHERE idempotency_key_id = $1
 `

@@ -29,7 +29,7 @@ func ReceiptMessageID(kind ReceiptKind, rideID int64, from string) string {
 // transaction open and is recorded after the mail server accepted it; a
 // failure in between resends it under the same Message-ID.
 func (s *Service) RideReceiptSend(ctx context.Context, rideID int64) (bool, error) {
-	return s.receiptSend(ctx, ReceiptRide, rideID, func(ride *dbgen.Ride, user *dbgen.User) (string, string, error) {
+	return s.receiptSend(ctx, ReceiptRide, rideID, func(ride *dbgen.Ride) (string, string, error) {
 		if ride.ChargeStatus != "charged" || ride.StripeChargeID == nil {
 			return "", "", &Error{Code: CodeInvalid, Message: fmt.Sprintf("ride %d is not charged", ride.ID)}
 		}
@@ -48,7 +48,7 @@ func (s *Service) RideReceiptSend(ctx context.Context, rideID int64) (bool, erro
 // RefundReceiptSend emails the receipt of a refunded ride, once, like
 // RideReceiptSend.
 func (s *Service) RefundReceiptSend(ctx context.Context, rideID int64) (bool, error) {
-	return s.receiptSend(ctx, ReceiptRefund, rideID, func(ride *dbgen.Ride, user *dbgen.User) (string, string, error) {
+	return s.receiptSend(ctx, ReceiptRefund, rideID, func(ride *dbgen.Ride) (string, string, error) {
 		refund, err := s.queries.RefundGetByRide(ctx, s.pool, rideID)
 		if isNoRows(err) || (err == nil && (refund.Status != "refunded" || refund.StripeRefundID == nil)) {
 			return "", "", &Error{Code: CodeInvalid, Message: fmt.Sprintf("ride %d is not refunded", ride.ID)}
@@ -66,26 +66,20 @@ func (s *Service) RefundReceiptSend(ctx context.Context, rideID int64) (bool, er
 }
 
 // receiptBody builds the subject and text of a receipt, or refuses to.
-type receiptBody func(ride *dbgen.Ride, user *dbgen.User) (subject, text string, err error)
+type receiptBody func(ride *dbgen.Ride) (subject, text string, err error)
 
 func (s *Service) receiptSend(ctx context.Context, kind ReceiptKind, rideID int64, body receiptBody) (sent bool, err error) {
 	defer func() { s.metrics.receipt(kind, sent, err) }()
-	if _, err := s.queries.ReceiptGet(ctx, s.pool, rideID, string(kind)); err == nil {
-		return false, nil
-	} else if !isNoRows(err) {
-		return false, internal(err)
-	}
-	ride, err := s.queries.RideGet(ctx, s.pool, rideID)
+	subj, err := s.queries.ReceiptSubject(ctx, s.pool, string(kind), rideID)
 	if isNoRows(err) {
 		return false, &Error{Code: CodeNotFound, Message: fmt.Sprintf("no ride %d", rideID)}
 	} else if err != nil {
 		return false, internal(err)
 	}
-	user, err := s.queries.UserGet(ctx, s.pool, ride.UserID)
-	if err != nil {
-		return false, internal(err)
+	if subj.Sent {
+		return false, nil
 	}
-	subject, text, err := body(ride, user)
+	subject, text, err := body(&subj.Ride)
 	if err != nil {
 		return false, err
 	}
@@ -95,7 +89,7 @@ func (s *Service) receiptSend(ctx context.Context, kind ReceiptKind, rideID int6
 	msg := Message{
 		MessageID: ReceiptMessageID(kind, rideID, s.mailFrom),
 		From:      s.mailFrom,
-		To:        user.Email,
+		To:        subj.Email,
 		Subject:   subject,
 		Date:      s.now(),
 		Text:      text,

@@ -24,8 +24,6 @@ UPDATE rides
 SET charge_status = 'declined'
 WHERE id = @id AND charge_status = 'pending';
 
--- name: RideGet :one
-SELECT * FROM rides WHERE id = @id;
 
 -- name: RideLockForUser :one
 SELECT * FROM rides WHERE id = @id AND user_id = @user_id FOR UPDATE;
