@@ -103,8 +103,13 @@ func TestTwoInstancesShareOneDatabase(t *testing.T) {
 		"STRIPE_API_BASE=" + stripeSrv.URL, "STRIPE_SECRET_KEY=sk_test_two",
 		"SMTP_URL=" + smtpURL, "COMPLETER_INTERVAL=250ms", "COMPLETER_IDLE=1s",
 	}
-	a := startServe(t, env...)
+	pprofAddr := freeAddr(t)
+	a := startServe(t, append(env, "PPROF_ADDR="+pprofAddr)...)
 	b := startServe(t, env...)
+	resp, err := http.Get("http://" + pprofAddr + "/debug/pprof/cmdline")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "PPROF_ADDR serves the runtime profiles")
 
 	status, body := a.do(t, http.MethodPut, "/users/two@example.com", "two-admin", nil, `{"payment_source":"tok_visa"}`)
 	require.Equal(t, http.StatusCreated, status, "%s", body)

@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"syscall"
@@ -229,6 +230,13 @@ func serve(ctx context.Context, args []string, logger *slog.Logger) error {
 		defer msrv.Close()
 		logger.Info("metrics serving", "url", "http://"+mln.Addr().String()+"/metrics")
 	}
+	if pprofAddr := os.Getenv("PPROF_ADDR"); pprofAddr != "" {
+		stopPprof, err := servePprof(pprofAddr, logger)
+		if err != nil {
+			return err
+		}
+		defer stopPprof()
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
@@ -413,6 +421,25 @@ func serveMailSink(ctx context.Context, args []string, logger *slog.Logger) erro
 	logger.Info("mail sink serving", "smtp", url, "dir", *dir)
 	<-ctx.Done()
 	return stop(context.WithoutCancel(ctx))
+}
+
+// servePprof serves the runtime profiles (net/http/pprof) on their own
+// address, for operators profiling a process under load.
+func servePprof(addr string, logger *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	logger.Info("pprof serving", "url", "http://"+ln.Addr().String()+"/debug/pprof/")
+	return func() { _ = srv.Close() }, nil
 }
 
 // envDuration parses the environment variable name as a Go duration.
