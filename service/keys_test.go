@@ -128,6 +128,31 @@ func TestCompleter(t *testing.T) {
 		require.Equal(t, 1, b.succeededCharges())
 	})
 
+	t.Run("PastTheProcessorKeyWindowTheChargeIsLookedUpFirst", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		uid := b.user(t, "window@example.com", "tok_visa")
+		key := newKey()
+		// Stripe made the charge, but its answer was lost; the client gave up.
+		b.fake.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultDropAfter, Times: 1})
+		_, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+		requireCode(t, err, service.CodeProcessorUnavailable)
+		require.Equal(t, 1, b.succeededCharges())
+		id := b.keyID(t, uid, key)
+
+		// A day later Stripe has forgotten the idempotency key: the completer
+		// must adopt the charge, not make another.
+		b.clock.Advance(service.ProcessorKeyWindow)
+		b.fake.Advance(service.ProcessorKeyWindow)
+		searches := b.fake.RequestCount(http.MethodGet, "/v1/charges/search")
+		resp, err := b.svc.KeyComplete(b.ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusCreated, resp.Status)
+		require.Equal(t, searches+1, b.fake.RequestCount(http.MethodGet, "/v1/charges/search"))
+		require.Equal(t, 1, b.succeededCharges())
+		require.Equal(t, b.fake.SucceededCharges()[0].ID, *decodeRide(t, resp.Body).StripeChargeID)
+	})
+
 	t.Run("UnknownKeyIsNotFound", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
