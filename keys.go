@@ -28,11 +28,7 @@ func keysCommand(ctx context.Context, args []string, out io.Writer, logger *slog
 	if len(args) == 0 {
 		return errors.New(keysUsage)
 	}
-	url, err := databaseURL(ctx, logger, false)
-	if err != nil {
-		return err
-	}
-	pool, err := openPool(ctx, url)
+	pool, err := connect(ctx, logger, false)
 	if err != nil {
 		return err
 	}

@@ -97,7 +97,13 @@ func databaseURL(ctx context.Context, logger *slog.Logger, start bool) (string, 
 	return db.URL, nil
 }
 
-func openPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
+// connect opens a pool on the database of databaseURL and checks that it
+// answers.
+func connect(ctx context.Context, logger *slog.Logger, start bool) (*pgxpool.Pool, error) {
+	url, err := databaseURL(ctx, logger, start)
+	if err != nil {
+		return nil, err
+	}
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)
@@ -116,11 +122,7 @@ func openPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
 }
 
 func migrate(ctx context.Context, logger *slog.Logger) error {
-	url, err := databaseURL(ctx, logger, true)
-	if err != nil {
-		return err
-	}
-	pool, err := openPool(ctx, url)
+	pool, err := connect(ctx, logger, true)
 	if err != nil {
 		return err
 	}
@@ -146,11 +148,7 @@ func serve(ctx context.Context, args []string, logger *slog.Logger) error {
 		logger.Warn("ADMIN_TOKEN not set: generated one for this run", "admin_token", adminToken)
 	}
 
-	url, err := databaseURL(ctx, logger, true)
-	if err != nil {
-		return err
-	}
-	pool, err := openPool(ctx, url)
+	pool, err := connect(ctx, logger, true)
 	if err != nil {
 		return err
 	}
