@@ -146,18 +146,11 @@ func (e *benchEnv) newDeployment(tb testing.TB) *deployment {
 	for i := range e.cfg.Users {
 		d.apiKeys = append(d.apiKeys, benchCreateUser(tb, srv.base, fmt.Sprintf("rider%03d@bench.example.com", i)))
 	}
-	deadline := time.Now().Add(time.Minute)
-	for {
+	waitFor(tb, time.Minute, "every rider's Stripe customer", func() bool {
 		var missing int
 		benchQueryRow(tb, d.url, `SELECT count(*) FROM users WHERE stripe_customer_id IS NULL`, &missing)
-		if missing == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("%d riders still have no Stripe customer after a minute", missing)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return missing == 0
+	})
 	d.stop(tb, srv)
 	return d
 }
@@ -207,21 +200,14 @@ func (d *deployment) stop(tb testing.TB, s *servingProcess) {
 // waitSessionsGone waits until no client session is connected to db.
 func (e *benchEnv) waitSessionsGone(tb testing.TB, db string) {
 	tb.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	waitFor(tb, 30*time.Second, "the sessions of "+db+" to end", func() bool {
 		var n int
 		if err := e.admin.QueryRow(context.Background(),
 			`SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND backend_type = 'client backend'`, db).Scan(&n); err != nil {
 			tb.Fatal(err)
 		}
-		if n == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("%d sessions still connected to %s", n, db)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return n == 0
+	})
 }
 
 // commits returns the transactions committed in db so far. Exact when no

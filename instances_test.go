@@ -250,18 +250,6 @@ func TestKeysCommand(t *testing.T) {
 	require.Len(t, fake.SucceededCharges(), 1)
 }
 
-// waitFor polls cond until it holds, failing the test after timeout.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // metricValue reads one sample from the Prometheus text format; 0 when it
 // is absent.
 func metricValue(text, series string) float64 {

@@ -193,21 +193,31 @@ func startBinary(tb testing.TB, bin string, out io.Writer, env []string, args ..
 // process exiting first fails the test.
 func waitReady(tb testing.TB, url string, exited <-chan error) {
 	tb.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
+	waitFor(tb, 60*time.Second, url+" to be ready", func() bool {
 		select {
 		case err := <-exited:
 			tb.Fatalf("the process exited before it was ready: %v", err)
 		default:
 		}
 		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
+		if err != nil {
+			return false
 		}
-		time.Sleep(50 * time.Millisecond)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+}
+
+// waitFor polls cond until it holds, failing the test after timeout. It is
+// the one way these tests wait for another process: on a condition, never
+// on a fixed delay.
+func waitFor(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	tb.Fatalf("%s did not become ready", url)
 }
