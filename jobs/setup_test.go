@@ -2,7 +2,6 @@ package jobs_test
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -48,11 +47,25 @@ type testBundle struct {
 	svc    *service.Service
 	client *river.Client[pgx.Tx]
 	events <-chan *river.Event
+	// early holds the events read while waiting for other jobs, so that no
+	// final event is lost to a wait for another kind.
+	early []*river.Event
+}
+
+// options vary a bundle.
+type options struct {
+	// periodic are registered on the River client, as serve registers them.
+	periodic []*river.PeriodicJob
 }
 
 const abandonedAfter = 5 * time.Minute
 
 func setup(t *testing.T) *testBundle {
+	t.Helper()
+	return setupWith(t, options{})
+}
+
+func setupWith(t *testing.T, opts options) *testBundle {
 	t.Helper()
 	ctx := context.Background()
 	pool := dbtest.New(t)
@@ -90,6 +103,7 @@ func setup(t *testing.T) *testBundle {
 		RetryPolicy:       quickRetry{},
 		FetchPollInterval: 20 * time.Millisecond,
 		FetchCooldown:     10 * time.Millisecond,
+		PeriodicJobs:      opts.periodic,
 	})
 	require.NoError(t, err)
 	events, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobCancelled, river.EventKindJobFailed)
@@ -100,21 +114,34 @@ func setup(t *testing.T) *testBundle {
 }
 
 // waitFinal waits for n jobs of kind to reach a final state (completed,
-// cancelled or discarded) and returns their last events.
+// cancelled or discarded) and returns their last events. Events of other
+// jobs read meanwhile are kept for later waits.
 func (b *testBundle) waitFinal(t *testing.T, kind string, n int) []*river.Event {
 	t.Helper()
+	final := func(ev *river.Event) bool {
+		// A failed job that is not discarded will be retried.
+		return ev.Job.Kind == kind && (ev.Kind != river.EventKindJobFailed || ev.Job.State == rivertype.JobStateDiscarded)
+	}
 	var finals []*river.Event
+	early := b.early[:0]
+	for _, ev := range b.early {
+		if final(ev) && len(finals) < n {
+			finals = append(finals, ev)
+		} else {
+			early = append(early, ev)
+		}
+	}
+	b.early = early
 	timeout := time.After(60 * time.Second)
 	for len(finals) < n {
 		select {
 		case ev := <-b.events:
-			if ev.Job.Kind != kind {
-				continue
+			switch {
+			case final(ev):
+				finals = append(finals, ev)
+			case ev.Job.Kind != kind:
+				b.early = append(b.early, ev)
 			}
-			if ev.Kind == river.EventKindJobFailed && ev.Job.State != rivertype.JobStateDiscarded {
-				continue // to be retried
-			}
-			finals = append(finals, ev)
 		case <-timeout:
 			t.Fatalf("%d of %d %s jobs finished", len(finals), n, kind)
 		}
@@ -136,5 +163,3 @@ func (b *testBundle) count(t *testing.T, query string, args ...any) int {
 	require.NoError(t, b.pool.QueryRow(b.ctx, query, args...).Scan(&n))
 	return n
 }
-
-func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
