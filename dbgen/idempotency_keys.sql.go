@@ -346,6 +346,47 @@ func (q *Queries) IdempotencyKeyListAbandoned(ctx context.Context, db DBTX, arg 
 	return items, nil
 }
 
+const idempotencyKeyListByIDs = `-- name: IdempotencyKeyListByIDs :many
+SELECT id, created_at, idempotency_key, last_run_at, locked_at, lock_token, flow, request_method, request_path, request_params, request_fingerprint, request_ip, response_code, response_body, recovery_point, user_id FROM idempotency_keys WHERE id = ANY($1::bigint[]) ORDER BY id
+`
+
+func (q *Queries) IdempotencyKeyListByIDs(ctx context.Context, db DBTX, ids []int64) ([]*IdempotencyKey, error) {
+	rows, err := db.Query(ctx, idempotencyKeyListByIDs, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*IdempotencyKey
+	for rows.Next() {
+		var i IdempotencyKey
+		if err := rows.Scan(
+			&i.ID,
+			&i.CreatedAt,
+			&i.IdempotencyKey,
+			&i.LastRunAt,
+			&i.LockedAt,
+			&i.LockToken,
+			&i.Flow,
+			&i.RequestMethod,
+			&i.RequestPath,
+			&i.RequestParams,
+			&i.RequestFingerprint,
+			&i.RequestIP,
+			&i.ResponseCode,
+			&i.ResponseBody,
+			&i.RecoveryPoint,
+			&i.UserID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const idempotencyKeyLockByID = `-- name: IdempotencyKeyLockByID :one
 SELECT id, created_at, idempotency_key, last_run_at, locked_at, lock_token, flow, request_method, request_path, request_params, request_fingerprint, request_ip, response_code, response_body, recovery_point, user_id FROM idempotency_keys WHERE id = $1 FOR UPDATE
 `

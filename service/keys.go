@@ -219,23 +219,29 @@ func (s *Service) KeysDead(ctx context.Context, limit int) ([]*KeyInfo, error) {
 	if err != nil {
 		return nil, internal(err)
 	}
-	var keys []*KeyInfo
+	jobsByKey := make(map[int64]*rivertype.JobRow, len(res.Jobs))
+	ids := make([]int64, 0, len(res.Jobs))
 	for _, job := range res.Jobs {
-		var args KeyCompleteArgs
-		if err := json.Unmarshal(job.EncodedArgs, &args); err != nil {
-			return nil, internal(fmt.Errorf("job %d args: %w", job.ID, err))
+		keyID, err := completionKeyID(job)
+		if err != nil {
+			return nil, err
 		}
-		row, err := s.queries.IdempotencyKeyGetByID(ctx, s.pool, args.KeyID)
-		if isNoRows(err) {
-			continue
-		} else if err != nil {
-			return nil, internal(err)
+		if _, dup := jobsByKey[keyID]; !dup {
+			ids = append(ids, keyID)
 		}
+		jobsByKey[keyID] = job
+	}
+	rows, err := s.queries.IdempotencyKeyListByIDs(ctx, s.pool, ids)
+	if err != nil {
+		return nil, internal(err)
+	}
+	var keys []*KeyInfo
+	for _, row := range rows {
 		if RecoveryPoint(row.RecoveryPoint) == RecoveryPointFinished {
 			continue // finished since, by its client or an operator
 		}
 		k := s.keyInfo(row)
-		k.Completion = completionJob(job)
+		k.Completion = completionJob(jobsByKey[row.ID])
 		keys = append(keys, k)
 	}
 	return keys, nil
@@ -276,15 +282,24 @@ func (s *Service) attachCompletions(ctx context.Context, keys []*KeyInfo) error 
 		return internal(err)
 	}
 	for _, job := range res.Jobs {
-		var args KeyCompleteArgs
-		if err := json.Unmarshal(job.EncodedArgs, &args); err != nil {
-			return internal(fmt.Errorf("job %d args: %w", job.ID, err))
+		keyID, err := completionKeyID(job)
+		if err != nil {
+			return err
 		}
-		if k := byID[args.KeyID]; k != nil {
+		if k := byID[keyID]; k != nil {
 			k.Completion = completionJob(job) // ascending ids: the latest wins
 		}
 	}
 	return nil
+}
+
+// completionKeyID is the key a completion job drives.
+func completionKeyID(job *rivertype.JobRow) (int64, error) {
+	var args KeyCompleteArgs
+	if err := json.Unmarshal(job.EncodedArgs, &args); err != nil {
+		return 0, internal(fmt.Errorf("job %d args: %w", job.ID, err))
+	}
+	return args.KeyID, nil
 }
 
 func completionJob(job *rivertype.JobRow) *KeyCompletionJob {

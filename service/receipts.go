@@ -70,6 +70,9 @@ type receiptBody func(ride *dbgen.Ride) (subject, text string, err error)
 
 func (s *Service) receiptSend(ctx context.Context, kind ReceiptKind, rideID int64, body receiptBody) (sent bool, err error) {
 	defer func() { s.metrics.receipt(kind, sent, err) }()
+	if s.mailer == nil {
+		return false, internal(errNoMailer)
+	}
 	subj, err := s.queries.ReceiptSubject(ctx, s.pool, string(kind), rideID)
 	if isNoRows(err) {
 		return false, &Error{Code: CodeNotFound, Message: fmt.Sprintf("no ride %d", rideID)}
@@ -82,9 +85,6 @@ func (s *Service) receiptSend(ctx context.Context, kind ReceiptKind, rideID int6
 	subject, text, err := body(&subj.Ride)
 	if err != nil {
 		return false, err
-	}
-	if s.mailer == nil {
-		return false, internal(errNoMailer)
 	}
 	msg := Message{
 		MessageID: ReceiptMessageID(kind, rideID, s.mailFrom),

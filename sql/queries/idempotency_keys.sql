@@ -100,3 +100,6 @@ LIMIT @max_keys;
 -- name: IdempotencyKeyCountUnfinishedBefore :one
 SELECT count(*)::bigint FROM idempotency_keys
 WHERE recovery_point <> 'finished' AND created_at < @created_before::timestamptz;
+
+-- name: IdempotencyKeyListByIDs :many
+SELECT * FROM idempotency_keys WHERE id = ANY(@ids::bigint[]) ORDER BY id;
