@@ -6,7 +6,9 @@ import (
 )
 
 // ttlCacheMaxEntries bounds a cache's memory: a full cache forgets its
-// expired entries, or else all of them.
+// expired entries, or all of them when that would free less than a quarter,
+// so that a sweep of the whole map happens at most once per quarter of it
+// filled (a put costs O(1) amortised, under any load).
 const ttlCacheMaxEntries = 10_000
 
 // ttlCache is a small in-process map whose entries expire ttl after they
@@ -54,7 +56,7 @@ func (c *ttlCache[K, V]) put(k K, v V, now time.Time) {
 				delete(c.entries, k)
 			}
 		}
-		if len(c.entries) >= ttlCacheMaxEntries {
+		if len(c.entries) > ttlCacheMaxEntries*3/4 {
 			clear(c.entries)
 		}
 	}
