@@ -17,10 +17,7 @@ type rideRefundInput struct {
 
 func (h *handlers) registerRefunds() {
 	schema := h.api.OpenAPI().Components.Schemas.Schema(reflect.TypeOf(service.RideRefundResult{}), true, "RideRefundResult")
-	replayHeader := map[string]*huma.Param{"Idempotent-Replayed": {
-		Description: "Present and true when the response is a replay of the stored response of the first request with this key.",
-		Schema:      &huma.Schema{Type: "string", Enum: []any{"true"}},
-	}}
+	replayHeader := replayHeaders()
 	op := huma.Operation{
 		OperationID: "ride-refund",
 		Method:      http.MethodPost,

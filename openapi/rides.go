@@ -30,6 +30,14 @@ type storedOutput struct {
 	Body        []byte
 }
 
+// replayHeaders documents the replay header of a stored response.
+func replayHeaders() map[string]*huma.Param {
+	return map[string]*huma.Param{"Idempotent-Replayed": {
+		Description: "Present and true when the response is a replay of the stored response of the first request with this key.",
+		Schema:      &huma.Schema{Type: "string", Enum: []any{"true"}},
+	}}
+}
+
 func storedResponse(r *service.Response) *storedOutput {
 	out := &storedOutput{Status: r.Status, ContentType: "application/json", Body: r.Body}
 	if r.Status >= 400 {
@@ -52,10 +60,7 @@ type rideGetOutput struct {
 func (h *handlers) registerRides() {
 	registry := h.api.OpenAPI().Components.Schemas
 	rideSchema := registry.Schema(reflect.TypeOf(service.Ride{}), true, "Ride")
-	replayHeader := map[string]*huma.Param{"Idempotent-Replayed": {
-		Description: "Present and true when the response is a replay of the stored response of the first request with this key.",
-		Schema:      &huma.Schema{Type: "string", Enum: []any{"true"}},
-	}}
+	replayHeader := replayHeaders()
 	op := huma.Operation{
 		OperationID:   "ride-create",
 		Method:        http.MethodPost,
