@@ -37,6 +37,7 @@ import (
 
 	"github.com/atomicrides/atomicrides/jobs"
 	"github.com/atomicrides/atomicrides/openapi"
+	"github.com/atomicrides/atomicrides/openapi/web"
 	"github.com/atomicrides/atomicrides/service"
 	"github.com/atomicrides/atomicrides/service/mail"
 	"github.com/atomicrides/atomicrides/service/mail/mailsink"
@@ -217,6 +218,7 @@ func serve(ctx context.Context, args []string, logger *slog.Logger) error {
 		Ready:      func(ctx context.Context) error { return ready(ctx, pool) },
 		Logger:     logger,
 		Metrics:    registry,
+		Pages:      web.New(web.Config{Service: svc, Secret: adminToken, Logger: logger}),
 	})
 	if metricsAddr := os.Getenv("METRICS_ADDR"); metricsAddr != "" {
 		mln, err := net.Listen("tcp", metricsAddr)

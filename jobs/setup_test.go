@@ -1,27 +1,17 @@
 package jobs_test
 
 import (
-	"context"
-	"net/http"
-	"net/http/httptest"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
+	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/jobs"
-	"github.com/atomicrides/atomicrides/service"
-	"github.com/atomicrides/atomicrides/service/mail"
-	"github.com/atomicrides/atomicrides/service/mail/mailsink"
-	"github.com/atomicrides/atomicrides/service/payments"
-	"github.com/atomicrides/atomicrides/service/payments/fakestripe"
-	"github.com/atomicrides/atomicrides/sql/dbtest"
 )
 
 // quickRetry retries failed jobs at once, so that a test sees River's retries
@@ -30,21 +20,11 @@ type quickRetry struct{}
 
 func (quickRetry) NextRetry(*rivertype.JobRow) time.Time { return time.Now() }
 
-// testClock is the service's clock; tests move it past grace periods.
-type testClock struct{ offset atomic.Int64 }
-
-func (c *testClock) Now() time.Time          { return time.Now().Add(time.Duration(c.offset.Load())) }
-func (c *testClock) Advance(d time.Duration) { c.offset.Add(int64(d)) }
-
-// testBundle is one isolated world: a database, the fake Stripe, a mail
-// sink, the service and a started River client running every worker.
+// testBundle is one isolated world (testkit.Env: a database, the fake
+// Stripe, a mail sink, a clock and the service) with a started River client
+// running every worker.
 type testBundle struct {
-	ctx    context.Context
-	pool   *pgxpool.Pool
-	fake   *fakestripe.Server
-	sink   *mailsink.Sink
-	clock  *testClock
-	svc    *service.Service
+	*testkit.Env
 	client *river.Client[pgx.Tx]
 	events <-chan *river.Event
 	// early holds the events read while waiting for other jobs, so that no
@@ -58,8 +38,6 @@ type options struct {
 	periodic []*river.PeriodicJob
 }
 
-const abandonedAfter = 5 * time.Minute
-
 func setup(t *testing.T) *testBundle {
 	t.Helper()
 	return setupWith(t, options{})
@@ -67,37 +45,10 @@ func setup(t *testing.T) *testBundle {
 
 func setupWith(t *testing.T, opts options) *testBundle {
 	t.Helper()
-	ctx := context.Background()
-	pool := dbtest.New(t)
-	fake := fakestripe.New(fakestripe.Options{})
-	srv := httptest.NewServer(fake)
-	t.Cleanup(srv.Close)
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.DisableKeepAlives = true
-
-	sink := mailsink.New(mailsink.Options{})
-	sinkURL, stopSink, err := sink.Start("127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = stopSink(ctx) })
-	mailer, err := mail.New(mail.Config{URL: sinkURL, Timeout: 5 * time.Second})
-	require.NoError(t, err)
-
-	clock := &testClock{}
-	svc, err := service.New(service.Config{
-		Pool: pool,
-		Payments: payments.New(payments.Config{
-			APIBase: srv.URL, SecretKey: "sk_test_jobs", MaxNetworkRetries: -1, Timeout: 5 * time.Second,
-			HTTPClient: &http.Client{Transport: transport},
-		}),
-		Mailer:         mailer,
-		Clock:          clock.Now,
-		AbandonedAfter: abandonedAfter,
-	})
-	require.NoError(t, err)
-
+	env := testkit.New(t)
 	workers := river.NewWorkers()
-	jobs.Register(workers, svc)
-	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+	jobs.Register(workers, env.Service)
+	client, err := river.NewClient(riverpgxv5.New(env.Pool), &river.Config{
 		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 4}},
 		Workers:           workers,
 		RetryPolicy:       quickRetry{},
@@ -108,9 +59,9 @@ func setupWith(t *testing.T, opts options) *testBundle {
 	require.NoError(t, err)
 	events, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobCancelled, river.EventKindJobFailed)
 	t.Cleanup(cancel)
-	require.NoError(t, client.Start(ctx))
-	t.Cleanup(func() { _ = client.Stop(ctx) })
-	return &testBundle{ctx: ctx, pool: pool, fake: fake, sink: sink, clock: clock, svc: svc, client: client, events: events}
+	require.NoError(t, client.Start(env.Ctx))
+	t.Cleanup(func() { _ = client.Stop(env.Ctx) })
+	return &testBundle{Env: env, client: client, events: events}
 }
 
 // waitFinal waits for n jobs of kind to reach a final state (completed,
@@ -147,19 +98,4 @@ func (b *testBundle) waitFinal(t *testing.T, kind string, n int) []*river.Event 
 		}
 	}
 	return finals
-}
-
-// user creates a rider paying with source.
-func (b *testBundle) user(t *testing.T, email, source string) int64 {
-	t.Helper()
-	res, err := b.svc.UserUpsert(b.ctx, service.UserUpsertParams{Email: email, PaymentSource: source})
-	require.NoError(t, err)
-	return res.User.ID
-}
-
-func (b *testBundle) count(t *testing.T, query string, args ...any) int {
-	t.Helper()
-	var n int
-	require.NoError(t, b.pool.QueryRow(b.ctx, query, args...).Scan(&n))
-	return n
 }

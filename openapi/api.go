@@ -2,8 +2,8 @@
 // authentication of riders and operators, the table from domain error codes
 // to HTTP statuses, and the OpenAPI spec generated from all of it (committed
 // as openapi.yaml; the Go client in openapi/client is generated from it).
-// Beside the API, on the same handler, it serves the riders' booking pages
-// (web.go), which are not part of the spec.
+// Other routes outside the spec (the riders' booking pages, package
+// openapi/web) are mounted on the same handler through Config.Pages.
 package openapi
 
 import (
@@ -36,6 +36,15 @@ type Config struct {
 	// Metrics, when set, receives the HTTP metrics and is served at /metrics
 	// to operators.
 	Metrics *prometheus.Registry
+	// Pages, when set, registers routes outside the API (the booking pages)
+	// on the handler's mux, behind the same request ids, access logs,
+	// metrics and problem+json answers to unknown routes.
+	Pages Routes
+}
+
+// Routes is a set of HTTP handlers that registers itself on a mux.
+type Routes interface {
+	Register(mux *http.ServeMux)
 }
 
 // maxBodyBytes caps request bodies; the API's bodies are tiny.
@@ -54,7 +63,9 @@ func NewHandler(cfg Config) http.Handler {
 	}
 	mux := http.NewServeMux()
 	register(mux, cfg)
-	registerWeb(mux, cfg)
+	if cfg.Pages != nil {
+		cfg.Pages.Register(mux)
+	}
 	if cfg.RiverUI != nil {
 		mux.Handle("/riverui/", requireAdminBasic(cfg.AdminToken, cfg.RiverUI))
 	}

@@ -9,26 +9,18 @@ import (
 	"net/http"
 	"net/netip"
 	"time"
+
+	"github.com/atomicrides/atomicrides/openapi/httpctx"
 )
 
 type ctxKey int
 
-const (
-	ctxKeyRequestID ctxKey = iota
-	ctxKeyIP
-	ctxKeyUser
-)
+const ctxKeyUser ctxKey = iota
 
 // RequestID returns the id of the request being served, "" outside one.
-func RequestID(ctx context.Context) string {
-	id, _ := ctx.Value(ctxKeyRequestID).(string)
-	return id
-}
+func RequestID(ctx context.Context) string { return httpctx.RequestID(ctx) }
 
-func clientIP(ctx context.Context) *netip.Addr {
-	ip, _ := ctx.Value(ctxKeyIP).(*netip.Addr)
-	return ip
-}
+func clientIP(ctx context.Context) *netip.Addr { return httpctx.ClientIP(ctx) }
 
 // requestContext gives every request an id (the client's X-Request-Id when it
 // is sane), its client address, one access log line and, when metrics is
@@ -43,11 +35,12 @@ func requestContext(logger *slog.Logger, metrics *httpMetrics, next http.Handler
 			id = hex.EncodeToString(b[:])
 		}
 		w.Header().Set("X-Request-Id", id)
-		ctx := context.WithValue(r.Context(), ctxKeyRequestID, id)
+		var ip *netip.Addr
 		if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
-			ip := ap.Addr().Unmap()
-			ctx = context.WithValue(ctx, ctxKeyIP, &ip)
+			addr := ap.Addr().Unmap()
+			ip = &addr
 		}
+		ctx := httpctx.With(r.Context(), id, ip)
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		r = r.WithContext(ctx)
 		next.ServeHTTP(sw, r)

@@ -1,54 +1,43 @@
-package openapi_test
+package web_test
 
 import (
-	"context"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
-	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/openapi"
-	"github.com/atomicrides/atomicrides/service"
-	"github.com/atomicrides/atomicrides/service/payments"
+	"github.com/atomicrides/atomicrides/openapi/web"
 	"github.com/atomicrides/atomicrides/service/payments/fakestripe"
-	"github.com/atomicrides/atomicrides/sql/dbtest"
 )
 
-// webBundle is the real handler over its own database and fake Stripe,
+// testBundle is the service's real handler with the booking pages mounted,
+// over one isolated world (its own database, fake Stripe and service),
 // counting the booking form's submissions as they reach the server.
-type webBundle struct {
-	ctx   context.Context
+type testBundle struct {
+	*testkit.Env
 	url   string
-	pool  *pgxpool.Pool
-	svc   *service.Service
-	fake  *fakestripe.Server
 	posts atomic.Int64
 	// arrived receives one value per POST /book as it reaches the server
 	// (dropped when nobody reads them).
 	arrived chan struct{}
 }
 
-func webSetup(t *testing.T) *webBundle {
+func setup(t *testing.T) *testBundle {
 	t.Helper()
-	b := &webBundle{ctx: context.Background(), pool: dbtest.New(t), fake: fakestripe.New(fakestripe.Options{}), arrived: make(chan struct{}, 16)}
-	stripeSrv := httptest.NewServer(b.fake)
-	t.Cleanup(stripeSrv.Close)
-	svc, err := service.New(service.Config{Pool: b.pool, Payments: payments.New(payments.Config{
-		APIBase: stripeSrv.URL, SecretKey: "sk_test_web", MaxNetworkRetries: payments.NoRetries,
-	})})
-	require.NoError(t, err)
-	b.svc = svc
-	h := openapi.NewHandler(openapi.Config{Service: svc, AdminToken: adminToken, Logger: slog.New(slog.DiscardHandler)})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	b := &testBundle{Env: testkit.New(t), arrived: make(chan struct{}, 16)}
+	logger := slog.New(slog.DiscardHandler)
+	pages := web.New(web.Config{Service: b.Service, Secret: "test-secret", Logger: logger})
+	h := openapi.NewHandler(openapi.Config{Service: b.Service, Logger: logger, Pages: pages})
+	b.url = testkit.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && r.URL.Path == "/book" {
 			b.posts.Add(1)
 			select {
@@ -58,24 +47,13 @@ func webSetup(t *testing.T) *webBundle {
 		}
 		h.ServeHTTP(w, r)
 	}))
-	t.Cleanup(srv.Close)
-	b.url = srv.URL
 	return b
 }
 
 // rider creates a rider paying with source and returns its API key.
-func (b *webBundle) rider(t *testing.T, email, source string) string {
+func (b *testBundle) rider(t *testing.T, email, source string) string {
 	t.Helper()
-	res, err := b.svc.UserUpsert(b.ctx, service.UserUpsertParams{Email: email, PaymentSource: source})
-	require.NoError(t, err)
-	return res.APIKey
-}
-
-func (b *webBundle) count(t *testing.T, query string, args ...any) int {
-	t.Helper()
-	var n int
-	require.NoError(t, b.pool.QueryRow(b.ctx, query, args...).Scan(&n))
-	return n
+	return b.Rider(t, email, source).APIKey
 }
 
 // browserless is a plain HTTP client with a cookie jar that does not follow
@@ -164,7 +142,7 @@ var sameSite = map[string]string{"Sec-Fetch-Site": "same-origin"}
 // another origin or without the session's token.
 func TestBookingPagesSecurity(t *testing.T) {
 	t.Parallel()
-	b := webSetup(t)
+	b := setup(t)
 	apiKey := b.rider(t, "secure@example.com", "")
 	bl := newBrowserless(t, b.url)
 
@@ -219,14 +197,14 @@ func TestBookingPagesSecurity(t *testing.T) {
 		p := bl.do(http.MethodPost, "/book", attempt.form, attempt.headers)
 		require.Equal(t, http.StatusForbidden, p.status, name)
 	}
-	require.Zero(t, b.count(t, `SELECT count(*) FROM idempotency_keys`), "a refused form writes nothing")
+	require.Zero(t, b.Count(t, `SELECT count(*) FROM idempotency_keys`), "a refused form writes nothing")
 
 	// Without the cookie, the same token is worthless.
 	anon := newBrowserless(t, b.url)
 	p := anon.do(http.MethodPost, "/book", rideForm(csrf, key), sameSite)
 	require.Equal(t, http.StatusUnauthorized, p.status)
 	require.Contains(t, p.body, `action="/book/signin"`)
-	require.Empty(t, b.fake.Charges())
+	require.Empty(t, b.Stripe.Charges())
 
 	// Signing out needs the token too, then ends the session.
 	require.Equal(t, http.StatusForbidden, bl.do(http.MethodPost, "/book/signout", url.Values{"csrf_token": {"nope"}}, sameSite).status)
@@ -240,7 +218,7 @@ func TestBookingPagesSecurity(t *testing.T) {
 // the same ride for the same form, and clear pages for what went wrong.
 func TestBookingPagesAnswers(t *testing.T) {
 	t.Parallel()
-	b := webSetup(t)
+	b := setup(t)
 	bl := newBrowserless(t, b.url)
 	bl.signIn(b.rider(t, "answers@example.com", ""))
 	form := bl.form()
@@ -253,11 +231,11 @@ func TestBookingPagesAnswers(t *testing.T) {
 	again := bl.do(http.MethodPost, "/book", rideForm(csrf, key), sameSite)
 	require.Equal(t, http.StatusSeeOther, again.status)
 	require.Equal(t, loc+"?again=1", again.header.Get("Location"), "the same form, the same ride")
-	require.Len(t, b.fake.SucceededCharges(), 1)
+	require.Len(t, b.Stripe.SucceededCharges(), 1)
 
 	ride := bl.do(http.MethodGet, loc, nil, nil)
 	require.Equal(t, http.StatusOK, ride.status)
-	require.Contains(t, ride.body, b.fake.SucceededCharges()[0].ID)
+	require.Contains(t, ride.body, b.Stripe.SucceededCharges()[0].ID)
 	require.Contains(t, ride.body, "20.00 USD")
 
 	// The same form edited to another trip: refused, not booked.
@@ -284,13 +262,13 @@ func TestBookingPagesAnswers(t *testing.T) {
 
 	// Stripe gives no answer: the same form comes back to try again, and
 	// trying again books it once.
-	b.fake.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultStatus, Status: http.StatusServiceUnavailable, Times: 1})
+	b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultStatus, Status: http.StatusServiceUnavailable, Times: 1})
 	down := bl.do(http.MethodPost, "/book", rideForm(csrf, fresh), sameSite)
 	require.Equal(t, http.StatusServiceUnavailable, down.status)
 	require.Contains(t, down.body, "did not answer")
 	require.Equal(t, fresh, down.hidden(t, "idempotency_key"))
 	require.Equal(t, http.StatusSeeOther, bl.do(http.MethodPost, "/book", rideForm(csrf, fresh), sameSite).status)
-	require.Len(t, b.fake.SucceededCharges(), 2)
+	require.Len(t, b.Stripe.SucceededCharges(), 2)
 
 	// Someone else's ride is not found.
 	other := newBrowserless(t, b.url)
@@ -308,5 +286,5 @@ func TestBookingPagesAnswers(t *testing.T) {
 		require.Contains(t, d.body, "Card declined")
 		require.Contains(t, d.body, "nothing was charged")
 	}
-	require.Len(t, b.fake.SucceededCharges(), 2)
+	require.Len(t, b.Stripe.SucceededCharges(), 2)
 }

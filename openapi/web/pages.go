@@ -1,4 +1,4 @@
-package openapi
+package web
 
 import (
 	"bytes"
@@ -9,10 +9,11 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/atomicrides/atomicrides/openapi/httpctx"
 	"github.com/atomicrides/atomicrides/service"
 )
 
-//go:embed web/*.html
+//go:embed templates/*.html
 var webFiles embed.FS
 
 // webPages are the booking pages, each a clone of the layout with its own
@@ -23,10 +24,10 @@ var webPages = func() map[string]*template.Template {
 			return fmt.Sprintf("%d.%02d %s", cents/100, cents%100, strings.ToUpper(currency))
 		},
 	}
-	layout := template.Must(template.New("layout").Funcs(funcs).ParseFS(webFiles, "web/layout.html"))
+	layout := template.Must(template.New("layout").Funcs(funcs).ParseFS(webFiles, "templates/layout.html"))
 	pages := map[string]*template.Template{}
 	for _, name := range []string{"signin", "form", "ride", "message"} {
-		pages[name] = template.Must(template.Must(layout.Clone()).ParseFS(webFiles, "web/"+name+".html"))
+		pages[name] = template.Must(template.Must(layout.Clone()).ParseFS(webFiles, "templates/"+name+".html"))
 	}
 	return pages
 }()
@@ -66,11 +67,11 @@ func contentSecurityPolicy(nonce string) string {
 }
 
 // render writes page name with status and Cache-Control cache.
-func (wb *web) render(w http.ResponseWriter, r *http.Request, status int, cache, name string, data *pageData) {
+func (wb *Pages) render(w http.ResponseWriter, r *http.Request, status int, cache, name string, data *pageData) {
 	data.Nonce = rand.Text()
 	var buf bytes.Buffer
 	if err := webPages[name].ExecuteTemplate(&buf, "layout", data); err != nil {
-		wb.logger.ErrorContext(r.Context(), "render page", "page", name, "request_id", RequestID(r.Context()), "err", err)
+		wb.logger.ErrorContext(r.Context(), "render page", "page", name, "request_id", httpctx.RequestID(r.Context()), "err", err)
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
 	}
@@ -86,7 +87,7 @@ func (wb *web) render(w http.ResponseWriter, r *http.Request, status int, cache,
 }
 
 // message renders a message page with a link back to a fresh form.
-func (wb *web) message(w http.ResponseWriter, r *http.Request, s *session, status int, heading, detail string) {
+func (wb *Pages) message(w http.ResponseWriter, r *http.Request, s *session, status int, heading, detail string) {
 	data := &pageData{Title: heading, Heading: heading, Detail: detail}
 	if s != nil {
 		data.Email, data.CSRF = s.user.Email, s.csrf

@@ -1,4 +1,4 @@
-package openapi
+package web
 
 import (
 	"crypto/hmac"
@@ -31,23 +31,23 @@ type session struct {
 // errNoSession means that the request carries no valid session cookie.
 var errNoSession = errors.New("not signed in")
 
-// csrfSecret keys the forms' CSRF tokens. It derives from the operator
-// token, so that every process sharing ADMIN_TOKEN accepts the others'
-// forms; without one it is random to this handler.
-func csrfSecret(adminToken string) []byte {
-	if adminToken == "" {
+// csrfSecret keys the forms' CSRF tokens. It derives from the configured
+// secret, so that every process sharing it accepts the others' forms;
+// without one it is random to this Pages.
+func csrfSecret(secret string) []byte {
+	if secret == "" {
 		b := make([]byte, 32)
 		_, _ = rand.Read(b)
 		return b
 	}
-	m := hmac.New(sha256.New, []byte(adminToken))
+	m := hmac.New(sha256.New, []byte(secret))
 	m.Write([]byte("atomic-rides booking pages: CSRF"))
 	return m.Sum(nil)
 }
 
 // csrfToken is the session's token: an HMAC of its cookie under the server's
 // secret. A page of another origin can neither read it nor compute it.
-func (wb *web) csrfToken(cookie string) string {
+func (wb *Pages) csrfToken(cookie string) string {
 	m := hmac.New(sha256.New, wb.secret)
 	m.Write([]byte(cookie))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
@@ -55,7 +55,7 @@ func (wb *web) csrfToken(cookie string) string {
 
 // session returns the signed-in rider, errNoSession, or an internal error.
 // A cookie whose key no longer authenticates is cleared.
-func (wb *web) session(w http.ResponseWriter, r *http.Request) (*session, error) {
+func (wb *Pages) session(w http.ResponseWriter, r *http.Request) (*session, error) {
 	c, err := r.Cookie(sessionCookie)
 	if err != nil || c.Value == "" {
 		return nil, errNoSession
@@ -73,7 +73,7 @@ func (wb *web) session(w http.ResponseWriter, r *http.Request) (*session, error)
 
 // checkForm accepts a state-changing form post of s: from this origin, with
 // the session's CSRF token.
-func (wb *web) checkForm(r *http.Request, s *session) error {
+func (wb *Pages) checkForm(r *http.Request, s *session) error {
 	if err := wb.sameOrigin(r); err != nil {
 		return err
 	}
@@ -86,7 +86,7 @@ func (wb *web) checkForm(r *http.Request, s *session) error {
 // sameOrigin refuses requests that a browser marks as coming from another
 // origin (Sec-Fetch-Site, Origin) and, failing those headers, a Referer of
 // another host.
-func (wb *web) sameOrigin(r *http.Request) error {
+func (wb *Pages) sameOrigin(r *http.Request) error {
 	if err := wb.cop.Check(r); err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package openapi_test
+package web_test
 
 import (
 	"context"
@@ -169,13 +169,13 @@ func freshForm(ctx context.Context, t *testing.T, base string) string {
 // button-disabling script cannot hide them: both POSTs reach the server.
 func TestBookingPageInChromium(t *testing.T) {
 	t.Parallel()
-	b := webSetup(t)
+	b := setup(t)
 	apiKey := b.rider(t, "browser@example.com", "")
 	ctx := newBrowser(t)
 
-	chargesOf := func(id int64) []fakestripe.Charge { return b.fake.ChargesForRide(strconv.FormatInt(id, 10)) }
+	chargesOf := func(id int64) []fakestripe.Charge { return b.Stripe.ChargesForRide(strconv.FormatInt(id, 10)) }
 	keyRows := func(key string) int {
-		return b.count(t, `SELECT count(*) FROM idempotency_keys WHERE idempotency_key = $1`, key)
+		return b.Count(t, `SELECT count(*) FROM idempotency_keys WHERE idempotency_key = $1`, key)
 	}
 
 	signIn(ctx, t, b, apiKey)
@@ -212,14 +212,14 @@ func TestBookingPageInChromium(t *testing.T) {
 		fired, release := holdNextCharge(t, b)
 		key := freshForm(ctx, t, b.url)
 		x, y := center(ctx, t, "book")
-		before, conflicts := b.posts.Load(), b.svc.Stats().Conflicts
+		before, conflicts := b.posts.Load(), b.Service.Stats().Conflicts
 		loaded := nextLoad(ctx, t)
 		clickAt(ctx, t, x, y, 1)
 		<-fired // the first submission is at Stripe, with no answer yet
 		clickAt(ctx, t, x, y, 1)
 		// The second submission finds the form's key in use and waits for
 		// the first.
-		require.Eventually(t, func() bool { return b.svc.Stats().Conflicts > conflicts }, 30*time.Second, 10*time.Millisecond)
+		require.Eventually(t, func() bool { return b.Service.Stats().Conflicts > conflicts }, 30*time.Second, 10*time.Millisecond)
 		release()
 		loaded()
 
@@ -244,12 +244,12 @@ func TestBookingPageInChromium(t *testing.T) {
 		backAndSubmitAgain(ctx, t, b, page.NavigationTypeNavigation)
 	})
 
-	require.Len(t, b.fake.SucceededCharges(), 4, "four forms, four charges")
-	require.Equal(t, 4, b.count(t, `SELECT count(*) FROM rides`))
+	require.Len(t, b.Stripe.SucceededCharges(), 4, "four forms, four charges")
+	require.Equal(t, 4, b.Count(t, `SELECT count(*) FROM rides`))
 }
 
 // signIn signs in through the sign-in form and checks the session cookie.
-func signIn(ctx context.Context, t *testing.T, b *webBundle, apiKey string) {
+func signIn(ctx context.Context, t *testing.T, b *testBundle, apiKey string) {
 	t.Helper()
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.Navigate(b.url+"/book"),
@@ -270,7 +270,7 @@ func signIn(ctx context.Context, t *testing.T, b *webBundle, apiKey string) {
 // backAndSubmitAgain books, goes back to the form, submits it again, and
 // expects the same ride, charged once. Scripts are on: the page's script
 // must enable the button again on the way back.
-func backAndSubmitAgain(ctx context.Context, t *testing.T, b *webBundle, wantBack page.NavigationType) {
+func backAndSubmitAgain(ctx context.Context, t *testing.T, b *testBundle, wantBack page.NavigationType) {
 	t.Helper()
 	scripts(ctx, t, true)
 	key := freshForm(ctx, t, b.url)
@@ -298,8 +298,8 @@ func backAndSubmitAgain(ctx context.Context, t *testing.T, b *webBundle, wantBac
 	require.Equal(t, id, againID, "the same ride")
 	require.Equal(t, charge, againCharge)
 	require.EqualValues(t, 2, b.posts.Load()-before)
-	require.Len(t, b.fake.ChargesForRide(strconv.FormatInt(id, 10)), 1)
-	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM idempotency_keys WHERE idempotency_key = $1`, key))
+	require.Len(t, b.Stripe.ChargesForRide(strconv.FormatInt(id, 10)), 1)
+	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM idempotency_keys WHERE idempotency_key = $1`, key))
 
 	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
 	require.NoError(t, err)
@@ -345,12 +345,12 @@ func evaluateCenter(ctx context.Context, t *testing.T, id string) (x, y float64)
 
 // holdNextCharge holds the next charge at the fake Stripe until release is
 // called (or the test ends); fired tells when the charge is being held.
-func holdNextCharge(t *testing.T, b *webBundle) (fired <-chan struct{}, release func()) {
+func holdNextCharge(t *testing.T, b *testBundle) (fired <-chan struct{}, release func()) {
 	gate, held := make(chan struct{}), make(chan struct{}, 1)
 	var once sync.Once
 	release = func() { once.Do(func() { close(gate) }) }
 	t.Cleanup(release)
-	b.fake.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultLatency, Gate: gate, Fired: held, Times: 1})
+	b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultLatency, Gate: gate, Fired: held, Times: 1})
 	return held, release
 }
 

@@ -1,21 +1,7 @@
-package openapi
-
-import (
-	"context"
-	"crypto/rand"
-	"encoding/json"
-	"errors"
-	"log/slog"
-	"net/http"
-	"strconv"
-	"strings"
-	"time"
-
-	"github.com/atomicrides/atomicrides/service"
-)
-
-// The booking pages: server-rendered HTML for riders, beside the API on the
-// same mux and outside its spec.
+// Package web is the riders' booking pages: server-rendered HTML over the
+// service, an adapter of its own beside the API. Pages registers its routes
+// on the API's mux (openapi.Config.Pages), behind the same request ids,
+// access logs and metrics, and outside the spec.
 //
 //	GET  /book               the sign-in form, or a redirect to a new booking form
 //	GET  /book/forms/{key}   the booking form whose idempotency key is key
@@ -33,6 +19,38 @@ import (
 // ride. The key is in the form's URL too, so that going back to a submitted
 // form shows that form, key included, whether the browser restores the page
 // or fetches it again.
+package web
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/atomicrides/atomicrides/openapi/httpctx"
+	"github.com/atomicrides/atomicrides/service"
+)
+
+// Config configures the booking pages.
+type Config struct {
+	// Service books the rides and authenticates the riders. Required.
+	Service *service.Service
+	// Secret keys the forms' CSRF tokens (serve passes the operator token):
+	// every process given the same secret accepts the others' forms. Empty
+	// means a random key, private to this Pages.
+	Secret string
+	// Logger receives internal errors and refused forms. Defaults to
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// maxBodyBytes caps the forms' bodies; they hold a few short fields.
+const maxBodyBytes = 16 << 10
 
 // Bounds of a submission's wait for an earlier submission of the same form.
 const (
@@ -44,21 +62,29 @@ const (
 // A form's fields before the rider changes them: San Francisco to Oakland.
 var defaultForm = formData{OriginLat: "37.7749", OriginLon: "-122.4194", TargetLat: "37.8044", TargetLon: "-122.2712"}
 
-// web serves the booking pages.
-type web struct {
+// Pages serves the booking pages. It is safe for concurrent use.
+type Pages struct {
 	svc    *service.Service
 	logger *slog.Logger
 	secret []byte
 	cop    *http.CrossOriginProtection
 }
 
-func registerWeb(mux *http.ServeMux, cfg Config) {
-	wb := &web{
+// New returns the booking pages of cfg; Register mounts them.
+func New(cfg Config) *Pages {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Pages{
 		svc:    cfg.Service,
 		logger: cfg.Logger,
-		secret: csrfSecret(cfg.AdminToken),
+		secret: csrfSecret(cfg.Secret),
 		cop:    http.NewCrossOriginProtection(),
 	}
+}
+
+// Register adds the booking pages' routes (all under /book) to mux.
+func (wb *Pages) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /book", wb.newForm)
 	mux.HandleFunc("GET /book/forms/{key}", wb.bookForm)
 	mux.HandleFunc("POST /book", wb.bookSubmit)
@@ -69,7 +95,7 @@ func registerWeb(mux *http.ServeMux, cfg Config) {
 
 // newForm sends a signed-in rider to a booking form with a fresh
 // idempotency key, and shows the sign-in form to anyone else.
-func (wb *web) newForm(w http.ResponseWriter, r *http.Request) {
+func (wb *Pages) newForm(w http.ResponseWriter, r *http.Request) {
 	if _, err := wb.session(w, r); err != nil {
 		wb.signInPage(w, r, err, http.StatusOK, "")
 		return
@@ -79,7 +105,7 @@ func (wb *web) newForm(w http.ResponseWriter, r *http.Request) {
 }
 
 // bookForm shows the booking form of the key in its URL.
-func (wb *web) bookForm(w http.ResponseWriter, r *http.Request) {
+func (wb *Pages) bookForm(w http.ResponseWriter, r *http.Request) {
 	s, err := wb.session(w, r)
 	if err != nil {
 		wb.signInPage(w, r, err, http.StatusOK, "")
@@ -95,7 +121,7 @@ func (wb *web) bookForm(w http.ResponseWriter, r *http.Request) {
 	wb.formPage(w, r, s, http.StatusOK, &f, "", "")
 }
 
-func (wb *web) formPage(w http.ResponseWriter, r *http.Request, s *session, status int, f *formData, notice, kind string) {
+func (wb *Pages) formPage(w http.ResponseWriter, r *http.Request, s *session, status int, f *formData, notice, kind string) {
 	wb.render(w, r, status, "private, no-cache", "form", &pageData{
 		Title: "Book a ride", Email: s.user.Email, CSRF: s.csrf, Form: f, Notice: notice, NoticeKind: kind,
 	})
@@ -103,7 +129,7 @@ func (wb *web) formPage(w http.ResponseWriter, r *http.Request, s *session, stat
 
 // signInPage shows the sign-in form, or an error page when the session could
 // not be judged.
-func (wb *web) signInPage(w http.ResponseWriter, r *http.Request, sessionErr error, status int, notice string) {
+func (wb *Pages) signInPage(w http.ResponseWriter, r *http.Request, sessionErr error, status int, notice string) {
 	if sessionErr != nil && !errors.Is(sessionErr, errNoSession) {
 		wb.internal(w, r, nil, "session", sessionErr)
 		return
@@ -111,7 +137,7 @@ func (wb *web) signInPage(w http.ResponseWriter, r *http.Request, sessionErr err
 	wb.render(w, r, status, "no-store", "signin", &pageData{Title: "Sign in", Notice: notice, NoticeKind: "error"})
 }
 
-func (wb *web) signIn(w http.ResponseWriter, r *http.Request) {
+func (wb *Pages) signIn(w http.ResponseWriter, r *http.Request) {
 	if err := wb.sameOrigin(r); err != nil {
 		wb.message(w, r, nil, http.StatusForbidden, "Sign-in refused", "The sign-in did not come from this site's own form.")
 		return
@@ -130,7 +156,7 @@ func (wb *web) signIn(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/book", http.StatusSeeOther)
 }
 
-func (wb *web) signOut(w http.ResponseWriter, r *http.Request) {
+func (wb *Pages) signOut(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
 	s, err := wb.session(w, r)
 	if err == nil && wb.checkForm(r, s) != nil {
@@ -144,7 +170,7 @@ func (wb *web) signOut(w http.ResponseWriter, r *http.Request) {
 // bookSubmit books the form's ride under the form's idempotency key, and
 // answers with a redirect to the ride (Post/Redirect/Get): every submission
 // of one form ends on the same ride.
-func (wb *web) bookSubmit(w http.ResponseWriter, r *http.Request) {
+func (wb *Pages) bookSubmit(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
 	s, err := wb.session(w, r)
 	if err != nil {
@@ -156,7 +182,7 @@ func (wb *web) bookSubmit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := wb.checkForm(r, s); err != nil {
-		wb.logger.InfoContext(r.Context(), "booking form refused", "request_id", RequestID(r.Context()), "err", err)
+		wb.logger.InfoContext(r.Context(), "booking form refused", "request_id", httpctx.RequestID(r.Context()), "err", err)
 		wb.message(w, r, s, http.StatusForbidden, "Form refused", "This form did not come from this site, or from an earlier sign-in. Nothing was booked.")
 		return
 	}
@@ -206,7 +232,7 @@ func (wb *web) bookSubmit(w http.ResponseWriter, r *http.Request) {
 
 // bookFailed answers a submission that got no stored answer. Where a retry
 // can help, the page carries the same form, key included.
-func (wb *web) bookFailed(w http.ResponseWriter, r *http.Request, s *session, f *formData, err error) {
+func (wb *Pages) bookFailed(w http.ResponseWriter, r *http.Request, s *session, f *formData, err error) {
 	switch service.ErrorCode(err) {
 	case service.CodeInvalid:
 		var e *service.Error
@@ -220,7 +246,7 @@ func (wb *web) bookFailed(w http.ResponseWriter, r *http.Request, s *session, f 
 		wb.message(w, r, s, http.StatusUnprocessableEntity, "This form was already used",
 			"This form already booked a different trip, so it cannot book this one. Start from a fresh form.")
 	case service.CodeProcessorUnavailable:
-		wb.logger.ErrorContext(r.Context(), "book", "request_id", RequestID(r.Context()), "err", err)
+		wb.logger.ErrorContext(r.Context(), "book", "request_id", httpctx.RequestID(r.Context()), "err", err)
 		f.Button = "Try again"
 		wb.formPage(w, r, s, http.StatusServiceUnavailable, f,
 			"The payment processor did not answer. Try again: this form books one ride at most, and you will not be charged twice.", "error")
@@ -233,11 +259,11 @@ func (wb *web) bookFailed(w http.ResponseWriter, r *http.Request, s *session, f 
 // of the same form holds the key: the second of two quick submissions then
 // answers with the first one's ride. The service goes on with the work when
 // the browser abandons a submission, so the wait ends.
-func (wb *web) rideCreate(ctx context.Context, userID int64, key string, params service.RideCreateParams) (*service.Response, error) {
+func (wb *Pages) rideCreate(ctx context.Context, userID int64, key string, params service.RideCreateParams) (*service.Response, error) {
 	deadline := time.Now().Add(bookingWait)
 	poll := bookingPollFirst
 	for {
-		resp, err := wb.svc.RideCreate(ctx, userID, key, params, clientIP(ctx))
+		resp, err := wb.svc.RideCreate(ctx, userID, key, params, httpctx.ClientIP(ctx))
 		if service.ErrorCode(err) != service.CodeKeyInUse || time.Now().Add(poll).After(deadline) {
 			return resp, err
 		}
@@ -290,7 +316,7 @@ func parseRideForm(f *formData) (p service.RideCreateParams, field string) {
 }
 
 // ridePage shows one of the signed-in rider's rides.
-func (wb *web) ridePage(w http.ResponseWriter, r *http.Request) {
+func (wb *Pages) ridePage(w http.ResponseWriter, r *http.Request) {
 	s, err := wb.session(w, r)
 	if err != nil {
 		wb.signInPage(w, r, err, http.StatusUnauthorized, "Sign in to see your rides.")
@@ -321,8 +347,8 @@ func (wb *web) ridePage(w http.ResponseWriter, r *http.Request) {
 }
 
 // internal logs err and shows a page that says nothing of it.
-func (wb *web) internal(w http.ResponseWriter, r *http.Request, s *session, op string, err error) {
-	wb.logger.ErrorContext(r.Context(), op, "request_id", RequestID(r.Context()), "err", err)
+func (wb *Pages) internal(w http.ResponseWriter, r *http.Request, s *session, op string, err error) {
+	wb.logger.ErrorContext(r.Context(), op, "request_id", httpctx.RequestID(r.Context()), "err", err)
 	wb.message(w, r, s, http.StatusInternalServerError, "Something went wrong",
 		"Please try again. A form you submitted books one ride at most.")
 }
