@@ -21,8 +21,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
-	"net/http/pprof"
 	"os"
 	"os/signal"
 	"syscall"
@@ -225,7 +223,7 @@ func serve(ctx context.Context, args []string, logger *slog.Logger) error {
 		if err != nil {
 			return err
 		}
-		msrv := &http.Server{Handler: openapi.MetricsHandler(registry), ReadHeaderTimeout: 10 * time.Second}
+		msrv := newHTTPServer(openapi.MetricsHandler(registry))
 		go func() { _ = msrv.Serve(mln) }()
 		defer msrv.Close()
 		logger.Info("metrics serving", "url", "http://"+mln.Addr().String()+"/metrics")
@@ -241,7 +239,7 @@ func serve(ctx context.Context, args []string, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	srv := newHTTPServer(handler)
 	base := "http://" + ln.Addr().String()
 	logger.Info("serving", "url", base, "river_ui", base+"/riverui/", "openapi", base+"/openapi.yaml")
 	fmt.Fprintf(os.Stderr, "\nAtomic Rides is serving on %s\n  admin token: %s\n  River UI:    %s/riverui/  (any user name, the admin token as password)\n  metrics:     %s/metrics  (Bearer admin token)\n  try:\n    curl -s -X PUT -H 'Authorization: Bearer %s' %s/users/rider@example.com\n\n",
@@ -430,13 +428,7 @@ func servePprof(addr string, logger *slog.Logger) (stop func(), err error) {
 	if err != nil {
 		return nil, err
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := newHTTPServer(pprofHandlers())
 	go func() { _ = srv.Serve(ln) }()
 	logger.Info("pprof serving", "url", "http://"+ln.Addr().String()+"/debug/pprof/")
 	return func() { _ = srv.Close() }, nil

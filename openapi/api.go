@@ -74,7 +74,11 @@ func NewHandler(cfg Config) http.Handler {
 		hm = newHTTPMetrics(cfg.Metrics)
 		mux.Handle("GET /metrics", metricsHandler(cfg.AdminToken, cfg.Metrics))
 	}
-	return requestContext(cfg.Logger, hm, unmatched(mux))
+	var h http.Handler = unmatched(mux)
+	if cfg.Service != nil {
+		h = paymentDeadlines(mux, cfg.Service.Lease(), h)
+	}
+	return requestContext(cfg.Logger, hm, h)
 }
 
 // Spec returns the OpenAPI document of the API as YAML.

@@ -181,6 +181,9 @@ func (wb *Pages) bookSubmit(w http.ResponseWriter, r *http.Request) {
 		wb.message(w, r, s, http.StatusBadRequest, "Unreadable form", "The form could not be read. Nothing was booked.")
 		return
 	}
+	// The form is read: the submission may now wait for an earlier one and
+	// then for the payment processor, longer than the server's timeouts.
+	httpctx.ExtendDeadlines(w, bookingWait+wb.svc.Lease())
 	if err := wb.checkForm(r, s); err != nil {
 		wb.logger.InfoContext(r.Context(), "booking form refused", "request_id", httpctx.RequestID(r.Context()), "err", err)
 		wb.message(w, r, s, http.StatusForbidden, "Form refused", "This form did not come from this site, or from an earlier sign-in. Nothing was booked.")

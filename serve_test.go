@@ -1,0 +1,57 @@
+package main
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/atomicrides/atomicrides/service/payments/fakestripe"
+	"github.com/atomicrides/atomicrides/sql/dbtest"
+)
+
+// servedBinary is the built binary serving the API on its own database, with
+// a fake Stripe of the test.
+type servedBinary struct {
+	*binaryProcess
+	base   string
+	logs   *syncBuffer
+	stripe *fakestripe.Server
+	// adminToken is the ADMIN_TOKEN the process was given.
+	adminToken string
+}
+
+// testAdminToken is the operator credential of the served binaries.
+const testAdminToken = "test-admin-token-0123456789abcdef0123"
+
+// serveBinary runs `serve` of the built binary until t ends; env adds to (and
+// overrides) the defaults: a fresh database, a loopback address, the fake
+// Stripe, the test's admin token and a mail directory under t.TempDir().
+func serveBinary(t *testing.T, env ...string) *servedBinary {
+	t.Helper()
+	fake := fakestripe.New(fakestripe.Options{})
+	stripeSrv := httptest.NewServer(fake)
+	t.Cleanup(stripeSrv.Close)
+	addr := freeAddr(t)
+	s := &servedBinary{base: "http://" + addr, logs: &syncBuffer{}, stripe: fake, adminToken: testAdminToken}
+	s.binaryProcess = startBinary(t, buildBinary(t), s.logs, append([]string{
+		"DATABASE_URL=" + dbtest.NewURL(t),
+		"ADDR=" + addr,
+		"ADMIN_TOKEN=" + testAdminToken,
+		"STRIPE_API_BASE=" + stripeSrv.URL,
+		"STRIPE_SECRET_KEY=sk_test_serve",
+		"MAIL_DIR=" + t.TempDir(),
+	}, env...), "serve")
+	waitReady(t, s.base+"/readyz", s.exited)
+	return s
+}
+
+// request sends a request to the served API and returns its status.
+func (s *servedBinary) request(t *testing.T, req *http.Request) *http.Response {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = resp.Body.Close() })
+	return resp
+}
