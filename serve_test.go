@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/atomicrides/atomicrides/service/payments/fakestripe"
@@ -20,6 +22,8 @@ type servedBinary struct {
 	stripe *fakestripe.Server
 	// adminToken is the ADMIN_TOKEN the process was given.
 	adminToken string
+	// dbURL is the process's database.
+	dbURL string
 }
 
 // testAdminToken is the operator credential of the served binaries.
@@ -34,9 +38,9 @@ func serveBinary(t *testing.T, env ...string) *servedBinary {
 	stripeSrv := httptest.NewServer(fake)
 	t.Cleanup(stripeSrv.Close)
 	addr := freeAddr(t)
-	s := &servedBinary{base: "http://" + addr, logs: &syncBuffer{}, stripe: fake, adminToken: testAdminToken}
+	s := &servedBinary{base: "http://" + addr, logs: &syncBuffer{}, stripe: fake, adminToken: testAdminToken, dbURL: dbtest.NewURL(t)}
 	s.binaryProcess = startBinary(t, buildBinary(t), s.logs, append([]string{
-		"DATABASE_URL=" + dbtest.NewURL(t),
+		"DATABASE_URL=" + s.dbURL,
 		"ADDR=" + addr,
 		"ADMIN_TOKEN=" + testAdminToken,
 		"STRIPE_API_BASE=" + stripeSrv.URL,
@@ -54,4 +58,15 @@ func (s *servedBinary) request(t *testing.T, req *http.Request) *http.Response {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = resp.Body.Close() })
 	return resp
+}
+
+// count runs a query returning one number against the process's database.
+func (s *servedBinary) count(t *testing.T, query string, args ...any) int64 {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), s.dbURL)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	var n int64
+	require.NoError(t, conn.QueryRow(context.Background(), query, args...).Scan(&n))
+	return n
 }
