@@ -15,10 +15,12 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -141,10 +143,12 @@ func serve(ctx context.Context, args []string, logger *slog.Logger) error {
 		return err
 	}
 	addr := envOr("ADDR", "127.0.0.1:8080")
-	adminToken := os.Getenv("ADMIN_TOKEN")
-	if adminToken == "" {
-		adminToken = randomToken()
-		logger.Warn("ADMIN_TOKEN not set: generated one for this run", "admin_token", adminToken)
+	adminToken, generated, err := adminTokenFromEnv()
+	if err != nil {
+		return err
+	}
+	if generated {
+		logger.Warn("ADMIN_TOKEN not set: generated one for this run, printed in the banner", "admin_token_sha256", fingerprint(adminToken))
 	}
 
 	pool, err := connect(ctx, logger, true)
@@ -241,9 +245,8 @@ func serve(ctx context.Context, args []string, logger *slog.Logger) error {
 	}
 	srv := newHTTPServer(handler)
 	base := "http://" + ln.Addr().String()
-	logger.Info("serving", "url", base, "river_ui", base+"/riverui/", "openapi", base+"/openapi.yaml")
-	fmt.Fprintf(os.Stderr, "\nAtomic Rides is serving on %s\n  admin token: %s\n  River UI:    %s/riverui/  (any user name, the admin token as password)\n  metrics:     %s/metrics  (Bearer admin token)\n  try:\n    curl -s -X PUT -H 'Authorization: Bearer %s' %s/users/rider@example.com\n\n",
-		base, adminToken, base, base, adminToken, base)
+	logger.Info("serving", "url", base, "river_ui", base+"/riverui/", "openapi", base+"/openapi.yaml", "admin_token_sha256", fingerprint(adminToken))
+	printBanner(os.Stderr, base, adminToken, generated)
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
@@ -452,6 +455,45 @@ func envOr(name, def string) string {
 		return v
 	}
 	return def
+}
+
+// minAdminTokenLen is the shortest ADMIN_TOKEN accepted: 32 characters,
+// e.g. `openssl rand -hex 24` (48).
+const minAdminTokenLen = 32
+
+// adminTokenFromEnv returns ADMIN_TOKEN, or a random token generated for this
+// run when it is unset. A supplied token shorter than minAdminTokenLen is
+// refused; the error never contains it.
+func adminTokenFromEnv() (token string, generated bool, err error) {
+	token = os.Getenv("ADMIN_TOKEN")
+	if token == "" {
+		return randomToken(), true, nil
+	}
+	if len(token) < minAdminTokenLen {
+		return "", false, fmt.Errorf("ADMIN_TOKEN: too short (%d characters): want at least %d, e.g. the output of `openssl rand -hex 24`", len(token), minAdminTokenLen)
+	}
+	return token, false, nil
+}
+
+// fingerprint tells operator tokens apart in logs without revealing them:
+// the first 8 hex digits of the token's SHA-256.
+func fingerprint(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:4])
+}
+
+// printBanner tells the person who started the server where everything is.
+// The admin token itself is printed only when this process generated it
+// (there is no other way to learn it); a supplied one is referred to as
+// $ADMIN_TOKEN, so that the banner never copies an operator's secret into
+// a log.
+func printBanner(w io.Writer, base, adminToken string, generated bool) {
+	token, shown := "$ADMIN_TOKEN", "from ADMIN_TOKEN (sha256 "+fingerprint(adminToken)+"…)"
+	if generated {
+		token, shown = adminToken, adminToken+"  (generated for this run: set ADMIN_TOKEN to keep one)"
+	}
+	fmt.Fprintf(w, "\nAtomic Rides is serving on %s\n  admin token: %s\n  River UI:    %s/riverui/  (any user name, the admin token as password)\n  metrics:     %s/metrics  (Bearer admin token)\n  try:\n    curl -s -X PUT -H \"Authorization: Bearer %s\" %s/users/rider@example.com\n\n",
+		base, shown, base, base, token, base)
 }
 
 func randomToken() string {

@@ -42,7 +42,7 @@ func TestServeShutsDownGracefully(t *testing.T) {
 	proc := startBinary(t, bin, logs, []string{
 		"DATABASE_URL=" + dbtest.NewURL(t),
 		"ADDR=" + addr,
-		"ADMIN_TOKEN=shutdown-admin",
+		"ADMIN_TOKEN=shutdown-admin-token-0123456789abcdef0123",
 		"STRIPE_API_BASE=" + stripeSrv.URL,
 		"STRIPE_SECRET_KEY=sk_test_shutdown",
 	}, "serve")
@@ -52,7 +52,7 @@ func TestServeShutsDownGracefully(t *testing.T) {
 	waitReady(t, base+"/readyz", exited)
 
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPut, base+"/users/shutdown@example.com", nil)
-	req.Header.Set("Authorization", "Bearer shutdown-admin")
+	req.Header.Set("Authorization", "Bearer shutdown-admin-token-0123456789abcdef0123")
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	var created struct {

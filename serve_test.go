@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -69,4 +73,33 @@ func (s *servedBinary) count(t *testing.T, query string, args ...any) int64 {
 	var n int64
 	require.NoError(t, conn.QueryRow(context.Background(), query, args...).Scan(&n))
 	return n
+}
+
+// ranBinary is what a command of the built binary printed and how it ended.
+type ranBinary struct {
+	stdout, stderr string
+	code           int
+}
+
+// runBinary runs the built binary with args to completion, with env added to
+// the test's environment, in a temporary working directory; it fails the
+// test if the command runs longer than a minute.
+func runBinary(t *testing.T, env []string, args ...string) ranBinary {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, buildBinary(t), args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Dir = t.TempDir()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	require.NoError(t, ctx.Err(), "%v did not finish; stderr:\n%s", args, stderr.String())
+	code := 0
+	if err != nil {
+		var exit *exec.ExitError
+		require.ErrorAs(t, err, &exit)
+		code = exit.ExitCode()
+	}
+	return ranBinary{stdout: stdout.String(), stderr: stderr.String(), code: code}
 }
