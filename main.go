@@ -220,7 +220,7 @@ func serve(ctx context.Context, args []string, logger *slog.Logger) error {
 		Ready:      func(ctx context.Context) error { return ready(ctx, pool) },
 		Logger:     logger,
 		Metrics:    registry,
-		Pages:      web.New(web.Config{Service: svc, Secret: adminToken, Logger: logger}),
+		Pages:      web.New(web.Config{Service: svc, Secret: adminToken, Logger: logger, PublicURL: os.Getenv("PUBLIC_URL")}),
 	})
 	if metricsAddr := os.Getenv("METRICS_ADDR"); metricsAddr != "" {
 		mln, err := net.Listen("tcp", metricsAddr)

@@ -17,6 +17,7 @@ type APIKey struct {
 	CreatedAt time.Time
 	KeyHash   []byte
 	UserID    int64
+	RevokedAt *time.Time
 }
 
 type AuditRecord struct {
@@ -28,6 +29,13 @@ type AuditRecord struct {
 	ResourceID   int64
 	ResourceType string
 	UserID       int64
+}
+
+type BookingSession struct {
+	IDHash    []byte
+	ApiKeyID  int64
+	CreatedAt time.Time
+	ExpiresAt time.Time
 }
 
 type IdempotencyKey struct {
