@@ -104,7 +104,7 @@ func TestBookCommand(t *testing.T) {
 	require.Contains(t, noKey.stderr, "ATOMICRIDES_API_KEY")
 
 	badFrom := runBook(t, env, "--from", "north", "--to", "2,2")
-	require.Equal(t, 1, badFrom.exit)
+	require.Equal(t, 2, badFrom.exit, "a usage error")
 	require.Contains(t, badFrom.stderr, "--from must be LAT,LON")
 
 	outOfRange := runBook(t, env, "--from", "91,0", "--to", "2,2")

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,17 +15,61 @@ import (
 	"github.com/atomicrides/atomicrides/service"
 )
 
-const keysUsage = `usage:
+const keysUsage = `keys list|show|complete ...
+
   keys list [-dead] [-limit N] [-json]   unfinished requests idle past COMPLETER_IDLE or past KEY_RETENTION;
                                          -dead: those whose completion was discarded after its last attempt
   keys show [-json] ID                   one key, its stored request and its completion job
   keys complete ID                       drive the request to completion now, as its client's retry would`
 
-// keysCommand is the operators' view of idempotency keys.
+// keysCommand is the operators' view of idempotency keys. The command line
+// is checked in full before the database is touched.
 func keysCommand(ctx context.Context, args []string, out io.Writer, logger *slog.Logger) error {
 	if len(args) == 0 {
-		return errors.New(keysUsage)
+		return usagef("keys: missing subcommand: list, show or complete (see atomicrides keys --help)")
 	}
+	sub := args[0]
+	if isHelp(sub) {
+		fmt.Fprintln(out, "usage: atomicrides "+keysUsage)
+		return errHelpShown
+	}
+	var cmd *command
+	var dead, asJSON *bool
+	var limit *int
+	var id int64
+	switch sub {
+	case "list":
+		cmd = newCommand("keys list", "keys list [-dead] [-limit N] [-json]\n\nLists unfinished requests idle past COMPLETER_IDLE or past KEY_RETENTION.", out)
+		dead = cmd.fs.Bool("dead", false, "list dead-lettered requests only: those whose completion was discarded after its last attempt")
+		limit = cmd.fs.Int("limit", 100, "list at most this many")
+		asJSON = cmd.fs.Bool("json", false, "print JSON")
+		if err := cmd.parse(args[1:], 0); err != nil {
+			return err
+		}
+		if *limit <= 0 {
+			return usagef("keys list: -limit %d: want a positive number", *limit)
+		}
+	case "show", "complete":
+		if sub == "show" {
+			cmd = newCommand("keys show", "keys show [-json] ID\n\nShows one key, its stored request and its completion job.", out)
+			asJSON = cmd.fs.Bool("json", false, "print JSON")
+		} else {
+			cmd = newCommand("keys complete", "keys complete ID\n\nDrives the request to completion now, as its client's retry would.", out)
+		}
+		if err := cmd.parse(args[1:], 1); err != nil {
+			return err
+		}
+		if cmd.fs.NArg() != 1 {
+			return usagef("keys %s: missing the key's ID (see atomicrides keys %s --help)", sub, sub)
+		}
+		var err error
+		if id, err = strconv.ParseInt(cmd.fs.Arg(0), 10, 64); err != nil || id <= 0 {
+			return usagef("keys %s: key id %q: want a positive integer", sub, cmd.fs.Arg(0))
+		}
+	default:
+		return usagef("keys: unknown subcommand %q: want list, show or complete (see atomicrides keys --help)", sub)
+	}
+
 	pool, err := connect(ctx, logger, false)
 	if err != nil {
 		return err
@@ -39,15 +81,7 @@ func keysCommand(ctx context.Context, args []string, out io.Writer, logger *slog
 	}
 	defer stop()
 
-	fs := flag.NewFlagSet("keys "+args[0], flag.ContinueOnError)
-	fs.SetOutput(out)
-	dead := fs.Bool("dead", false, "list dead-lettered requests only")
-	limit := fs.Int("limit", 100, "list at most this many")
-	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args[1:]); err != nil {
-		return err
-	}
-	switch args[0] {
+	switch sub {
 	case "list":
 		var keys []*service.KeyInfo
 		if *dead {
@@ -63,26 +97,18 @@ func keysCommand(ctx context.Context, args []string, out io.Writer, logger *slog
 		}
 		printKeys(out, keys)
 		return nil
-	case "show", "complete":
-		if fs.NArg() != 1 {
-			return errors.New(keysUsage)
+	case "complete":
+		resp, err := svc.KeyComplete(ctx, id)
+		if err != nil {
+			return fmt.Errorf("key %d not completed: %w", id, err)
 		}
-		id, err := strconv.ParseInt(fs.Arg(0), 10, 64)
-		if err != nil || id <= 0 {
-			return fmt.Errorf("key id %q: want a positive integer", fs.Arg(0))
+		verb := "finished"
+		if resp.Replayed {
+			verb = "was already finished"
 		}
-		if args[0] == "complete" {
-			resp, err := svc.KeyComplete(ctx, id)
-			if err != nil {
-				return fmt.Errorf("key %d not completed: %w", id, err)
-			}
-			verb := "finished"
-			if resp.Replayed {
-				verb = "was already finished"
-			}
-			fmt.Fprintf(out, "key %d %s: %d %s\n", id, verb, resp.Status, resp.Body)
-			return nil
-		}
+		fmt.Fprintf(out, "key %d %s: %d %s\n", id, verb, resp.Status, resp.Body)
+		return nil
+	default: // show
 		k, err := svc.KeyGet(ctx, id)
 		if err != nil {
 			return err
@@ -93,7 +119,6 @@ func keysCommand(ctx context.Context, args []string, out io.Writer, logger *slog
 		printKey(out, k)
 		return nil
 	}
-	return errors.New(keysUsage)
 }
 
 func printKeys(out io.Writer, keys []*service.KeyInfo) {

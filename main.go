@@ -18,7 +18,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -50,41 +49,61 @@ import (
 func main() {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	if err := runCommand(ctx, os.Args[1:], logger); err != nil {
+	err := runCommand(ctx, os.Args[1:], os.Stdout, os.Stderr, logger)
+	stop()
+	var usage *usageError
+	switch {
+	case err == nil, errors.Is(err, errHelpShown):
+	case errors.As(err, &usage):
+		fmt.Fprintln(os.Stderr, "atomicrides: "+oneLine(usage.msg))
+		os.Exit(2)
+	default:
 		logger.Error("exit", "err", err)
 		os.Exit(1)
 	}
 }
 
-func runCommand(ctx context.Context, args []string, logger *slog.Logger) error {
+// runCommand runs the command of args (serve when there is none).
+func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
 	if len(args) == 0 {
 		args = []string{"serve"}
 	}
 	switch args[0] {
+	case "-h", "-help", "--help":
+		printMainUsage(stdout)
+		return errHelpShown
+	case "help":
+		if len(args) > 1 {
+			return runCommand(ctx, []string{args[1], "--help"}, stdout, stderr, logger)
+		}
+		printMainUsage(stdout)
+		return errHelpShown
 	case "serve":
-		return serve(ctx, args[1:], logger)
+		return serve(ctx, args[1:], stdout, logger)
 	case "migrate":
-		return migrate(ctx, logger)
+		return migrate(ctx, args[1:], stdout, logger)
 	case "openapi":
+		if err := newCommand("openapi", "openapi\n\nPrints the OpenAPI spec of the API (YAML) to stdout.", stdout).parse(args[1:], 0); err != nil {
+			return err
+		}
 		spec, err := openapi.Spec()
 		if err != nil {
 			return err
 		}
-		_, err = os.Stdout.Write(spec)
+		_, err = stdout.Write(spec)
 		return err
 	case "fakestripe":
-		return serveFakeStripe(ctx, args[1:], logger)
+		return serveFakeStripe(ctx, args[1:], stdout, logger)
 	case "mailsink":
-		return serveMailSink(ctx, args[1:], logger)
+		return serveMailSink(ctx, args[1:], stdout, logger)
 	case "keys":
-		return keysCommand(ctx, args[1:], os.Stdout, logger)
+		return keysCommand(ctx, args[1:], stdout, logger)
 	case "db":
-		return dbCommand(ctx, args[1:], logger)
+		return dbCommand(ctx, args[1:], stdout, logger)
 	case "book":
-		return book(ctx, args[1:], os.Stdout, os.Stderr)
+		return book(ctx, args[1:], stdout, stderr)
 	default:
-		return fmt.Errorf("unknown command %q: want serve, migrate, openapi, keys, book, fakestripe, mailsink or db", args[0])
+		return usagef("unknown command %q (see atomicrides --help)", args[0])
 	}
 }
 
@@ -122,7 +141,10 @@ func connect(ctx context.Context, logger *slog.Logger, start bool) (*pgxpool.Poo
 	return pool, nil
 }
 
-func migrate(ctx context.Context, logger *slog.Logger) error {
+func migrate(ctx context.Context, args []string, stdout io.Writer, logger *slog.Logger) error {
+	if err := newCommand("migrate", "migrate\n\nApplies the pending migrations, the service's and River's, to DATABASE_URL.", stdout).parse(args, 0); err != nil {
+		return err
+	}
 	pool, err := connect(ctx, logger, true)
 	if err != nil {
 		return err
@@ -136,10 +158,10 @@ func migrate(ctx context.Context, logger *slog.Logger) error {
 	return nil
 }
 
-func serve(ctx context.Context, args []string, logger *slog.Logger) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	noMigrate := fs.Bool("no-migrate", false, "do not apply pending migrations at start")
-	if err := fs.Parse(args); err != nil {
+func serve(ctx context.Context, args []string, stdout io.Writer, logger *slog.Logger) error {
+	cmd := newCommand("serve", "serve [-no-migrate]\n\nServes the HTTP API, the booking pages and River UI, and runs the River workers.\nConfiguration comes from the environment: see README.md.", stdout)
+	noMigrate := cmd.fs.Bool("no-migrate", false, "do not apply pending migrations at start")
+	if err := cmd.parse(args, 0); err != nil {
 		return err
 	}
 	addr := envOr("ADDR", "127.0.0.1:8080")
@@ -309,10 +331,10 @@ func paymentsFromEnv(logger *slog.Logger) (service.Payments, func(), error) {
 	return payments.New(payments.Config{SecretKey: key, APIBase: base, Timeout: timeout}), func() {}, nil
 }
 
-func serveFakeStripe(ctx context.Context, args []string, logger *slog.Logger) error {
-	fs := flag.NewFlagSet("fakestripe", flag.ContinueOnError)
-	addr := fs.String("addr", envOr("FAKESTRIPE_ADDR", "127.0.0.1:12111"), "listen address")
-	if err := fs.Parse(args); err != nil {
+func serveFakeStripe(ctx context.Context, args []string, stdout io.Writer, logger *slog.Logger) error {
+	cmd := newCommand("fakestripe", "fakestripe [-addr HOST:PORT]\n\nServes the built-in fake Stripe (for development and tests) until interrupted.", stdout)
+	addr := cmd.fs.String("addr", envOr("FAKESTRIPE_ADDR", "127.0.0.1:12111"), "listen address")
+	if err := cmd.parse(args, 0); err != nil {
 		return err
 	}
 	fake := fakestripe.New(fakestripe.Options{Logger: logger})
@@ -325,17 +347,21 @@ func serveFakeStripe(ctx context.Context, args []string, logger *slog.Logger) er
 	return stop(context.WithoutCancel(ctx))
 }
 
-func dbCommand(ctx context.Context, args []string, logger *slog.Logger) error {
-	if len(args) != 1 {
-		return errors.New("usage: db up|down|url")
+func dbCommand(ctx context.Context, args []string, stdout io.Writer, logger *slog.Logger) error {
+	cmd := newCommand("db", "db up|down|url\n\n  up    start the throwaway development PostgreSQL if needed, and print its URL\n  url   the same: print the URL of the database the service uses\n  down  stop the throwaway development PostgreSQL", stdout)
+	if err := cmd.parse(args, 1); err != nil {
+		return err
 	}
-	switch args[0] {
+	if cmd.fs.NArg() != 1 {
+		return usagef("db: missing subcommand: up, down or url (see atomicrides db --help)")
+	}
+	switch cmd.fs.Arg(0) {
 	case "up", "url":
 		url, err := databaseURL(ctx, logger, true)
 		if err != nil {
 			return err
 		}
-		fmt.Println(url)
+		fmt.Fprintln(stdout, url)
 		return nil
 	case "down":
 		root, err := pgenv.FindProjectRoot(".")
@@ -344,7 +370,7 @@ func dbCommand(ctx context.Context, args []string, logger *slog.Logger) error {
 		}
 		return pgenv.StopCluster(ctx, root+"/.pgdata")
 	}
-	return fmt.Errorf("unknown db command %q: want up, down or url", args[0])
+	return usagef("db: unknown subcommand %q: want up, down or url", cmd.fs.Arg(0))
 }
 
 // newService builds the service over pool with the payment processor and the
@@ -407,11 +433,11 @@ func mailerFromEnv(logger *slog.Logger) (service.Mailer, func(), error) {
 	return m, func() { _ = stop(context.Background()) }, err
 }
 
-func serveMailSink(ctx context.Context, args []string, logger *slog.Logger) error {
-	fs := flag.NewFlagSet("mailsink", flag.ContinueOnError)
-	addr := fs.String("addr", envOr("MAILSINK_ADDR", "127.0.0.1:2525"), "listen address")
-	dir := fs.String("dir", envOr("MAIL_DIR", ".mail"), "directory receiving each message as an .eml file (empty: none)")
-	if err := fs.Parse(args); err != nil {
+func serveMailSink(ctx context.Context, args []string, stdout io.Writer, logger *slog.Logger) error {
+	cmd := newCommand("mailsink", "mailsink [-addr HOST:PORT] [-dir DIR]\n\nServes an SMTP server that keeps what it receives (for development) until interrupted.", stdout)
+	addr := cmd.fs.String("addr", envOr("MAILSINK_ADDR", "127.0.0.1:2525"), "listen address")
+	dir := cmd.fs.String("dir", envOr("MAIL_DIR", ".mail"), "directory receiving each message as an .eml file (empty: none)")
+	if err := cmd.parse(args, 0); err != nil {
 		return err
 	}
 	sink := mailsink.New(mailsink.Options{Dir: *dir, Logger: logger})
