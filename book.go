@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -42,12 +41,15 @@ func book(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if body.TargetLat, body.TargetLon, err = parseLatLon("--to", *to); err != nil {
 		return err
 	}
-	apiKey := os.Getenv("ATOMICRIDES_API_KEY")
+	cfg, err := configFromEnv()
+	if err != nil {
+		return err
+	}
+	apiKey := cfg.BookAPIKey
 	if apiKey == "" {
 		return errors.New("book: set ATOMICRIDES_API_KEY to the rider's API key (PUT /users/{email} mints one)")
 	}
-	base := envOr("ATOMICRIDES_URL", "http://127.0.0.1:8080")
-	c, err := client.NewClient(base, client.WithBearer(apiKey))
+	c, err := client.NewClient(cfg.BookURL, client.WithBearer(apiKey))
 	if err != nil {
 		return fmt.Errorf("book: %w", err)
 	}

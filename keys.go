@@ -70,12 +70,16 @@ func keysCommand(ctx context.Context, args []string, out io.Writer, logger *slog
 		return usagef("keys: unknown subcommand %q: want list, show or complete (see atomicrides keys --help)", sub)
 	}
 
-	pool, err := connect(ctx, logger, false)
+	cfg, err := configFromEnv()
+	if err != nil {
+		return err
+	}
+	pool, err := connect(ctx, cfg, logger, false)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	svc, stop, err := newService(pool, prometheus.NewRegistry(), logger)
+	svc, stop, err := newService(pool, cfg, prometheus.NewRegistry(), logger)
 	if err != nil {
 		return err
 	}

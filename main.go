@@ -52,15 +52,30 @@ func main() {
 	err := runCommand(ctx, os.Args[1:], os.Stdout, os.Stderr, logger)
 	stop()
 	var usage *usageError
+	var invalidConfig *configError
 	switch {
 	case err == nil, errors.Is(err, errHelpShown):
 	case errors.As(err, &usage):
 		fmt.Fprintln(os.Stderr, "atomicrides: "+oneLine(usage.msg))
 		os.Exit(2)
+	case errors.As(err, &invalidConfig):
+		// One line per invalid variable.
+		for _, e := range joined(err) {
+			fmt.Fprintln(os.Stderr, "atomicrides: "+oneLine(e.Error()))
+		}
+		os.Exit(1)
 	default:
 		logger.Error("exit", "err", err)
 		os.Exit(1)
 	}
+}
+
+// joined returns the errors joined in err (errors.Join), or err alone.
+func joined(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }
 
 // runCommand runs the command of args (serve when there is none).
@@ -107,10 +122,13 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 	}
 }
 
-// databaseURL is DATABASE_URL, or else a local server or throwaway cluster
-// found (and, when start, started) by pgenv.
-func databaseURL(ctx context.Context, logger *slog.Logger, start bool) (string, error) {
-	db, err := pgenv.Resolve(ctx, pgenv.Options{Start: start, Logger: logger})
+// databaseURL is the configured DATABASE_URL, or else a local server or
+// throwaway cluster found (and, when start, started) by pgenv.
+func databaseURL(ctx context.Context, cfg *config, logger *slog.Logger, start bool) (string, error) {
+	if cfg.DatabaseURL != "" {
+		return cfg.DatabaseURL, nil
+	}
+	db, err := pgenv.Resolve(ctx, pgenv.Options{Start: start, Logger: logger, EnvVars: []string{}})
 	if err != nil {
 		return "", err
 	}
@@ -119,16 +137,17 @@ func databaseURL(ctx context.Context, logger *slog.Logger, start bool) (string, 
 
 // connect opens a pool on the database of databaseURL and checks that it
 // answers.
-func connect(ctx context.Context, logger *slog.Logger, start bool) (*pgxpool.Pool, error) {
-	url, err := databaseURL(ctx, logger, start)
+func connect(ctx context.Context, cfg *config, logger *slog.Logger, start bool) (*pgxpool.Pool, error) {
+	url, err := databaseURL(ctx, cfg, logger, start)
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := pgxpool.ParseConfig(url)
+	poolCfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, fmt.Errorf("DATABASE_URL: %w", err)
+		// Checked by loadConfig; pgx's message may hold the password.
+		return nil, errors.New("DATABASE_URL: not a valid PostgreSQL connection string")
 	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +164,11 @@ func migrate(ctx context.Context, args []string, stdout io.Writer, logger *slog.
 	if err := newCommand("migrate", "migrate\n\nApplies the pending migrations, the service's and River's, to DATABASE_URL.", stdout).parse(args, 0); err != nil {
 		return err
 	}
-	pool, err := connect(ctx, logger, true)
+	cfg, err := configFromEnv()
+	if err != nil {
+		return err
+	}
+	pool, err := connect(ctx, cfg, logger, true)
 	if err != nil {
 		return err
 	}
@@ -164,16 +187,16 @@ func serve(ctx context.Context, args []string, stdout io.Writer, logger *slog.Lo
 	if err := cmd.parse(args, 0); err != nil {
 		return err
 	}
-	addr := envOr("ADDR", "127.0.0.1:8080")
-	adminToken, generated, err := adminTokenFromEnv()
+	cfg, err := configFromEnv()
 	if err != nil {
 		return err
 	}
+	adminToken, generated := cfg.AdminToken, cfg.AdminTokenGenerated
 	if generated {
 		logger.Warn("ADMIN_TOKEN not set: generated one for this run, printed in the banner", "admin_token_sha256", fingerprint(adminToken))
 	}
 
-	pool, err := connect(ctx, logger, true)
+	pool, err := connect(ctx, cfg, logger, true)
 	if err != nil {
 		return err
 	}
@@ -187,19 +210,13 @@ func serve(ctx context.Context, args []string, stdout io.Writer, logger *slog.Lo
 
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	svc, stopDeps, err := newService(pool, registry, logger)
+	svc, stopDeps, err := newService(pool, cfg, registry, logger)
 	if err != nil {
 		return err
 	}
 	defer stopDeps()
 
-	jobsCfg := jobs.Config{}
-	if jobsCfg.CompleterInterval, err = envDuration("COMPLETER_INTERVAL", time.Minute); err != nil {
-		return err
-	}
-	if jobsCfg.ReaperInterval, err = envDuration("REAPER_INTERVAL", time.Hour); err != nil {
-		return err
-	}
+	jobsCfg := jobs.Config{CompleterInterval: cfg.CompleterInterval, ReaperInterval: cfg.ReaperInterval}
 	riverCfg := &river.Config{
 		Logger:       logger,
 		Queues:       map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 20}},
@@ -209,12 +226,7 @@ func serve(ctx context.Context, args []string, stdout io.Writer, logger *slog.Lo
 	jobs.Register(riverCfg.Workers, svc)
 	// Zero keeps River's defaults: a minute per job, and a job left running
 	// by a process that died is retried after an hour.
-	if riverCfg.JobTimeout, err = envDuration("JOB_TIMEOUT", 0); err != nil {
-		return err
-	}
-	if riverCfg.RescueStuckJobsAfter, err = envDuration("JOB_RESCUE_AFTER", 0); err != nil {
-		return err
-	}
+	riverCfg.JobTimeout, riverCfg.RescueStuckJobsAfter = cfg.JobTimeout, cfg.JobRescueAfter
 	riverClient, err := river.NewClient(riverpgxv5.New(pool), riverCfg)
 	if err != nil {
 		return err
@@ -242,9 +254,9 @@ func serve(ctx context.Context, args []string, stdout io.Writer, logger *slog.Lo
 		Ready:      func(ctx context.Context) error { return ready(ctx, pool) },
 		Logger:     logger,
 		Metrics:    registry,
-		Pages:      web.New(web.Config{Service: svc, Secret: adminToken, Logger: logger, PublicURL: os.Getenv("PUBLIC_URL")}),
+		Pages:      web.New(web.Config{Service: svc, Secret: adminToken, Logger: logger, PublicURL: cfg.PublicURL}),
 	})
-	if metricsAddr := os.Getenv("METRICS_ADDR"); metricsAddr != "" {
+	if metricsAddr := cfg.MetricsAddr; metricsAddr != "" {
 		mln, err := net.Listen("tcp", metricsAddr)
 		if err != nil {
 			return err
@@ -254,14 +266,14 @@ func serve(ctx context.Context, args []string, stdout io.Writer, logger *slog.Lo
 		defer msrv.Close()
 		logger.Info("metrics serving", "url", "http://"+mln.Addr().String()+"/metrics")
 	}
-	if pprofAddr := os.Getenv("PPROF_ADDR"); pprofAddr != "" {
+	if pprofAddr := cfg.PprofAddr; pprofAddr != "" {
 		stopPprof, err := servePprof(pprofAddr, logger)
 		if err != nil {
 			return err
 		}
 		defer stopPprof()
 	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return err
 	}
@@ -306,11 +318,11 @@ func ready(ctx context.Context, pool *pgxpool.Pool) error {
 	return nil
 }
 
-// paymentsFromEnv returns the Stripe adapter pointed at STRIPE_API_BASE (any
+// paymentsFrom returns the Stripe adapter pointed at STRIPE_API_BASE (any
 // Stripe-compatible API) with STRIPE_SECRET_KEY; with neither set, at the
 // built-in fake Stripe served on a loopback port for this process.
-func paymentsFromEnv(logger *slog.Logger) (service.Payments, func(), error) {
-	key, base := os.Getenv("STRIPE_SECRET_KEY"), os.Getenv("STRIPE_API_BASE")
+func paymentsFrom(cfg *config, logger *slog.Logger) (service.Payments, func(), error) {
+	key, base := cfg.StripeSecretKey, cfg.StripeAPIBase
 	if key == "" && base == "" {
 		fake := fakestripe.New(fakestripe.Options{Logger: logger})
 		url, stop, err := fake.Start("127.0.0.1:0")
@@ -318,24 +330,27 @@ func paymentsFromEnv(logger *slog.Logger) (service.Payments, func(), error) {
 			return nil, nil, err
 		}
 		logger.Info("STRIPE_SECRET_KEY and STRIPE_API_BASE not set: using the built-in fake Stripe", "url", url, "ledger", url+"/_fake/ledger")
-		return payments.New(payments.Config{SecretKey: "sk_test_fake", APIBase: url}),
+		return payments.New(payments.Config{SecretKey: "sk_test_fake", APIBase: url, Timeout: cfg.StripeTimeout}),
 			func() { _ = stop(context.Background()) }, nil
 	}
 	if key == "" {
 		key = "sk_test_123" // stripe-mock and most fakes accept any key
 	}
-	timeout, err := envDuration("STRIPE_TIMEOUT", payments.DefaultTimeout)
-	if err != nil {
-		return nil, nil, err
-	}
-	return payments.New(payments.Config{SecretKey: key, APIBase: base, Timeout: timeout}), func() {}, nil
+	return payments.New(payments.Config{SecretKey: key, APIBase: base, Timeout: cfg.StripeTimeout}), func() {}, nil
 }
 
 func serveFakeStripe(ctx context.Context, args []string, stdout io.Writer, logger *slog.Logger) error {
 	cmd := newCommand("fakestripe", "fakestripe [-addr HOST:PORT]\n\nServes the built-in fake Stripe (for development and tests) until interrupted.", stdout)
-	addr := cmd.fs.String("addr", envOr("FAKESTRIPE_ADDR", "127.0.0.1:12111"), "listen address")
+	addr := cmd.fs.String("addr", "", "listen address (default FAKESTRIPE_ADDR, else "+defaultFakeStripeAddr+")")
 	if err := cmd.parse(args, 0); err != nil {
 		return err
+	}
+	cfg, err := configFromEnv()
+	if err != nil {
+		return err
+	}
+	if *addr == "" {
+		*addr = cfg.FakeStripeAddr
 	}
 	fake := fakestripe.New(fakestripe.Options{Logger: logger})
 	url, stop, err := fake.Start(*addr)
@@ -356,8 +371,17 @@ func dbCommand(ctx context.Context, args []string, stdout io.Writer, logger *slo
 		return usagef("db: missing subcommand: up, down or url (see atomicrides db --help)")
 	}
 	switch cmd.fs.Arg(0) {
+	case "up", "url", "down":
+	default:
+		return usagef("db: unknown subcommand %q: want up, down or url", cmd.fs.Arg(0))
+	}
+	cfg, err := configFromEnv()
+	if err != nil {
+		return err
+	}
+	switch cmd.fs.Arg(0) {
 	case "up", "url":
-		url, err := databaseURL(ctx, logger, true)
+		url, err := databaseURL(ctx, cfg, logger, true)
 		if err != nil {
 			return err
 		}
@@ -374,71 +398,84 @@ func dbCommand(ctx context.Context, args []string, stdout io.Writer, logger *slo
 }
 
 // newService builds the service over pool with the payment processor and the
-// mailer configured by the environment; stop releases what it started.
-func newService(pool *pgxpool.Pool, reg prometheus.Registerer, logger *slog.Logger) (svc *service.Service, stop func(), err error) {
+// mailer of cfg; stop releases what it started.
+func newService(pool *pgxpool.Pool, cfg *config, reg prometheus.Registerer, logger *slog.Logger) (svc *service.Service, stop func(), err error) {
 	var stops []func()
-	stop = func() {
+	stopAll := func() {
 		for i := len(stops) - 1; i >= 0; i-- {
 			stops[i]()
 		}
 	}
 	defer func() {
 		if err != nil {
-			stop()
+			stopAll()
 		}
 	}()
-	pay, stopStripe, err := paymentsFromEnv(logger)
+	pay, stopStripe, err := paymentsFrom(cfg, logger)
 	if err != nil {
 		return nil, nil, err
 	}
 	stops = append(stops, stopStripe)
-	mailer, stopMail, err := mailerFromEnv(logger)
+	mailer, stopMail, err := mailerFrom(cfg, logger)
 	if err != nil {
 		return nil, nil, err
 	}
 	stops = append(stops, stopMail)
-	cfg := service.Config{Pool: pool, Payments: pay, Mailer: mailer, MailFrom: os.Getenv("MAIL_FROM"), Logger: logger, Registerer: reg}
-	if cfg.AbandonedAfter, err = envDuration("COMPLETER_IDLE", 5*time.Minute); err != nil {
-		return nil, nil, err
-	}
-	if cfg.KeyRetention, err = envDuration("KEY_RETENTION", 72*time.Hour); err != nil {
-		return nil, nil, err
-	}
-	if cfg.Lease, err = envDuration("LEASE", 0); err != nil { // zero: derived from the Stripe budget
-		return nil, nil, err
-	}
-	svc, err = service.New(cfg)
+	svc, err = service.New(service.Config{
+		Pool: pool, Payments: pay, Mailer: mailer, MailFrom: cfg.MailFrom, Logger: logger, Registerer: reg,
+		// Zero values take the service's defaults.
+		AbandonedAfter: cfg.CompleterIdle, KeyRetention: cfg.KeyRetention, Lease: cfg.Lease,
+	})
 	if err != nil {
 		return nil, nil, err
 	}
-	return svc, stop, nil
+	return svc, stopAll, nil
 }
 
-// mailerFromEnv returns the SMTP mailer of SMTP_URL; without it, a mail sink
+// mailerFrom returns the SMTP mailer of SMTP_URL; without it, a mail sink
 // on a loopback port of this process that writes every receipt to MAIL_DIR
-// (default .mail/) as an .eml file.
-func mailerFromEnv(logger *slog.Logger) (service.Mailer, func(), error) {
-	if u := os.Getenv("SMTP_URL"); u != "" {
-		m, err := mail.New(mail.Config{URL: u})
-		return m, func() {}, err
+// as an .eml file.
+func mailerFrom(cfg *config, logger *slog.Logger) (service.Mailer, func(), error) {
+	if cfg.SMTPURL != "" {
+		m, err := mail.New(mail.Config{URL: cfg.SMTPURL})
+		if err != nil {
+			return nil, nil, fmt.Errorf("SMTP_URL: %w", err)
+		}
+		return m, func() {}, nil
 	}
-	dir := envOr("MAIL_DIR", ".mail")
-	sink := mailsink.New(mailsink.Options{Dir: dir, Logger: logger})
+	sink := mailsink.New(mailsink.Options{Dir: cfg.MailDir, Logger: logger})
 	url, stop, err := sink.Start("127.0.0.1:0")
 	if err != nil {
 		return nil, nil, err
 	}
-	logger.Info("SMTP_URL not set: receipts go to the built-in mail sink", "smtp", url, "dir", dir)
+	logger.Info("SMTP_URL not set: receipts go to the built-in mail sink", "smtp", url, "dir", cfg.MailDir)
 	m, err := mail.New(mail.Config{URL: url})
-	return m, func() { _ = stop(context.Background()) }, err
+	if err != nil {
+		_ = stop(context.Background())
+		return nil, nil, err
+	}
+	return m, func() { _ = stop(context.Background()) }, nil
 }
 
 func serveMailSink(ctx context.Context, args []string, stdout io.Writer, logger *slog.Logger) error {
 	cmd := newCommand("mailsink", "mailsink [-addr HOST:PORT] [-dir DIR]\n\nServes an SMTP server that keeps what it receives (for development) until interrupted.", stdout)
-	addr := cmd.fs.String("addr", envOr("MAILSINK_ADDR", "127.0.0.1:2525"), "listen address")
-	dir := cmd.fs.String("dir", envOr("MAIL_DIR", ".mail"), "directory receiving each message as an .eml file (empty: none)")
+	addr := cmd.fs.String("addr", "", "listen address (default MAILSINK_ADDR, else "+defaultMailSinkAddr+")")
+	dir := cmd.fs.String("dir", "", "directory receiving each message as an .eml file (default MAIL_DIR, else "+defaultMailDir+"; \"-\": none)")
 	if err := cmd.parse(args, 0); err != nil {
 		return err
+	}
+	cfg, err := configFromEnv()
+	if err != nil {
+		return err
+	}
+	if *addr == "" {
+		*addr = cfg.MailSinkAddr
+	}
+	switch *dir {
+	case "":
+		*dir = cfg.MailDir
+	case "-":
+		*dir = ""
 	}
 	sink := mailsink.New(mailsink.Options{Dir: *dir, Logger: logger})
 	url, stop, err := sink.Start(*addr)
@@ -463,43 +500,9 @@ func servePprof(addr string, logger *slog.Logger) (stop func(), err error) {
 	return func() { _ = srv.Close() }, nil
 }
 
-// envDuration parses the environment variable name as a Go duration.
-func envDuration(name string, def time.Duration) (time.Duration, error) {
-	v := os.Getenv(name)
-	if v == "" {
-		return def, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("%s=%q: want a positive duration such as 90s or 5m", name, v)
-	}
-	return d, nil
-}
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
-
 // minAdminTokenLen is the shortest ADMIN_TOKEN accepted: 32 characters,
 // e.g. `openssl rand -hex 24` (48).
 const minAdminTokenLen = 32
-
-// adminTokenFromEnv returns ADMIN_TOKEN, or a random token generated for this
-// run when it is unset. A supplied token shorter than minAdminTokenLen is
-// refused; the error never contains it.
-func adminTokenFromEnv() (token string, generated bool, err error) {
-	token = os.Getenv("ADMIN_TOKEN")
-	if token == "" {
-		return randomToken(), true, nil
-	}
-	if len(token) < minAdminTokenLen {
-		return "", false, fmt.Errorf("ADMIN_TOKEN: too short (%d characters): want at least %d, e.g. the output of `openssl rand -hex 24`", len(token), minAdminTokenLen)
-	}
-	return token, false, nil
-}
 
 // fingerprint tells operator tokens apart in logs without revealing them:
 // the first 8 hex digits of the token's SHA-256.
