@@ -23,10 +23,10 @@ func TestRiverUIRefusesOtherSites(t *testing.T) {
 	s.rider(t, "ui-two@example.com")
 	var jobs []int64
 	waitFor(t, 60*time.Second, "the customer jobs to complete", func() bool {
-		return s.count(t, `SELECT count(*) FROM river_job WHERE state = 'completed'`) == 2
+		return s.count(t, `SELECT count(*) FROM river_job WHERE kind = 'customer_create' AND state = 'completed'`) == 2
 	})
 	for _, offset := range []int{0, 1} {
-		jobs = append(jobs, s.count(t, `SELECT id FROM river_job ORDER BY id OFFSET $1 LIMIT 1`, offset))
+		jobs = append(jobs, s.count(t, `SELECT id FROM river_job WHERE kind = 'customer_create' ORDER BY id OFFSET $1 LIMIT 1`, offset))
 	}
 	jobExists := func(id int64) bool {
 		return s.count(t, `SELECT count(*) FROM river_job WHERE id = $1`, id) == 1
