@@ -172,6 +172,7 @@ func (d *deployment) start(tb testing.TB) *servingProcess {
 		"ADMIN_TOKEN=" + benchAdminToken,
 		"STRIPE_API_BASE=" + d.e.stripeBase,
 		"STRIPE_SECRET_KEY=sk_test_bench",
+		"MAIL_DIR=" + tb.TempDir(),
 	}, "serve", "-no-migrate")
 	s := &servingProcess{binaryProcess: p, base: "http://" + addr}
 	waitReady(tb, s.base+"/readyz", p.exited)

@@ -45,6 +45,7 @@ func TestServeShutsDownGracefully(t *testing.T) {
 		"ADMIN_TOKEN=shutdown-admin-token-0123456789abcdef0123",
 		"STRIPE_API_BASE=" + stripeSrv.URL,
 		"STRIPE_SECRET_KEY=sk_test_shutdown",
+		"MAIL_DIR=" + t.TempDir(),
 	}, "serve")
 	cmd, exited := proc.cmd, proc.exited
 
