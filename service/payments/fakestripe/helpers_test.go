@@ -48,7 +48,6 @@ func (e *env) customer(t *testing.T, userID int64, source string) string {
 	t.Helper()
 	cust, err := e.client(payments.Config{}).CustomerCreate(context.Background(), service.CustomerCreateParams{
 		IdempotencyKey: "user-" + source + "-" + t.Name() + "-customer",
-		UserID:         userID,
 		Email:          "rider@example.com",
 		Source:         source,
 	})
