@@ -205,7 +205,7 @@ func TestRefund(t *testing.T) {
 
 	refunds := e.fake.RefundsForCharge(ch.ID)
 	require.Len(t, refunds, 1)
-	require.Equal(t, map[string]string{"ride_id": "3"}, refunds[0].Metadata)
+	require.Equal(t, tagMetadata("ride-3-refund"), refunds[0].Metadata)
 	charge := e.fake.ChargesWithMetadata("ar_key", "ride-3-charge")[0]
 	require.True(t, charge.Refunded)
 	require.Equal(t, int64(1250), charge.AmountRefunded)
