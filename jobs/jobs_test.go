@@ -44,7 +44,7 @@ func TestCustomerCreateWorker(t *testing.T) {
 			final := b.waitFinal(t, service.CustomerCreateArgs{}.Kind(), 1)[0]
 			require.Equal(t, tc.wantEvent, final.Kind)
 			require.Equal(t, tc.faults+1, final.Job.Attempt)
-			require.Len(t, b.fake.CustomersForUser(itoa(uid)), tc.customers)
+			require.Len(t, b.fake.CustomersWithMetadata("ar_key", service.CustomerKey(b.svc.Namespace(), "job@example.com")), tc.customers)
 
 			var stored *string
 			require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT stripe_customer_id FROM users WHERE id = $1`, uid).Scan(&stored))
@@ -145,7 +145,7 @@ func TestCompleterJobs(t *testing.T) {
 		uid := b.user(t, "completer@example.com", "tok_visa")
 		b.waitFinal(t, service.CustomerCreateArgs{}.Kind(), 1)
 		keyID := b.abandon(t, uid, "completer-key-0000000001")
-		b.clock.Advance(abandonedAfter + time.Second)
+		b.age(t, abandonedAfter+time.Second)
 
 		_, err := b.client.Insert(b.ctx, jobs.KeyCompleterArgs{}, nil)
 		require.NoError(t, err)
@@ -172,7 +172,7 @@ func TestCompleterJobs(t *testing.T) {
 		b.waitFinal(t, service.CustomerCreateArgs{}.Kind(), 1)
 		keyID := b.abandon(t, uid, "dead-letter-key-00000001")
 		b.fake.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultStatus, Status: 503, Times: 1000})
-		b.clock.Advance(abandonedAfter + time.Second)
+		b.age(t, abandonedAfter+time.Second)
 
 		n, err := b.svc.KeysAbandonedEnqueue(b.ctx, 100)
 		require.NoError(t, err)
@@ -213,7 +213,7 @@ func TestReaperJob(t *testing.T) {
 	b.waitFinal(t, service.CustomerCreateArgs{}.Kind(), 1)
 	_, err := b.svc.RideCreate(b.ctx, uid, "reaper-job-key-000000001", someRide, nil)
 	require.NoError(t, err)
-	b.clock.Advance(73 * time.Hour)
+	b.age(t, 73*time.Hour)
 
 	_, err = b.client.Insert(b.ctx, jobs.KeyReaperArgs{}, nil)
 	require.NoError(t, err)
@@ -249,7 +249,7 @@ func TestRefundJobs(t *testing.T) {
 	b.fake.Inject(fakestripe.Fault{Op: fakestripe.OpRefundCreate, Kind: fakestripe.FaultStatus, Status: 503, Times: 1})
 	_, err = b.svc.RideRefundCreate(b.ctx, uid, "refund-jobs-refund-key-01", ride.ID, nil)
 	require.Equal(t, service.CodeProcessorUnavailable, service.ErrorCode(err), "err: %v", err)
-	b.clock.Advance(abandonedAfter + time.Second)
+	b.age(t, abandonedAfter+time.Second)
 	_, err = b.client.Insert(b.ctx, jobs.KeyCompleterArgs{}, nil)
 	require.NoError(t, err)
 	require.Equal(t, river.EventKindJobCompleted, b.waitFinal(t, service.KeyCompleteArgs{}.Kind(), 1)[0].Kind)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,12 +29,6 @@ type quickRetry struct{}
 
 func (quickRetry) NextRetry(*rivertype.JobRow) time.Time { return time.Now() }
 
-// testClock is the service's clock; tests move it past grace periods.
-type testClock struct{ offset atomic.Int64 }
-
-func (c *testClock) Now() time.Time          { return time.Now().Add(time.Duration(c.offset.Load())) }
-func (c *testClock) Advance(d time.Duration) { c.offset.Add(int64(d)) }
-
 // testBundle is one isolated world: a database, the fake Stripe, a mail
 // sink, the service and a started River client running every worker.
 type testBundle struct {
@@ -43,7 +36,6 @@ type testBundle struct {
 	pool   *pgxpool.Pool
 	fake   *fakestripe.Server
 	sink   *mailsink.Sink
-	clock  *testClock
 	svc    *service.Service
 	client *river.Client[pgx.Tx]
 	events <-chan *river.Event
@@ -82,7 +74,6 @@ func setupWith(t *testing.T, opts options) *testBundle {
 	mailer, err := mail.New(mail.Config{URL: sinkURL, Timeout: 5 * time.Second})
 	require.NoError(t, err)
 
-	clock := &testClock{}
 	svc, err := service.New(service.Config{
 		Pool: pool,
 		Payments: payments.New(payments.Config{
@@ -90,7 +81,6 @@ func setupWith(t *testing.T, opts options) *testBundle {
 			HTTPClient: &http.Client{Transport: transport},
 		}),
 		Mailer:         mailer,
-		Clock:          clock.Now,
 		AbandonedAfter: abandonedAfter,
 	})
 	require.NoError(t, err)
@@ -110,7 +100,7 @@ func setupWith(t *testing.T, opts options) *testBundle {
 	t.Cleanup(cancel)
 	require.NoError(t, client.Start(ctx))
 	t.Cleanup(func() { _ = client.Stop(ctx) })
-	return &testBundle{ctx: ctx, pool: pool, fake: fake, sink: sink, clock: clock, svc: svc, client: client, events: events}
+	return &testBundle{ctx: ctx, pool: pool, fake: fake, sink: sink, svc: svc, client: client, events: events}
 }
 
 // waitFinal waits for n jobs of kind to reach a final state (completed,
@@ -162,4 +152,20 @@ func (b *testBundle) count(t *testing.T, query string, args ...any) int {
 	var n int
 	require.NoError(t, b.pool.QueryRow(b.ctx, query, args...).Scan(&n))
 	return n
+}
+
+// age makes the service's records older by d, as if d had passed on the
+// database's clock, which judges leases, idle times and ages.
+func (b *testBundle) age(t *testing.T, d time.Duration) {
+	t.Helper()
+	for _, q := range []string{
+		`UPDATE idempotency_keys SET created_at = created_at - make_interval(secs => $1),
+			last_run_at = last_run_at - make_interval(secs => $1), locked_at = locked_at - make_interval(secs => $1)`,
+		`UPDATE refunds SET created_at = created_at - make_interval(secs => $1), updated_at = updated_at - make_interval(secs => $1)`,
+		`UPDATE rides SET created_at = created_at - make_interval(secs => $1)`,
+		`UPDATE users SET created_at = created_at - make_interval(secs => $1)`,
+	} {
+		_, err := b.pool.Exec(b.ctx, q, d.Seconds())
+		require.NoError(t, err)
+	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/atomicrides/atomicrides/service"
 	"github.com/atomicrides/atomicrides/service/payments/fakestripe"
 )
 
@@ -173,7 +174,7 @@ func TestBookingPageInChromium(t *testing.T) {
 	apiKey := b.rider(t, "browser@example.com", "")
 	ctx := newBrowser(t)
 
-	chargesOf := func(id int64) []fakestripe.Charge { return b.fake.ChargesForRide(strconv.FormatInt(id, 10)) }
+	chargesOf := func(id int64) []fakestripe.Charge { return b.chargesOfRide(t, id) }
 	keyRows := func(key string) int {
 		return b.count(t, `SELECT count(*) FROM idempotency_keys WHERE idempotency_key = $1`, key)
 	}
@@ -298,7 +299,7 @@ func backAndSubmitAgain(ctx context.Context, t *testing.T, b *webBundle, wantBac
 	require.Equal(t, id, againID, "the same ride")
 	require.Equal(t, charge, againCharge)
 	require.EqualValues(t, 2, b.posts.Load()-before)
-	require.Len(t, b.fake.ChargesForRide(strconv.FormatInt(id, 10)), 1)
+	require.Len(t, b.chargesOfRide(t, id), 1)
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM idempotency_keys WHERE idempotency_key = $1`, key))
 
 	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
@@ -376,4 +377,16 @@ func screenshotDir(t *testing.T) string {
 	dir := filepath.Join(os.TempDir(), "atomicrides-screenshots")
 	require.NoError(t, os.MkdirAll(dir, 0o755))
 	return dir
+}
+
+// chargesOfRide returns the charge attempts at the fake made under the
+// processor key of the ride's request.
+func (b *webBundle) chargesOfRide(t *testing.T, rideID int64) []fakestripe.Charge {
+	t.Helper()
+	var key, email string
+	require.NoError(t, b.pool.QueryRow(b.ctx, `
+		SELECT k.idempotency_key, u.email FROM rides r
+		JOIN idempotency_keys k ON k.id = r.idempotency_key_id
+		JOIN users u ON u.id = r.user_id WHERE r.id = $1`, rideID).Scan(&key, &email))
+	return b.fake.ChargesWithMetadata("ar_key", service.ChargeKey(b.svc.Namespace(), email, key))
 }

@@ -43,7 +43,7 @@ func TestCompleter(t *testing.T) {
 		require.NoError(t, err)
 		require.Zero(t, n, "the client gets its grace period to retry first")
 
-		b.clock.Advance(abandonedAfter + time.Second)
+		b.age(t, abandonedAfter+time.Second)
 		n, err = b.svc.KeysAbandonedEnqueue(b.ctx, 100)
 		require.NoError(t, err)
 		require.Equal(t, 1, n)
@@ -59,7 +59,7 @@ func TestCompleter(t *testing.T) {
 		ride := decodeRide(t, resp.Body)
 		require.Equal(t, "charged", ride.ChargeStatus)
 		require.Equal(t, 1, b.succeededCharges())
-		require.Len(t, b.fake.ChargesForRide(jsonInt(ride.ID)), 1)
+		require.Len(t, b.chargesOfRide(t, ride.ID), 1)
 
 		// The client's late retry gets the same bytes; so does a second
 		// completion.
@@ -142,7 +142,7 @@ func TestCompleter(t *testing.T) {
 
 		// A day later Stripe has forgotten the idempotency key: the completer
 		// must adopt the charge, not make another.
-		b.clock.Advance(service.ProcessorKeyWindow)
+		b.age(t, service.ProcessorKeyWindow)
 		b.fake.Advance(service.ProcessorKeyWindow)
 		searches := b.fake.RequestCount(http.MethodGet, "/v1/charges/search")
 		resp, err := b.svc.KeyComplete(b.ctx, id)
@@ -178,7 +178,7 @@ func TestReaper(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, service.ReapResult{}, res, "nothing is old enough yet")
 
-	b.clock.Advance(72*time.Hour + time.Minute)
+	b.age(t, 72*time.Hour+time.Minute)
 	res, err = b.svc.KeysReap(b.ctx, 2)
 	require.NoError(t, err)
 	require.Equal(t, service.ReapResult{Deleted: 3, UnfinishedPastRetention: 1}, res)

@@ -80,14 +80,17 @@ func TestRideRefundCreate(t *testing.T) {
 		require.Len(t, refunds, 1)
 		require.Equal(t, ref.StripeRefundID, refunds[0].ID)
 		require.EqualValues(t, 2000, refunds[0].Amount)
-		require.Equal(t, map[string]string{"ride_id": strconv.FormatInt(ride.ID, 10)}, refunds[0].Metadata)
+		refundKey := service.RefundKey(b.svc.Namespace(), *ride.StripeChargeID, 0)
+		require.Equal(t, refundKey, refunds[0].Metadata["ar_key"])
+		require.Equal(t, b.svc.Namespace(), refunds[0].Metadata["ar_ns"])
+		require.NotEmpty(t, refunds[0].Metadata["ar_rider"])
 		var keys []string
 		for _, r := range b.fake.Requests() {
 			if r.Method == http.MethodPost && r.Path == "/v1/refunds" {
 				keys = append(keys, r.IdempotencyKey)
 			}
 		}
-		require.Equal(t, []string{"ride-" + strconv.FormatInt(ride.ID, 10) + "-refund"}, keys, "the entity-level key")
+		require.Equal(t, []string{refundKey}, keys, "the entity-level key of the charge's first attempt")
 
 		require.Equal(t, "refunded", b.refundStatus(t, ride.ID))
 		require.Equal(t, 1, b.count(t, `SELECT count(*) FROM refunds WHERE stripe_refund_id = $1 AND idempotency_key_id = $2`,
@@ -207,7 +210,7 @@ func TestRideRefundCreate(t *testing.T) {
 		executed := 0
 		for _, r := range b.fake.Requests() {
 			if r.Method == http.MethodPost && r.Path == "/v1/refunds" {
-				require.Equal(t, "ride-"+strconv.FormatInt(ride.ID, 10)+"-refund", r.IdempotencyKey)
+				require.Equal(t, service.RefundKey(b.svc.Namespace(), *ride.StripeChargeID, 0), r.IdempotencyKey)
 				if r.Status == http.StatusOK && !r.Replayed {
 					executed++
 				}
@@ -376,7 +379,7 @@ func TestRideRefundCreate(t *testing.T) {
 		_, err = b.svc.KeyComplete(b.ctx, id)
 		requireCode(t, err, service.CodeKeyInUse)
 
-		b.clock.Advance(b.svc.Lease() + time.Second)
+		b.age(t, b.svc.Lease()+time.Second)
 		posts := b.refundPosts()
 		resp, err := b.svc.KeyComplete(b.ctx, id)
 		require.NoError(t, err)
@@ -428,7 +431,7 @@ func TestRideRefundCreate(t *testing.T) {
 		// A day later Stripe has forgotten the entity key; our refund row
 		// is as old.
 		b.fake.Advance(25 * time.Hour)
-		b.exec(t, `UPDATE refunds SET created_at = created_at - interval '25 hours'`)
+		b.age(t, 25*time.Hour)
 		posts, lists := b.refundPosts(), b.refundLists()
 
 		resp, err := b.svc.RideRefundCreate(b.ctx, uid, key, ride.ID, nil)

@@ -128,3 +128,31 @@ func requireCode(t *testing.T, err error, code service.Code) *service.Error {
 	require.Equal(t, code, e.Code, "error: %v", err)
 	return e
 }
+
+// chargesOfRide returns the charge attempts at the fake made under the
+// processor key of the ride's request.
+func (b *testBundle) chargesOfRide(t *testing.T, rideID int64) []fakestripe.Charge {
+	t.Helper()
+	var key, email string
+	require.NoError(t, b.pool.QueryRow(b.ctx, `
+		SELECT k.idempotency_key, u.email FROM rides r
+		JOIN idempotency_keys k ON k.id = r.idempotency_key_id
+		JOIN users u ON u.id = r.user_id WHERE r.id = $1`, rideID).Scan(&key, &email))
+	return b.fake.ChargesWithMetadata("ar_key", service.ChargeKey(b.svc.Namespace(), email, key))
+}
+
+// age makes the service's records older by d, as if d had passed on the
+// database's clock, which judges leases, idle times and ages.
+func (b *testBundle) age(t *testing.T, d time.Duration) {
+	t.Helper()
+	for _, q := range []string{
+		`UPDATE idempotency_keys SET created_at = created_at - make_interval(secs => $1),
+			last_run_at = last_run_at - make_interval(secs => $1), locked_at = locked_at - make_interval(secs => $1)`,
+		`UPDATE refunds SET created_at = created_at - make_interval(secs => $1), updated_at = updated_at - make_interval(secs => $1)`,
+		`UPDATE rides SET created_at = created_at - make_interval(secs => $1)`,
+		`UPDATE users SET created_at = created_at - make_interval(secs => $1)`,
+	} {
+		_, err := b.pool.Exec(b.ctx, q, d.Seconds())
+		require.NoError(t, err)
+	}
+}
