@@ -172,7 +172,8 @@ func (d *deployment) start(tb testing.TB) *servingProcess {
 		"ADMIN_TOKEN=" + benchAdminToken,
 		"STRIPE_API_BASE=" + d.e.stripeBase,
 		"STRIPE_SECRET_KEY=sk_test_bench",
-	}, "serve", "-no-migrate")
+		"MAIL_DIR=" + tb.TempDir(),
+	}, "serve", "-no-migrate", "-dev") // -dev: receipts to the built-in mail sink
 	s := &servingProcess{binaryProcess: p, base: "http://" + addr}
 	waitReady(tb, s.base+"/readyz", p.exited)
 	return s

@@ -45,7 +45,8 @@ func TestServeShutsDownGracefully(t *testing.T) {
 		"ADMIN_TOKEN=shutdown-admin",
 		"STRIPE_API_BASE=" + stripeSrv.URL,
 		"STRIPE_SECRET_KEY=sk_test_shutdown",
-	}, "serve")
+		"MAIL_DIR=" + t.TempDir(),
+	}, "serve", "-dev") // -dev: receipts to the built-in mail sink
 	cmd, exited := proc.cmd, proc.exited
 
 	base := "http://" + addr

@@ -20,6 +20,7 @@ func Register(workers *river.Workers, svc *service.Service) {
 	river.AddWorker(workers, &KeyCompleterWorker{svc: svc})
 	river.AddWorker(workers, &KeyCompleteWorker{svc: svc})
 	river.AddWorker(workers, &KeyReaperWorker{svc: svc})
+	river.AddWorker(workers, &ReconcileWorker{svc: svc})
 }
 
 // Config sets how often the periodic jobs run.
@@ -30,11 +31,16 @@ type Config struct {
 	// ReaperInterval is how often the reaper deletes old finished keys.
 	// Default one hour.
 	ReaperInterval time.Duration
+	// ReconcileInterval is how often the service is reconciled with the
+	// payment processor, over the last ReconcileWindow. Default a day.
+	ReconcileInterval time.Duration
 }
 
-// PeriodicJobs returns the completer and the reaper as River periodic jobs.
-// River runs periodic jobs on its elected leader only, so any number of
-// processes may register them.
+// PeriodicJobs returns the completer, the reaper and the reconciliation as
+// River periodic jobs. River runs periodic jobs on its elected leader only,
+// so any number of processes may register them. Each is unique within one
+// period of its interval, so a pass held by a process that died never keeps
+// the next one from running.
 func PeriodicJobs(cfg Config) []*river.PeriodicJob {
 	if cfg.CompleterInterval == 0 {
 		cfg.CompleterInterval = time.Minute
@@ -42,13 +48,21 @@ func PeriodicJobs(cfg Config) []*river.PeriodicJob {
 	if cfg.ReaperInterval == 0 {
 		cfg.ReaperInterval = time.Hour
 	}
+	if cfg.ReconcileInterval == 0 {
+		cfg.ReconcileInterval = 24 * time.Hour
+	}
 	return []*river.PeriodicJob{
 		river.NewPeriodicJob(river.PeriodicInterval(cfg.CompleterInterval),
-			func() (river.JobArgs, *river.InsertOpts) { return KeyCompleterArgs{}, nil },
+			func() (river.JobArgs, *river.InsertOpts) {
+				return KeyCompleterArgs{}, onePassPerPeriod(cfg.CompleterInterval)
+			},
 			&river.PeriodicJobOpts{ID: "key_completer", RunOnStart: true}),
 		river.NewPeriodicJob(river.PeriodicInterval(cfg.ReaperInterval),
-			func() (river.JobArgs, *river.InsertOpts) { return KeyReaperArgs{}, nil },
+			func() (river.JobArgs, *river.InsertOpts) { return KeyReaperArgs{}, onePassPerPeriod(cfg.ReaperInterval) },
 			&river.PeriodicJobOpts{ID: "key_reaper", RunOnStart: true}),
+		river.NewPeriodicJob(river.PeriodicInterval(cfg.ReconcileInterval),
+			func() (river.JobArgs, *river.InsertOpts) { return ReconcileArgs{}, onePassPerPeriod(cfg.ReconcileInterval) },
+			&river.PeriodicJobOpts{ID: "reconcile"}),
 	}
 }
 
