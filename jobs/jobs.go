@@ -58,10 +58,14 @@ func PeriodicJobs(cfg Config) []*river.PeriodicJob {
 			},
 			&river.PeriodicJobOpts{ID: "key_completer", RunOnStart: true}),
 		river.NewPeriodicJob(river.PeriodicInterval(cfg.ReaperInterval),
-			func() (river.JobArgs, *river.InsertOpts) { return KeyReaperArgs{}, onePassPerPeriod(cfg.ReaperInterval) },
+			func() (river.JobArgs, *river.InsertOpts) {
+				return KeyReaperArgs{}, onePassPerPeriod(cfg.ReaperInterval)
+			},
 			&river.PeriodicJobOpts{ID: "key_reaper", RunOnStart: true}),
 		river.NewPeriodicJob(river.PeriodicInterval(cfg.ReconcileInterval),
-			func() (river.JobArgs, *river.InsertOpts) { return ReconcileArgs{}, onePassPerPeriod(cfg.ReconcileInterval) },
+			func() (river.JobArgs, *river.InsertOpts) {
+				return ReconcileArgs{}, onePassPerPeriod(cfg.ReconcileInterval)
+			},
 			&river.PeriodicJobOpts{ID: "reconcile"}),
 	}
 }

@@ -472,7 +472,9 @@ func TestRideRefundCreate(t *testing.T) {
 		uid := b.user(t, "refund-refused@example.com", "tok_visa")
 		ride := b.chargedRide(t, uid)
 		key := newKey()
-		b.fake.Inject(fakestripe.Fault{Op: fakestripe.OpRefundCreate, Kind: fakestripe.FaultStatus, Status: 400,
+		// Stripe saves the refusal under its idempotency key and replays it
+		// for that key: a later request must come under another one.
+		b.fake.Inject(fakestripe.Fault{Op: fakestripe.OpRefundCreate, Kind: fakestripe.FaultRefuse, Status: 400,
 			Type: "invalid_request_error", Code: "charge_disputed", Message: "Charge has been disputed.", Times: 1})
 
 		resp, err := b.svc.RideRefundCreate(b.ctx, uid, key, ride.ID, nil)
@@ -500,6 +502,15 @@ func TestRideRefundCreate(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, http.StatusCreated, resp.Status, "the later request asked for the refund")
 		require.Len(t, b.fake.Refunds(), 1)
+		var refundKeys []string
+		for _, r := range b.fake.Requests() {
+			if r.Method == http.MethodPost && r.Path == "/v1/refunds" {
+				refundKeys = append(refundKeys, r.IdempotencyKey)
+			}
+		}
+		ns, charge := b.svc.Namespace(), *ride.StripeChargeID
+		require.Equal(t, []string{service.RefundKey(ns, charge, 0), service.RefundKey(ns, charge, 1)}, refundKeys,
+			"the refusal was recorded, so the next attempt is a new request at Stripe")
 		require.Equal(t, "refunded", b.refundStatus(t, ride.ID))
 		require.Equal(t, 1, b.count(t, `SELECT count(*) FROM refunds WHERE idempotency_key_id = $1`, b.keyID(t, uid, later)))
 		replayed, err := b.svc.RideRefundCreate(b.ctx, uid, key, ride.ID, nil)
