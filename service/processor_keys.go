@@ -52,6 +52,18 @@ func ChargeKey(namespace, email, clientKey string) string {
 	return processorKeyCharge + digest("charge", namespace, email, clientKey)
 }
 
+// chargeIdempotencyKey is the processor idempotency key of a charge: the
+// request's ChargeKey, qualified by the customer charged. The customer is
+// itself a pure function of the rider (made under CustomerKey, or adopted
+// by it), so it changes only when the processor no longer knows the
+// customer (deleted in the dashboard, an account of another mode): an
+// attempt against such a customer could not charge, and the attempt with
+// the customer that replaces it is a new request, not an idempotency
+// conflict that would block the rider until the processor forgets the
+// key. Charges are still found by ChargeKey (metadata ar_key), whatever
+// the customer.
+func chargeIdempotencyKey(chargeKey, customerID string) string { return chargeKey + "." + customerID }
+
 // CustomerKey is the entity-level processor key of the rider's customer:
 // every path that creates the customer uses it with the same parameters, so
 // the processor creates one customer per rider and deployment.

@@ -231,7 +231,7 @@ func (s *Service) rideChargeCall(ctx context.Context, key *Key, st *rideState) e
 	}
 
 	ch, err := s.payments.ChargeCreate(ctx, ChargeCreateParams{
-		IdempotencyKey: pkey,
+		IdempotencyKey: chargeIdempotencyKey(pkey, st.customerID),
 		CustomerID:     st.customerID,
 		AmountCents:    st.ride.AmountCents,
 		Currency:       st.ride.Currency,
@@ -239,8 +239,8 @@ func (s *Service) rideChargeCall(ctx context.Context, key *Key, st *rideState) e
 		Tag:            s.tag(st.user.Email, pkey),
 	})
 	if isIdempotencyMismatch(err) {
-		// The key was used with other parameters (a customer recorded
-		// since under another id): the charge it made is this request's.
+		// The key was used with other parameters, which none of ours
+		// should cause: whatever charge it made is this request's.
 		found, ferr := s.processorChargeOf(ctx, pkey, st.user.Email)
 		if ferr != nil {
 			return ferr
