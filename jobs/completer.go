@@ -8,6 +8,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/failpoint"
 )
 
 // CompleterBatch is the most abandoned requests one completer pass queues.
@@ -49,6 +50,10 @@ type KeyCompleterWorker struct {
 
 // Work runs one pass of the completer.
 func (w *KeyCompleterWorker) Work(ctx context.Context, _ *river.Job[KeyCompleterArgs]) error {
+	if failpoint.Enabled {
+		// A build with failpoints can die here, holding the pass as running.
+		failpoint.Hit("jobs:key_completer:work")
+	}
 	_, err := w.svc.KeysAbandonedEnqueue(ctx, CompleterBatch)
 	return err
 }
