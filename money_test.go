@@ -95,7 +95,7 @@ func TestStripeConfigurationIsRequired(t *testing.T) {
 		{"serve with a base but no key", "STRIPE_SECRET_KEY", bareEnv("DATABASE_URL="+dbURL, "ADDR="+freeAddr(t), "STRIPE_API_BASE="+stripeSrv.URL), []string{"serve"}},
 		{"serve without SMTP", "SMTP_URL", bareEnv("DATABASE_URL="+dbURL, "ADDR="+freeAddr(t), "STRIPE_SECRET_KEY=sk_test_money", "STRIPE_API_BASE="+stripeSrv.URL), []string{"serve"}},
 		{"keys complete", "STRIPE_SECRET_KEY", bareEnv("DATABASE_URL="+dbURL, "COMPLETER_IDLE=1ms"), []string{"keys", "complete", strconv.FormatInt(keyID, 10)}},
-		{"keys reconcile", "STRIPE_SECRET_KEY", bareEnv("DATABASE_URL="+dbURL), []string{"keys", "reconcile", "-json"}},
+		{"keys reconcile", "STRIPE_SECRET_KEY", bareEnv("DATABASE_URL=" + dbURL), []string{"keys", "reconcile", "-json"}},
 	} {
 		out, err := run(tc.env, tc.args...)
 		var exit *exec.ExitError
