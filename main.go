@@ -404,21 +404,26 @@ func dbCommand(ctx context.Context, args []string, logger *slog.Logger) error {
 // devNote says which fakes run; stop releases what was started.
 func newService(pool *pgxpool.Pool, reg prometheus.Registerer, logger *slog.Logger, needs backends) (svc *service.Service, devNote string, stop func(), err error) {
 	var stops []func()
-	stop = func() {
+	stopAll := func() {
 		for i := len(stops) - 1; i >= 0; i-- {
 			stops[i]()
 		}
 	}
 	defer func() {
 		if err != nil {
-			stop()
+			stopAll()
 		}
 	}()
 	if err := needs.check(); err != nil {
 		return nil, "", nil, err
 	}
 	var notes []string
-	var pay service.Payments = payments.New(payments.Config{})
+	timeout, err := envDuration("STRIPE_TIMEOUT", payments.DefaultTimeout)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	// Never called; its budget (from STRIPE_TIMEOUT) sizes the lease as in serve.
+	var pay service.Payments = payments.New(payments.Config{Timeout: timeout})
 	if needs.stripe {
 		p, note, stopStripe, err := paymentsFromEnv(logger, needs.dev)
 		if err != nil {
@@ -456,7 +461,7 @@ func newService(pool *pgxpool.Pool, reg prometheus.Registerer, logger *slog.Logg
 	if err != nil {
 		return nil, "", nil, err
 	}
-	return svc, strings.Join(notes, "; "), stop, nil
+	return svc, strings.Join(notes, "; "), stopAll, nil
 }
 
 // mailerFromEnv returns the SMTP mailer of SMTP_URL. Without it, and only
