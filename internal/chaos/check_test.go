@@ -1,4 +1,4 @@
-package main
+package chaos
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/atomicrides/atomicrides/internal/binrun"
 	"github.com/atomicrides/atomicrides/service"
 )
 
@@ -28,7 +29,7 @@ func chaosSettle(ctx context.Context, sys *chaosSystem, within time.Duration) er
 	}
 	defer conn.Close(context.Background())
 	start, shown := time.Now(), time.Now()
-	return chaosPoll(ctx, within, func() error {
+	return binrun.Poll(ctx, within, func() error {
 		var unfinished int
 		var jobs []string
 		err := conn.QueryRow(ctx, `

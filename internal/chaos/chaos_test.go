@@ -1,4 +1,4 @@
-package main
+package chaos
 
 import (
 	"context"
@@ -14,20 +14,18 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-)
 
-// The chaos harness runs the real binary as separate processes (two serve
-// instances on one database, the fake Stripe, a PostgreSQL cluster of its
-// own) and drives them with concurrent clients while it crashes processes at
-// every phase boundary of the engine, restarts PostgreSQL, makes Stripe
-// misbehave, and sends duplicates and malformed requests. When the faults
-// stop and the system settles, it checks that every request happened
-// exactly once. See README.md, "Chaos".
+	"github.com/atomicrides/atomicrides/internal/binrun"
+)
 
 var (
 	chaosFullFlag = flag.Bool("chaos.full", false, "run TestChaos, the full chaos run (go tool task chaos)")
-	chaosLogsFlag = flag.String("chaos.logs", "", "keep the processes' logs of a chaos run in this directory")
+	chaosLogsFlag = flag.String("chaos.logs", "", "keep the processes' logs of a chaos run in this directory (relative: to the module root)")
 )
+
+// TestMain builds the binaries the tests run once, and removes them when
+// the tests end.
+func TestMain(m *testing.M) { binrun.Main(m) }
 
 // chaosPlan bounds one chaos run.
 type chaosPlan struct {
@@ -114,6 +112,11 @@ func runChaos(t *testing.T, plan chaosPlan) {
 			}
 		})
 	} else {
+		if !filepath.IsAbs(logDir) {
+			root, err := binrun.ModuleRoot()
+			require.NoError(t, err)
+			logDir = filepath.Join(root, logDir)
+		}
 		require.NoError(t, os.MkdirAll(logDir, 0o755))
 	}
 	sys := startChaosSystem(t, ctx, logDir)
