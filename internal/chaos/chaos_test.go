@@ -198,8 +198,9 @@ func runChaos(t *testing.T, plan chaosPlan) {
 	settled := time.Since(settleStart)
 	flog.event("settled in %s (%v)", settled.Round(time.Millisecond), settleErr)
 
-	checks, notes := chaosInvariants(t, ctx, sys, load)
-	report := chaosReport(plan, load, stats, flog, checks, notes, map[string]time.Duration{
+	state := chaosReadState(t, ctx, sys, load)
+	checks := chaosCheckAll(state)
+	report := chaosReport(plan, load, stats, flog, checks, state.notes(), map[string]time.Duration{
 		"setup": setup, "faults": faults, "settle": settled, "total": time.Since(begin),
 	})
 	fmt.Print(report)
@@ -213,10 +214,14 @@ func runChaos(t *testing.T, plan chaosPlan) {
 	if settleErr != nil {
 		t.Errorf("the system did not settle within %s: %v (logs in %s)", plan.settle, settleErr, logDir)
 	}
+	// Each invariant is a subtest of its own, so that a violation names
+	// its check (TestChaosShort/keys_finished) as well as its row.
 	for _, c := range checks {
-		if !c.ok {
-			t.Errorf("invariant violated: %s: expected %s, got %s (logs in %s)", c.name, c.expected, c.actual, logDir)
-		}
+		t.Run(c.id, func(t *testing.T) {
+			if !c.ok {
+				t.Errorf("invariant violated: %s: expected %s, got %s (logs in %s)", c.name, c.expected, c.actual, logDir)
+			}
+		})
 	}
 	if time.Since(begin) > plan.bound {
 		t.Errorf("the run took %s, over its bound of %s", time.Since(begin), plan.bound)

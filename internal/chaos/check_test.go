@@ -58,28 +58,30 @@ func chaosSettle(ctx context.Context, sys *chaosSystem, within time.Duration) er
 
 // chaosCheck is one invariant and its verdict.
 type chaosCheck struct {
-	name, expected, actual string
-	ok                     bool
+	// id names the check (its subtest); name states the invariant.
+	id, name, expected, actual string
+	ok                         bool
 }
 
 // chaosTable renders checks as a table.
 func chaosTable(checks []chaosCheck) string {
-	w := []int{len("invariant"), len("expected"), len("actual")}
+	w := []int{len("check"), len("invariant"), len("expected"), len("actual")}
 	for _, c := range checks {
-		w[0], w[1], w[2] = max(w[0], len(c.name)), max(w[1], len(c.expected)), max(w[2], len(c.actual))
+		w[0], w[1], w[2], w[3] = max(w[0], len(c.id)), max(w[1], len(c.name)), max(w[2], len(c.expected)), max(w[3], len(c.actual))
 	}
 	var b strings.Builder
-	row := func(a, e, g, ok string) {
-		fmt.Fprintf(&b, "| %-*s | %-*s | %-*s | %-4s |\n", w[0], a, w[1], e, w[2], g, ok)
+	row := func(id, a, e, g, ok string) {
+		fmt.Fprintf(&b, "| %-*s | %-*s | %-*s | %-*s | %-4s |\n", w[0], id, w[1], a, w[2], e, w[3], g, ok)
 	}
-	row("invariant", "expected", "actual", "ok")
-	fmt.Fprintf(&b, "|%s|%s|%s|------|\n", strings.Repeat("-", w[0]+2), strings.Repeat("-", w[1]+2), strings.Repeat("-", w[2]+2))
+	row("check", "invariant", "expected", "actual", "ok")
+	fmt.Fprintf(&b, "|%s|%s|%s|%s|------|\n", strings.Repeat("-", w[0]+2), strings.Repeat("-", w[1]+2),
+		strings.Repeat("-", w[2]+2), strings.Repeat("-", w[3]+2))
 	for _, c := range checks {
 		ok := "yes"
 		if !c.ok {
 			ok = "NO"
 		}
-		row(c.name, c.expected, c.actual, ok)
+		row(c.id, c.name, c.expected, c.actual, ok)
 	}
 	return b.String()
 }
@@ -96,21 +98,57 @@ type chaosKeyRow struct {
 	finished bool
 }
 
-// chaosInvariants reads the database, the fake Stripe's ledger and the mail
-// sink once the system has settled, and checks every invariant. It also
-// returns notes on what happened, for the report.
-func chaosInvariants(t *testing.T, ctx context.Context, sys *chaosSystem, load *chaosLoad) (checks []chaosCheck, notes []string) {
+// chaosUserKey identifies an idempotency key: keys are scoped per rider.
+type chaosUserKey struct {
+	user int64
+	key  string
+}
+
+// chaosRideRow is a ride and its refund as the checks read them.
+type chaosRideRow struct {
+	id      int64
+	user    int64
+	status  string
+	charge  *string
+	keyID   *int64
+	refund  string // refund status, "" without one
+	refundI *string
+}
+
+// chaosState is everything the invariants are checked against, read once
+// the system has settled: the database, the fake Stripe's ledger, the mail
+// sink, the operator CLI, and what the clients recorded.
+type chaosState struct {
+	t    *testing.T
+	ctx  context.Context
+	load *chaosLoad
+
+	keys        map[chaosUserKey]*chaosKeyRow
+	rides       map[int64]*chaosRideRow
+	receipts    map[string]int    // recorded, by Message-ID
+	customerOf  map[int64]*string // stored Stripe customer, by user
+	completions map[int64]bool    // keys a completion job ran for, to its end
+	ledger      *chaosLedger
+	operator    map[int64]bool // keys listed by `keys list -dead`
+	sent        map[string]int // messages at the sink, by Message-ID
+
+	records       []*chaosRecord
+	malformed     []chaosMalformedResult
+	riders        int
+	riderFailures []string
+}
+
+// chaosReadState reads the database, the fake Stripe's ledger, the mail
+// sink and the operator CLI, and takes the clients' records.
+func chaosReadState(t *testing.T, ctx context.Context, sys *chaosSystem, load *chaosLoad) *chaosState {
 	t.Helper()
+	s := &chaosState{t: t, ctx: ctx, load: load,
+		keys: map[chaosUserKey]*chaosKeyRow{}, rides: map[int64]*chaosRideRow{},
+		receipts: map[string]int{}, customerOf: map[int64]*string{}, completions: map[int64]bool{}}
 	conn, err := pgx.Connect(ctx, sys.dbURL)
 	require.NoError(t, err)
 	defer conn.Close(context.Background())
 
-	// Keys, by (user, key).
-	type userKey struct {
-		user int64
-		key  string
-	}
-	keys := map[userKey]*chaosKeyRow{}
 	rows, err := conn.Query(ctx, `
 		SELECT id, user_id, idempotency_key, flow, recovery_point, response_code, response_body,
 		       locked_at IS NOT NULL, coalesce(locked_at < now() - $1::interval, false)
@@ -118,106 +156,129 @@ func chaosInvariants(t *testing.T, ctx context.Context, sys *chaosSystem, load *
 	require.NoError(t, err)
 	for rows.Next() {
 		var k chaosKeyRow
-		var uk userKey
+		var uk chaosUserKey
 		require.NoError(t, rows.Scan(&k.id, &uk.user, &uk.key, &k.flow, &k.point, &k.code, &k.body, &k.locked, &k.expired))
 		k.finished = k.point == "finished"
-		keys[uk] = &k
+		s.keys[uk] = &k
 	}
 	require.NoError(t, rows.Err())
 
-	// Rides and refunds.
-	type rideRow struct {
-		id      int64
-		user    int64
-		status  string
-		charge  *string
-		keyID   *int64
-		refund  string // refund status, "" without one
-		refundI *string
-	}
-	rides := map[int64]*rideRow{}
 	rows, err = conn.Query(ctx, `
 		SELECT r.id, r.user_id, r.charge_status, r.stripe_charge_id, r.idempotency_key_id,
 		       coalesce(f.status, ''), f.stripe_refund_id
 		FROM rides r LEFT JOIN refunds f ON f.ride_id = r.id`)
 	require.NoError(t, err)
 	for rows.Next() {
-		var r rideRow
+		var r chaosRideRow
 		require.NoError(t, rows.Scan(&r.id, &r.user, &r.status, &r.charge, &r.keyID, &r.refund, &r.refundI))
-		rides[r.id] = &r
+		s.rides[r.id] = &r
 	}
 	require.NoError(t, rows.Err())
 
-	receipts := map[string]int{} // by Message-ID
 	rows, err = conn.Query(ctx, `SELECT message_id FROM receipts`)
 	require.NoError(t, err)
 	for rows.Next() {
 		var id string
 		require.NoError(t, rows.Scan(&id))
-		receipts[id]++
+		s.receipts[id]++
 	}
 	require.NoError(t, rows.Err())
 
-	customerOf := map[int64]*string{}
 	rows, err = conn.Query(ctx, `SELECT id, stripe_customer_id FROM users`)
 	require.NoError(t, err)
 	for rows.Next() {
 		var id int64
 		var cus *string
 		require.NoError(t, rows.Scan(&id, &cus))
-		customerOf[id] = cus
+		s.customerOf[id] = cus
 	}
 	require.NoError(t, rows.Err())
 
-	completions := map[int64]bool{} // keys a completion job ran for, to its end
 	rows, err = conn.Query(ctx, `SELECT DISTINCT (args->>'key_id')::bigint FROM river_job WHERE kind = 'key_complete' AND state = 'completed'`)
 	require.NoError(t, err)
 	for rows.Next() {
 		var id int64
 		require.NoError(t, rows.Scan(&id))
-		completions[id] = true
+		s.completions[id] = true
 	}
 	require.NoError(t, rows.Err())
 
-	ledger, err := sys.stripeLedger(ctx)
+	s.ledger, err = sys.stripeLedger(ctx)
 	require.NoError(t, err)
-	operator, err := sys.operatorKeys(ctx)
+	s.operator, err = sys.operatorKeys(ctx)
 	require.NoError(t, err)
-	sent := sys.sink.CountByMessageID()
+	s.sent = sys.sink.CountByMessageID()
 
-	check := func(name, expected, actual string, ok bool) {
-		checks = append(checks, chaosCheck{name: name, expected: expected, actual: actual, ok: ok})
+	load.book.mu.Lock()
+	s.records = slices.Clone(load.book.records)
+	s.malformed = slices.Clone(load.book.malformed)
+	s.riders, s.riderFailures = load.book.riders, slices.Clone(load.book.riderFailures)
+	load.book.mu.Unlock()
+	return s
+}
+
+// chaosInvariants are the checks of a chaos run, in the order of the report.
+// Each is a function of the settled state; its id names its subtest and its
+// row of the table.
+var chaosInvariants = []struct {
+	id    string
+	check func(s *chaosState) chaosCheck
+}{
+	{"keys_finished", checkKeysFinished},
+	{"answers_stored", checkAnswersStored},
+	{"one_fresh_answer_per_key", checkOneFreshAnswerPerKey},
+	{"abandoned_keys_finished", checkAbandonedKeysFinished},
+	{"riders_created", checkRidersCreated},
+	{"charges_match", checkChargesMatch},
+	{"no_ride_charged_twice", checkNoRideChargedTwice},
+	{"no_ride_pending", checkNoRidePending},
+	{"one_customer_per_rider", checkOneCustomerPerRider},
+	{"refunds_match", checkRefundsMatch},
+	{"one_refund_201_per_ride", checkOneRefund201PerRide},
+	{"one_receipt_per_ride", checkOneReceiptPerRide},
+	{"no_key_locked_past_lease", checkNoKeyLockedPastLease},
+	{"malformed_got_4xx", checkMalformedGot4xx},
+}
+
+// chaosCheckAll runs every invariant against s.
+func chaosCheckAll(s *chaosState) []chaosCheck {
+	checks := make([]chaosCheck, 0, len(chaosInvariants))
+	for _, inv := range chaosInvariants {
+		c := inv.check(s)
+		c.id = inv.id
+		checks = append(checks, c)
 	}
+	return checks
+}
 
-	// 1. Every key finished, or dead-lettered and listed for an operator.
+// checkKeysFinished: every key finished, or dead-lettered and listed for an
+// operator.
+func checkKeysFinished(s *chaosState) chaosCheck {
 	finished, unfinished, listed := 0, 0, 0
-	for _, k := range keys {
+	for _, k := range s.keys {
 		switch {
 		case k.finished:
 			finished++
-		case operator[k.id]:
+		case s.operator[k.id]:
 			unfinished++
 			listed++
 		default:
 			unfinished++
 		}
 	}
-	check("every key finished, or listed by `keys list -dead`",
-		fmt.Sprintf("%d finished or listed", len(keys)),
-		fmt.Sprintf("%d finished, %d unfinished (%d listed)", finished, unfinished, listed),
-		unfinished == listed)
+	return chaosCheck{name: "every key finished, or listed by `keys list -dead`",
+		expected: fmt.Sprintf("%d finished or listed", len(s.keys)),
+		actual:   fmt.Sprintf("%d finished, %d unfinished (%d listed)", finished, unfinished, listed),
+		ok:       unfinished == listed}
+}
 
-	// 2. Every definitive answer a client got is the stored one, byte for
-	// byte (same-key bursts included); keys clients gave up on were
-	// finished by the completer.
-	load.book.mu.Lock()
-	records := slices.Clone(load.book.records)
-	malformed := slices.Clone(load.book.malformed)
-	load.book.mu.Unlock()
-	answers, matching, abandoned, completed, byCompleter := 0, 0, 0, 0, 0
+// checkAnswersStored: every definitive answer a client got is the stored
+// one, byte for byte (same-key bursts included).
+func checkAnswersStored(s *chaosState) chaosCheck {
+	answers, matching := 0, 0
 	var mismatches []string
-	for _, r := range records {
-		k := keys[userKey{r.user.id, r.key}]
+	for _, r := range s.records {
+		k := s.keys[chaosUserKey{r.user.id, r.key}]
 		for _, a := range r.answers {
 			if !a.Definitive {
 				continue
@@ -229,22 +290,21 @@ func chaosInvariants(t *testing.T, ctx context.Context, sys *chaosSystem, load *
 				mismatches = append(mismatches, fmt.Sprintf("%s: got %d %s", r.key, a.Status, a.Body))
 			}
 		}
-		if r.quit && k != nil {
-			abandoned++
-			if k.finished {
-				completed++
-			}
-			if completions[k.id] {
-				byCompleter++
-			}
-		}
 	}
-	check("every definitive answer = the stored answer, byte for byte",
-		fmt.Sprintf("%d of %d", answers, answers), fmt.Sprintf("%d of %d", matching, answers), matching == answers)
-	// The clients of one key (a same-key burst) may all get answers, but
-	// only one request drove the key to its end: the others are replays.
+	for _, m := range mismatches {
+		s.t.Logf("answer not stored as given: %s", m)
+	}
+	return chaosCheck{name: "every definitive answer = the stored answer, byte for byte",
+		expected: fmt.Sprintf("%d of %d", answers, answers), actual: fmt.Sprintf("%d of %d", matching, answers),
+		ok: matching == answers}
+}
+
+// checkOneFreshAnswerPerKey: the clients of one key (a same-key burst) may
+// all get answers, but only one request drove the key to its end: the
+// others are replays.
+func checkOneFreshAnswerPerKey(s *chaosState) chaosCheck {
 	drivenTwice := 0
-	for _, r := range records {
+	for _, r := range s.records {
 		fresh := 0
 		for _, a := range r.answers {
 			if a.Definitive && !a.Replayed && storedAnswer(a) {
@@ -255,45 +315,72 @@ func chaosInvariants(t *testing.T, ctx context.Context, sys *chaosSystem, load *
 			drivenTwice++
 		}
 	}
-	check("no key answered fresh twice (same-key bursts: one answer, the rest replays)",
-		"0 keys", fmt.Sprintf("%d keys", drivenTwice), drivenTwice == 0)
-	for _, m := range mismatches {
-		t.Logf("answer not stored as given: %s", m)
-	}
-	check("keys abandoned by their clients finished anyway",
-		fmt.Sprintf("%d of %d", abandoned, abandoned),
-		fmt.Sprintf("%d of %d (%d through the completer)", completed, abandoned, byCompleter), completed == abandoned)
-	load.book.mu.Lock()
-	riders, riderFailures := load.book.riders, slices.Clone(load.book.riderFailures)
-	load.book.mu.Unlock()
-	for _, f := range riderFailures {
-		t.Logf("rider not created: %s", f)
-	}
-	check("riders created during the chaos got their API key",
-		fmt.Sprintf("%d of %d", riders+len(riderFailures), riders+len(riderFailures)),
-		fmt.Sprintf("%d of %d", riders, riders+len(riderFailures)), len(riderFailures) == 0)
+	return chaosCheck{name: "no key answered fresh twice (same-key bursts: one answer, the rest replays)",
+		expected: "0 keys", actual: fmt.Sprintf("%d keys", drivenTwice), ok: drivenTwice == 0}
+}
 
-	// 3. Charges at Stripe = rides with a charge id = keys finished with 201.
+// abandonedKeys counts the keys clients gave up on, those finished, and
+// those a completion job ran for.
+func (s *chaosState) abandonedKeys() (abandoned, completed, byCompleter int) {
+	for _, r := range s.records {
+		k := s.keys[chaosUserKey{r.user.id, r.key}]
+		if r.quit && k != nil {
+			abandoned++
+			if k.finished {
+				completed++
+			}
+			if s.completions[k.id] {
+				byCompleter++
+			}
+		}
+	}
+	return abandoned, completed, byCompleter
+}
+
+// checkAbandonedKeysFinished: keys clients gave up on were finished by the
+// completer.
+func checkAbandonedKeysFinished(s *chaosState) chaosCheck {
+	abandoned, completed, byCompleter := s.abandonedKeys()
+	return chaosCheck{name: "keys abandoned by their clients finished anyway",
+		expected: fmt.Sprintf("%d of %d", abandoned, abandoned),
+		actual:   fmt.Sprintf("%d of %d (%d through the completer)", completed, abandoned, byCompleter),
+		ok:       completed == abandoned}
+}
+
+// checkRidersCreated: every rider created during the chaos got an API key.
+func checkRidersCreated(s *chaosState) chaosCheck {
+	for _, f := range s.riderFailures {
+		s.t.Logf("rider not created: %s", f)
+	}
+	return chaosCheck{name: "riders created during the chaos got their API key",
+		expected: fmt.Sprintf("%d of %d", s.riders+len(s.riderFailures), s.riders+len(s.riderFailures)),
+		actual:   fmt.Sprintf("%d of %d", s.riders, s.riders+len(s.riderFailures)),
+		ok:       len(s.riderFailures) == 0}
+}
+
+// rideCharges returns the charge ids stored on rides.
+func (s *chaosState) rideCharges() map[string]bool {
+	charges := map[string]bool{}
+	for _, r := range s.rides {
+		if r.charge != nil {
+			charges[*r.charge] = true
+		}
+	}
+	return charges
+}
+
+// checkChargesMatch: charges at Stripe = rides with a charge id = keys
+// finished with 201.
+func checkChargesMatch(s *chaosState) chaosCheck {
 	stripeCharges := map[string]bool{}
-	chargesPerRide := map[string]int{}
-	for _, c := range ledger.Charges {
+	for _, c := range s.ledger.Charges {
 		if c.Status == "succeeded" {
 			stripeCharges[c.ID] = true
-			chargesPerRide[c.Metadata["ride_id"]]++
 		}
 	}
-	rideCharges := map[string]bool{}
-	pending := 0
-	for _, r := range rides {
-		if r.charge != nil {
-			rideCharges[*r.charge] = true
-		}
-		if r.status == "pending" {
-			pending++
-		}
-	}
+	rideCharges := s.rideCharges()
 	keyCharges := map[string]bool{}
-	for _, k := range keys {
+	for _, k := range s.keys {
 		if k.flow == "ride.create" && k.finished && *k.code == http.StatusCreated {
 			var ride service.Ride
 			if json.Unmarshal(k.body, &ride) == nil && ride.StripeChargeID != nil {
@@ -303,20 +390,47 @@ func chaosInvariants(t *testing.T, ctx context.Context, sys *chaosSystem, load *
 			}
 		}
 	}
-	check("succeeded charges at Stripe = rides with a charge id = ride keys finished 201",
-		"the same set", fmt.Sprintf("%d = %d = %d", len(stripeCharges), len(rideCharges), len(keyCharges)),
-		sameSet(stripeCharges, rideCharges) && sameSet(rideCharges, keyCharges))
+	return chaosCheck{name: "succeeded charges at Stripe = rides with a charge id = ride keys finished 201",
+		expected: "the same set", actual: fmt.Sprintf("%d = %d = %d", len(stripeCharges), len(rideCharges), len(keyCharges)),
+		ok: sameSet(stripeCharges, rideCharges) && sameSet(rideCharges, keyCharges)}
+}
+
+// checkNoRideChargedTwice: Stripe holds at most one succeeded charge per
+// ride (by the charge's metadata ride_id).
+func checkNoRideChargedTwice(s *chaosState) chaosCheck {
+	chargesPerRide := map[string]int{}
+	for _, c := range s.ledger.Charges {
+		if c.Status == "succeeded" {
+			chargesPerRide[c.Metadata["ride_id"]]++
+		}
+	}
 	twice := 0
 	for _, n := range chargesPerRide {
 		if n > 1 {
 			twice++
 		}
 	}
-	check("no ride charged twice (Stripe charges by metadata ride_id)", "0", fmt.Sprint(twice), twice == 0)
-	check("every ride charged or declined (none left pending)", "0 pending", fmt.Sprintf("%d pending of %d", pending, len(rides)), pending == 0)
+	return chaosCheck{name: "no ride charged twice (Stripe charges by metadata ride_id)", expected: "0",
+		actual: fmt.Sprint(twice), ok: twice == 0}
+}
 
+// checkNoRidePending: every ride ended charged or declined.
+func checkNoRidePending(s *chaosState) chaosCheck {
+	pending := 0
+	for _, r := range s.rides {
+		if r.status == "pending" {
+			pending++
+		}
+	}
+	return chaosCheck{name: "every ride charged or declined (none left pending)", expected: "0 pending",
+		actual: fmt.Sprintf("%d pending of %d", pending, len(s.rides)), ok: pending == 0}
+}
+
+// checkOneCustomerPerRider: Stripe holds at most one customer per rider,
+// and the one stored on the rider is Stripe's.
+func checkOneCustomerPerRider(s *chaosState) chaosCheck {
 	customersPerUser := map[string][]string{}
-	for _, c := range ledger.Customers {
+	for _, c := range s.ledger.Customers {
 		customersPerUser[c.Metadata["user_id"]] = append(customersPerUser[c.Metadata["user_id"]], c.ID)
 	}
 	twoCustomers, unknownCustomer := 0, 0
@@ -326,38 +440,53 @@ func chaosInvariants(t *testing.T, ctx context.Context, sys *chaosSystem, load *
 		}
 		var id int64
 		_, _ = fmt.Sscan(uid, &id)
-		if cus := customerOf[id]; cus != nil && *cus != ids[0] {
+		if cus := s.customerOf[id]; cus != nil && *cus != ids[0] {
 			unknownCustomer++
 		}
 	}
-	check("no rider with two Stripe customers; the stored one is Stripe's", "0",
-		fmt.Sprintf("%d twice, %d differ", twoCustomers, unknownCustomer), twoCustomers == 0 && unknownCustomer == 0)
+	return chaosCheck{name: "no rider with two Stripe customers; the stored one is Stripe's", expected: "0",
+		actual: fmt.Sprintf("%d twice, %d differ", twoCustomers, unknownCustomer),
+		ok:     twoCustomers == 0 && unknownCustomer == 0}
+}
 
-	// 4. Refunds at Stripe = refunded rides, at most one per ride.
+// rideRefunds returns the refund ids stored on refunded rides.
+func (s *chaosState) rideRefunds() map[string]bool {
+	refunds := map[string]bool{}
+	for _, r := range s.rides {
+		if r.refund == "refunded" && r.refundI != nil {
+			refunds[*r.refundI] = true
+		}
+	}
+	return refunds
+}
+
+// checkRefundsMatch: refunds at Stripe = refunded rides, at most one per
+// ride.
+func checkRefundsMatch(s *chaosState) chaosCheck {
 	stripeRefunds := map[string]bool{}
 	refundsPerCharge := map[string]int{}
-	for _, r := range ledger.Refunds {
+	for _, r := range s.ledger.Refunds {
 		stripeRefunds[r.ID] = true
 		refundsPerCharge[r.Charge]++
 	}
-	rideRefunds := map[string]bool{}
-	for _, r := range rides {
-		if r.refund == "refunded" && r.refundI != nil {
-			rideRefunds[*r.refundI] = true
-		}
-	}
+	rideRefunds := s.rideRefunds()
 	refundedTwice := 0
 	for _, n := range refundsPerCharge {
 		if n > 1 {
 			refundedTwice++
 		}
 	}
-	check("refunds at Stripe = refunded rides; none refunded twice", "the same set, 0 twice",
-		fmt.Sprintf("%d = %d, %d twice", len(stripeRefunds), len(rideRefunds), refundedTwice),
-		sameSet(stripeRefunds, rideRefunds) && refundedTwice == 0)
+	return chaosCheck{name: "refunds at Stripe = refunded rides; none refunded twice", expected: "the same set, 0 twice",
+		actual: fmt.Sprintf("%d = %d, %d twice", len(stripeRefunds), len(rideRefunds), refundedTwice),
+		ok:     sameSet(stripeRefunds, rideRefunds) && refundedTwice == 0}
+}
+
+// checkOneRefund201PerRide: of the keys that asked to refund a ride, at most
+// one was answered 201 (the others: 200, the same refund).
+func checkOneRefund201PerRide(s *chaosState) chaosCheck {
 	created := map[int64]int{} // refund keys answered 201, by ride
-	for _, r := range records {
-		k := keys[userKey{r.user.id, r.key}]
+	for _, r := range s.records {
+		k := s.keys[chaosUserKey{r.user.id, r.key}]
 		if r.flow == "ride.refund" && k != nil && k.finished && *k.code == http.StatusCreated {
 			created[r.rideID]++
 		}
@@ -368,12 +497,16 @@ func chaosInvariants(t *testing.T, ctx context.Context, sys *chaosSystem, load *
 			createdTwice++
 		}
 	}
-	check("at most one refund key answered 201 per ride", "0 rides with more", fmt.Sprint(createdTwice), createdTwice == 0)
+	return chaosCheck{name: "at most one refund key answered 201 per ride", expected: "0 rides with more",
+		actual: fmt.Sprint(createdTwice), ok: createdTwice == 0}
+}
 
-	// 5. One receipt per charged ride and per refunded ride: exactly the
-	// expected Message-IDs reached the sink, and each is recorded once.
+// checkOneReceiptPerRide: one receipt per charged ride and per refunded
+// ride: exactly the expected Message-IDs reached the sink, and each is
+// recorded once.
+func checkOneReceiptPerRide(s *chaosState) chaosCheck {
 	wantMail := map[string]bool{}
-	for _, r := range rides {
+	for _, r := range s.rides {
 		if r.status == "charged" {
 			wantMail[service.ReceiptMessageID(service.ReceiptRide, r.id, service.DefaultMailFrom)] = true
 		}
@@ -382,22 +515,24 @@ func chaosInvariants(t *testing.T, ctx context.Context, sys *chaosSystem, load *
 		}
 	}
 	gotMail, copies := map[string]bool{}, 0
-	for id, n := range sent {
+	for id, n := range s.sent {
 		gotMail[id] = true
 		copies += n
 	}
 	recorded := map[string]bool{}
-	for id := range receipts {
+	for id := range s.receipts {
 		recorded[id] = true
 	}
-	check("one receipt (Message-ID) per charged and per refunded ride, each recorded once",
-		fmt.Sprintf("%d receipts", len(wantMail)),
-		fmt.Sprintf("%d Message-IDs at the sink (%d copies), %d recorded", len(gotMail), copies, len(recorded)),
-		sameSet(wantMail, gotMail) && sameSet(wantMail, recorded))
+	return chaosCheck{name: "one receipt (Message-ID) per charged and per refunded ride, each recorded once",
+		expected: fmt.Sprintf("%d receipts", len(wantMail)),
+		actual:   fmt.Sprintf("%d Message-IDs at the sink (%d copies), %d recorded", len(gotMail), copies, len(recorded)),
+		ok:       sameSet(wantMail, gotMail) && sameSet(wantMail, recorded)}
+}
 
-	// 6. No key locked past its lease.
+// checkNoKeyLockedPastLease: no key is locked for longer than the lease.
+func checkNoKeyLockedPastLease(s *chaosState) chaosCheck {
 	lockedPast, lockedNow := 0, 0
-	for _, k := range keys {
+	for _, k := range s.keys {
 		if k.locked {
 			lockedNow++
 		}
@@ -405,27 +540,34 @@ func chaosInvariants(t *testing.T, ctx context.Context, sys *chaosSystem, load *
 			lockedPast++
 		}
 	}
-	check("no key locked past its lease", "0", fmt.Sprintf("%d (%d locked at all)", lockedPast, lockedNow), lockedPast == 0)
+	return chaosCheck{name: "no key locked past its lease", expected: "0",
+		actual: fmt.Sprintf("%d (%d locked at all)", lockedPast, lockedNow), ok: lockedPast == 0}
+}
 
-	// 7. No 500 caused by input: every malformed request got its 4xx, during
-	// the chaos (after retrying transient failures) and once calm.
+// checkMalformedGot4xx: no 500 caused by input: every malformed request got
+// its 4xx, during the chaos (after retrying transient failures) and once
+// calm (sent again now, with no fault active).
+func checkMalformedGot4xx(s *chaosState) chaosCheck {
 	rightDuring := 0
-	for _, m := range malformed {
+	for _, m := range s.malformed {
 		if m.answer.Definitive && m.answer.Status == m.want {
 			rightDuring++
 		} else {
-			t.Logf("malformed %q during the chaos: want %d, got %d %s", m.name, m.want, m.answer.Status, m.answer.Body)
+			s.t.Logf("malformed %q during the chaos: want %d, got %d %s", m.name, m.want, m.answer.Status, m.answer.Body)
 		}
 	}
-	calm, rightCalm := chaosCalmMalformed(t, ctx, load, records)
-	check("no 500 caused by input: each malformed request got its 4xx",
-		fmt.Sprintf("%d of %d during, %d of %d calm", len(malformed), len(malformed), calm, calm),
-		fmt.Sprintf("%d of %d during, %d of %d calm", rightDuring, len(malformed), rightCalm, calm),
-		rightDuring == len(malformed) && rightCalm == calm)
+	calm, rightCalm := chaosCalmMalformed(s.t, s.ctx, s.load, s.records)
+	return chaosCheck{name: "no 500 caused by input: each malformed request got its 4xx",
+		expected: fmt.Sprintf("%d of %d during, %d of %d calm", len(s.malformed), len(s.malformed), calm, calm),
+		actual:   fmt.Sprintf("%d of %d during, %d of %d calm", rightDuring, len(s.malformed), rightCalm, calm),
+		ok:       rightDuring == len(s.malformed) && rightCalm == calm}
+}
 
-	// What Stripe saw, for the report.
+// notes describes what happened, for the report: the Stripe requests hit by
+// a fault and the run's outcome.
+func (s *chaosState) notes() []string {
 	hits := map[string]int{}
-	for _, r := range ledger.Requests {
+	for _, r := range s.ledger.Requests {
 		if r.Fault != "" {
 			hits[fmt.Sprintf("%s %s %d", r.Op, r.Fault, r.Status)]++
 		}
@@ -434,12 +576,13 @@ func chaosInvariants(t *testing.T, ctx context.Context, sys *chaosSystem, load *
 	for _, k := range sortedKeys(hits) {
 		parts = append(parts, fmt.Sprintf("%s×%d", k, hits[k]))
 	}
-	notes = append(notes,
+	abandoned, _, byCompleter := s.abandonedKeys()
+	return []string{
 		fmt.Sprintf("Stripe requests hit by a fault (op kind status×n; status 0: no answer): %s", strings.Join(parts, ", ")),
 		fmt.Sprintf("outcome: %d keys, %d rides (%d charged), %d refunds, %d receipts, %d Stripe requests, "+
 			"%d keys abandoned by their clients (%d finished through the completer)",
-			len(keys), len(rides), len(rideCharges), len(rideRefunds), len(recorded), len(ledger.Requests), abandoned, byCompleter))
-	return checks, notes
+			len(s.keys), len(s.rides), len(s.rideCharges()), len(s.rideRefunds()), len(s.receipts), len(s.ledger.Requests), abandoned, byCompleter),
+	}
 }
 
 // chaosCalmMalformed sends every malformed request once more, with no fault

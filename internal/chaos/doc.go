@@ -9,7 +9,9 @@
 // Stripe misbehave, and sends duplicates and malformed requests. When the
 // faults stop and the system settles, it reads the database, the fake
 // Stripe's ledger and the mail sink, and checks that every request
-// happened exactly once.
+// happened exactly once: each invariant is a function of its own
+// (chaosInvariants), and both the report's table and the test's subtests
+// (TestChaosShort/keys_finished, …) name the check.
 //
 //   - TestChaosShort: one pass of each fault, in turn (part of go tool task
 //     test, about 90 s).
