@@ -404,12 +404,7 @@ func checkNoRideChargedTwice(s *chaosState) chaosCheck {
 			chargesPerRide[c.Metadata["ride_id"]]++
 		}
 	}
-	twice := 0
-	for _, n := range chargesPerRide {
-		if n > 1 {
-			twice++
-		}
-	}
+	twice := moreThanOnce(chargesPerRide)
 	return chaosCheck{name: "no ride charged twice (Stripe charges by metadata ride_id)", expected: "0",
 		actual: fmt.Sprint(twice), ok: twice == 0}
 }
@@ -470,12 +465,7 @@ func checkRefundsMatch(s *chaosState) chaosCheck {
 		refundsPerCharge[r.Charge]++
 	}
 	rideRefunds := s.rideRefunds()
-	refundedTwice := 0
-	for _, n := range refundsPerCharge {
-		if n > 1 {
-			refundedTwice++
-		}
-	}
+	refundedTwice := moreThanOnce(refundsPerCharge)
 	return chaosCheck{name: "refunds at Stripe = refunded rides; none refunded twice", expected: "the same set, 0 twice",
 		actual: fmt.Sprintf("%d = %d, %d twice", len(stripeRefunds), len(rideRefunds), refundedTwice),
 		ok:     sameSet(stripeRefunds, rideRefunds) && refundedTwice == 0}
@@ -491,12 +481,7 @@ func checkOneRefund201PerRide(s *chaosState) chaosCheck {
 			created[r.rideID]++
 		}
 	}
-	createdTwice := 0
-	for _, n := range created {
-		if n > 1 {
-			createdTwice++
-		}
-	}
+	createdTwice := moreThanOnce(created)
 	return chaosCheck{name: "at most one refund key answered 201 per ride", expected: "0 rides with more",
 		actual: fmt.Sprint(createdTwice), ok: createdTwice == 0}
 }
@@ -630,6 +615,18 @@ func storedAnswer(a chaosAnswer) bool {
 	return false
 }
 
+// moreThanOnce counts the entries of counts above 1.
+func moreThanOnce[K comparable](counts map[K]int) int {
+	n := 0
+	for _, c := range counts {
+		if c > 1 {
+			n++
+		}
+	}
+	return n
+}
+
+// sameSet reports whether a and b hold the same keys.
 func sameSet(a, b map[string]bool) bool {
 	if len(a) != len(b) {
 		return false
