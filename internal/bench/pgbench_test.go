@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -9,8 +9,10 @@ import (
 	"regexp"
 	"runtime"
 	"strconv"
+	"testing"
 	"time"
 
+	"github.com/atomicrides/atomicrides/internal/binrun"
 	"github.com/atomicrides/atomicrides/sql/pgenv"
 )
 
@@ -30,9 +32,16 @@ type pgbenchRun struct {
 	CommitsPerRun float64
 }
 
-// pgbenchScript is the path of a script in sql/bench, relative to the
-// package directory that go test runs in.
-func pgbenchScript(name string) string { return filepath.Join("sql", "bench", name) }
+// pgbenchScript is the path of the pgbench script name, in sql/bench of the
+// module root (go test runs in this package's directory).
+func pgbenchScript(tb testing.TB, name string) string {
+	tb.Helper()
+	root, err := binrun.ModuleRoot()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return filepath.Join(root, "sql", "bench", name)
+}
 
 // findPgbench returns the pgbench on PATH, else the one beside the installed
 // server binaries.

@@ -1,26 +1,23 @@
-package main
+package chaos
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/atomicrides/atomicrides/internal/binrun"
 	"github.com/atomicrides/atomicrides/service/failpoint"
 	"github.com/atomicrides/atomicrides/service/mail/mailsink"
 	"github.com/atomicrides/atomicrides/sql/pgenv"
@@ -48,37 +45,29 @@ const (
 // PostgreSQL cluster it may crash, the fake Stripe, two serve instances on
 // one database; plus a mail sink in the test process.
 type chaosSystem struct {
-	bin     string
-	logDir  string
+	bin    string
+	logDir string
+	// workDir is the working directory of every process the harness
+	// starts, under the test's t.TempDir().
+	workDir string
 	cluster *pgenv.Cluster
 	dbURL   string
 	stripe  string // base URL of the fake Stripe process
 	sink    *mailsink.Sink
 	smtpURL string
 	serves  []*chaosServe
-
-	stripeProc *exec.Cmd
-	stripeDone chan struct{}
-}
-
-// chaosBuildBinary builds the command with failpoints compiled in.
-func chaosBuildBinary(t *testing.T, dir string) string {
-	t.Helper()
-	bin := filepath.Join(dir, "atomicrides-failpoints")
-	out, err := exec.Command("go", "build", "-tags", "failpoints", "-o", bin, ".").CombinedOutput()
-	require.NoError(t, err, "go build -tags failpoints: %s", out)
-	return bin
 }
 
 // startChaosSystem starts every process and waits until each answers.
 func startChaosSystem(t *testing.T, ctx context.Context, logDir string) *chaosSystem {
 	t.Helper()
-	sys := &chaosSystem{logDir: logDir, bin: chaosBuildBinary(t, t.TempDir())}
+	// The command with failpoints compiled in.
+	sys := &chaosSystem{logDir: logDir, workDir: t.TempDir(), bin: binrun.Build(t, "failpoints")}
 
 	// PostgreSQL: its own cluster on its own port, crash-safe so that
 	// committed work survives the immediate restarts.
 	pgDir := t.TempDir()
-	cluster, err := pgenv.StartClusterWith(ctx, pgDir, pgenv.ClusterOptions{Port: chaosFreePort(t), CrashSafe: true})
+	cluster, err := pgenv.StartClusterWith(ctx, pgDir, pgenv.ClusterOptions{Port: binrun.FreePort(t), CrashSafe: true})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		stopCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -98,33 +87,12 @@ func startChaosSystem(t *testing.T, ctx context.Context, logDir string) *chaosSy
 	require.NotEqual(t, cluster.URL, sys.dbURL)
 
 	// The fake Stripe, as its own process.
-	stripeAddr := fmt.Sprintf("127.0.0.1:%d", chaosFreePort(t))
+	stripeAddr := binrun.FreeAddr(t)
 	sys.stripe = "http://" + stripeAddr
-	logf, err := os.Create(filepath.Join(logDir, "fakestripe.log"))
-	require.NoError(t, err)
-	sys.stripeProc = exec.Command(sys.bin, "fakestripe", "-addr", stripeAddr)
-	sys.stripeProc.Stdout, sys.stripeProc.Stderr = logf, logf
-	require.NoError(t, sys.stripeProc.Start())
-	sys.stripeDone = make(chan struct{})
-	go func() { _ = sys.stripeProc.Wait(); logf.Close(); close(sys.stripeDone) }()
-	t.Cleanup(func() {
-		_ = sys.stripeProc.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-sys.stripeDone:
-		case <-time.After(10 * time.Second):
-			_ = sys.stripeProc.Process.Kill()
-			<-sys.stripeDone
-		}
-	})
-	require.NoError(t, chaosPoll(ctx, 30*time.Second, func() error {
-		select {
-		case <-sys.stripeDone:
-			return errChaosGiveUp("the fake Stripe exited")
-		default:
-		}
-		_, err := sys.stripeLedger(ctx)
-		return err
-	}))
+	stripeProc := binrun.Start(t, binrun.Cmd{Bin: sys.bin, Args: []string{"fakestripe", "-addr", stripeAddr},
+		Dir: sys.workDir, LogPath: filepath.Join(logDir, "fakestripe.log")})
+	t.Cleanup(func() { _ = stripeProc.Stop(10 * time.Second) })
+	require.NoError(t, stripeProc.Ready(ctx, sys.stripe+"/_fake/ledger", 30*time.Second))
 
 	// The mail sink, in this process, so that messages are counted here.
 	sys.sink = mailsink.New(mailsink.Options{})
@@ -134,7 +102,7 @@ func startChaosSystem(t *testing.T, ctx context.Context, logDir string) *chaosSy
 	t.Cleanup(func() { _ = stopSink(context.Background()) })
 
 	for _, name := range []string{"serve-a", "serve-b"} {
-		s := &chaosServe{sys: sys, name: name, addr: fmt.Sprintf("127.0.0.1:%d", chaosFreePort(t))}
+		s := &chaosServe{sys: sys, name: name, addr: binrun.FreeAddr(t)}
 		sys.serves = append(sys.serves, s)
 		t.Cleanup(s.stop)
 	}
@@ -146,19 +114,19 @@ func startChaosSystem(t *testing.T, ctx context.Context, logDir string) *chaosSy
 
 // env is the environment of a serve process (and of the operator CLI).
 func (sys *chaosSystem) env() []string {
-	return append(os.Environ(),
-		"DATABASE_URL="+sys.dbURL+"&pool_max_conns=8",
-		"ADMIN_TOKEN="+chaosAdminToken,
-		"STRIPE_API_BASE="+sys.stripe,
+	return []string{
+		"DATABASE_URL=" + sys.dbURL + "&pool_max_conns=8",
+		"ADMIN_TOKEN=" + chaosAdminToken,
+		"STRIPE_API_BASE=" + sys.stripe,
 		"STRIPE_SECRET_KEY=sk_test_chaos",
-		"STRIPE_TIMEOUT="+chaosStripeTimeout.String(),
-		"LEASE="+chaosLease.String(),
-		"SMTP_URL="+sys.smtpURL,
+		"STRIPE_TIMEOUT=" + chaosStripeTimeout.String(),
+		"LEASE=" + chaosLease.String(),
+		"SMTP_URL=" + sys.smtpURL,
 		"COMPLETER_INTERVAL=1s",
-		"COMPLETER_IDLE="+chaosCompleterIdle.String(),
-		"JOB_TIMEOUT="+chaosJobTimeout.String(),
-		"JOB_RESCUE_AFTER="+chaosJobRescueAfter.String(),
-	)
+		"COMPLETER_IDLE=" + chaosCompleterIdle.String(),
+		"JOB_TIMEOUT=" + chaosJobTimeout.String(),
+		"JOB_RESCUE_AFTER=" + chaosJobRescueAfter.String(),
+	}
 }
 
 // bases returns the base URLs of the serve instances, as a load balancer
@@ -179,8 +147,7 @@ type chaosServe struct {
 	addr string
 
 	mu      sync.Mutex
-	cmd     *exec.Cmd
-	done    chan struct{} // closed when cmd has exited
+	proc    *binrun.Process // the current process; nil before the first start
 	logPath string
 	starts  int
 }
@@ -210,81 +177,49 @@ func (s *chaosServe) startOnce(ctx context.Context, spec string) error {
 	s.mu.Lock()
 	s.starts++
 	logPath := filepath.Join(s.sys.logDir, fmt.Sprintf("%s.%02d.log", s.name, s.starts))
-	logf, err := os.Create(logPath)
+	env := append(s.sys.env(), "ADDR="+s.addr)
+	if spec != "" {
+		env = append(env, failpoint.EnvVar+"="+spec)
+	}
+	proc, err := binrun.Cmd{Bin: s.sys.bin, Args: []string{"serve"}, Env: env, Dir: s.sys.workDir, LogPath: logPath}.Start()
 	if err != nil {
 		s.mu.Unlock()
 		return err
 	}
-	cmd := exec.Command(s.sys.bin, "serve")
-	cmd.Env = append(s.sys.env(), "ADDR="+s.addr)
-	if spec != "" {
-		cmd.Env = append(cmd.Env, failpoint.EnvVar+"="+spec)
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		s.mu.Unlock()
-		logf.Close()
-		return err
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); logf.Close(); close(done) }()
-	s.cmd, s.done, s.logPath = cmd, done, logPath
+	s.proc, s.logPath = proc, logPath
 	s.mu.Unlock()
 
-	err = chaosPoll(ctx, 60*time.Second, func() error {
-		select {
-		case <-done:
-			return errChaosGiveUp(fmt.Sprintf("%s exited while starting; see %s", s.name, logPath))
-		default:
-		}
-		resp, err := chaosHTTP.Get("http://" + s.addr + "/readyz")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("readyz: %d", resp.StatusCode)
-		}
-		return nil
-	})
-	if err != nil {
+	if err := proc.Ready(ctx, "http://"+s.addr+"/readyz", 60*time.Second); err != nil {
 		s.kill()
+		return fmt.Errorf("%s did not get ready (see %s): %w", s.name, logPath, err)
 	}
-	return err
+	return nil
 }
 
 // exited returns a channel closed when the current process exits.
 func (s *chaosServe) exited() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.done
+	return s.proc.Done()
 }
 
 // kill sends SIGKILL to the current process and waits for it to exit.
 func (s *chaosServe) kill() {
 	s.mu.Lock()
-	cmd, done := s.cmd, s.done
+	proc := s.proc
 	s.mu.Unlock()
-	if cmd == nil {
-		return
+	if proc != nil {
+		proc.Kill()
 	}
-	_ = cmd.Process.Kill()
-	<-done
 }
 
 // stop ends the instance gracefully (SIGTERM), or kills it after a while.
 func (s *chaosServe) stop() {
 	s.mu.Lock()
-	cmd, done := s.cmd, s.done
+	proc := s.proc
 	s.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		s.kill()
+	if proc != nil {
+		_ = proc.Stop(30 * time.Second)
 	}
 }
 
@@ -375,19 +310,19 @@ type chaosLedger struct {
 func (sys *chaosSystem) operatorKeys(ctx context.Context) (map[int64]bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, sys.bin, "keys", "list", "-dead", "-json", "-limit", "10000")
-	cmd.Env = sys.env()
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	res, err := binrun.Cmd{Bin: sys.bin, Args: []string{"keys", "list", "-dead", "-json", "-limit", "10000"},
+		Env: sys.env(), Dir: sys.workDir}.Run(ctx)
+	if err == nil && res.ExitCode != 0 {
+		err = fmt.Errorf("exit code %d", res.ExitCode)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("keys list -dead: %w\n%s", err, stderr.String())
+		return nil, fmt.Errorf("keys list -dead: %w\n%s", err, res.Stderr)
 	}
 	var keys []struct {
 		ID int64 `json:"id"`
 	}
-	if err := json.Unmarshal(out, &keys); err != nil {
-		return nil, fmt.Errorf("keys list -dead: %w\n%s", err, out)
+	if err := json.Unmarshal([]byte(res.Stdout), &keys); err != nil {
+		return nil, fmt.Errorf("keys list -dead: %w\n%s", err, res.Stdout)
 	}
 	ids := map[int64]bool{}
 	for _, k := range keys {
@@ -399,38 +334,3 @@ func (sys *chaosSystem) operatorKeys(ctx context.Context) (map[int64]bool, error
 // chaosHTTP is the harness's own client for control calls; riders have
 // their own (chaosRider).
 var chaosHTTP = &http.Client{Timeout: 10 * time.Second}
-
-// errChaosGiveUp stops chaosPoll at once.
-type errChaosGiveUp string
-
-func (e errChaosGiveUp) Error() string { return string(e) }
-
-// chaosPoll calls cond until it returns nil, returns an errChaosGiveUp, ctx
-// ends or within passes; it returns cond's last error.
-func chaosPoll(ctx context.Context, within time.Duration, cond func() error) error {
-	deadline := time.Now().Add(within)
-	for delay := 10 * time.Millisecond; ; delay = min(2*delay, 250*time.Millisecond) {
-		err := cond()
-		var giveUp errChaosGiveUp
-		if err == nil || errors.As(err, &giveUp) {
-			return err
-		}
-		if time.Now().Add(delay).After(deadline) {
-			return fmt.Errorf("still failing after %s: %w", within, err)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
-		case <-time.After(delay):
-		}
-	}
-}
-
-// chaosFreePort returns a loopback port that was free a moment ago.
-func chaosFreePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}

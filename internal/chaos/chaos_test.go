@@ -1,4 +1,4 @@
-package main
+package chaos
 
 import (
 	"context"
@@ -14,20 +14,18 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-)
 
-// The chaos harness runs the real binary as separate processes (two serve
-// instances on one database, the fake Stripe, a PostgreSQL cluster of its
-// own) and drives them with concurrent clients while it crashes processes at
-// every phase boundary of the engine, restarts PostgreSQL, makes Stripe
-// misbehave, and sends duplicates and malformed requests. When the faults
-// stop and the system settles, it checks that every request happened
-// exactly once. See README.md, "Chaos".
+	"github.com/atomicrides/atomicrides/internal/binrun"
+)
 
 var (
 	chaosFullFlag = flag.Bool("chaos.full", false, "run TestChaos, the full chaos run (go tool task chaos)")
-	chaosLogsFlag = flag.String("chaos.logs", "", "keep the processes' logs of a chaos run in this directory")
+	chaosLogsFlag = flag.String("chaos.logs", "", "keep the processes' logs of a chaos run in this directory (relative: to the module root)")
 )
+
+// TestMain builds the binaries the tests run once, and removes them when
+// the tests end.
+func TestMain(m *testing.M) { binrun.Main(m) }
 
 // chaosPlan bounds one chaos run.
 type chaosPlan struct {
@@ -114,6 +112,11 @@ func runChaos(t *testing.T, plan chaosPlan) {
 			}
 		})
 	} else {
+		if !filepath.IsAbs(logDir) {
+			root, err := binrun.ModuleRoot()
+			require.NoError(t, err)
+			logDir = filepath.Join(root, logDir)
+		}
 		require.NoError(t, os.MkdirAll(logDir, 0o755))
 	}
 	sys := startChaosSystem(t, ctx, logDir)
@@ -195,8 +198,9 @@ func runChaos(t *testing.T, plan chaosPlan) {
 	settled := time.Since(settleStart)
 	flog.event("settled in %s (%v)", settled.Round(time.Millisecond), settleErr)
 
-	checks, notes := chaosInvariants(t, ctx, sys, load)
-	report := chaosReport(plan, load, stats, flog, checks, notes, map[string]time.Duration{
+	state := chaosReadState(t, ctx, sys, load)
+	checks := chaosCheckAll(state)
+	report := chaosReport(plan, load, stats, flog, checks, state.notes(), map[string]time.Duration{
 		"setup": setup, "faults": faults, "settle": settled, "total": time.Since(begin),
 	})
 	fmt.Print(report)
@@ -210,10 +214,14 @@ func runChaos(t *testing.T, plan chaosPlan) {
 	if settleErr != nil {
 		t.Errorf("the system did not settle within %s: %v (logs in %s)", plan.settle, settleErr, logDir)
 	}
+	// Each invariant is a subtest of its own, so that a violation names
+	// its check (TestChaosShort/keys_finished) as well as its row.
 	for _, c := range checks {
-		if !c.ok {
-			t.Errorf("invariant violated: %s: expected %s, got %s (logs in %s)", c.name, c.expected, c.actual, logDir)
-		}
+		t.Run(c.id, func(t *testing.T) {
+			if !c.ok {
+				t.Errorf("invariant violated: %s: expected %s, got %s (logs in %s)", c.name, c.expected, c.actual, logDir)
+			}
+		})
 	}
 	if time.Since(begin) > plan.bound {
 		t.Errorf("the run took %s, over its bound of %s", time.Since(begin), plan.bound)

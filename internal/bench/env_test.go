@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -11,13 +11,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/atomicrides/atomicrides/internal/binrun"
 	"github.com/atomicrides/atomicrides/service/payments/fakestripe"
 	"github.com/atomicrides/atomicrides/sql/dbtest"
 )
@@ -65,7 +65,12 @@ type benchEnv struct {
 	floorURL, seedURL, sqlURL    string
 	floorName, seedName, sqlName string
 	stripeBase                   string
-	serveLog, stripeLog          io.Writer
+	// serveLog and stripeLog are the processes' log files in OutDir.
+	serveLog, stripeLog string
+	// workDir is the working directory of every process the harness
+	// starts, and mailDir the built-in mail sink's directory: both under
+	// the test's t.TempDir(), whatever OutDir is.
+	workDir, mailDir string
 	// pgbenchClients caps the clients of every pgbench run.
 	pgbenchClients int
 	// spareDBs are fresh databases for deployments, made up front so that
@@ -85,8 +90,10 @@ func newBenchEnv(tb testing.TB, cfg benchConfig) *benchEnv {
 	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
 		tb.Fatal(err)
 	}
-	e.bin = buildBinary(tb)
+	e.bin = binrun.Build(tb)
+	e.workDir = tb.TempDir()
 	e.serveLog, e.stripeLog = benchLog(tb, cfg.OutDir, "serve.log"), benchLog(tb, cfg.OutDir, "fakestripe.log")
+	e.mailDir = tb.TempDir()
 	e.admin = benchPool(tb, dbtest.AdminURL(tb))
 
 	e.floorURL, e.seedURL, e.sqlURL = dbtest.NewURL(tb), dbtest.NewURL(tb), dbtest.NewURL(tb)
@@ -104,10 +111,12 @@ func newBenchEnv(tb testing.TB, cfg benchConfig) *benchEnv {
 		e.spareDBs = append(e.spareDBs, dbtest.NewURL(tb))
 	}
 
-	stripeAddr := freeAddr(tb)
-	stripe := startBinary(tb, e.bin, e.stripeLog, nil, "fakestripe", "-addr", stripeAddr)
+	stripeAddr := binrun.FreeAddr(tb)
+	stripe := binrun.Start(tb, binrun.Cmd{Bin: e.bin, Args: []string{"fakestripe", "-addr", stripeAddr}, Dir: e.workDir, LogPath: e.stripeLog})
 	e.stripeBase = "http://" + stripeAddr
-	waitReady(tb, e.stripeBase+"/_fake/faults", stripe.exited)
+	if err := stripe.Ready(context.Background(), e.stripeBase+"/_fake/faults", time.Minute); err != nil {
+		tb.Fatalf("the fake Stripe: %v (see %s)", err, e.stripeLog)
+	}
 
 	var maxConns, inUse int
 	if err := e.admin.QueryRow(context.Background(), `SELECT current_setting('max_connections')::int, (SELECT count(*) FROM pg_stat_activity)`).Scan(&maxConns, &inUse); err != nil {
@@ -146,7 +155,7 @@ func (e *benchEnv) newDeployment(tb testing.TB) *deployment {
 	for i := range e.cfg.Users {
 		d.apiKeys = append(d.apiKeys, benchCreateUser(tb, srv.base, fmt.Sprintf("rider%03d@bench.example.com", i)))
 	}
-	waitFor(tb, time.Minute, "every rider's Stripe customer", func() bool {
+	binrun.WaitFor(tb, time.Minute, "every rider's Stripe customer", func() bool {
 		var missing int
 		benchQueryRow(tb, d.url, `SELECT count(*) FROM users WHERE stripe_customer_id IS NULL`, &missing)
 		return missing == 0
@@ -157,7 +166,7 @@ func (e *benchEnv) newDeployment(tb testing.TB) *deployment {
 
 // servingProcess is the built binary serving a deployment.
 type servingProcess struct {
-	*binaryProcess
+	*binrun.Process
 	base string
 }
 
@@ -165,16 +174,19 @@ type servingProcess struct {
 // capped at the configured size, and waits until it is ready.
 func (d *deployment) start(tb testing.TB) *servingProcess {
 	tb.Helper()
-	addr := freeAddr(tb)
-	p := startBinary(tb, d.e.bin, d.e.serveLog, []string{
+	addr := binrun.FreeAddr(tb)
+	p := binrun.Start(tb, binrun.Cmd{Bin: d.e.bin, Args: []string{"serve", "-no-migrate"}, Dir: d.e.workDir, LogPath: d.e.serveLog, Env: []string{
 		"DATABASE_URL=" + withPoolMaxConns(d.url, d.e.cfg.PoolMaxConns),
 		"ADDR=" + addr,
 		"ADMIN_TOKEN=" + benchAdminToken,
 		"STRIPE_API_BASE=" + d.e.stripeBase,
 		"STRIPE_SECRET_KEY=sk_test_bench",
-	}, "serve", "-no-migrate")
-	s := &servingProcess{binaryProcess: p, base: "http://" + addr}
-	waitReady(tb, s.base+"/readyz", p.exited)
+		"MAIL_DIR=" + d.e.mailDir,
+	}})
+	s := &servingProcess{Process: p, base: "http://" + addr}
+	if err := p.Ready(context.Background(), s.base+"/readyz", time.Minute); err != nil {
+		tb.Fatalf("serve: %v (see %s)", err, d.e.serveLog)
+	}
 	return s
 }
 
@@ -183,16 +195,8 @@ func (d *deployment) start(tb testing.TB) *servingProcess {
 // pg_stat_database then counts every transaction the process committed.
 func (d *deployment) stop(tb testing.TB, s *servingProcess) {
 	tb.Helper()
-	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		tb.Fatal(err)
-	}
-	select {
-	case err := <-s.exited:
-		if err != nil {
-			tb.Fatalf("serve exited with %v (see %s)", err, filepath.Join(d.e.cfg.OutDir, "serve.log"))
-		}
-	case <-time.After(time.Minute):
-		tb.Fatal("serve did not exit within a minute of SIGTERM")
+	if err := s.Stop(time.Minute); err != nil {
+		tb.Fatalf("serve: %v (see %s)", err, d.e.serveLog)
 	}
 	d.e.waitSessionsGone(tb, d.name)
 }
@@ -200,7 +204,7 @@ func (d *deployment) stop(tb testing.TB, s *servingProcess) {
 // waitSessionsGone waits until no client session is connected to db.
 func (e *benchEnv) waitSessionsGone(tb testing.TB, db string) {
 	tb.Helper()
-	waitFor(tb, 30*time.Second, "the sessions of "+db+" to end", func() bool {
+	binrun.WaitFor(tb, 30*time.Second, "the sessions of "+db+" to end", func() bool {
 		var n int
 		if err := e.admin.QueryRow(context.Background(),
 			`SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND backend_type = 'client backend'`, db).Scan(&n); err != nil {
@@ -286,15 +290,15 @@ func withPoolMaxConns(url string, n int) string {
 	return url + " pool_max_conns=" + strconv.Itoa(n)
 }
 
-// benchLog opens a log file in dir for child processes.
-func benchLog(tb testing.TB, dir, name string) io.Writer {
+// benchLog empties (or creates) the log file name in dir, which child
+// processes append to, and returns its path.
+func benchLog(tb testing.TB, dir, name string) string {
 	tb.Helper()
-	f, err := os.Create(filepath.Join(dir, name))
-	if err != nil {
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, nil, 0o644); err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { _ = f.Close() })
-	return f
+	return path
 }
 
 // benchCreateUser creates a rider through the API and returns its API key.

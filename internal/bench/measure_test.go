@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -35,18 +35,18 @@ func (e *benchEnv) measureNew(tb testing.TB, p *benchPoint) {
 	tb.Helper()
 	users := strconv.Itoa(e.cfg.Users)
 	p.Floor = e.pgbenchCommits(tb, e.floorName, pgbenchArgs{
-		url: e.floorURL, script: pgbenchScript("floor.sql"), vars: map[string]string{"users": users},
+		url: e.floorURL, script: pgbenchScript(tb, "floor.sql"), vars: map[string]string{"users": users},
 	}, p.Clients)
 	seed := func(backoff time.Duration) pgbenchRun {
 		return e.pgbenchCommits(tb, e.seedName, pgbenchArgs{
-			url: e.seedURL, script: pgbenchScript("seed.sql"), maxTries: e.cfg.SeedMaxTries,
+			url: e.seedURL, script: pgbenchScript(tb, "seed.sql"), maxTries: e.cfg.SeedMaxTries,
 			vars: map[string]string{"users": users, "backoff_ms": strconv.Itoa(int(backoff / time.Millisecond))},
 		}, p.Clients)
 	}
 	p.SeedNow = seed(0)
 	p.Seed = seed(e.cfg.SeedBackoff)
 	p.SQL = e.pgbenchCommits(tb, e.sqlName, pgbenchArgs{
-		url: e.sqlURL, script: pgbenchScript("service.sql"), vars: map[string]string{"users": users},
+		url: e.sqlURL, script: pgbenchScript(tb, "service.sql"), vars: map[string]string{"users": users},
 	}, p.Clients)
 	p.dep = e.newDeployment(tb)
 	p.New = e.serviceRides(tb, p.dep, p.Clients, 0, "new")
@@ -63,7 +63,7 @@ func (e *benchEnv) measureReplay(tb testing.TB, p *benchPoint) {
 	var maxID int64
 	benchQueryRow(tb, p.dep.url, `SELECT coalesce(max(id), 0) FROM idempotency_keys`, &maxID)
 	p.Select = e.pgbench(tb, pgbenchArgs{
-		url: p.dep.url, script: pgbenchScript("select.sql"), vars: map[string]string{"maxid": strconv.FormatInt(maxID, 10)},
+		url: p.dep.url, script: pgbenchScript(tb, "select.sql"), vars: map[string]string{"maxid": strconv.FormatInt(maxID, 10)},
 	}, p.Clients)
 
 	// First, on a fresh process with no warm-up, client i replays the keys
@@ -139,7 +139,7 @@ func (e *benchEnv) serviceRun(tb testing.TB, d *deployment, latency time.Duratio
 	}
 
 	measured.base, measured.duration, measured.apiKeys = srv.base, e.cfg.Duration, d.apiKeys
-	pid := srv.cmd.Process.Pid
+	pid := srv.Pid()
 	rssReset := resetPeakRSS(pid)
 	run := runLoad(context.Background(), measured)
 	if rssReset {

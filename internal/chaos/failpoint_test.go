@@ -1,14 +1,13 @@
-package main
+package chaos
 
 import (
 	"bytes"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/atomicrides/atomicrides/internal/binrun"
 	"github.com/atomicrides/atomicrides/service/failpoint"
 )
 
@@ -20,18 +19,14 @@ import (
 func TestProductionBinaryCarriesNoFailpoints(t *testing.T) {
 	t.Parallel()
 	require.False(t, failpoint.Enabled, "tests build without the failpoints tag")
-	dir := t.TempDir()
 	for _, build := range []struct {
-		tags string
+		tags []string
 		has  bool
 	}{
-		{tags: "", has: false},
-		{tags: "failpoints", has: true},
+		{tags: nil, has: false},
+		{tags: []string{"failpoints"}, has: true},
 	} {
-		bin := filepath.Join(dir, "atomicrides-"+build.tags)
-		out, err := exec.Command("go", "build", "-tags", build.tags, "-o", bin, ".").CombinedOutput()
-		require.NoError(t, err, "go build -tags %q: %s", build.tags, out)
-		b, err := os.ReadFile(bin)
+		b, err := os.ReadFile(binrun.Build(t, build.tags...))
 		require.NoError(t, err)
 		for _, s := range []string{
 			"atomicrides/service/failpoint", // its package path, in symbols and line tables

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -13,7 +13,13 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/atomicrides/atomicrides/internal/binrun"
 )
+
+// TestMain builds the binary once for the benchmark and the tests, and
+// removes it when they end.
+func TestMain(m *testing.M) { binrun.Main(m) }
 
 // Flags of BenchmarkRides (go tool task bench -- -rides.clients 1,32 …).
 var (
@@ -25,7 +31,7 @@ var (
 	benchUsers         = flag.Int("rides.users", 16, "riders sharing the load")
 	benchPgbenchMax    = flag.Int("rides.pgbench-max-clients", 64, "most pgbench connections")
 	benchSeedBackoff   = flag.Duration("rides.seed-backoff", 200*time.Millisecond, "the seed's longest jittered pause before a retry")
-	benchOut           = flag.String("rides.out", ".bench", "directory of the report, the plot and the logs")
+	benchOut           = flag.String("rides.out", ".bench", "directory of the report, the plot and the logs (relative: to the module root)")
 )
 
 func benchConfigFromFlags(tb testing.TB) benchConfig {
@@ -38,6 +44,14 @@ func benchConfigFromFlags(tb testing.TB) benchConfig {
 		}
 		clients = append(clients, c)
 	}
+	out := *benchOut
+	if !filepath.IsAbs(out) {
+		root, err := binrun.ModuleRoot()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		out = filepath.Join(root, out)
+	}
 	return benchConfig{
 		Clients:           clients,
 		Duration:          wholeSeconds(*benchDuration),
@@ -48,7 +62,7 @@ func benchConfigFromFlags(tb testing.TB) benchConfig {
 		PgbenchMaxClients: *benchPgbenchMax,
 		SeedMaxTries:      1000,
 		SeedBackoff:       *benchSeedBackoff,
-		OutDir:            *benchOut,
+		OutDir:            out,
 	}
 }
 
@@ -122,8 +136,7 @@ func BenchmarkRides(b *testing.B) {
 	for _, t := range benchTargets(cfg, points) {
 		b.Logf("target %s: judged=%v met=%v: %s", t.Name, t.Judged, t.Met, t.Got)
 	}
-	abs, _ := filepath.Abs(cfg.OutDir)
-	b.Logf("report: %s", filepath.Join(abs, "report.md"))
+	b.Logf("report: %s", filepath.Join(cfg.OutDir, "report.md"))
 }
 
 func msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -1,4 +1,4 @@
-package main
+package chaos
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/atomicrides/atomicrides/internal/binrun"
 )
 
 // chaosCrashPoints are the engine's failpoints (service/idempotency.go):
@@ -153,7 +155,7 @@ func stripeLane(ctx context.Context, sys *chaosSystem, faults []chaosStripeFault
 		log.count(log.stripe, f.name)
 		log.event("Stripe: %s", f.name)
 		injected(f)
-		err := chaosPoll(ctx, window, func() error {
+		err := binrun.Poll(ctx, window, func() error {
 			left, err := sys.stripeFaultsLeft(ctx)
 			if err == nil && left > 0 {
 				err = fmt.Errorf("%d faults left", left)
