@@ -69,10 +69,7 @@ func (w *CustomerCreateWorker) Work(ctx context.Context, job *river.Job[service.
 	if err == nil {
 		return nil
 	}
-	switch {
-	case service.PaymentErrorKindOf(err) == service.PaymentDeclined,
-		service.PaymentErrorKindOf(err) == service.PaymentInvalid,
-		service.ErrorCode(err) == service.CodeNotFound:
+	if service.PaymentFinal(err) != nil || service.ErrorCode(err) == service.CodeNotFound {
 		return river.JobCancel(err)
 	}
 	return err

@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/netip"
@@ -214,8 +213,8 @@ func (s *Service) refundCall(ctx context.Context, key *Key, st *refundState) err
 		st.result = r
 		return nil
 	}
-	var pe *PaymentError
-	if !errors.As(err, &pe) || (pe.Kind != PaymentDeclined && pe.Kind != PaymentInvalid) {
+	pe := PaymentFinal(err)
+	if pe == nil {
 		return err
 	}
 	if pe.Code == RefundCodeChargeAlreadyRefunded {

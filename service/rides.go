@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -243,8 +242,7 @@ func (s *Service) rideChargeCall(ctx context.Context, key *Key, st *rideState) e
 // definitive keeps a definitive payment failure for the phase to record and
 // passes every other error on.
 func (st *rideState) definitive(err error) error {
-	var pe *PaymentError
-	if errors.As(err, &pe) && (pe.Kind == PaymentDeclined || pe.Kind == PaymentInvalid) {
+	if pe := PaymentFinal(err); pe != nil {
 		st.failure = pe
 		return nil
 	}
@@ -263,7 +261,7 @@ func (s *Service) rideChargePhase(ctx context.Context, tx pgx.Tx, key *Key, st *
 		}
 		p := Problem{Type: ProblemCardDeclined, Title: "Card declined", Status: http.StatusPaymentRequired,
 			Detail: "the card was declined: " + st.failure.Message}
-		if st.failure.Kind == PaymentInvalid {
+		if st.failure.Class != PaymentClassDecline {
 			p.Type, p.Title = ProblemPaymentRejected, "Payment rejected"
 			p.Detail = "the payment processor rejected the charge"
 		}

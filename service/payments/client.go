@@ -40,9 +40,9 @@ const maxIdleConnsPerHost = 256
 // maxIdempotencyKeyLen is Stripe's limit on the Idempotency-Key header.
 const maxIdempotencyKeyLen = 255
 
-// ErrMissingIdempotencyKey is the underlying error of the PaymentInvalid
-// returned when a mutating call has no idempotency key (or one longer than
-// Stripe accepts). No request is sent.
+// ErrMissingIdempotencyKey is the underlying error of the final
+// PaymentClassConfiguration error returned when a mutating call has no
+// idempotency key (or one longer than Stripe accepts). No request is sent.
 var ErrMissingIdempotencyKey = errors.New("payments: an idempotency key of 1 to 255 characters is required")
 
 // Config configures a Client.
@@ -134,6 +134,7 @@ func (c *Client) bound(ctx context.Context) (context.Context, context.CancelFunc
 func checkKey(key string) error {
 	if n := len(key); n == 0 || n > maxIdempotencyKeyLen {
 		return &service.PaymentError{
+			Class:   service.PaymentClassConfiguration,
 			Kind:    service.PaymentInvalid,
 			Message: ErrMissingIdempotencyKey.Error(),
 			Err:     ErrMissingIdempotencyKey,
