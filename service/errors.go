@@ -38,6 +38,22 @@ const (
 	CodeInternal Code = "internal"
 )
 
+// Codes returns every Code the domain uses, so that an adapter can prove
+// that it translates each of them. A new Code is added here too.
+func Codes() []Code {
+	return []Code{
+		CodeInvalid,
+		CodeBadRequest,
+		CodeUnauthenticated,
+		CodeNotFound,
+		CodeNotRefundable,
+		CodeKeyInUse,
+		CodeKeyReused,
+		CodeProcessorUnavailable,
+		CodeInternal,
+	}
+}
+
 // Error is the domain's error. Message is safe to show to a client; Err
 // carries the internal cause, which is logged and never shown.
 type Error struct {
