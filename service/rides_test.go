@@ -35,7 +35,7 @@ func TestRideCreate(t *testing.T) {
 		require.Equal(t, http.StatusCreated, resp.Status)
 		require.False(t, resp.Replayed)
 		ride := decodeRide(t, resp.Body)
-		require.Equal(t, "charged", ride.ChargeStatus)
+		require.Equal(t, service.RideChargeCharged, ride.ChargeStatus)
 		require.NotNil(t, ride.StripeChargeID)
 		require.EqualValues(t, 2000, ride.AmountCents)
 
