@@ -42,7 +42,7 @@ type httpError struct {
 // service.Codes() has an entry (TestEveryCodeHasAStatus).
 var httpErrors = map[service.Code]httpError{
 	service.CodeInvalid:              {status: http.StatusUnprocessableEntity},
-	service.CodeBadRequest:           {status: http.StatusBadRequest},
+	service.CodeKeyInvalid:           {status: http.StatusBadRequest, problemType: ProblemInvalidKeyHeader},
 	service.CodeUnauthenticated:      {status: http.StatusUnauthorized},
 	service.CodeNotFound:             {status: http.StatusNotFound},
 	service.CodeNotRefundable:        {status: http.StatusConflict, problemType: ProblemRideNotRefundable},
@@ -72,9 +72,6 @@ func toHTTP(err error) error {
 	}
 	if e.Field != "" {
 		model.Errors = []*huma.ErrorDetail{{Message: e.Message, Location: e.Field}}
-	}
-	if e.Code == service.CodeBadRequest && e.Field == "header.Idempotency-Key" {
-		model.Type = ProblemInvalidKeyHeader
 	}
 	if e.RetryAfter > 0 {
 		secs := int((e.RetryAfter + time.Second - 1) / time.Second)

@@ -17,8 +17,9 @@ type Code string
 const (
 	// CodeInvalid: the input is invalid; Field names the offending field.
 	CodeInvalid Code = "invalid"
-	// CodeBadRequest: the request is malformed outside its body (a header).
-	CodeBadRequest Code = "bad_request"
+	// CodeKeyInvalid: the Idempotency-Key header is missing or malformed;
+	// Field names it.
+	CodeKeyInvalid Code = "idempotency_key_invalid"
 	// CodeUnauthenticated: missing or unknown credentials.
 	CodeUnauthenticated Code = "unauthenticated"
 	// CodeNotFound: the resource does not exist or is not the caller's.
@@ -43,7 +44,7 @@ const (
 func Codes() []Code {
 	return []Code{
 		CodeInvalid,
-		CodeBadRequest,
+		CodeKeyInvalid,
 		CodeUnauthenticated,
 		CodeNotFound,
 		CodeNotRefundable,

@@ -460,7 +460,7 @@ func TestParseIdempotencyKey(t *testing.T) {
 			require.NoError(t, err, tc.header)
 			require.Equal(t, tc.want, got)
 		} else {
-			requireCode(t, err, service.CodeBadRequest)
+			requireCode(t, err, service.CodeKeyInvalid)
 		}
 	}
 }

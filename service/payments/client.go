@@ -94,7 +94,14 @@ func New(cfg Config) *Client {
 	if cfg.HTTPClient != nil {
 		httpClient = *cfg.HTTPClient
 	} else {
-		transport := http.DefaultTransport.(*http.Transport).Clone()
+		// A clone of net/http's defaults (proxy, dialer, HTTP/2), unless
+		// the process replaced http.DefaultTransport with another type.
+		transport, ok := http.DefaultTransport.(*http.Transport)
+		if ok {
+			transport = transport.Clone()
+		} else {
+			transport = &http.Transport{Proxy: http.ProxyFromEnvironment, ForceAttemptHTTP2: true}
+		}
 		transport.MaxIdleConns = maxIdleConnsPerHost
 		transport.MaxIdleConnsPerHost = maxIdleConnsPerHost
 		httpClient.Transport = transport
