@@ -15,6 +15,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/atomicrides/atomicrides/service"
 )
@@ -36,6 +37,9 @@ type Config struct {
 	// Metrics, when set, receives the HTTP metrics and is served at /metrics
 	// to operators.
 	Metrics *prometheus.Registry
+	// TracerProvider receives a span per request, continuing the client's
+	// traceparent. Default the global provider (a no-op unless set).
+	TracerProvider trace.TracerProvider
 }
 
 // maxBodyBytes caps request bodies; the API's bodies are tiny.
@@ -63,7 +67,7 @@ func NewHandler(cfg Config) http.Handler {
 		hm = newHTTPMetrics(cfg.Metrics)
 		mux.Handle("GET /metrics", metricsHandler(cfg.AdminToken, cfg.Metrics))
 	}
-	return requestContext(cfg.Logger, hm, unmatched(mux))
+	return traceRequests(cfg.TracerProvider, requestContext(cfg.Logger, hm, routeSpan(unmatched(mux))))
 }
 
 // Spec returns the OpenAPI document of the API as YAML.
