@@ -33,8 +33,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
+	"go.opentelemetry.io/otel"
 	"riverqueue.com/riverui"
 
+	"github.com/atomicrides/atomicrides/internal/telemetry"
 	"github.com/atomicrides/atomicrides/jobs"
 	"github.com/atomicrides/atomicrides/openapi"
 	"github.com/atomicrides/atomicrides/openapi/web"
@@ -48,7 +51,8 @@ import (
 )
 
 func main() {
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	// Log lines written under a span carry its trace_id and span_id.
+	logger := slog.New(telemetry.LogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if err := runCommand(ctx, os.Args[1:], logger); err != nil {
@@ -109,6 +113,7 @@ func connect(ctx context.Context, logger *slog.Logger, start bool) (*pgxpool.Poo
 	if err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)
 	}
+	cfg.ConnConfig.Tracer = telemetry.PgxTracer{} // queries of traced requests and jobs only
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -149,6 +154,12 @@ func serve(ctx context.Context, args []string, logger *slog.Logger) error {
 		logger.Warn("ADMIN_TOKEN not set: generated one for this run", "admin_token", adminToken)
 	}
 
+	stopTracing, err := setupTracing(ctx, logger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing() // after everything that makes spans has stopped
+
 	pool, err := connect(ctx, logger, true)
 	if err != nil {
 		return err
@@ -174,6 +185,8 @@ func serve(ctx context.Context, args []string, logger *slog.Logger) error {
 		return err
 	}
 	riverCfg := jobs.RiverConfig(jobsCfg, svc)
+	// A job's run continues the trace of the phase that inserted it.
+	riverCfg.Plugins = []rivertype.Plugin{telemetry.NewRiverMiddleware(nil)}
 	riverClient, err := river.NewClient(riverpgxv5.New(pool), riverCfg)
 	if err != nil {
 		return err
@@ -249,6 +262,28 @@ func serve(ctx context.Context, args []string, logger *slog.Logger) error {
 	}
 	logger.Info("stopped")
 	return nil
+}
+
+// setupTracing installs the tracer provider that the OTEL_* variables
+// describe as the global one, which the service, the HTTP handler and River's
+// middleware use; stop flushes the spans not yet exported.
+func setupTracing(ctx context.Context, logger *slog.Logger) (stop func(), err error) {
+	tracing, err := telemetry.Setup(ctx, os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	if !tracing.Enabled {
+		return func() {}, nil
+	}
+	otel.SetTracerProvider(tracing.Provider)
+	logger.Info("tracing", "exporter", tracing.Exporter)
+	return func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := tracing.Shutdown(ctx); err != nil {
+			logger.Warn("tracing: flush at exit", "err", err)
+		}
+	}, nil
 }
 
 // ready is the readiness check: the database answers and every migration is

@@ -39,7 +39,11 @@ type KeyCompleterWorker struct {
 
 // Work runs one pass of the completer.
 func (w *KeyCompleterWorker) Work(ctx context.Context, _ *river.Job[KeyCompleterArgs]) error {
-	_, err := w.svc.KeysAbandonedEnqueue(ctx, CompleterBatch)
+	if _, err := w.svc.KeysAbandonedEnqueue(ctx, CompleterBatch); err != nil {
+		return err
+	}
+	// The dead letters gauge follows the pass, for the alert on them.
+	_, err := w.svc.DeadLettersMeasure(ctx)
 	return err
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/atomicrides/atomicrides/service"
 )
@@ -40,6 +41,9 @@ type Config struct {
 	// on the handler's mux, behind the same request ids, access logs,
 	// metrics and problem+json answers to unknown routes.
 	Pages Routes
+	// TracerProvider receives a span per request, continuing the client's
+	// traceparent. Default the global provider (a no-op unless set).
+	TracerProvider trace.TracerProvider
 }
 
 // Routes is a set of HTTP handlers that registers itself on a mux.
@@ -74,7 +78,7 @@ func NewHandler(cfg Config) http.Handler {
 		hm = newHTTPMetrics(cfg.Metrics)
 		mux.Handle("GET /metrics", metricsHandler(cfg.AdminToken, cfg.Metrics))
 	}
-	return requestContext(cfg.Logger, hm, unmatched(mux))
+	return traceRequests(cfg.TracerProvider, requestContext(cfg.Logger, hm, routeSpan(unmatched(mux))))
 }
 
 // Spec returns the OpenAPI document of the API as YAML.

@@ -237,7 +237,8 @@ func claim[S any](ctx context.Context, s *Service, flow *Flow[S], req Request, p
 		outcome Outcome
 	)
 	token := uuid.New()
-	start, phased := time.Now(), RecoveryPoint("claim")
+	start, phased := time.Now(), phaseClaim
+	ctx, span := s.startPhase(ctx, flow.Name, phased, true)
 	err := s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
 		key, state, resp, outcome = nil, nil, nil, Outcome{}
 		now := s.now()
@@ -299,6 +300,7 @@ func claim[S any](ctx context.Context, s *Service, flow *Flow[S], req Request, p
 		crashPoint(flow.Name, phased, atBeforeCommit)
 		return nil
 	})
+	endPhase(span, flow.Name, phased, key, outcome, resp, err)
 	if err == nil {
 		s.metrics.phase(flow.Name, phased, time.Since(start))
 		crashPoint(flow.Name, phased, atAfterCommit)
@@ -343,7 +345,8 @@ func drive[S any](ctx context.Context, s *Service, flow *Flow[S], key *Key, stat
 		}
 		var outcome Outcome
 		start := time.Now()
-		err = s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
+		phaseCtx, span := s.startPhase(ctx, flow.Name, key.Point, false)
+		err = s.inTx(phaseCtx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
 			resp = nil
 			if _, err := s.queries.IdempotencyKeyFence(ctx, tx, key.ID, key.token); err != nil {
 				if isNoRows(err) {
@@ -360,6 +363,7 @@ func drive[S any](ctx context.Context, s *Service, flow *Flow[S], key *Key, stat
 			crashPoint(flow.Name, key.Point, atBeforeCommit)
 			return nil
 		})
+		endPhase(span, flow.Name, key.Point, key, outcome, resp, err)
 		if err != nil {
 			return nil, err
 		}

@@ -195,6 +195,16 @@ func PaymentClassOf(err error) PaymentClass {
 	return PaymentClassUnavailable
 }
 
+// paymentKindOf returns how the engine treats err: PaymentUnavailable when
+// err is not a *PaymentError (an unknown failure is never taken as an answer).
+func paymentKindOf(err error) PaymentErrorKind {
+	var pe *PaymentError
+	if errors.As(err, &pe) {
+		return pe.Kind
+	}
+	return PaymentUnavailable
+}
+
 // PaymentFinal returns the processor's failure in err when it is a
 // definitive answer to the request — recorded, stored on the key and
 // replayed, never retried — and nil for every other error: indeterminate

@@ -11,8 +11,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/atomicrides/atomicrides/dbgen"
+	"github.com/atomicrides/atomicrides/internal/telemetry"
 )
 
 // Defaults of Config, applied to its zero fields.
@@ -73,6 +76,10 @@ type Config struct {
 	// saw finished from memory. Default DefaultReplayCacheTTL; negative
 	// disables the cache.
 	ReplayCacheTTL time.Duration
+	// TracerProvider receives the spans of atomic phases and processor
+	// calls, and of the jobs the service inserts. Default the global
+	// provider (a no-op unless the program set one).
+	TracerProvider trace.TracerProvider
 }
 
 // Service is the domain: every transaction of the application begins and
@@ -87,6 +94,7 @@ type Service struct {
 	lease    time.Duration
 	margin   time.Duration
 	metrics  *metrics
+	tracer   trace.Tracer
 	mailer   Mailer
 	mailFrom string
 	// abandonedAfter and retention are the completer's and reaper's policy.
@@ -148,20 +156,25 @@ func New(cfg Config) (*Service, error) {
 	if cfg.ReplayCacheTTL == 0 {
 		cfg.ReplayCacheTTL = DefaultReplayCacheTTL
 	}
-	jobs, err := river.NewClient(riverpgxv5.New(cfg.Pool), &river.Config{Logger: cfg.Logger})
+	jobs, err := river.NewClient(riverpgxv5.New(cfg.Pool), &river.Config{
+		Logger: cfg.Logger,
+		// Jobs carry the trace of the phase that inserts them.
+		Plugins: []rivertype.Plugin{telemetry.NewRiverMiddleware(cfg.TracerProvider)},
+	})
 	if err != nil {
 		return nil, err
 	}
 	s := &Service{
 		pool:           cfg.Pool,
 		queries:        dbgen.New(),
-		payments:       meteredPayments{p: cfg.Payments, m: m},
+		payments:       meteredPayments{p: cfg.Payments, m: m, tracer: telemetry.Tracer(cfg.TracerProvider)},
 		jobs:           jobs,
 		logger:         cfg.Logger,
 		now:            cfg.Clock,
 		lease:          cfg.Lease,
 		margin:         cfg.ProcessorKeyMargin,
 		metrics:        m,
+		tracer:         telemetry.Tracer(cfg.TracerProvider),
 		mailer:         cfg.Mailer,
 		mailFrom:       cfg.MailFrom,
 		abandonedAfter: cfg.AbandonedAfter,

@@ -87,9 +87,9 @@ func New(cfg Config) (*Mailer, error) {
 	return m, nil
 }
 
-// Send delivers msg. The whole exchange is bounded by the configured timeout
+// send delivers msg. The whole exchange is bounded by the configured timeout
 // and by ctx.
-func (m *Mailer) Send(ctx context.Context, msg service.Message) error {
+func (m *Mailer) send(ctx context.Context, msg service.Message) error {
 	if err := msg.Validate(); err != nil {
 		return err
 	}

@@ -107,6 +107,11 @@ func New(cfg Config) *Client {
 		httpClient.Transport = transport
 	}
 	httpClient.Timeout = timeout
+	base := httpClient.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	httpClient.Transport = tracedTransport{base: base}
 
 	backendCfg := &stripe.BackendConfig{
 		HTTPClient:        &httpClient,
@@ -133,7 +138,7 @@ func (c *Client) Budget() time.Duration { return c.budget }
 
 // bound derives the context of one call: the caller's, cut off at Budget.
 func (c *Client) bound(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, c.budget)
+	return context.WithTimeout(withAttempts(ctx), c.budget)
 }
 
 // checkKey rejects a missing or over-long idempotency key before anything
