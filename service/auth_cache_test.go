@@ -15,18 +15,37 @@ func TestAuthenticateCache(t *testing.T) {
 	t.Run("FoundKeyIsTrustedForTheTTLOnly", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
+		listen(t, b.svc)
 		res, err := b.svc.UserUpsert(b.ctx, service.UserUpsertParams{Email: "cached@example.com"})
 		require.NoError(t, err)
 		u, err := b.svc.Authenticate(b.ctx, res.APIKey)
 		require.NoError(t, err)
-		require.Equal(t, res.User.ID, u.ID)
+		require.Equal(t, "cached@example.com", u.Email)
 
-		b.exec(t, `DELETE FROM api_keys WHERE user_id = $1`, res.User.ID)
+		// A change that revokes nothing is not announced: the cached read
+		// stands for the TTL.
+		b.exec(t, `UPDATE users SET email = 'renamed@example.com' WHERE id = $1`, res.User.ID)
 		u, err = b.svc.Authenticate(b.ctx, res.APIKey)
 		require.NoError(t, err, "within the TTL the key is not read again")
-		require.Equal(t, res.User.ID, u.ID)
+		require.Equal(t, "cached@example.com", u.Email)
 
 		b.clock.Advance(service.DefaultAuthCacheTTL)
+		u, err = b.svc.Authenticate(b.ctx, res.APIKey)
+		require.NoError(t, err)
+		require.Equal(t, "renamed@example.com", u.Email)
+	})
+
+	t.Run("WithoutListenerEveryCallReadsTheDatabase", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		res, err := b.svc.UserUpsert(b.ctx, service.UserUpsertParams{Email: "unlistened@example.com"})
+		require.NoError(t, err)
+		_, err = b.svc.Authenticate(b.ctx, res.APIKey)
+		require.NoError(t, err)
+		require.False(t, b.svc.APIKeyCacheTrusted())
+
+		b.exec(t, `ALTER TABLE api_keys DISABLE TRIGGER USER`) // not even announced
+		b.exec(t, `UPDATE api_keys SET revoked_at = now() WHERE user_id = $1`, res.User.ID)
 		_, err = b.svc.Authenticate(b.ctx, res.APIKey)
 		requireCode(t, err, service.CodeUnauthenticated)
 	})
