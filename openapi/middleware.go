@@ -32,7 +32,8 @@ func clientIP(ctx context.Context) *netip.Addr {
 
 // requestContext gives every request an id (the client's X-Request-Id when it
 // is sane), its client address, one access log line and, when metrics is
-// set, its count and duration.
+// set, its count and duration; every response gets X-Content-Type-Options:
+// nosniff.
 func requestContext(logger *slog.Logger, metrics *httpMetrics, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -43,6 +44,9 @@ func requestContext(logger *slog.Logger, metrics *httpMetrics, next http.Handler
 			id = hex.EncodeToString(b[:])
 		}
 		w.Header().Set("X-Request-Id", id)
+		// No response of this server is meant to be sniffed into another
+		// type: API JSON, problem+json, pages, River UI and metrics alike.
+		w.Header().Set("X-Content-Type-Options", "nosniff")
 		ctx := context.WithValue(r.Context(), ctxKeyRequestID, id)
 		if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
 			ip := ap.Addr().Unmap()
@@ -132,7 +136,6 @@ func (w *problemWriter) Write(b []byte) (int, error) {
 }
 
 func writeProblem(w http.ResponseWriter, status int, detail string) {
-	w.Header().Del("X-Content-Type-Options")
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(map[string]any{
