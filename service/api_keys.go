@@ -141,7 +141,9 @@ func (s *Service) APIKeyRevoke(ctx context.Context, email string, id int64, ip *
 		}
 		return internal(err)
 	}
-	// This instance forgets the key now, whether or not its listener runs.
+	// This instance refuses the key from now on, without waiting for the
+	// notification: its cache is emptied (revocations are rare, and the
+	// cache is keyed by hashes this call does not know).
 	s.revocations.forget(nil)
 	return nil
 }
