@@ -179,6 +179,9 @@ func serve(ctx context.Context, args []string, logger *slog.Logger) error {
 		return err
 	}
 	defer stopDeps()
+	// Revoked API keys are forgotten by this process's auth cache as they are
+	// announced; the goroutine ends with ctx.
+	go func() { _ = svc.ListenAPIKeyRevocations(ctx) }()
 
 	jobsCfg, err := jobsConfigFromEnv(logger)
 	if err != nil {

@@ -101,6 +101,7 @@ func register(mux *http.ServeMux, cfg Config) huma.API {
 	}
 	api := humago.New(mux, config)
 	h := &handlers{svc: cfg.Service, api: api, logger: cfg.Logger, adminToken: cfg.AdminToken}
+	api.UseMiddleware(h.requireContentType)
 	h.registerUsers()
 	h.registerRides()
 	h.registerRefunds()
@@ -155,6 +156,7 @@ var statusDescriptions = map[int]string{
 	http.StatusNotFound:              "No such resource for this caller.",
 	http.StatusConflict:              "Another request with the same idempotency key is in progress.",
 	http.StatusRequestEntityTooLarge: "The body is larger than 16 KiB.",
+	http.StatusUnsupportedMediaType:  "The body is not declared as application/json (a missing Content-Type included).",
 	http.StatusUnprocessableEntity:   "Invalid input (the errors name the field), or an idempotency key reused with a different request.",
 	http.StatusInternalServerError:   "Internal error. Not stored: retry with the same idempotency key.",
 	http.StatusServiceUnavailable:    "The payment processor gave no definitive answer. Not stored: retry with the same idempotency key.",

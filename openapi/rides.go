@@ -80,7 +80,7 @@ func (h *handlers) registerRides() {
 			},
 		},
 	}
-	h.errorResponses(&op, 400, 401, 402, 409, 413, 422, 500, 503)
+	h.errorResponses(&op, 400, 401, 402, 409, 413, 415, 422, 500, 503)
 	op.Responses["402"].Headers = replayHeader
 	huma.Register(h.api, op, h.rideCreate)
 

@@ -11,7 +11,7 @@ import (
 )
 
 type userPutInput struct {
-	Email string       `path:"email" maxLength:"255" doc:"The rider's email address."`
+	Email string       `path:"email" maxLength:"255" doc:"The rider's email address: ASCII only (receipts are sent without SMTPUTF8), no control or formatting characters; compared and stored lower-cased, so addresses that differ only in case are one rider."`
 	Body  *userPutBody `required:"false"`
 }
 
@@ -24,6 +24,8 @@ type UserPutResponse struct {
 	User *service.User `json:"user"`
 	// APIKey is only present when the user was created.
 	APIKey string `json:"api_key,omitempty" doc:"The rider's API key, only when the user was created. Shown once; stored hashed."`
+	// APIKeyID is the id of APIKey, only when the user was created.
+	APIKeyID int64 `json:"api_key_id,omitempty" doc:"The id of api_key, by which it is listed and revoked; only when the user was created."`
 }
 
 type userPutOutput struct {
@@ -35,10 +37,26 @@ type userPutOutput struct {
 type APIKeyResponse struct {
 	User   *service.User `json:"user"`
 	APIKey string        `json:"api_key" doc:"A new API key for the rider. Shown once; stored hashed."`
+	// APIKeyID identifies the new key.
+	APIKeyID int64 `json:"api_key_id" doc:"The id of api_key, by which it is listed and revoked."`
 }
 
 type apiKeyInput struct {
-	Email string `path:"email" maxLength:"255"`
+	Email string `path:"email" maxLength:"255" doc:"The rider's email address, in any case."`
+}
+
+// APIKeyListResponse is the body of GET /users/{email}/api_keys.
+type APIKeyListResponse struct {
+	APIKeys []*service.APIKey `json:"api_keys" doc:"Every key of the rider, revoked ones included, oldest first. Never a secret."`
+}
+
+type apiKeyListOutput struct {
+	Body APIKeyListResponse
+}
+
+type apiKeyRevokeInput struct {
+	Email string `path:"email" maxLength:"255" doc:"The rider's email address, in any case."`
+	ID    int64  `path:"id" minimum:"1" doc:"The key's id (api_key_id)."`
 }
 
 type apiKeyOutput struct {
@@ -63,7 +81,7 @@ func (h *handlers) registerUsers() {
 			"200": {Description: "The rider already existed (no API key).", Content: map[string]*huma.MediaType{"application/json": {Schema: schema}}},
 		},
 	}
-	h.errorResponses(&op, 400, 401, 413, 422, 500)
+	h.errorResponses(&op, 400, 401, 413, 415, 422, 500)
 	huma.Register(h.api, op, h.userPut)
 
 	op = huma.Operation{
@@ -78,6 +96,33 @@ func (h *handlers) registerUsers() {
 	}
 	h.errorResponses(&op, 401, 404, 422, 500)
 	huma.Register(h.api, op, h.apiKeyCreate)
+
+	op = huma.Operation{
+		OperationID: "api-key-list",
+		Method:      http.MethodGet,
+		Path:        "/users/{email}/api_keys",
+		Summary:     "List a rider's API keys (ids and times, never secrets)",
+		Description: "Every key of the rider, revoked ones included, with when it was created, last used (to within a minute) and revoked.",
+		Tags:        []string{"users"},
+		Security:    []map[string][]string{{schemeAdmin: {}}},
+		Middlewares: huma.Middlewares{h.requireAdmin},
+	}
+	h.errorResponses(&op, 401, 404, 422, 500)
+	huma.Register(h.api, op, h.apiKeyList)
+
+	op = huma.Operation{
+		OperationID:   "api-key-revoke",
+		Method:        http.MethodDelete,
+		Path:          "/users/{email}/api_keys/{id}",
+		Summary:       "Revoke one of a rider's API keys",
+		Description:   "The key is refused (401) by every instance within a second of the answer. Idempotent: revoking a revoked key answers 204 again. An unknown key, or another rider's, is 404.",
+		Tags:          []string{"users"},
+		DefaultStatus: http.StatusNoContent,
+		Security:      []map[string][]string{{schemeAdmin: {}}},
+		Middlewares:   huma.Middlewares{h.requireAdmin},
+	}
+	h.errorResponses(&op, 401, 404, 422, 500)
+	huma.Register(h.api, op, h.apiKeyRevoke)
 }
 
 func (h *handlers) userPut(ctx context.Context, in *userPutInput) (*userPutOutput, error) {
@@ -91,7 +136,7 @@ func (h *handlers) userPut(ctx context.Context, in *userPutInput) (*userPutOutpu
 	}
 	out := &userPutOutput{Status: http.StatusOK, Body: UserPutResponse{User: res.User}}
 	if res.Created {
-		out.Status, out.Body.APIKey = http.StatusCreated, res.APIKey
+		out.Status, out.Body.APIKey, out.Body.APIKeyID = http.StatusCreated, res.APIKey, res.APIKeyID
 	}
 	return out, nil
 }
@@ -101,5 +146,20 @@ func (h *handlers) apiKeyCreate(ctx context.Context, in *apiKeyInput) (*apiKeyOu
 	if err != nil {
 		return nil, h.fail(ctx, "api key create", err)
 	}
-	return &apiKeyOutput{Body: APIKeyResponse{User: user, APIKey: key}}, nil
+	return &apiKeyOutput{Body: APIKeyResponse{User: user, APIKey: key.Secret, APIKeyID: key.ID}}, nil
+}
+
+func (h *handlers) apiKeyList(ctx context.Context, in *apiKeyInput) (*apiKeyListOutput, error) {
+	keys, err := h.svc.APIKeyList(ctx, in.Email)
+	if err != nil {
+		return nil, h.fail(ctx, "api key list", err)
+	}
+	return &apiKeyListOutput{Body: APIKeyListResponse{APIKeys: keys}}, nil
+}
+
+func (h *handlers) apiKeyRevoke(ctx context.Context, in *apiKeyRevokeInput) (*struct{}, error) {
+	if err := h.svc.APIKeyRevoke(ctx, in.Email, in.ID, clientIP(ctx)); err != nil {
+		return nil, h.fail(ctx, "api key revoke", err)
+	}
+	return nil, nil
 }

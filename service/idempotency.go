@@ -142,11 +142,21 @@ var errKeyReused = &Error{
 // run serves req with flow: replay, conflict, or claim and drive the request
 // from its recovery point as far as it goes.
 func run[S any](ctx context.Context, s *Service, flow *Flow[S], req Request) (*Response, error) {
-	params, err := json.Marshal(req.Params)
+	params, fp, err := requestForm(req)
 	if err != nil {
-		return nil, internal(fmt.Errorf("marshal params: %w", err))
+		return nil, internal(err)
 	}
-	return serve(ctx, s, flow, req, params, fingerprint(req.Method, req.Path, params))
+	return serve(ctx, s, flow, req, params, fp)
+}
+
+// requestForm returns what is stored of req (its params as JSON) and its
+// fingerprint. Requests whose params are equal get the same form.
+func requestForm(req Request) (params, fp []byte, err error) {
+	params, err = json.Marshal(req.Params)
+	if err != nil {
+		return nil, nil, fmt.Errorf("marshal params: %w", err)
+	}
+	return params, fingerprint(req.Method, req.Path, params), nil
 }
 
 // serve is run with the request's stored form and fingerprint already made.

@@ -116,14 +116,24 @@ func (s *Service) RideCreate(ctx context.Context, userID int64, idempotencyKey s
 	if err := params.Validate(); err != nil {
 		return nil, err
 	}
-	return run(ctx, s, s.rides, Request{
+	return run(ctx, s, s.rides, rideCreateRequest(userID, idempotencyKey, params, ip))
+}
+
+// rideCreateRequest is the request of a ride booking, as stored and
+// fingerprinted. Coordinates are kept as sent except -0, which is 0: equal
+// coordinates make one request, however a client writes them.
+func rideCreateRequest(userID int64, idempotencyKey string, params RideCreateParams, ip *netip.Addr) Request {
+	for _, c := range []*float64{&params.OriginLat, &params.OriginLon, &params.TargetLat, &params.TargetLon} {
+		*c += 0 // IEEE 754: -0 + 0 = +0; every other value is unchanged
+	}
+	return Request{
 		UserID: userID,
 		Key:    idempotencyKey,
-		Method: s.rides.Method,
-		Path:   s.rides.Path,
+		Method: RideCreateMethod,
+		Path:   RideCreatePath,
 		Params: params,
 		IP:     ip,
-	})
+	}
 }
 
 // RideGet returns the user's ride with its charge and refund state. Another

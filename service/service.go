@@ -69,8 +69,8 @@ type Config struct {
 	// private registry.
 	Registerer prometheus.Registerer
 	// AuthCacheTTL is how long Authenticate trusts an API key it found
-	// without reading it again. Default DefaultAuthCacheTTL; negative
-	// disables the cache.
+	// without reading it again, while ListenAPIKeyRevocations runs. Default
+	// DefaultAuthCacheTTL; negative disables the cache.
 	AuthCacheTTL time.Duration
 	// ReplayCacheTTL is how long the process answers replays of a key it
 	// saw finished from memory. Default DefaultReplayCacheTTL; negative
@@ -103,7 +103,8 @@ type Service struct {
 	flows          map[string]flowRunner
 	rides          *Flow[rideState]
 	refunds        *Flow[refundState]
-	auth           *ttlCache[[32]byte, User]
+	auth           *ttlCache[[32]byte, authEntry]
+	revocations    *revocationWatch
 	replays        *ttlCache[replayKey, finishedResponse]
 }
 
@@ -179,9 +180,10 @@ func New(cfg Config) (*Service, error) {
 		mailFrom:       cfg.MailFrom,
 		abandonedAfter: cfg.AbandonedAfter,
 		retention:      cfg.KeyRetention,
-		auth:           newTTLCache[[32]byte, User](cfg.AuthCacheTTL),
+		auth:           newTTLCache[[32]byte, authEntry](cfg.AuthCacheTTL),
 		replays:        newTTLCache[replayKey, finishedResponse](cfg.ReplayCacheTTL),
 	}
+	s.revocations = newRevocationWatch(s.auth)
 	s.rides = s.rideFlow()
 	s.refunds = s.refundFlow()
 	s.flows = map[string]flowRunner{
