@@ -90,6 +90,7 @@ func register(mux *http.ServeMux, cfg Config) huma.API {
 	h.registerRides()
 	h.registerRefunds()
 	h.registerHealth(cfg.Ready)
+	finishExamples(api.OpenAPI())
 	return api
 }
 
@@ -129,6 +130,7 @@ func (h *handlers) errorResponses(op *huma.Operation, codes ...int) {
 				Schema:      &huma.Schema{Type: "integer"},
 			}}
 		}
+		resp.Content["application/problem+json"].Examples = problemExamples[code]
 		op.Responses[itoa(code)] = resp
 	}
 }

@@ -11,7 +11,7 @@ import (
 )
 
 type userPutInput struct {
-	Email string       `path:"email" maxLength:"255" doc:"The rider's email address."`
+	Email string       `path:"email" maxLength:"255" example:"rider@example.com" doc:"The rider's email address."`
 	Body  *userPutBody `required:"false"`
 }
 
@@ -38,7 +38,7 @@ type APIKeyResponse struct {
 }
 
 type apiKeyInput struct {
-	Email string `path:"email" maxLength:"255"`
+	Email string `path:"email" maxLength:"255" example:"rider@example.com" doc:"The rider's email address."`
 }
 
 type apiKeyOutput struct {
@@ -48,35 +48,61 @@ type apiKeyOutput struct {
 func (h *handlers) registerUsers() {
 	schema := h.api.OpenAPI().Components.Schemas.Schema(reflect.TypeOf(UserPutResponse{}), true, "UserPutResponse")
 	op := huma.Operation{
-		OperationID:   "user-put",
-		Method:        http.MethodPut,
-		Path:          "/users/{email}",
-		Summary:       "Create a rider unless one exists",
-		Description:   "One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent: a repeat returns 200 with the existing user and no key; an existing user is not changed.",
+		OperationID: "user-put",
+		Method:      http.MethodPut,
+		Path:        "/users/{email}",
+		Summary:     "Create a rider unless one exists",
+		Description: "One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. " +
+			"Idempotent by its URL, with no Idempotency-Key: a repeat (a retry after a lost answer included) returns 200 with the existing user and no key, " +
+			"and an existing user is not changed. If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.",
 		Tags:          []string{"users"},
 		DefaultStatus: http.StatusCreated,
 		MaxBodyBytes:  maxBodyBytes,
 		Security:      []map[string][]string{{schemeAdmin: {}}},
 		Middlewares:   huma.Middlewares{h.requireAdmin},
 		Responses: map[string]*huma.Response{
-			"201": {Description: "Created, with the rider's first API key.", Content: map[string]*huma.MediaType{"application/json": {Schema: schema}}},
-			"200": {Description: "The rider already existed (no API key).", Content: map[string]*huma.MediaType{"application/json": {Schema: schema}}},
+			"201": {Description: "Created, with the rider's first API key.", Content: map[string]*huma.MediaType{"application/json": {Schema: schema, Examples: map[string]*huma.Example{
+				"created": example("Created; the key is shown this once", UserPutResponse{User: exampleUserNew(), APIKey: exampleAPIKey}),
+			}}}},
+			"200": {Description: "The rider already existed (no API key).", Content: map[string]*huma.MediaType{"application/json": {Schema: schema, Examples: map[string]*huma.Example{
+				"existed": example("The rider existed: unchanged, no key", UserPutResponse{User: exampleUser()}),
+			}}}},
 		},
 	}
+	jsonRequestExamples(&op, map[string]*huma.Example{
+		"visa":    example("Pay with a test Visa card", userPutBody{PaymentSource: "tok_visa"}),
+		"decline": example("A card that is always declined", userPutBody{PaymentSource: "tok_chargeDeclined"}),
+	})
 	h.errorResponses(&op, 400, 401, 413, 422, 500)
+	withExamples(&op, "400", map[string]*huma.Example{"malformed-json": problemExamples[http.StatusBadRequest]["malformed-json"]})
+	withExamples(&op, "422", map[string]*huma.Example{"invalid-source": example("The payment source has characters outside [A-Za-z0-9_]",
+		problem(422, "", "validation failed", &huma.ErrorDetail{Message: "expected string to match pattern ^[A-Za-z0-9_]+$", Location: "body.payment_source", Value: "tok visa"}))})
+	withExamples(&op, "500", map[string]*huma.Example{"internal": example("Our failure: nothing was created; retry", problem(500, "", "internal error"))})
 	huma.Register(h.api, op, h.userPut)
 
 	op = huma.Operation{
-		OperationID:   "api-key-create",
-		Method:        http.MethodPost,
-		Path:          "/users/{email}/api_keys",
-		Summary:       "Mint another API key for a rider",
+		OperationID: "api-key-create",
+		Method:      http.MethodPost,
+		Path:        "/users/{email}/api_keys",
+		Summary:     "Mint another API key for a rider",
+		Description: "Creates a new API key for an existing rider; the rider's other keys stay valid. Not idempotent: " +
+			"every request mints a key, so a retry after a lost answer mints another, and every minted key is valid. " +
+			"It has no side effect beyond the key and its audit record, so a retry is harmless: keep the key you receive.",
 		Tags:          []string{"users"},
 		DefaultStatus: http.StatusCreated,
 		Security:      []map[string][]string{{schemeAdmin: {}}},
 		Middlewares:   huma.Middlewares{h.requireAdmin},
+		Responses: map[string]*huma.Response{
+			"201": {Description: "A new key; shown this once.", Content: map[string]*huma.MediaType{"application/json": {Examples: map[string]*huma.Example{
+				"minted": example("A new key for the rider", APIKeyResponse{User: exampleUser(), APIKey: exampleAPIKey}),
+			}}}},
+		},
 	}
 	h.errorResponses(&op, 401, 404, 422, 500)
+	withExamples(&op, "404", map[string]*huma.Example{"no-user": example("No rider with this email", problem(404, "", "no user with this email"))})
+	withExamples(&op, "422", map[string]*huma.Example{"too-long": example("The email is longer than 255 characters",
+		problem(422, "", "validation failed", &huma.ErrorDetail{Message: "expected length <= 255", Location: "path.email", Value: "a…@example.com"}))})
+	withExamples(&op, "500", map[string]*huma.Example{"internal": example("Our failure: no key was minted; retry", problem(500, "", "internal error"))})
 	huma.Register(h.api, op, h.apiKeyCreate)
 }
 

@@ -310,10 +310,14 @@ type ClientInterface interface {
 
 	// Healthz Liveness: the process serves HTTP
 	//
+	// Answers 200 as long as the process serves HTTP, without touching the database. Read-only: safe to call and retry at any time.
+	//
 	// Corresponds with GET /healthz (the `Healthz` operationId).
 	Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Readyz Readiness: the database is reachable and fully migrated
+	//
+	// Answers 200 when the instance can serve requests (database reachable, migrations applied), 503 otherwise. Read-only: safe to call and retry at any time.
 	//
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -338,6 +342,8 @@ type ClientInterface interface {
 
 	// RideGet Get one of the rider's rides, with its charge and refund
 	//
+	// Reads the ride as it is now: charge_status is pending until the charge is decided, and refund_status follows a refund. Read-only and safe to retry at any time; it takes no Idempotency-Key. Another rider's ride is 404, as if it did not exist.
+	//
 	// Corresponds with GET /rides/{id} (the `RideGet` operationId).
 	RideGet(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -350,7 +356,7 @@ type ClientInterface interface {
 
 	// UserPutWithBody Create a rider unless one exists
 	//
-	// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent: a repeat returns 200 with the existing user and no key; an existing user is not changed.
+	// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent by its URL, with no Idempotency-Key: a repeat (a retry after a lost answer included) returns 200 with the existing user and no key, and an existing user is not changed. If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -359,7 +365,7 @@ type ClientInterface interface {
 
 	// UserPut Create a rider unless one exists
 	//
-	// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent: a repeat returns 200 with the existing user and no key; an existing user is not changed.
+	// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent by its URL, with no Idempotency-Key: a repeat (a retry after a lost answer included) returns 200 with the existing user and no key, and an existing user is not changed. If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -368,11 +374,15 @@ type ClientInterface interface {
 
 	// APIKeyCreate Mint another API key for a rider
 	//
+	// Creates a new API key for an existing rider; the rider's other keys stay valid. Not idempotent: every request mints a key, so a retry after a lost answer mints another, and every minted key is valid. It has no side effect beyond the key and its audit record, so a retry is harmless: keep the key you receive.
+	//
 	// Corresponds with POST /users/{email}/api_keys (the `APIKeyCreate` operationId).
 	APIKeyCreate(ctx context.Context, email string, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // Healthz Liveness: the process serves HTTP
+//
+// Answers 200 as long as the process serves HTTP, without touching the database. Read-only: safe to call and retry at any time.
 //
 // Corresponds with GET /healthz (the `Healthz` operationId).
 func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -388,6 +398,8 @@ func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 }
 
 // Readyz Readiness: the database is reachable and fully migrated
+//
+// Answers 200 when the instance can serve requests (database reachable, migrations applied), 503 otherwise. Read-only: safe to call and retry at any time.
 //
 // Corresponds with GET /readyz (the `Readyz` operationId).
 func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -442,6 +454,8 @@ func (c *Client) RideCreate(ctx context.Context, params *RideCreateParams, body 
 
 // RideGet Get one of the rider's rides, with its charge and refund
 //
+// Reads the ride as it is now: charge_status is pending until the charge is decided, and refund_status follows a refund. Read-only and safe to retry at any time; it takes no Idempotency-Key. Another rider's ride is 404, as if it did not exist.
+//
 // Corresponds with GET /rides/{id} (the `RideGet` operationId).
 func (c *Client) RideGet(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRideGetRequest(c.Server, id)
@@ -474,7 +488,7 @@ func (c *Client) RideRefund(ctx context.Context, id int64, params *RideRefundPar
 
 // UserPutWithBody Create a rider unless one exists
 //
-// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent: a repeat returns 200 with the existing user and no key; an existing user is not changed.
+// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent by its URL, with no Idempotency-Key: a repeat (a retry after a lost answer included) returns 200 with the existing user and no key, and an existing user is not changed. If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.
 //
 // Takes any type of body and a specified content type.
 //
@@ -493,7 +507,7 @@ func (c *Client) UserPutWithBody(ctx context.Context, email string, contentType 
 
 // UserPut Create a rider unless one exists
 //
-// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent: a repeat returns 200 with the existing user and no key; an existing user is not changed.
+// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent by its URL, with no Idempotency-Key: a repeat (a retry after a lost answer included) returns 200 with the existing user and no key, and an existing user is not changed. If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -511,6 +525,8 @@ func (c *Client) UserPut(ctx context.Context, email string, body UserPutJSONRequ
 }
 
 // APIKeyCreate Mint another API key for a rider
+//
+// Creates a new API key for an existing rider; the rider's other keys stay valid. Not idempotent: every request mints a key, so a retry after a lost answer mints another, and every minted key is valid. It has no side effect beyond the key and its audit record, so a retry is harmless: keep the key you receive.
 //
 // Corresponds with POST /users/{email}/api_keys (the `APIKeyCreate` operationId).
 func (c *Client) APIKeyCreate(ctx context.Context, email string, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -840,12 +856,16 @@ type ClientWithResponsesInterface interface {
 
 	// HealthzWithResponse Liveness: the process serves HTTP
 	//
+	// Answers 200 as long as the process serves HTTP, without touching the database. Read-only: safe to call and retry at any time.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /healthz (the `Healthz` operationId).
 	HealthzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*HealthzReply, error)
 
 	// ReadyzWithResponse Readiness: the database is reachable and fully migrated
+	//
+	// Answers 200 when the instance can serve requests (database reachable, migrations applied), 503 otherwise. Read-only: safe to call and retry at any time.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -872,6 +892,8 @@ type ClientWithResponsesInterface interface {
 
 	// RideGetWithResponse Get one of the rider's rides, with its charge and refund
 	//
+	// Reads the ride as it is now: charge_status is pending until the charge is decided, and refund_status follows a refund. Read-only and safe to retry at any time; it takes no Idempotency-Key. Another rider's ride is 404, as if it did not exist.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /rides/{id} (the `RideGet` operationId).
@@ -888,7 +910,7 @@ type ClientWithResponsesInterface interface {
 
 	// UserPutWithBodyWithResponse Create a rider unless one exists
 	//
-	// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent: a repeat returns 200 with the existing user and no key; an existing user is not changed.
+	// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent by its URL, with no Idempotency-Key: a repeat (a retry after a lost answer included) returns 200 with the existing user and no key, and an existing user is not changed. If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -897,7 +919,7 @@ type ClientWithResponsesInterface interface {
 
 	// UserPutWithResponse Create a rider unless one exists
 	//
-	// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent: a repeat returns 200 with the existing user and no key; an existing user is not changed.
+	// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent by its URL, with no Idempotency-Key: a repeat (a retry after a lost answer included) returns 200 with the existing user and no key, and an existing user is not changed. If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -905,6 +927,8 @@ type ClientWithResponsesInterface interface {
 	UserPutWithResponse(ctx context.Context, email string, body UserPutJSONRequestBody, reqEditors ...RequestEditorFn) (*UserPutReply, error)
 
 	// APIKeyCreateWithResponse Mint another API key for a rider
+	//
+	// Creates a new API key for an existing rider; the rider's other keys stay valid. Not idempotent: every request mints a key, so a retry after a lost answer mints another, and every minted key is valid. It has no side effect beyond the key and its audit record, so a retry is harmless: keep the key you receive.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -1521,6 +1545,8 @@ func (r APIKeyCreateReply) ContentType() string {
 
 // HealthzWithResponse Liveness: the process serves HTTP
 //
+// Answers 200 as long as the process serves HTTP, without touching the database. Read-only: safe to call and retry at any time.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /healthz (the `Healthz` operationId).
@@ -1533,6 +1559,8 @@ func (c *ClientWithResponses) HealthzWithResponse(ctx context.Context, reqEditor
 }
 
 // ReadyzWithResponse Readiness: the database is reachable and fully migrated
+//
+// Answers 200 when the instance can serve requests (database reachable, migrations applied), 503 otherwise. Read-only: safe to call and retry at any time.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -1577,6 +1605,8 @@ func (c *ClientWithResponses) RideCreateWithResponse(ctx context.Context, params
 
 // RideGetWithResponse Get one of the rider's rides, with its charge and refund
 //
+// Reads the ride as it is now: charge_status is pending until the charge is decided, and refund_status follows a refund. Read-only and safe to retry at any time; it takes no Idempotency-Key. Another rider's ride is 404, as if it did not exist.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /rides/{id} (the `RideGet` operationId).
@@ -1605,7 +1635,7 @@ func (c *ClientWithResponses) RideRefundWithResponse(ctx context.Context, id int
 
 // UserPutWithBodyWithResponse Create a rider unless one exists
 //
-// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent: a repeat returns 200 with the existing user and no key; an existing user is not changed.
+// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent by its URL, with no Idempotency-Key: a repeat (a retry after a lost answer included) returns 200 with the existing user and no key, and an existing user is not changed. If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -1620,7 +1650,7 @@ func (c *ClientWithResponses) UserPutWithBodyWithResponse(ctx context.Context, e
 
 // UserPutWithResponse Create a rider unless one exists
 //
-// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent: a repeat returns 200 with the existing user and no key; an existing user is not changed.
+// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent by its URL, with no Idempotency-Key: a repeat (a retry after a lost answer included) returns 200 with the existing user and no key, and an existing user is not changed. If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -1634,6 +1664,8 @@ func (c *ClientWithResponses) UserPutWithResponse(ctx context.Context, email str
 }
 
 // APIKeyCreateWithResponse Mint another API key for a rider
+//
+// Creates a new API key for an existing rider; the rider's other keys stay valid. Not idempotent: every request mints a key, so a retry after a lost answer mints another, and every minted key is valid. It has no side effect beyond the key and its audit record, so a retry is harmless: keep the key you receive.
 //
 // Returns a wrapper object for the known response body format(s).
 //
