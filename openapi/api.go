@@ -53,6 +53,7 @@ func NewHandler(cfg Config) http.Handler {
 		cfg.Logger = slog.Default()
 	}
 	mux := http.NewServeMux()
+	registerDocs(mux)
 	register(mux, cfg)
 	registerWeb(mux, cfg)
 	if cfg.RiverUI != nil {
@@ -78,7 +79,7 @@ func register(mux *http.ServeMux, cfg Config) huma.API {
 		"Multi-step requests take an Idempotency-Key; a finished request is replayed byte for byte with " +
 		"`Idempotent-Replayed: true`."
 	config.CreateHooks = nil // no $schema property, no Link header
-	config.DocsPath = ""     // the docs page needs a CDN; the spec endpoints suffice
+	config.DocsPath = ""     // Huma's page loads from a CDN; /docs is ours (docs.go)
 	config.OpenAPIPath = "/openapi"
 	config.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
 		schemeRider: {Type: "http", Scheme: "bearer", Description: "A rider's API key, as minted by PUT /users/{email}."},
