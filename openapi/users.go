@@ -71,7 +71,7 @@ func (h *handlers) registerUsers() {
 	}
 	jsonRequestExamples(&op, map[string]*huma.Example{
 		"visa":    example("Pay with a test Visa card", userPutBody{PaymentSource: "tok_visa"}),
-		"decline": example("A card that is always declined", userPutBody{PaymentSource: "tok_chargeDeclined"}),
+		"decline": example("A card whose every charge is declined", userPutBody{PaymentSource: "tok_chargeCustomerFail"}),
 	})
 	h.errorResponses(&op, 400, 401, 413, 422, 500)
 	withExamples(&op, "400", map[string]*huma.Example{"malformed-json": problemExamples[http.StatusBadRequest]["malformed-json"]})
