@@ -66,6 +66,7 @@ func NewHandler(cfg Config) http.Handler {
 		cfg.Logger = slog.Default()
 	}
 	mux := http.NewServeMux()
+	registerDocs(mux)
 	register(mux, cfg)
 	if cfg.Pages != nil {
 		cfg.Pages.Register(mux)
@@ -93,7 +94,7 @@ func register(mux *http.ServeMux, cfg Config) huma.API {
 		"Multi-step requests take an Idempotency-Key; a finished request is replayed byte for byte with " +
 		"`Idempotent-Replayed: true`."
 	config.CreateHooks = nil // no $schema property, no Link header
-	config.DocsPath = ""     // the docs page needs a CDN; the spec endpoints suffice
+	config.DocsPath = ""     // Huma's page loads from a CDN; /docs is ours (docs.go)
 	config.OpenAPIPath = "/openapi"
 	config.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
 		schemeRider: {Type: "http", Scheme: "bearer", Description: "A rider's API key, as minted by PUT /users/{email}."},
@@ -106,6 +107,7 @@ func register(mux *http.ServeMux, cfg Config) huma.API {
 	h.registerRides()
 	h.registerRefunds()
 	h.registerHealth(cfg.Ready)
+	finishExamples(api.OpenAPI())
 	return api
 }
 
@@ -145,6 +147,7 @@ func (h *handlers) errorResponses(op *huma.Operation, codes ...int) {
 				Schema:      &huma.Schema{Type: "integer"},
 			}}
 		}
+		resp.Content["application/problem+json"].Examples = problemExamples[code]
 		op.Responses[itoa(code)] = resp
 	}
 }

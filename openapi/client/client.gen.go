@@ -334,10 +334,14 @@ type ClientInterface interface {
 
 	// Healthz Liveness: the process serves HTTP
 	//
+	// Answers 200 as long as the process serves HTTP, without touching the database. Read-only: safe to call and retry at any time.
+	//
 	// Corresponds with GET /healthz (the `Healthz` operationId).
 	Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Readyz Readiness: the database is reachable and fully migrated
+	//
+	// Answers 200 when the instance can serve requests (database reachable, migrations applied), 503 otherwise. Read-only: safe to call and retry at any time.
 	//
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -362,6 +366,8 @@ type ClientInterface interface {
 
 	// RideGet Get one of the rider's rides, with its charge and refund
 	//
+	// Reads the ride as it is now: charge_status is pending until the charge is decided, and refund_status follows a refund. Read-only and safe to retry at any time; it takes no Idempotency-Key. Another rider's ride is 404, as if it did not exist.
+	//
 	// Corresponds with GET /rides/{id} (the `RideGet` operationId).
 	RideGet(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -374,7 +380,7 @@ type ClientInterface interface {
 
 	// UserPutWithBody Create a rider unless one exists
 	//
-	// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent: a repeat returns 200 with the existing user and no key; an existing user is not changed.
+	// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent by its URL, with no Idempotency-Key: a repeat (a retry after a lost answer included) returns 200 with the existing user and no key, and an existing user is not changed. If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -383,7 +389,7 @@ type ClientInterface interface {
 
 	// UserPut Create a rider unless one exists
 	//
-	// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent: a repeat returns 200 with the existing user and no key; an existing user is not changed.
+	// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent by its URL, with no Idempotency-Key: a repeat (a retry after a lost answer included) returns 200 with the existing user and no key, and an existing user is not changed. If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -392,25 +398,29 @@ type ClientInterface interface {
 
 	// APIKeyList List a rider's API keys (ids and times, never secrets)
 	//
-	// Every key of the rider, revoked ones included, with when it was created, last used (to within a minute) and revoked.
+	// Every key of the rider, revoked ones included, with when it was created, last used (to within a minute) and revoked. A read: safe to retry any number of times.
 	//
 	// Corresponds with GET /users/{email}/api_keys (the `APIKeyList` operationId).
 	APIKeyList(ctx context.Context, email string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// APIKeyCreate Mint another API key for a rider
 	//
+	// Creates a new API key for an existing rider; the rider's other keys stay valid. Not idempotent: every request mints a key, so a retry after a lost answer mints another, and every minted key is valid. It has no side effect beyond the key and its audit record, so a retry is harmless: keep the key you receive.
+	//
 	// Corresponds with POST /users/{email}/api_keys (the `APIKeyCreate` operationId).
 	APIKeyCreate(ctx context.Context, email string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// APIKeyRevoke Revoke one of a rider's API keys
 	//
-	// The key is refused (401) by every instance within a second of the answer. Idempotent: revoking a revoked key answers 204 again. An unknown key, or another rider's, is 404.
+	// The key is refused (401) by every instance within a second of the answer. Idempotent: revoking a revoked key answers 204 again, so a retry after a lost answer is safe. An unknown key, or another rider's, is 404.
 	//
 	// Corresponds with DELETE /users/{email}/api_keys/{id} (the `APIKeyRevoke` operationId).
 	APIKeyRevoke(ctx context.Context, email string, id int64, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // Healthz Liveness: the process serves HTTP
+//
+// Answers 200 as long as the process serves HTTP, without touching the database. Read-only: safe to call and retry at any time.
 //
 // Corresponds with GET /healthz (the `Healthz` operationId).
 func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -426,6 +436,8 @@ func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 }
 
 // Readyz Readiness: the database is reachable and fully migrated
+//
+// Answers 200 when the instance can serve requests (database reachable, migrations applied), 503 otherwise. Read-only: safe to call and retry at any time.
 //
 // Corresponds with GET /readyz (the `Readyz` operationId).
 func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -480,6 +492,8 @@ func (c *Client) RideCreate(ctx context.Context, params *RideCreateParams, body 
 
 // RideGet Get one of the rider's rides, with its charge and refund
 //
+// Reads the ride as it is now: charge_status is pending until the charge is decided, and refund_status follows a refund. Read-only and safe to retry at any time; it takes no Idempotency-Key. Another rider's ride is 404, as if it did not exist.
+//
 // Corresponds with GET /rides/{id} (the `RideGet` operationId).
 func (c *Client) RideGet(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRideGetRequest(c.Server, id)
@@ -512,7 +526,7 @@ func (c *Client) RideRefund(ctx context.Context, id int64, params *RideRefundPar
 
 // UserPutWithBody Create a rider unless one exists
 //
-// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent: a repeat returns 200 with the existing user and no key; an existing user is not changed.
+// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent by its URL, with no Idempotency-Key: a repeat (a retry after a lost answer included) returns 200 with the existing user and no key, and an existing user is not changed. If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.
 //
 // Takes any type of body and a specified content type.
 //
@@ -531,7 +545,7 @@ func (c *Client) UserPutWithBody(ctx context.Context, email string, contentType 
 
 // UserPut Create a rider unless one exists
 //
-// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent: a repeat returns 200 with the existing user and no key; an existing user is not changed.
+// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent by its URL, with no Idempotency-Key: a repeat (a retry after a lost answer included) returns 200 with the existing user and no key, and an existing user is not changed. If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -550,7 +564,7 @@ func (c *Client) UserPut(ctx context.Context, email string, body UserPutJSONRequ
 
 // APIKeyList List a rider's API keys (ids and times, never secrets)
 //
-// Every key of the rider, revoked ones included, with when it was created, last used (to within a minute) and revoked.
+// Every key of the rider, revoked ones included, with when it was created, last used (to within a minute) and revoked. A read: safe to retry any number of times.
 //
 // Corresponds with GET /users/{email}/api_keys (the `APIKeyList` operationId).
 func (c *Client) APIKeyList(ctx context.Context, email string, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -567,6 +581,8 @@ func (c *Client) APIKeyList(ctx context.Context, email string, reqEditors ...Req
 
 // APIKeyCreate Mint another API key for a rider
 //
+// Creates a new API key for an existing rider; the rider's other keys stay valid. Not idempotent: every request mints a key, so a retry after a lost answer mints another, and every minted key is valid. It has no side effect beyond the key and its audit record, so a retry is harmless: keep the key you receive.
+//
 // Corresponds with POST /users/{email}/api_keys (the `APIKeyCreate` operationId).
 func (c *Client) APIKeyCreate(ctx context.Context, email string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewAPIKeyCreateRequest(c.Server, email)
@@ -582,7 +598,7 @@ func (c *Client) APIKeyCreate(ctx context.Context, email string, reqEditors ...R
 
 // APIKeyRevoke Revoke one of a rider's API keys
 //
-// The key is refused (401) by every instance within a second of the answer. Idempotent: revoking a revoked key answers 204 again. An unknown key, or another rider's, is 404.
+// The key is refused (401) by every instance within a second of the answer. Idempotent: revoking a revoked key answers 204 again, so a retry after a lost answer is safe. An unknown key, or another rider's, is 404.
 //
 // Corresponds with DELETE /users/{email}/api_keys/{id} (the `APIKeyRevoke` operationId).
 func (c *Client) APIKeyRevoke(ctx context.Context, email string, id int64, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -987,12 +1003,16 @@ type ClientWithResponsesInterface interface {
 
 	// HealthzWithResponse Liveness: the process serves HTTP
 	//
+	// Answers 200 as long as the process serves HTTP, without touching the database. Read-only: safe to call and retry at any time.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /healthz (the `Healthz` operationId).
 	HealthzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*HealthzReply, error)
 
 	// ReadyzWithResponse Readiness: the database is reachable and fully migrated
+	//
+	// Answers 200 when the instance can serve requests (database reachable, migrations applied), 503 otherwise. Read-only: safe to call and retry at any time.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -1019,6 +1039,8 @@ type ClientWithResponsesInterface interface {
 
 	// RideGetWithResponse Get one of the rider's rides, with its charge and refund
 	//
+	// Reads the ride as it is now: charge_status is pending until the charge is decided, and refund_status follows a refund. Read-only and safe to retry at any time; it takes no Idempotency-Key. Another rider's ride is 404, as if it did not exist.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /rides/{id} (the `RideGet` operationId).
@@ -1035,7 +1057,7 @@ type ClientWithResponsesInterface interface {
 
 	// UserPutWithBodyWithResponse Create a rider unless one exists
 	//
-	// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent: a repeat returns 200 with the existing user and no key; an existing user is not changed.
+	// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent by its URL, with no Idempotency-Key: a repeat (a retry after a lost answer included) returns 200 with the existing user and no key, and an existing user is not changed. If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -1044,7 +1066,7 @@ type ClientWithResponsesInterface interface {
 
 	// UserPutWithResponse Create a rider unless one exists
 	//
-	// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent: a repeat returns 200 with the existing user and no key; an existing user is not changed.
+	// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent by its URL, with no Idempotency-Key: a repeat (a retry after a lost answer included) returns 200 with the existing user and no key, and an existing user is not changed. If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -1053,7 +1075,7 @@ type ClientWithResponsesInterface interface {
 
 	// APIKeyListWithResponse List a rider's API keys (ids and times, never secrets)
 	//
-	// Every key of the rider, revoked ones included, with when it was created, last used (to within a minute) and revoked.
+	// Every key of the rider, revoked ones included, with when it was created, last used (to within a minute) and revoked. A read: safe to retry any number of times.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -1062,6 +1084,8 @@ type ClientWithResponsesInterface interface {
 
 	// APIKeyCreateWithResponse Mint another API key for a rider
 	//
+	// Creates a new API key for an existing rider; the rider's other keys stay valid. Not idempotent: every request mints a key, so a retry after a lost answer mints another, and every minted key is valid. It has no side effect beyond the key and its audit record, so a retry is harmless: keep the key you receive.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /users/{email}/api_keys (the `APIKeyCreate` operationId).
@@ -1069,7 +1093,7 @@ type ClientWithResponsesInterface interface {
 
 	// APIKeyRevokeWithResponse Revoke one of a rider's API keys
 	//
-	// The key is refused (401) by every instance within a second of the answer. Idempotent: revoking a revoked key answers 204 again. An unknown key, or another rider's, is 404.
+	// The key is refused (401) by every instance within a second of the answer. Idempotent: revoking a revoked key answers 204 again, so a retry after a lost answer is safe. An unknown key, or another rider's, is 404.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -1845,6 +1869,8 @@ func (r APIKeyRevokeReply) ContentType() string {
 
 // HealthzWithResponse Liveness: the process serves HTTP
 //
+// Answers 200 as long as the process serves HTTP, without touching the database. Read-only: safe to call and retry at any time.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /healthz (the `Healthz` operationId).
@@ -1857,6 +1883,8 @@ func (c *ClientWithResponses) HealthzWithResponse(ctx context.Context, reqEditor
 }
 
 // ReadyzWithResponse Readiness: the database is reachable and fully migrated
+//
+// Answers 200 when the instance can serve requests (database reachable, migrations applied), 503 otherwise. Read-only: safe to call and retry at any time.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -1901,6 +1929,8 @@ func (c *ClientWithResponses) RideCreateWithResponse(ctx context.Context, params
 
 // RideGetWithResponse Get one of the rider's rides, with its charge and refund
 //
+// Reads the ride as it is now: charge_status is pending until the charge is decided, and refund_status follows a refund. Read-only and safe to retry at any time; it takes no Idempotency-Key. Another rider's ride is 404, as if it did not exist.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /rides/{id} (the `RideGet` operationId).
@@ -1929,7 +1959,7 @@ func (c *ClientWithResponses) RideRefundWithResponse(ctx context.Context, id int
 
 // UserPutWithBodyWithResponse Create a rider unless one exists
 //
-// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent: a repeat returns 200 with the existing user and no key; an existing user is not changed.
+// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent by its URL, with no Idempotency-Key: a repeat (a retry after a lost answer included) returns 200 with the existing user and no key, and an existing user is not changed. If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -1944,7 +1974,7 @@ func (c *ClientWithResponses) UserPutWithBodyWithResponse(ctx context.Context, e
 
 // UserPutWithResponse Create a rider unless one exists
 //
-// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent: a repeat returns 200 with the existing user and no key; an existing user is not changed.
+// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent by its URL, with no Idempotency-Key: a repeat (a retry after a lost answer included) returns 200 with the existing user and no key, and an existing user is not changed. If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -1959,7 +1989,7 @@ func (c *ClientWithResponses) UserPutWithResponse(ctx context.Context, email str
 
 // APIKeyListWithResponse List a rider's API keys (ids and times, never secrets)
 //
-// Every key of the rider, revoked ones included, with when it was created, last used (to within a minute) and revoked.
+// Every key of the rider, revoked ones included, with when it was created, last used (to within a minute) and revoked. A read: safe to retry any number of times.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -1974,6 +2004,8 @@ func (c *ClientWithResponses) APIKeyListWithResponse(ctx context.Context, email 
 
 // APIKeyCreateWithResponse Mint another API key for a rider
 //
+// Creates a new API key for an existing rider; the rider's other keys stay valid. Not idempotent: every request mints a key, so a retry after a lost answer mints another, and every minted key is valid. It has no side effect beyond the key and its audit record, so a retry is harmless: keep the key you receive.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /users/{email}/api_keys (the `APIKeyCreate` operationId).
@@ -1987,7 +2019,7 @@ func (c *ClientWithResponses) APIKeyCreateWithResponse(ctx context.Context, emai
 
 // APIKeyRevokeWithResponse Revoke one of a rider's API keys
 //
-// The key is refused (401) by every instance within a second of the answer. Idempotent: revoking a revoked key answers 204 again. An unknown key, or another rider's, is 404.
+// The key is refused (401) by every instance within a second of the answer. Idempotent: revoking a revoked key answers 204 again, so a retry after a lost answer is safe. An unknown key, or another rider's, is 404.
 //
 // Returns a wrapper object for the known response body format(s).
 //
