@@ -34,10 +34,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
+	"go.opentelemetry.io/otel"
 	"riverqueue.com/riverui"
 
+	"github.com/atomicrides/atomicrides/internal/telemetry"
 	"github.com/atomicrides/atomicrides/jobs"
 	"github.com/atomicrides/atomicrides/openapi"
+	"github.com/atomicrides/atomicrides/openapi/web"
 	"github.com/atomicrides/atomicrides/service"
 	"github.com/atomicrides/atomicrides/service/mail"
 	"github.com/atomicrides/atomicrides/service/mail/mailsink"
@@ -48,7 +52,8 @@ import (
 )
 
 func main() {
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	// Log lines written under a span carry its trace_id and span_id.
+	logger := slog.New(telemetry.LogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if err := runCommand(ctx, os.Args[1:], logger); err != nil {
@@ -109,6 +114,7 @@ func connect(ctx context.Context, logger *slog.Logger, start bool) (*pgxpool.Poo
 	if err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)
 	}
+	cfg.ConnConfig.Tracer = telemetry.PgxTracer{} // queries of traced requests and jobs only
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -155,6 +161,12 @@ func serve(ctx context.Context, args []string, logger *slog.Logger) error {
 		logger.Warn("ADMIN_TOKEN not set: generated one for this run", "admin_token", adminToken)
 	}
 
+	stopTracing, err := setupTracing(ctx, logger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing() // after everything that makes spans has stopped
+
 	pool, err := connect(ctx, logger, true)
 	if err != nil {
 		return err
@@ -174,33 +186,17 @@ func serve(ctx context.Context, args []string, logger *slog.Logger) error {
 		return err
 	}
 	defer stopDeps()
+	// Revoked API keys are forgotten by this process's auth cache as they are
+	// announced; the goroutine ends with ctx.
+	go func() { _ = svc.ListenAPIKeyRevocations(ctx) }()
 
-	jobsCfg := jobs.Config{}
-	if jobsCfg.CompleterInterval, err = envDuration("COMPLETER_INTERVAL", time.Minute); err != nil {
+	jobsCfg, err := jobsConfigFromEnv(logger)
+	if err != nil {
 		return err
 	}
-	if jobsCfg.ReaperInterval, err = envDuration("REAPER_INTERVAL", time.Hour); err != nil {
-		return err
-	}
-	if jobsCfg.ReconcileInterval, err = envDuration("RECONCILE_INTERVAL", 24*time.Hour); err != nil {
-		return err
-	}
-	riverCfg := &river.Config{
-		Logger:       logger,
-		Queues:       map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 20}},
-		Workers:      river.NewWorkers(),
-		PeriodicJobs: jobs.PeriodicJobs(jobsCfg),
-	}
-	jobs.Register(riverCfg.Workers, svc)
-	// A job left running by a process that died is retried once it has run
-	// for JOB_RESCUE_AFTER: by default a few minutes, longer than every
-	// job's timeout (River's own default is an hour).
-	if riverCfg.JobTimeout, err = envDuration("JOB_TIMEOUT", time.Minute); err != nil {
-		return err
-	}
-	if riverCfg.RescueStuckJobsAfter, err = envDuration("JOB_RESCUE_AFTER", defaultRescueAfter(riverCfg.JobTimeout, svc.Lease())); err != nil {
-		return err
-	}
+	riverCfg := jobs.RiverConfig(jobsCfg, svc)
+	// A job's run continues the trace of the phase that inserted it.
+	riverCfg.Plugins = []rivertype.Plugin{telemetry.NewRiverMiddleware(nil)}
 	riverClient, err := river.NewClient(riverpgxv5.New(pool), riverCfg)
 	if err != nil {
 		return err
@@ -228,6 +224,7 @@ func serve(ctx context.Context, args []string, logger *slog.Logger) error {
 		Ready:      func(ctx context.Context) error { return ready(ctx, pool) },
 		Logger:     logger,
 		Metrics:    registry,
+		Pages:      web.New(web.Config{Service: svc, Secret: adminToken, Logger: logger}),
 	})
 	if metricsAddr := os.Getenv("METRICS_ADDR"); metricsAddr != "" {
 		mln, err := net.Listen("tcp", metricsAddr)
@@ -252,12 +249,12 @@ func serve(ctx context.Context, args []string, logger *slog.Logger) error {
 	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	base := "http://" + ln.Addr().String()
-	logger.Info("serving", "url", base, "river_ui", base+"/riverui/", "openapi", base+"/openapi.yaml")
+	logger.Info("serving", "url", base, "river_ui", base+"/riverui/", "openapi", base+"/openapi.yaml", "docs", base+"/docs")
 	if devNote != "" {
 		devNote = "  DEVELOPMENT MODE (-dev): " + devNote + "\n"
 	}
-	fmt.Fprintf(os.Stderr, "\nAtomic Rides is serving on %s\n%s  admin token: %s\n  River UI:    %s/riverui/  (any user name, the admin token as password)\n  metrics:     %s/metrics  (Bearer admin token)\n  try:\n    curl -s -X PUT -H 'Authorization: Bearer %s' %s/users/rider@example.com\n\n",
-		base, devNote, adminToken, base, base, adminToken, base)
+	fmt.Fprintf(os.Stderr, "\nAtomic Rides is serving on %s\n%s  admin token: %s\n  API docs:    %s/docs  (the reference, rendered from %s/openapi.yaml)\n  River UI:    %s/riverui/  (any user name, the admin token as password)\n  metrics:     %s/metrics  (Bearer admin token)\n  try:\n    curl -s -X PUT -H 'Authorization: Bearer %s' %s/users/rider@example.com\n\n",
+		base, devNote, adminToken, base, base, base, base, adminToken, base)
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
@@ -278,6 +275,28 @@ func serve(ctx context.Context, args []string, logger *slog.Logger) error {
 	}
 	logger.Info("stopped")
 	return nil
+}
+
+// setupTracing installs the tracer provider that the OTEL_* variables
+// describe as the global one, which the service, the HTTP handler and River's
+// middleware use; stop flushes the spans not yet exported.
+func setupTracing(ctx context.Context, logger *slog.Logger) (stop func(), err error) {
+	tracing, err := telemetry.Setup(ctx, os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	if !tracing.Enabled {
+		return func() {}, nil
+	}
+	otel.SetTracerProvider(tracing.Provider)
+	logger.Info("tracing", "exporter", tracing.Exporter)
+	return func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := tracing.Shutdown(ctx); err != nil {
+			logger.Warn("tracing: flush at exit", "err", err)
+		}
+	}, nil
 }
 
 // ready is the readiness check: the database answers and every migration is
@@ -323,15 +342,6 @@ func (b backends) check() error {
 	return nil
 }
 
-// defaultRescueAfter is how long a job may run before River takes it for
-// one left by a dead process and retries it: five minutes, or more when a
-// job's timeout (River's default, the completion's lease, the
-// reconciliation) needs it, so that no live job is rescued.
-func defaultRescueAfter(jobTimeout, lease time.Duration) time.Duration {
-	longest := max(jobTimeout, lease+jobs.KeyCompleteTimeoutMargin, jobs.ReconcileTimeout)
-	return max(5*time.Minute, longest+time.Minute)
-}
-
 // paymentsFromEnv returns the Stripe adapter with STRIPE_SECRET_KEY, pointed
 // at STRIPE_API_BASE when set (any Stripe-compatible API). Without a key,
 // and only with dev, it starts the built-in fake Stripe on a loopback port
@@ -352,7 +362,7 @@ func paymentsFromEnv(logger *slog.Logger, dev bool) (pay service.Payments, note 
 		return payments.New(payments.Config{SecretKey: "sk_test_fake", APIBase: url}),
 			"fake Stripe at " + url, func() { _ = stop(context.Background()) }, nil
 	}
-	timeout, err := envDuration("STRIPE_TIMEOUT", payments.DefaultTimeout)
+	timeout, err := envDuration("STRIPE_TIMEOUT")
 	if err != nil {
 		return nil, "", nil, err
 	}
@@ -418,7 +428,7 @@ func newService(pool *pgxpool.Pool, reg prometheus.Registerer, logger *slog.Logg
 		return nil, "", nil, err
 	}
 	var notes []string
-	timeout, err := envDuration("STRIPE_TIMEOUT", payments.DefaultTimeout)
+	timeout, err := envDuration("STRIPE_TIMEOUT")
 	if err != nil {
 		return nil, "", nil, err
 	}
@@ -448,13 +458,13 @@ func newService(pool *pgxpool.Pool, reg prometheus.Registerer, logger *slog.Logg
 		}
 	}
 	cfg := service.Config{Pool: pool, Payments: pay, Mailer: mailer, MailFrom: os.Getenv("MAIL_FROM"), Logger: logger, Registerer: reg}
-	if cfg.AbandonedAfter, err = envDuration("COMPLETER_IDLE", 5*time.Minute); err != nil {
+	if cfg.AbandonedAfter, err = envDuration("COMPLETER_IDLE"); err != nil {
 		return nil, "", nil, err
 	}
-	if cfg.KeyRetention, err = envDuration("KEY_RETENTION", 72*time.Hour); err != nil {
+	if cfg.KeyRetention, err = envDuration("KEY_RETENTION"); err != nil {
 		return nil, "", nil, err
 	}
-	if cfg.Lease, err = envDuration("LEASE", 0); err != nil { // zero: derived from the Stripe budget
+	if cfg.Lease, err = envDuration("LEASE"); err != nil {
 		return nil, "", nil, err
 	}
 	svc, err = service.New(cfg)
@@ -463,6 +473,32 @@ func newService(pool *pgxpool.Pool, reg prometheus.Registerer, logger *slog.Logg
 	}
 	return svc, strings.Join(notes, "; "), stopAll, nil
 }
+
+// jobsConfigFromEnv reads the configuration of the River client: the
+// periodic jobs' intervals and River's job limits. Unset variables stay
+// zero, and package jobs applies its defaults.
+func jobsConfigFromEnv(logger *slog.Logger) (cfg jobs.Config, err error) {
+	cfg.Logger = logger
+	for _, v := range []struct {
+		name string
+		dst  *time.Duration
+	}{
+		{"COMPLETER_INTERVAL", &cfg.CompleterInterval},
+		{"REAPER_INTERVAL", &cfg.ReaperInterval},
+		{"RECONCILE_INTERVAL", &cfg.ReconcileInterval},
+		{"JOB_TIMEOUT", &cfg.JobTimeout},
+		{"JOB_RESCUE_AFTER", &cfg.RescueStuckJobsAfter},
+	} {
+		if *v.dst, err = envDuration(v.name); err != nil {
+			return jobs.Config{}, err
+		}
+	}
+	return cfg, nil
+}
+
+// defaultMailDir is where the built-in mail sink writes receipts when
+// MAIL_DIR is unset.
+const defaultMailDir = ".mail"
 
 // mailerFromEnv returns the SMTP mailer of SMTP_URL. Without it, and only
 // with dev, it starts a mail sink on a loopback port of this process that
@@ -476,7 +512,7 @@ func mailerFromEnv(logger *slog.Logger, dev bool) (m service.Mailer, note string
 	if !dev {
 		return nil, "", nil, errNoSMTP
 	}
-	dir := envOr("MAIL_DIR", ".mail")
+	dir := envOr("MAIL_DIR", defaultMailDir)
 	sink := mailsink.New(mailsink.Options{Dir: dir, Logger: logger})
 	url, stopSink, err := sink.Start("127.0.0.1:0")
 	if err != nil {
@@ -490,7 +526,7 @@ func mailerFromEnv(logger *slog.Logger, dev bool) (m service.Mailer, note string
 func serveMailSink(ctx context.Context, args []string, logger *slog.Logger) error {
 	fs := flag.NewFlagSet("mailsink", flag.ContinueOnError)
 	addr := fs.String("addr", envOr("MAILSINK_ADDR", "127.0.0.1:2525"), "listen address")
-	dir := fs.String("dir", envOr("MAIL_DIR", ".mail"), "directory receiving each message as an .eml file (empty: none)")
+	dir := fs.String("dir", envOr("MAIL_DIR", defaultMailDir), "directory receiving each message as an .eml file (empty: none)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -523,11 +559,12 @@ func servePprof(addr string, logger *slog.Logger) (stop func(), err error) {
 	return func() { _ = srv.Close() }, nil
 }
 
-// envDuration parses the environment variable name as a Go duration.
-func envDuration(name string, def time.Duration) (time.Duration, error) {
+// envDuration parses the environment variable name as a Go duration. Unset,
+// it is zero: the package configured with it applies its own default.
+func envDuration(name string) (time.Duration, error) {
 	v := os.Getenv(name)
 	if v == "" {
-		return def, nil
+		return 0, nil
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d <= 0 {

@@ -4,9 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,41 +12,35 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/atomicrides/atomicrides/internal/binrun"
+	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/service"
 	"github.com/atomicrides/atomicrides/service/failpoint"
 	"github.com/atomicrides/atomicrides/service/mail/mailsink"
-	"github.com/atomicrides/atomicrides/service/payments"
 	"github.com/atomicrides/atomicrides/service/payments/fakestripe"
 	"github.com/atomicrides/atomicrides/sql/dbtest"
 )
 
-// bareEnv is the test's environment without any Stripe, mail or job
-// setting, so that a child process sees only what a test gives it.
+// bareEnv clears every Stripe, mail and job setting the test process may
+// have (an empty variable is an unset one to the binary), then adds extra,
+// so that a child process sees only what a test gives it.
 func bareEnv(extra ...string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		switch {
-		case strings.HasPrefix(name, "STRIPE_"), name == "SMTP_URL", name == "MAIL_DIR",
-			strings.HasPrefix(name, "JOB_"), strings.HasPrefix(name, "COMPLETER_"), name == failpoint.EnvVar:
-			continue
-		}
-		env = append(env, kv)
+	env := []string{
+		"STRIPE_SECRET_KEY=", "STRIPE_API_BASE=", "STRIPE_TIMEOUT=", "SMTP_URL=", "MAIL_DIR=",
+		"JOB_TIMEOUT=", "JOB_RESCUE_AFTER=", "COMPLETER_INTERVAL=", "COMPLETER_IDLE=", failpoint.EnvVar + "=",
 	}
 	return append(env, extra...)
 }
 
 // abandonedRide leaves a booking of a new rider at its recovery point
 // ride_created (Stripe answered 503) and returns the pool and the key's id.
-func abandonedRide(t *testing.T, dbURL, stripeURL string, fake *fakestripe.Server) (*pgxpool.Pool, int64) {
+func abandonedRide(t *testing.T, dbURL string, fake *testkit.Stripe) (*pgxpool.Pool, int64) {
 	t.Helper()
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, dbURL)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	svc, err := service.New(service.Config{Pool: pool, Payments: payments.New(payments.Config{
-		APIBase: stripeURL, SecretKey: "sk_test_money", MaxNetworkRetries: payments.NoRetries,
-	})})
+	svc, err := service.New(service.Config{Pool: pool, Payments: fake.Payments()})
 	require.NoError(t, err)
 	user, err := svc.UserUpsert(ctx, service.UserUpsertParams{Email: "abandoned@example.com"})
 	require.NoError(t, err)
@@ -66,12 +57,10 @@ func abandonedRide(t *testing.T, dbURL, stripeURL string, fake *fakestripe.Serve
 // touches nothing.
 func TestStripeConfigurationIsRequired(t *testing.T) {
 	t.Parallel()
-	bin := buildBinary(t)
-	fake := fakestripe.New(fakestripe.Options{})
-	stripeSrv := httptest.NewServer(fake)
-	t.Cleanup(stripeSrv.Close)
+	bin := binrun.Build(t)
+	fake := testkit.NewStripe(t)
 	dbURL := dbtest.NewURL(t)
-	pool, keyID := abandonedRide(t, dbURL, stripeSrv.URL, fake)
+	pool, keyID := abandonedRide(t, dbURL, fake)
 	keyState := func() string {
 		var s string
 		require.NoError(t, pool.QueryRow(context.Background(),
@@ -79,11 +68,11 @@ func TestStripeConfigurationIsRequired(t *testing.T) {
 		return s
 	}
 	before := keyState()
-	run := func(env []string, args ...string) (string, error) {
-		cmd := exec.Command(bin, args...)
-		cmd.Env = env
-		out, err := cmd.CombinedOutput()
-		return strings.TrimSpace(string(out)), err
+	run := func(env []string, args ...string) binrun.Result {
+		t.Helper()
+		res, err := binrun.Cmd{Bin: bin, Args: args, Env: env, Dir: t.TempDir()}.Run(context.Background())
+		require.NoError(t, err)
+		return res
 	}
 
 	for _, tc := range []struct {
@@ -91,16 +80,15 @@ func TestStripeConfigurationIsRequired(t *testing.T) {
 		env        []string
 		args       []string
 	}{
-		{"serve", "STRIPE_SECRET_KEY", bareEnv("DATABASE_URL="+dbURL, "ADDR="+freeAddr(t)), []string{"serve"}},
-		{"serve with a base but no key", "STRIPE_SECRET_KEY", bareEnv("DATABASE_URL="+dbURL, "ADDR="+freeAddr(t), "STRIPE_API_BASE="+stripeSrv.URL), []string{"serve"}},
-		{"serve without SMTP", "SMTP_URL", bareEnv("DATABASE_URL="+dbURL, "ADDR="+freeAddr(t), "STRIPE_SECRET_KEY=sk_test_money", "STRIPE_API_BASE="+stripeSrv.URL), []string{"serve"}},
+		{"serve", "STRIPE_SECRET_KEY", bareEnv("DATABASE_URL="+dbURL, "ADDR="+binrun.FreeAddr(t)), []string{"serve"}},
+		{"serve with a base but no key", "STRIPE_SECRET_KEY", bareEnv("DATABASE_URL="+dbURL, "ADDR="+binrun.FreeAddr(t), "STRIPE_API_BASE="+fake.URL), []string{"serve"}},
+		{"serve without SMTP", "SMTP_URL", bareEnv("DATABASE_URL="+dbURL, "ADDR="+binrun.FreeAddr(t), "STRIPE_SECRET_KEY=sk_test_money", "STRIPE_API_BASE="+fake.URL), []string{"serve"}},
 		{"keys complete", "STRIPE_SECRET_KEY", bareEnv("DATABASE_URL="+dbURL, "COMPLETER_IDLE=1ms"), []string{"keys", "complete", strconv.FormatInt(keyID, 10)}},
 		{"keys reconcile", "STRIPE_SECRET_KEY", bareEnv("DATABASE_URL=" + dbURL), []string{"keys", "reconcile", "-json"}},
 	} {
-		out, err := run(tc.env, tc.args...)
-		var exit *exec.ExitError
-		require.ErrorAs(t, err, &exit, "%s: %s", tc.name, out)
-		require.NotZero(t, exit.ExitCode(), tc.name)
+		res := run(tc.env, tc.args...)
+		out := strings.TrimSpace(res.Stdout + res.Stderr)
+		require.NotZero(t, res.ExitCode, "%s: %s", tc.name, out)
 		require.Contains(t, out, tc.want, tc.name)
 		require.NotContains(t, out, "\n", "%s: one line", tc.name)
 	}
@@ -110,16 +98,16 @@ func TestStripeConfigurationIsRequired(t *testing.T) {
 	// With the configuration, keys complete drives it, and reconcile is
 	// clean (exit 0) until a charge of this deployment that no ride
 	// records appears (exit 1, listed in its JSON).
-	env := bareEnv("DATABASE_URL="+dbURL, "STRIPE_SECRET_KEY=sk_test_money", "STRIPE_API_BASE="+stripeSrv.URL)
-	out, err := run(env, "keys", "complete", strconv.FormatInt(keyID, 10))
-	require.NoError(t, err, out)
-	require.Contains(t, out, "finished: 201")
-	out, err = run(env, "keys", "reconcile", "--since", "1h", "-json")
-	require.NoError(t, err, out)
+	env := bareEnv("DATABASE_URL="+dbURL, "STRIPE_SECRET_KEY=sk_test_money", "STRIPE_API_BASE="+fake.URL)
+	res := run(env, "keys", "complete", strconv.FormatInt(keyID, 10))
+	require.Zero(t, res.ExitCode, res.Stderr)
+	require.Contains(t, res.Stdout+res.Stderr, "finished: 201")
+	res = run(env, "keys", "reconcile", "--since", "1h", "-json")
+	require.Zero(t, res.ExitCode, res.Stderr)
 
 	var namespace string
 	require.NoError(t, pool.QueryRow(context.Background(), `SELECT namespace FROM deployment`).Scan(&namespace))
-	stripe := payments.New(payments.Config{APIBase: stripeSrv.URL, SecretKey: "sk_test_money"})
+	stripe := fake.Payments()
 	cus, err := stripe.CustomerCreate(context.Background(), service.CustomerCreateParams{IdempotencyKey: "orphan-customer", Source: "tok_visa"})
 	require.NoError(t, err)
 	orphan, err := stripe.ChargeCreate(context.Background(), service.ChargeCreateParams{
@@ -127,14 +115,10 @@ func TestStripeConfigurationIsRequired(t *testing.T) {
 		Tag: service.Tag{Namespace: namespace, Rider: "lost", Key: "ar-ch-lost"},
 	})
 	require.NoError(t, err)
-	cmd := exec.Command(bin, "keys", "reconcile", "--since", "1h", "-json")
-	cmd.Env = env
-	stdout, err := cmd.Output()
-	var exit *exec.ExitError
-	require.ErrorAs(t, err, &exit)
-	require.Equal(t, 1, exit.ExitCode())
+	res = run(env, "keys", "reconcile", "--since", "1h", "-json")
+	require.Equal(t, 1, res.ExitCode, res.Stderr)
 	var rep service.ReconcileReport
-	require.NoError(t, json.Unmarshal(stdout, &rep), "%s", stdout)
+	require.NoError(t, json.Unmarshal([]byte(res.Stdout), &rep), "%s", res.Stdout)
 	require.Len(t, rep.OrphanCharges, 1)
 	require.Equal(t, orphan.ID, rep.OrphanCharges[0].ID)
 	require.Equal(t, 1, rep.Charges-len(rep.OrphanCharges), "the completed ride's charge is recorded")
@@ -146,26 +130,25 @@ func TestStripeConfigurationIsRequired(t *testing.T) {
 // completer intervals, while the dead pass is still held as running.
 func TestCompleterRunsAgainAfterACrashWithDefaults(t *testing.T) {
 	t.Parallel()
-	bin := chaosBuildBinary(t, t.TempDir())
-	fake := fakestripe.New(fakestripe.Options{})
-	stripeSrv := httptest.NewServer(fake)
-	t.Cleanup(stripeSrv.Close)
+	bin := binrun.Build(t, "failpoints")
+	fake := testkit.NewStripe(t)
 	sink := mailsink.New(mailsink.Options{})
 	smtpURL, stopSink, err := sink.Start("127.0.0.1:0")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = stopSink(context.Background()) })
 	dbURL := dbtest.NewURL(t)
-	pool, keyID := abandonedRide(t, dbURL, stripeSrv.URL, fake)
+	pool, keyID := abandonedRide(t, dbURL, fake)
 	ctx := context.Background()
 
 	env := bareEnv("DATABASE_URL="+dbURL, "ADMIN_TOKEN=crash-admin", "STRIPE_SECRET_KEY=sk_test_money",
-		"STRIPE_API_BASE="+stripeSrv.URL, "SMTP_URL="+smtpURL, "COMPLETER_INTERVAL=2s", "COMPLETER_IDLE=1s")
+		"STRIPE_API_BASE="+fake.URL, "SMTP_URL="+smtpURL, "COMPLETER_INTERVAL=2s", "COMPLETER_IDLE=1s")
 
 	// The first process dies in its first completer pass.
-	logs := &syncBuffer{}
-	dying := startBinary(t, bin, logs, append(env, "ADDR="+freeAddr(t), failpoint.EnvVar+"=jobs:key_completer:work=crash"), "serve")
+	logs := &binrun.Buffer{}
+	dying := binrun.Start(t, binrun.Cmd{Bin: bin, Args: []string{"serve"}, Output: logs,
+		Env: append(env, "ADDR="+binrun.FreeAddr(t), failpoint.EnvVar+"=jobs:key_completer:work=crash")})
 	select {
-	case <-dying.exited:
+	case <-dying.Done():
 	case <-time.After(2 * time.Minute):
 		t.Fatalf("serve did not reach the completer's failpoint: %s", logs.String())
 	}
@@ -174,11 +157,11 @@ func TestCompleterRunsAgainAfterACrashWithDefaults(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT id FROM river_job WHERE kind = 'key_completer' AND state = 'running'`).Scan(&deadJob))
 
 	// A new process with default rescue settings completes the booking.
-	addr := freeAddr(t)
-	proc := startBinary(t, bin, logs, append(env, "ADDR="+addr), "serve")
-	waitReady(t, "http://"+addr+"/readyz", proc.exited)
+	addr := binrun.FreeAddr(t)
+	proc := binrun.Start(t, binrun.Cmd{Bin: bin, Args: []string{"serve"}, Output: logs, Env: append(env, "ADDR="+addr)})
+	require.NoError(t, proc.Ready(ctx, "http://"+addr+"/readyz", time.Minute), "logs:\n%s", logs.String())
 	start := time.Now()
-	waitFor(t, time.Minute, "the abandoned booking to be completed", func() bool {
+	binrun.WaitFor(t, time.Minute, "the abandoned booking to be completed", func() bool {
 		var point string
 		require.NoError(t, pool.QueryRow(ctx, `SELECT recovery_point FROM idempotency_keys WHERE id = $1`, keyID).Scan(&point))
 		return point == "finished"

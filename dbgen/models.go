@@ -13,10 +13,12 @@ import (
 )
 
 type APIKey struct {
-	ID        int64
-	CreatedAt time.Time
-	KeyHash   []byte
-	UserID    int64
+	ID         int64
+	CreatedAt  time.Time
+	KeyHash    []byte
+	UserID     int64
+	RevokedAt  *time.Time
+	LastUsedAt *time.Time
 }
 
 type AuditRecord struct {

@@ -54,7 +54,11 @@ func (w *KeyCompleterWorker) Work(ctx context.Context, _ *river.Job[KeyCompleter
 		// A build with failpoints can die here, holding the pass as running.
 		failpoint.Hit("jobs:key_completer:work")
 	}
-	_, err := w.svc.KeysAbandonedEnqueue(ctx, CompleterBatch)
+	if _, err := w.svc.KeysAbandonedEnqueue(ctx, CompleterBatch); err != nil {
+		return err
+	}
+	// The dead letters gauge follows the pass, for the alert on them.
+	_, err := w.svc.DeadLettersMeasure(ctx)
 	return err
 }
 

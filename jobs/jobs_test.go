@@ -12,12 +12,11 @@ import (
 	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
+	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/jobs"
 	"github.com/atomicrides/atomicrides/service"
 	"github.com/atomicrides/atomicrides/service/payments/fakestripe"
 )
-
-var someRide = service.RideCreateParams{OriginLat: 37.7749, OriginLon: -122.4194, TargetLat: 37.8044, TargetLon: -122.2712}
 
 func TestCustomerCreateWorker(t *testing.T) {
 	t.Parallel()
@@ -37,17 +36,17 @@ func TestCustomerCreateWorker(t *testing.T) {
 			t.Parallel()
 			b := setup(t)
 			if tc.faults > 0 {
-				b.fake.Inject(fakestripe.Fault{Op: fakestripe.OpCustomerCreate, Kind: fakestripe.FaultStatus, Status: 500, Times: tc.faults})
+				b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpCustomerCreate, Kind: fakestripe.FaultStatus, Status: 500, Times: tc.faults})
 			}
-			uid := b.user(t, "job@example.com", tc.source)
+			uid := b.Rider(t, "job@example.com", tc.source).ID
 
 			final := b.waitFinal(t, service.CustomerCreateArgs{}.Kind(), 1)[0]
 			require.Equal(t, tc.wantEvent, final.Kind)
 			require.Equal(t, tc.faults+1, final.Job.Attempt)
-			require.Len(t, b.fake.CustomersWithMetadata("ar_key", service.CustomerKey(b.svc.Namespace(), "job@example.com")), tc.customers)
+			require.Len(t, b.Stripe.CustomersWithMetadata("ar_key", service.CustomerKey(b.Service.Namespace(), "job@example.com")), tc.customers)
 
 			var stored *string
-			require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT stripe_customer_id FROM users WHERE id = $1`, uid).Scan(&stored))
+			require.NoError(t, b.Pool.QueryRow(b.Ctx, `SELECT stripe_customer_id FROM users WHERE id = $1`, uid).Scan(&stored))
 			require.Equal(t, tc.customerID, stored != nil)
 		})
 	}
@@ -59,13 +58,13 @@ func TestRideReceiptWorker(t *testing.T) {
 	t.Run("OneMessagePerChargedRideThroughRefusals", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		uid := b.user(t, "receipts@example.com", "tok_visa")
+		uid := b.Rider(t, "receipts@example.com", "tok_visa").ID
 		b.waitFinal(t, service.CustomerCreateArgs{}.Kind(), 1)
-		b.sink.Refuse(2, 451) // the first two sends fail; their jobs retry
+		b.Sink.Refuse(2, 451) // the first two sends fail; their jobs retry
 
 		rides := map[string]bool{}
 		for i := range 3 {
-			resp, err := b.svc.RideCreate(b.ctx, uid, fmt.Sprintf("receipt-worker-key-%08d", i), someRide, nil)
+			resp, err := b.Service.RideCreate(b.Ctx, uid, fmt.Sprintf("receipt-worker-key-%08d", i), testkit.SomeRide, nil)
 			require.NoError(t, err)
 			require.Equal(t, http.StatusCreated, resp.Status)
 			var ride service.Ride
@@ -80,24 +79,24 @@ func TestRideReceiptWorker(t *testing.T) {
 		}
 		require.Equal(t, 5, attempts, "two refused sends were retried")
 
-		byID := b.sink.CountByMessageID()
+		byID := b.Sink.CountByMessageID()
 		require.Len(t, byID, 3)
 		for id, n := range byID {
 			require.True(t, rides[id], "unexpected message %s", id)
 			require.Equal(t, 1, n, "message %s", id)
 		}
-		require.Equal(t, 3, b.sink.Count())
-		require.Equal(t, 3, b.count(t, `SELECT count(*) FROM receipts WHERE kind = 'ride'`))
+		require.Equal(t, 3, b.Sink.Count())
+		require.Equal(t, 3, b.Count(t, `SELECT count(*) FROM receipts WHERE kind = 'ride'`))
 	})
 
 	t.Run("SendRecordedLateIsResentWithTheSameMessageID", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		uid := b.user(t, "late@example.com", "tok_visa")
+		uid := b.Rider(t, "late@example.com", "tok_visa").ID
 		b.waitFinal(t, service.CustomerCreateArgs{}.Kind(), 1)
 		// The first record of a receipt fails after the server accepted the
 		// message, as a crash between the two would.
-		_, err := b.pool.Exec(b.ctx, `
+		_, err := b.Pool.Exec(b.Ctx, `
 			CREATE SEQUENCE receipt_faults; -- nextval survives the rollback it causes
 			CREATE FUNCTION fail_receipt() RETURNS trigger LANGUAGE plpgsql AS $$
 			BEGIN
@@ -109,7 +108,7 @@ func TestRideReceiptWorker(t *testing.T) {
 			CREATE TRIGGER fail_receipt BEFORE INSERT ON receipts FOR EACH ROW EXECUTE FUNCTION fail_receipt();`)
 		require.NoError(t, err)
 
-		resp, err := b.svc.RideCreate(b.ctx, uid, "receipt-late-key-000000001", someRide, nil)
+		resp, err := b.Service.RideCreate(b.Ctx, uid, "receipt-late-key-000000001", testkit.SomeRide, nil)
 		require.NoError(t, err)
 		var ride service.Ride
 		require.NoError(t, json.Unmarshal(resp.Body, &ride))
@@ -119,21 +118,9 @@ func TestRideReceiptWorker(t *testing.T) {
 		require.Equal(t, 2, final.Job.Attempt)
 		// At least once over SMTP: two copies, one Message-ID, one record.
 		id := service.ReceiptMessageID(service.ReceiptRide, ride.ID, service.DefaultMailFrom)
-		require.Equal(t, map[string]int{id: 2}, b.sink.CountByMessageID())
-		require.Equal(t, 1, b.count(t, `SELECT count(*) FROM receipts WHERE ride_id = $1`, ride.ID))
+		require.Equal(t, map[string]int{id: 2}, b.Sink.CountByMessageID())
+		require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM receipts WHERE ride_id = $1`, ride.ID))
 	})
-}
-
-// abandon leaves a ride request at ride_created, unlocked, as a client that
-// gave up after a processor outage would, and returns its key's id.
-func (b *testBundle) abandon(t *testing.T, uid int64, key string) int64 {
-	t.Helper()
-	b.fake.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultStatus, Status: 503, Times: 1})
-	_, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
-	require.Equal(t, service.CodeProcessorUnavailable, service.ErrorCode(err), "err: %v", err)
-	var id int64
-	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT id FROM idempotency_keys WHERE user_id = $1 AND idempotency_key = $2`, uid, key).Scan(&id))
-	return id
 }
 
 func TestCompleterJobs(t *testing.T) {
@@ -142,12 +129,12 @@ func TestCompleterJobs(t *testing.T) {
 	t.Run("AbandonedRideIsChargedOnceAndGetsItsReceipt", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		uid := b.user(t, "completer@example.com", "tok_visa")
+		uid := b.Rider(t, "completer@example.com", "tok_visa").ID
 		b.waitFinal(t, service.CustomerCreateArgs{}.Kind(), 1)
-		keyID := b.abandon(t, uid, "completer-key-0000000001")
-		b.age(t, abandonedAfter+time.Second)
+		keyID := b.AbandonRide(t, uid, "completer-key-0000000001")
+		b.Age(t, testkit.AbandonedAfter+time.Second)
 
-		_, err := b.client.Insert(b.ctx, jobs.KeyCompleterArgs{}, nil)
+		_, err := b.client.Insert(b.Ctx, jobs.KeyCompleterArgs{}, nil)
 		require.NoError(t, err)
 		require.Equal(t, river.EventKindJobCompleted, b.waitFinal(t, jobs.KeyCompleterArgs{}.Kind(), 1)[0].Kind)
 		done := b.waitFinal(t, service.KeyCompleteArgs{}.Kind(), 1)[0]
@@ -156,51 +143,51 @@ func TestCompleterJobs(t *testing.T) {
 
 		var point string
 		var code int
-		require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT recovery_point, response_code FROM idempotency_keys WHERE id = $1`, keyID).Scan(&point, &code))
+		require.NoError(t, b.Pool.QueryRow(b.Ctx, `SELECT recovery_point, response_code FROM idempotency_keys WHERE id = $1`, keyID).Scan(&point, &code))
 		require.Equal(t, "finished", point)
 		require.Equal(t, http.StatusCreated, code)
-		require.Len(t, b.fake.SucceededCharges(), 1)
+		require.Len(t, b.Stripe.SucceededCharges(), 1)
 
 		require.Equal(t, river.EventKindJobCompleted, b.waitFinal(t, service.RideReceiptArgs{}.Kind(), 1)[0].Kind)
-		require.Equal(t, 1, b.sink.Count())
+		require.Equal(t, 1, b.Sink.Count())
 	})
 
 	t.Run("ExhaustedCompletionIsDeadLetteredAndLeftToAnOperator", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		uid := b.user(t, "dead@example.com", "tok_visa")
+		uid := b.Rider(t, "dead@example.com", "tok_visa").ID
 		b.waitFinal(t, service.CustomerCreateArgs{}.Kind(), 1)
-		keyID := b.abandon(t, uid, "dead-letter-key-00000001")
-		b.fake.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultStatus, Status: 503, Times: 1000})
-		b.age(t, abandonedAfter+time.Second)
+		keyID := b.AbandonRide(t, uid, "dead-letter-key-00000001")
+		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultStatus, Status: 503, Times: 1000})
+		b.Age(t, testkit.AbandonedAfter+time.Second)
 
-		n, err := b.svc.KeysAbandonedEnqueue(b.ctx, 100)
+		n, err := b.Service.KeysAbandonedEnqueue(b.Ctx, 100)
 		require.NoError(t, err)
 		require.Equal(t, 1, n)
 		dead := b.waitFinal(t, service.KeyCompleteArgs{}.Kind(), 1)[0]
 		require.Equal(t, river.EventKindJobFailed, dead.Kind)
 		require.Equal(t, rivertype.JobStateDiscarded, dead.Job.State)
 		require.Equal(t, service.KeyCompleteMaxAttempts, dead.Job.Attempt)
-		require.Empty(t, b.fake.SucceededCharges())
+		require.Empty(t, b.Stripe.SucceededCharges())
 
-		listed, err := b.svc.KeysDead(b.ctx, 10)
+		listed, err := b.Service.KeysDead(b.Ctx, 10)
 		require.NoError(t, err)
 		require.Len(t, listed, 1)
 		require.Equal(t, keyID, listed[0].ID)
 		require.True(t, listed[0].Completion.Dead())
 		require.Contains(t, listed[0].Completion.LastError, "unavailable")
 
-		n, err = b.svc.KeysAbandonedEnqueue(b.ctx, 100)
+		n, err = b.Service.KeysAbandonedEnqueue(b.Ctx, 100)
 		require.NoError(t, err)
 		require.Zero(t, n, "a dead-lettered key is not queued again")
 
 		// The operator pushes it through once Stripe is back.
-		b.fake.ClearFaults()
-		resp, err := b.svc.KeyComplete(b.ctx, keyID)
+		b.Stripe.ClearFaults()
+		resp, err := b.Service.KeyComplete(b.Ctx, keyID)
 		require.NoError(t, err)
 		require.Equal(t, http.StatusCreated, resp.Status)
-		require.Len(t, b.fake.SucceededCharges(), 1)
-		listed, err = b.svc.KeysDead(b.ctx, 10)
+		require.Len(t, b.Stripe.SucceededCharges(), 1)
+		listed, err = b.Service.KeysDead(b.Ctx, 10)
 		require.NoError(t, err)
 		require.Empty(t, listed)
 	})
@@ -209,17 +196,17 @@ func TestCompleterJobs(t *testing.T) {
 func TestReaperJob(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	uid := b.user(t, "reaperjob@example.com", "tok_visa")
+	uid := b.Rider(t, "reaperjob@example.com", "tok_visa").ID
 	b.waitFinal(t, service.CustomerCreateArgs{}.Kind(), 1)
-	_, err := b.svc.RideCreate(b.ctx, uid, "reaper-job-key-000000001", someRide, nil)
+	_, err := b.Service.RideCreate(b.Ctx, uid, "reaper-job-key-000000001", testkit.SomeRide, nil)
 	require.NoError(t, err)
-	b.age(t, 73*time.Hour)
+	b.Age(t, 73*time.Hour)
 
-	_, err = b.client.Insert(b.ctx, jobs.KeyReaperArgs{}, nil)
+	_, err = b.client.Insert(b.Ctx, jobs.KeyReaperArgs{}, nil)
 	require.NoError(t, err)
 	require.Equal(t, river.EventKindJobCompleted, b.waitFinal(t, jobs.KeyReaperArgs{}.Kind(), 1)[0].Kind)
-	require.Zero(t, b.count(t, `SELECT count(*) FROM idempotency_keys`))
-	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM rides WHERE charge_status = 'charged'`))
+	require.Zero(t, b.Count(t, `SELECT count(*) FROM idempotency_keys`))
+	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM rides WHERE charge_status = 'charged'`))
 }
 
 // The periodic jobs as serve registers them: River's elected leader inserts
@@ -236,9 +223,9 @@ func itoa(i int64) string { return strconv.FormatInt(i, 10) }
 func TestRefundJobs(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	uid := b.user(t, "refundjobs@example.com", "tok_visa")
+	uid := b.Rider(t, "refundjobs@example.com", "tok_visa").ID
 	b.waitFinal(t, service.CustomerCreateArgs{}.Kind(), 1)
-	resp, err := b.svc.RideCreate(b.ctx, uid, "refund-jobs-ride-key-0001", someRide, nil)
+	resp, err := b.Service.RideCreate(b.Ctx, uid, "refund-jobs-ride-key-0001", testkit.SomeRide, nil)
 	require.NoError(t, err)
 	var ride service.Ride
 	require.NoError(t, json.Unmarshal(resp.Body, &ride))
@@ -246,23 +233,23 @@ func TestRefundJobs(t *testing.T) {
 
 	// The refund's client gives up after a processor outage; the completer
 	// finishes the refund, once, and its receipt goes out once.
-	b.fake.Inject(fakestripe.Fault{Op: fakestripe.OpRefundCreate, Kind: fakestripe.FaultStatus, Status: 503, Times: 1})
-	_, err = b.svc.RideRefundCreate(b.ctx, uid, "refund-jobs-refund-key-01", ride.ID, nil)
+	b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpRefundCreate, Kind: fakestripe.FaultStatus, Status: 503, Times: 1})
+	_, err = b.Service.RideRefundCreate(b.Ctx, uid, "refund-jobs-refund-key-01", ride.ID, nil)
 	require.Equal(t, service.CodeProcessorUnavailable, service.ErrorCode(err), "err: %v", err)
-	b.age(t, abandonedAfter+time.Second)
-	_, err = b.client.Insert(b.ctx, jobs.KeyCompleterArgs{}, nil)
+	b.Age(t, testkit.AbandonedAfter+time.Second)
+	_, err = b.client.Insert(b.Ctx, jobs.KeyCompleterArgs{}, nil)
 	require.NoError(t, err)
 	require.Equal(t, river.EventKindJobCompleted, b.waitFinal(t, service.KeyCompleteArgs{}.Kind(), 1)[0].Kind)
-	require.Len(t, b.fake.Refunds(), 1)
+	require.Len(t, b.Stripe.Refunds(), 1)
 
 	require.Equal(t, river.EventKindJobCompleted, b.waitFinal(t, service.RefundReceiptArgs{}.Kind(), 1)[0].Kind)
-	byID := b.sink.CountByMessageID()
+	byID := b.Sink.CountByMessageID()
 	require.Equal(t, map[string]int{
 		service.ReceiptMessageID(service.ReceiptRide, ride.ID, service.DefaultMailFrom):   1,
 		service.ReceiptMessageID(service.ReceiptRefund, ride.ID, service.DefaultMailFrom): 1,
 	}, byID)
-	again, err := b.svc.RefundReceiptSend(b.ctx, ride.ID)
+	again, err := b.Service.RefundReceiptSend(b.Ctx, ride.ID)
 	require.NoError(t, err)
 	require.False(t, again)
-	require.Equal(t, 2, b.sink.Count())
+	require.Equal(t, 2, b.Sink.Count())
 }

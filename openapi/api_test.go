@@ -2,51 +2,39 @@ package openapi_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/openapi"
-	"github.com/atomicrides/atomicrides/service"
-	"github.com/atomicrides/atomicrides/service/payments"
 	"github.com/atomicrides/atomicrides/service/payments/fakestripe"
-	"github.com/atomicrides/atomicrides/sql/dbtest"
 )
 
 const adminToken = "test-admin-token"
 
+// testBundle is the API's handler served over one isolated world (its own
+// database, fake Stripe and service), with River UI stubbed.
 type testBundle struct {
-	url  string
-	pool *pgxpool.Pool
-	fake *fakestripe.Server
+	*testkit.Env
+	url string
 }
 
 func setup(t *testing.T) *testBundle {
 	t.Helper()
-	pool := dbtest.New(t)
-	fake := fakestripe.New(fakestripe.Options{})
-	stripeSrv := httptest.NewServer(fake)
-	t.Cleanup(stripeSrv.Close)
-	svc, err := service.New(service.Config{Pool: pool, Payments: payments.New(payments.Config{
-		APIBase: stripeSrv.URL, SecretKey: "sk_test_http", MaxNetworkRetries: -1,
-	})})
-	require.NoError(t, err)
+	env := testkit.New(t)
 	riverUI := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "river ui") })
-	srv := httptest.NewServer(openapi.NewHandler(openapi.Config{
-		Service: svc, AdminToken: adminToken, RiverUI: riverUI, Logger: slog.New(slog.DiscardHandler),
+	url := testkit.Serve(t, openapi.NewHandler(openapi.Config{
+		Service: env.Service, AdminToken: adminToken, RiverUI: riverUI, Logger: slog.New(slog.DiscardHandler),
 	}))
-	t.Cleanup(srv.Close)
-	return &testBundle{url: srv.URL, pool: pool, fake: fake}
+	return &testBundle{Env: env, url: url}
 }
 
 type reply struct {
@@ -117,13 +105,6 @@ func (b *testBundle) newRider(t *testing.T, email string) string {
 	return key
 }
 
-func (b *testBundle) count(t *testing.T, query string) int {
-	t.Helper()
-	var n int
-	require.NoError(t, b.pool.QueryRow(context.Background(), query).Scan(&n))
-	return n
-}
-
 const rideBody = `{"origin_lat":37.7749,"origin_lon":-122.4194,"target_lat":37.8044,"target_lon":-122.2712}`
 
 func TestUsersHTTP(t *testing.T) {
@@ -150,7 +131,7 @@ func TestUsersHTTP(t *testing.T) {
 	require.Contains(t, b.do(t, http.MethodPut, "/users/b@example.com", admin(), `{"bogus":1}`).problem(t, http.StatusUnprocessableEntity), "body.bogus")
 	b.do(t, http.MethodPut, "/users/b@example.com", admin(), `{"payment_source":`).problem(t, http.StatusBadRequest)
 	b.do(t, http.MethodPut, "/users/b@example.com", admin(), `{"payment_source":"`+strings.Repeat("x", 20000)+`"}`).problem(t, http.StatusRequestEntityTooLarge)
-	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM users`), "bad input writes nothing")
+	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM users`), "bad input writes nothing")
 }
 
 func TestRidesHTTP(t *testing.T) {
@@ -171,8 +152,8 @@ func TestRidesHTTP(t *testing.T) {
 	missing := b.do(t, http.MethodPost, "/rides", rider(apiKey, key), `{"origin_lat":0,"origin_lon":0,"target_lat":0}`)
 	missing.problem(t, http.StatusUnprocessableEntity)
 	require.Contains(t, string(missing.body), "target_lon")
-	require.Equal(t, 0, b.count(t, `SELECT count(*) FROM idempotency_keys`), "bad input writes nothing")
-	require.Equal(t, 0, b.count(t, `SELECT count(*) FROM rides`))
+	require.Equal(t, 0, b.Count(t, `SELECT count(*) FROM idempotency_keys`), "bad input writes nothing")
+	require.Equal(t, 0, b.Count(t, `SELECT count(*) FROM rides`))
 
 	first := b.do(t, http.MethodPost, "/rides", rider(apiKey, `"`+key+`"`), rideBody)
 	require.Equal(t, http.StatusCreated, first.status, string(first.body))
@@ -194,13 +175,13 @@ func TestRidesHTTP(t *testing.T) {
 	b.do(t, http.MethodGet, "/rides/"+itoa(id), rider(other, ""), "").problem(t, http.StatusNotFound)
 
 	// An indeterminate answer from Stripe: 503 with Retry-After, not stored.
-	b.fake.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultStatus, Status: 502, Times: 1})
+	b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultStatus, Status: 502, Times: 1})
 	key2 := "http-test-key-0000000002"
 	down := b.do(t, http.MethodPost, "/rides", rider(apiKey, key2), rideBody)
 	down.problem(t, http.StatusServiceUnavailable)
 	require.NotEmpty(t, down.header.Get("Retry-After"))
 	require.Equal(t, http.StatusCreated, b.do(t, http.MethodPost, "/rides", rider(apiKey, key2), rideBody).status)
-	require.Len(t, b.fake.SucceededCharges(), 2)
+	require.Len(t, b.Stripe.SucceededCharges(), 2)
 }
 
 func TestOperatorsHTTP(t *testing.T) {

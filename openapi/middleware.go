@@ -9,30 +9,23 @@ import (
 	"net/http"
 	"net/netip"
 	"time"
+
+	"github.com/atomicrides/atomicrides/openapi/httpctx"
 )
 
 type ctxKey int
 
-const (
-	ctxKeyRequestID ctxKey = iota
-	ctxKeyIP
-	ctxKeyUser
-)
+const ctxKeyUser ctxKey = iota
 
 // RequestID returns the id of the request being served, "" outside one.
-func RequestID(ctx context.Context) string {
-	id, _ := ctx.Value(ctxKeyRequestID).(string)
-	return id
-}
+func RequestID(ctx context.Context) string { return httpctx.RequestID(ctx) }
 
-func clientIP(ctx context.Context) *netip.Addr {
-	ip, _ := ctx.Value(ctxKeyIP).(*netip.Addr)
-	return ip
-}
+func clientIP(ctx context.Context) *netip.Addr { return httpctx.ClientIP(ctx) }
 
 // requestContext gives every request an id (the client's X-Request-Id when it
 // is sane), its client address, one access log line and, when metrics is
-// set, its count and duration.
+// set, its count and duration; every response gets X-Content-Type-Options:
+// nosniff.
 func requestContext(logger *slog.Logger, metrics *httpMetrics, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -43,11 +36,15 @@ func requestContext(logger *slog.Logger, metrics *httpMetrics, next http.Handler
 			id = hex.EncodeToString(b[:])
 		}
 		w.Header().Set("X-Request-Id", id)
-		ctx := context.WithValue(r.Context(), ctxKeyRequestID, id)
+		// No response of this server is meant to be sniffed into another
+		// type: API JSON, problem+json, pages, River UI and metrics alike.
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		var ip *netip.Addr
 		if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
-			ip := ap.Addr().Unmap()
-			ctx = context.WithValue(ctx, ctxKeyIP, &ip)
+			addr := ap.Addr().Unmap()
+			ip = &addr
 		}
+		ctx := httpctx.With(r.Context(), id, ip)
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		r = r.WithContext(ctx)
 		next.ServeHTTP(sw, r)
@@ -132,7 +129,6 @@ func (w *problemWriter) Write(b []byte) (int, error) {
 }
 
 func writeProblem(w http.ResponseWriter, status int, detail string) {
-	w.Header().Del("X-Content-Type-Options")
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(map[string]any{

@@ -18,7 +18,7 @@ func (b *testBundle) bookRide(t *testing.T, apiKey, idemKey string) int64 {
 	r := b.do(t, http.MethodPost, "/rides", rider(apiKey, idemKey), rideBody)
 	require.Contains(t, []int{http.StatusCreated, http.StatusPaymentRequired}, r.status, string(r.body))
 	var id int64
-	require.NoError(t, b.pool.QueryRow(t.Context(),
+	require.NoError(t, b.Pool.QueryRow(t.Context(),
 		`SELECT resource_id FROM audit_records WHERE action = 'ride.created' ORDER BY id DESC LIMIT 1`).Scan(&id))
 	return id
 }
@@ -39,8 +39,8 @@ func TestRefundsHTTP(t *testing.T) {
 	other := b.newRider(t, "bystander@example.com")
 	b.do(t, http.MethodPost, path, rider(other, key), "").problem(t, http.StatusNotFound)
 	b.do(t, http.MethodPost, "/rides/999999/refund", rider(apiKey, key), "").problem(t, http.StatusNotFound)
-	require.Equal(t, 0, b.count(t, `SELECT count(*) FROM idempotency_keys WHERE flow = 'ride.refund'`), "refused requests keep nothing")
-	require.Equal(t, 0, b.count(t, `SELECT count(*) FROM refunds`))
+	require.Equal(t, 0, b.Count(t, `SELECT count(*) FROM idempotency_keys WHERE flow = 'ride.refund'`), "refused requests keep nothing")
+	require.Equal(t, 0, b.Count(t, `SELECT count(*) FROM refunds`))
 
 	first := b.do(t, http.MethodPost, path, rider(apiKey, `"`+key+`"`), "")
 	require.Equal(t, http.StatusCreated, first.status, string(first.body))
@@ -65,18 +65,18 @@ func TestRefundsHTTP(t *testing.T) {
 	require.Equal(t, http.StatusOK, again.status)
 	require.Equal(t, "true", again.header.Get("Idempotent-Replayed"))
 	require.True(t, bytes.Equal(second.body, again.body))
-	require.Len(t, b.fake.Refunds(), 1)
-	require.Equal(t, 1, b.fake.RequestCount(http.MethodPost, "/v1/refunds"))
+	require.Len(t, b.Stripe.Refunds(), 1)
+	require.Equal(t, 1, b.Stripe.RequestCount(http.MethodPost, "/v1/refunds"))
 
 	got := b.do(t, http.MethodGet, "/rides/"+itoa(id), rider(apiKey, ""), "")
 	require.Equal(t, http.StatusOK, got.status)
 	require.Equal(t, "refunded", got.json(t)["refund_status"])
 	require.Equal(t, refund["stripe_refund_id"], got.json(t)["stripe_refund_id"])
-	require.Equal(t, b.fake.Refunds()[0].ID, refund["stripe_refund_id"])
+	require.Equal(t, b.Stripe.Refunds()[0].ID, refund["stripe_refund_id"])
 
 	// Stripe without a definitive answer: 503 with Retry-After, not stored.
 	id2 := b.bookRide(t, apiKey, "http-refund-ride-000002")
-	b.fake.Inject(fakestripe.Fault{Op: fakestripe.OpRefundCreate, Kind: fakestripe.FaultStatus, Status: 502, Times: 1})
+	b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpRefundCreate, Kind: fakestripe.FaultStatus, Status: 502, Times: 1})
 	key3 := "http-refund-key-0000003"
 	down := b.do(t, http.MethodPost, "/rides/"+itoa(id2)+"/refund", rider(apiKey, key3), "")
 	down.problem(t, http.StatusServiceUnavailable)
@@ -85,7 +85,7 @@ func TestRefundsHTTP(t *testing.T) {
 	require.Equal(t, "pending", pending.json(t)["refund_status"])
 	require.Nil(t, pending.json(t)["stripe_refund_id"])
 	require.Equal(t, http.StatusCreated, b.do(t, http.MethodPost, "/rides/"+itoa(id2)+"/refund", rider(apiKey, key3), "").status)
-	require.Len(t, b.fake.Refunds(), 2)
+	require.Len(t, b.Stripe.Refunds(), 2)
 }
 
 func TestRefundRefusalsHTTP(t *testing.T) {
@@ -100,15 +100,15 @@ func TestRefundRefusalsHTTP(t *testing.T) {
 	key := "http-refund-key-0000004"
 	refused := b.do(t, http.MethodPost, "/rides/"+itoa(declined)+"/refund", rider(declinedKey, key), "")
 	refused.problem(t, http.StatusConflict)
-	require.Equal(t, service.ProblemRideNotRefundable, refused.json(t)["type"])
+	require.Equal(t, openapi.ProblemRideNotRefundable, refused.json(t)["type"])
 	require.Empty(t, refused.header.Get("Retry-After"))
 	require.Empty(t, refused.header.Get("Idempotent-Replayed"))
-	require.Equal(t, 0, b.count(t, `SELECT count(*) FROM idempotency_keys WHERE flow = 'ride.refund'`))
+	require.Equal(t, 0, b.Count(t, `SELECT count(*) FROM idempotency_keys WHERE flow = 'ride.refund'`))
 
 	// The processor refuses the refund: 409, stored and replayed.
 	apiKey := b.newRider(t, "disputed@example.com")
 	id := b.bookRide(t, apiKey, "http-refund-ride-000004")
-	b.fake.Inject(fakestripe.Fault{Op: fakestripe.OpRefundCreate, Kind: fakestripe.FaultStatus, Status: 400,
+	b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpRefundCreate, Kind: fakestripe.FaultStatus, Status: 400,
 		Type: "invalid_request_error", Code: "charge_disputed", Times: 1})
 	path := "/rides/" + itoa(id) + "/refund"
 	rejected := b.do(t, http.MethodPost, path, rider(apiKey, key), "")
@@ -120,7 +120,7 @@ func TestRefundRefusalsHTTP(t *testing.T) {
 	require.True(t, bytes.Equal(rejected.body, replay.body))
 	got := b.do(t, http.MethodGet, "/rides/"+itoa(id), rider(apiKey, ""), "")
 	require.Equal(t, "failed", got.json(t)["refund_status"])
-	require.Empty(t, b.fake.Refunds())
+	require.Empty(t, b.Stripe.Refunds())
 }
 
 func TestRefundSpec(t *testing.T) {

@@ -6,7 +6,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/atomicrides/atomicrides/service"
-	"github.com/atomicrides/atomicrides/service/payments"
 )
 
 func TestAuthenticateCache(t *testing.T) {
@@ -15,32 +14,51 @@ func TestAuthenticateCache(t *testing.T) {
 	t.Run("FoundKeyIsTrustedForTheTTLOnly", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		res, err := b.svc.UserUpsert(b.ctx, service.UserUpsertParams{Email: "cached@example.com"})
+		listen(t, b.Service)
+		res, err := b.Service.UserUpsert(b.Ctx, service.UserUpsertParams{Email: "cached@example.com"})
 		require.NoError(t, err)
-		u, err := b.svc.Authenticate(b.ctx, res.APIKey)
+		u, err := b.Service.Authenticate(b.Ctx, res.APIKey)
 		require.NoError(t, err)
-		require.Equal(t, res.User.ID, u.ID)
+		require.Equal(t, "cached@example.com", u.Email)
 
-		b.exec(t, `DELETE FROM api_keys WHERE user_id = $1`, res.User.ID)
-		u, err = b.svc.Authenticate(b.ctx, res.APIKey)
+		// A change that revokes nothing is not announced: the cached read
+		// stands for the TTL.
+		b.Exec(t, `UPDATE users SET email = 'renamed@example.com' WHERE id = $1`, res.User.ID)
+		u, err = b.Service.Authenticate(b.Ctx, res.APIKey)
 		require.NoError(t, err, "within the TTL the key is not read again")
-		require.Equal(t, res.User.ID, u.ID)
+		require.Equal(t, "cached@example.com", u.Email)
 
-		b.clock.Advance(service.DefaultAuthCacheTTL)
-		_, err = b.svc.Authenticate(b.ctx, res.APIKey)
+		b.Clock.Advance(service.DefaultAuthCacheTTL)
+		u, err = b.Service.Authenticate(b.Ctx, res.APIKey)
+		require.NoError(t, err)
+		require.Equal(t, "renamed@example.com", u.Email)
+	})
+
+	t.Run("WithoutListenerEveryCallReadsTheDatabase", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		res, err := b.Service.UserUpsert(b.Ctx, service.UserUpsertParams{Email: "unlistened@example.com"})
+		require.NoError(t, err)
+		_, err = b.Service.Authenticate(b.Ctx, res.APIKey)
+		require.NoError(t, err)
+		require.False(t, b.Service.APIKeyCacheTrusted())
+
+		b.Exec(t, `ALTER TABLE api_keys DISABLE TRIGGER USER`) // not even announced
+		b.Exec(t, `UPDATE api_keys SET revoked_at = now() WHERE user_id = $1`, res.User.ID)
+		_, err = b.Service.Authenticate(b.Ctx, res.APIKey)
 		requireCode(t, err, service.CodeUnauthenticated)
 	})
 
 	t.Run("UnknownKeyIsNotRemembered", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		uid := b.user(t, "later@example.com", "tok_visa")
+		uid := b.Rider(t, "later@example.com", "tok_visa").ID
 		const key = "ark_inserted-after-a-failed-attempt"
-		_, err := b.svc.Authenticate(b.ctx, key)
+		_, err := b.Service.Authenticate(b.Ctx, key)
 		requireCode(t, err, service.CodeUnauthenticated)
 
-		b.exec(t, `INSERT INTO api_keys (key_hash, user_id) VALUES (sha256(convert_to($1::text, 'UTF8')), $2)`, key, uid)
-		u, err := b.svc.Authenticate(b.ctx, key)
+		b.Exec(t, `INSERT INTO api_keys (key_hash, user_id) VALUES (sha256(convert_to($1::text, 'UTF8')), $2)`, key, uid)
+		u, err := b.Service.Authenticate(b.Ctx, key)
 		require.NoError(t, err)
 		require.Equal(t, uid, u.ID)
 	})
@@ -49,30 +67,30 @@ func TestAuthenticateCache(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		svc, err := service.New(service.Config{
-			Pool:         b.pool,
-			Payments:     payments.New(payments.Config{APIBase: "http://127.0.0.1:1", SecretKey: "sk_test_unused"}),
+			Pool:         b.Pool,
+			Payments:     b.Payments,
 			AuthCacheTTL: -1,
 		})
 		require.NoError(t, err)
-		res, err := svc.UserUpsert(b.ctx, service.UserUpsertParams{Email: "uncached@example.com"})
+		res, err := svc.UserUpsert(b.Ctx, service.UserUpsertParams{Email: "uncached@example.com"})
 		require.NoError(t, err)
-		_, err = svc.Authenticate(b.ctx, res.APIKey)
+		_, err = svc.Authenticate(b.Ctx, res.APIKey)
 		require.NoError(t, err)
 
-		b.exec(t, `DELETE FROM api_keys WHERE user_id = $1`, res.User.ID)
-		_, err = svc.Authenticate(b.ctx, res.APIKey)
+		b.Exec(t, `DELETE FROM api_keys WHERE user_id = $1`, res.User.ID)
+		_, err = svc.Authenticate(b.Ctx, res.APIKey)
 		requireCode(t, err, service.CodeUnauthenticated)
 	})
 
 	t.Run("ReturnsACopy", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		res, err := b.svc.UserUpsert(b.ctx, service.UserUpsertParams{Email: "copy@example.com"})
+		res, err := b.Service.UserUpsert(b.Ctx, service.UserUpsertParams{Email: "copy@example.com"})
 		require.NoError(t, err)
-		u, err := b.svc.Authenticate(b.ctx, res.APIKey)
+		u, err := b.Service.Authenticate(b.Ctx, res.APIKey)
 		require.NoError(t, err)
 		u.Email = "changed@example.com"
-		again, err := b.svc.Authenticate(b.ctx, res.APIKey)
+		again, err := b.Service.Authenticate(b.Ctx, res.APIKey)
 		require.NoError(t, err)
 		require.Equal(t, "copy@example.com", again.Email)
 	})

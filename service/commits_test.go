@@ -3,7 +3,6 @@ package service_test
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -11,9 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/service"
-	"github.com/atomicrides/atomicrides/service/payments"
-	"github.com/atomicrides/atomicrides/service/payments/fakestripe"
 	"github.com/atomicrides/atomicrides/sql/dbtest"
 )
 
@@ -34,9 +32,7 @@ func TestRideCommits(t *testing.T) {
 	admin, err := pgx.Connect(ctx, dbtest.AdminURL(t))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = admin.Close(ctx) })
-	fake := fakestripe.New(fakestripe.Options{})
-	stripeSrv := httptest.NewServer(fake)
-	t.Cleanup(stripeSrv.Close)
+	fake := testkit.NewStripe(t)
 
 	// stats returns the database's committed transactions and rows written
 	// so far. A backend publishes its statistics as it exits, so they are
@@ -70,9 +66,7 @@ func TestRideCommits(t *testing.T) {
 		conn, err := pool.Acquire(ctx)
 		require.NoError(t, err)
 		conn.Release()
-		svc, err := service.New(service.Config{Pool: pool, Payments: payments.New(payments.Config{
-			APIBase: stripeSrv.URL, SecretKey: "sk_test_commits", MaxNetworkRetries: -1,
-		})})
+		svc, err := service.New(service.Config{Pool: pool, Payments: fake.Payments()})
 		require.NoError(t, err)
 		fn(svc)
 		pool.Close()
@@ -90,17 +84,17 @@ func TestRideCommits(t *testing.T) {
 	// subtracted.
 	connect := withService(func(svc *service.Service) {})
 
-	key := newKey()
+	key := testkit.NewKey()
 	var first *service.Response
 	ride := withService(func(svc *service.Service) {
-		first, err = svc.RideCreate(ctx, uid, key, someRide, nil)
+		first, err = svc.RideCreate(ctx, uid, key, testkit.SomeRide, nil)
 		require.NoError(t, err)
 		require.Equal(t, http.StatusCreated, first.Status)
 	})
 	require.EqualValues(t, 2, ride.commits-connect.commits, "commits of a new ride")
 
 	replay := withService(func(svc *service.Service) {
-		again, err := svc.RideCreate(ctx, uid, key, someRide, nil)
+		again, err := svc.RideCreate(ctx, uid, key, testkit.SomeRide, nil)
 		require.NoError(t, err)
 		require.True(t, again.Replayed)
 		require.Equal(t, first.Body, again.Body)
@@ -108,15 +102,15 @@ func TestRideCommits(t *testing.T) {
 	require.EqualValues(t, 1, replay.commits-connect.commits, "commits of a replay")
 	require.Zero(t, replay.writes, "rows written by a replay")
 
-	key = newKey()
+	key = testkit.NewKey()
 	both := withService(func(svc *service.Service) {
-		first, err := svc.RideCreate(ctx, uid, key, someRide, nil)
+		first, err := svc.RideCreate(ctx, uid, key, testkit.SomeRide, nil)
 		require.NoError(t, err)
-		again, err := svc.RideCreate(ctx, uid, key, someRide, nil)
+		again, err := svc.RideCreate(ctx, uid, key, testkit.SomeRide, nil)
 		require.NoError(t, err)
 		require.True(t, again.Replayed)
 		require.Equal(t, first.Body, again.Body)
-		other := someRide
+		other := testkit.SomeRide
 		other.TargetLat++
 		_, err = svc.RideCreate(ctx, uid, key, other, nil)
 		requireCode(t, err, service.CodeKeyReused)

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -94,6 +96,11 @@ type Flow[S any] struct {
 	// Name identifies the flow on the key row, so that a stored request can
 	// be driven on by something other than its client.
 	Name string
+	// Method and Path are the route of the flow's requests, Path as a
+	// pattern with "{id}" for a path parameter: the HTTP adapter registers
+	// the operation under the same constants, and every request of the flow
+	// is stored and fingerprinted with them (requestPath).
+	Method, Path string
 	// Load rebuilds the flow's state from the key and the database. It runs
 	// in the claim transaction, before any phase.
 	Load  func(ctx context.Context, tx pgx.Tx, key *Key) (*S, error)
@@ -141,11 +148,21 @@ var errKeyReused = &Error{
 // run serves req with flow: replay, conflict, or claim and drive the request
 // from its recovery point as far as it goes.
 func run[S any](ctx context.Context, s *Service, flow *Flow[S], req Request) (*Response, error) {
-	params, err := json.Marshal(req.Params)
+	params, fp, err := requestForm(req)
 	if err != nil {
-		return nil, internal(fmt.Errorf("marshal params: %w", err))
+		return nil, internal(err)
 	}
-	return serve(ctx, s, flow, req, params, fingerprint(req.Method, req.Path, params))
+	return serve(ctx, s, flow, req, params, fp)
+}
+
+// requestForm returns what is stored of req (its params as JSON) and its
+// fingerprint. Requests whose params are equal get the same form.
+func requestForm(req Request) (params, fp []byte, err error) {
+	params, err = json.Marshal(req.Params)
+	if err != nil {
+		return nil, nil, fmt.Errorf("marshal params: %w", err)
+	}
+	return params, fingerprint(req.Method, req.Path, params), nil
 }
 
 // serve is run with the request's stored form and fingerprint already made.
@@ -241,7 +258,8 @@ func claim[S any](ctx context.Context, s *Service, flow *Flow[S], req Request, p
 		outcome Outcome
 	)
 	token := uuid.New()
-	start, phased := time.Now(), RecoveryPoint("claim")
+	start, phased := time.Now(), phaseClaim
+	ctx, span := s.startPhase(ctx, flow.Name, phased, true)
 	err := s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
 		key, state, resp, outcome = nil, nil, nil, Outcome{}
 		row, err := s.queries.IdempotencyKeyInsert(ctx, tx, dbgen.IdempotencyKeyInsertParams{
@@ -301,6 +319,7 @@ func claim[S any](ctx context.Context, s *Service, flow *Flow[S], req Request, p
 		crashPoint(flow.Name, phased, atBeforeCommit)
 		return nil
 	})
+	endPhase(span, flow.Name, phased, key, outcome, resp, err)
 	if err == nil {
 		s.metrics.phase(flow.Name, phased, time.Since(start))
 		crashPoint(flow.Name, phased, atAfterCommit)
@@ -345,7 +364,8 @@ func drive[S any](ctx context.Context, s *Service, flow *Flow[S], key *Key, stat
 		}
 		var outcome Outcome
 		start := time.Now()
-		err = s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
+		phaseCtx, span := s.startPhase(ctx, flow.Name, key.Point, false)
+		err = s.inTx(phaseCtx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
 			resp = nil
 			if _, err := s.queries.IdempotencyKeyFence(ctx, tx, key.ID, key.token); err != nil {
 				if isNoRows(err) {
@@ -362,6 +382,7 @@ func drive[S any](ctx context.Context, s *Service, flow *Flow[S], key *Key, stat
 			crashPoint(flow.Name, key.Point, atBeforeCommit)
 			return nil
 		})
+		endPhase(span, flow.Name, key.Point, key, outcome, resp, err)
 		if err != nil {
 			return nil, err
 		}
@@ -483,6 +504,13 @@ func keyFromRow(row *dbgen.IdempotencyKey, token uuid.UUID) *Key {
 		IP:        row.RequestIP,
 		token:     token,
 	}
+}
+
+// requestPath is a flow's path pattern with its "{id}" parameter set to
+// id, as the request is stored and fingerprinted: "/rides/{id}/refund"
+// becomes "/rides/42/refund".
+func requestPath(pattern string, id int64) string {
+	return strings.Replace(pattern, "{id}", strconv.FormatInt(id, 10), 1)
 }
 
 // fingerprint identifies a request: its method, path and normalised body.

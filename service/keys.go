@@ -110,6 +110,7 @@ func (s *Service) KeysAbandonedEnqueue(ctx context.Context, limit int) (int, err
 		return 0, internal(err)
 	}
 	s.metrics.completerQueued.Add(float64(inserted))
+	s.metrics.ops.completerLastRun.SetToCurrentTime()
 	return inserted, nil
 }
 
@@ -183,6 +184,7 @@ func (s *Service) KeysReap(ctx context.Context, batch int) (ReapResult, error) {
 	}
 	res.UnfinishedPastRetention = n
 	s.metrics.pastHorizon.Set(float64(n))
+	s.metrics.ops.reaperLastRun.SetToCurrentTime()
 	if n > 0 {
 		s.logger.WarnContext(ctx, "unfinished idempotency keys past retention: list them with 'keys list'", "count", n)
 	}

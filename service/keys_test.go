@@ -12,21 +12,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/service"
 	"github.com/atomicrides/atomicrides/service/payments/fakestripe"
 )
-
-// abandon leaves a ride request at ride_created, unlocked, as a client that
-// gave up after a processor outage would.
-func (b *testBundle) abandon(t *testing.T, uid int64, key string) {
-	t.Helper()
-	b.fake.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultStatus, Status: 503, Times: 1})
-	_, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
-	requireCode(t, err, service.CodeProcessorUnavailable)
-	k := b.key(t, uid, key)
-	require.Equal(t, "ride_created", k.point)
-	require.False(t, k.locked)
-}
 
 func TestCompleter(t *testing.T) {
 	t.Parallel()
@@ -34,46 +23,46 @@ func TestCompleter(t *testing.T) {
 	t.Run("AbandonedKeyIsQueuedAfterItsGraceAndFinishedOnce", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		uid := b.user(t, "abandoned@example.com", "tok_visa")
-		key := newKey()
-		b.abandon(t, uid, key)
+		uid := b.Rider(t, "abandoned@example.com", "tok_visa").ID
+		key := testkit.NewKey()
+		b.AbandonRide(t, uid, key)
 		id := b.keyID(t, uid, key)
 
-		n, err := b.svc.KeysAbandonedEnqueue(b.ctx, 100)
+		n, err := b.Service.KeysAbandonedEnqueue(b.Ctx, 100)
 		require.NoError(t, err)
 		require.Zero(t, n, "the client gets its grace period to retry first")
 
-		b.age(t, abandonedAfter+time.Second)
-		n, err = b.svc.KeysAbandonedEnqueue(b.ctx, 100)
+		b.Age(t, testkit.AbandonedAfter+time.Second)
+		n, err = b.Service.KeysAbandonedEnqueue(b.Ctx, 100)
 		require.NoError(t, err)
 		require.Equal(t, 1, n)
-		n, err = b.svc.KeysAbandonedEnqueue(b.ctx, 100)
+		n, err = b.Service.KeysAbandonedEnqueue(b.Ctx, 100)
 		require.NoError(t, err)
 		require.Zero(t, n, "one completion job per key")
-		require.Equal(t, 1, b.count(t, `SELECT count(*) FROM river_job WHERE kind = 'key_complete' AND (args->>'key_id')::bigint = $1`, id))
+		require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'key_complete' AND (args->>'key_id')::bigint = $1`, id))
 
-		resp, err := b.svc.KeyComplete(b.ctx, id)
+		resp, err := b.Service.KeyComplete(b.Ctx, id)
 		require.NoError(t, err)
 		require.Equal(t, http.StatusCreated, resp.Status)
 		require.False(t, resp.Replayed)
-		ride := decodeRide(t, resp.Body)
-		require.Equal(t, "charged", ride.ChargeStatus)
+		ride := testkit.DecodeRide(t, resp.Body)
+		require.Equal(t, service.RideChargeCharged, ride.ChargeStatus)
 		require.Equal(t, 1, b.succeededCharges())
-		require.Len(t, b.chargesOfRide(t, ride.ID), 1)
+		require.Len(t, b.ChargesOfRide(t, ride.ID), 1)
 
 		// The client's late retry gets the same bytes; so does a second
 		// completion.
-		again, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+		again, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
 		require.NoError(t, err)
 		require.True(t, again.Replayed)
 		require.Equal(t, resp.Body, again.Body)
-		twice, err := b.svc.KeyComplete(b.ctx, id)
+		twice, err := b.Service.KeyComplete(b.Ctx, id)
 		require.NoError(t, err)
 		require.True(t, twice.Replayed)
 		require.Equal(t, resp.Body, twice.Body)
 		require.Equal(t, 1, b.succeededCharges())
 
-		n, err = b.svc.KeysAbandonedEnqueue(b.ctx, 100)
+		n, err = b.Service.KeysAbandonedEnqueue(b.Ctx, 100)
 		require.NoError(t, err)
 		require.Zero(t, n, "finished keys are not abandoned")
 	})
@@ -81,24 +70,24 @@ func TestCompleter(t *testing.T) {
 	t.Run("LiveLeaseIsNeverTouched", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		uid := b.user(t, "leased@example.com", "tok_visa")
-		key := newKey()
+		uid := b.Rider(t, "leased@example.com", "tok_visa").ID
+		key := testkit.NewKey()
 		gate, fired := make(chan struct{}), make(chan struct{}, 1)
-		b.fake.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultLatency, Gate: gate, Fired: fired, Times: 1})
+		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultLatency, Gate: gate, Fired: fired, Times: 1})
 		done := make(chan error, 1)
 		go func() {
-			_, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+			_, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
 			done <- err
 		}()
 		<-fired // the request holds the lease and waits at Stripe
 		id := b.keyID(t, uid, key)
 		// Idle for long by its last run, but the lease is live.
-		b.exec(t, `UPDATE idempotency_keys SET last_run_at = last_run_at - interval '1 hour' WHERE id = $1`, id)
+		b.Exec(t, `UPDATE idempotency_keys SET last_run_at = last_run_at - interval '1 hour' WHERE id = $1`, id)
 
-		n, err := b.svc.KeysAbandonedEnqueue(b.ctx, 100)
+		n, err := b.Service.KeysAbandonedEnqueue(b.Ctx, 100)
 		require.NoError(t, err)
 		require.Zero(t, n)
-		_, err = b.svc.KeyComplete(b.ctx, id)
+		_, err = b.Service.KeyComplete(b.Ctx, id)
 		requireCode(t, err, service.CodeKeyInUse)
 
 		close(gate)
@@ -110,19 +99,19 @@ func TestCompleter(t *testing.T) {
 	t.Run("ProcessorOutageLeavesTheKeyResumable", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		uid := b.user(t, "outage@example.com", "tok_visa")
-		key := newKey()
-		b.abandon(t, uid, key)
+		uid := b.Rider(t, "outage@example.com", "tok_visa").ID
+		key := testkit.NewKey()
+		b.AbandonRide(t, uid, key)
 		id := b.keyID(t, uid, key)
 
-		b.fake.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultStatus, Status: 500, Times: 1})
-		_, err := b.svc.KeyComplete(b.ctx, id)
+		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultStatus, Status: 500, Times: 1})
+		_, err := b.Service.KeyComplete(b.Ctx, id)
 		requireCode(t, err, service.CodeProcessorUnavailable)
 		k := b.key(t, uid, key)
 		require.Equal(t, "ride_created", k.point)
 		require.False(t, k.locked, "a failed completion releases the lease")
 
-		resp, err := b.svc.KeyComplete(b.ctx, id)
+		resp, err := b.Service.KeyComplete(b.Ctx, id)
 		require.NoError(t, err)
 		require.Equal(t, http.StatusCreated, resp.Status)
 		require.Equal(t, 1, b.succeededCharges())
@@ -131,32 +120,32 @@ func TestCompleter(t *testing.T) {
 	t.Run("PastTheProcessorKeyWindowTheChargeIsLookedUpFirst", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		uid := b.user(t, "window@example.com", "tok_visa")
-		key := newKey()
+		uid := b.Rider(t, "window@example.com", "tok_visa").ID
+		key := testkit.NewKey()
 		// Stripe made the charge, but its answer was lost; the client gave up.
-		b.fake.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultDropAfter, Times: 1})
-		_, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultDropAfter, Times: 1})
+		_, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
 		requireCode(t, err, service.CodeProcessorUnavailable)
 		require.Equal(t, 1, b.succeededCharges())
 		id := b.keyID(t, uid, key)
 
 		// A day later Stripe has forgotten the idempotency key: the completer
 		// must adopt the charge, not make another.
-		b.age(t, service.ProcessorKeyWindow)
-		b.fake.Advance(service.ProcessorKeyWindow)
-		searches := b.fake.RequestCount(http.MethodGet, "/v1/charges/search")
-		resp, err := b.svc.KeyComplete(b.ctx, id)
+		b.Age(t, service.ProcessorKeyWindow)
+		b.Stripe.Advance(service.ProcessorKeyWindow)
+		searches := b.Stripe.RequestCount(http.MethodGet, "/v1/charges/search")
+		resp, err := b.Service.KeyComplete(b.Ctx, id)
 		require.NoError(t, err)
 		require.Equal(t, http.StatusCreated, resp.Status)
-		require.Equal(t, searches+1, b.fake.RequestCount(http.MethodGet, "/v1/charges/search"))
+		require.Equal(t, searches+1, b.Stripe.RequestCount(http.MethodGet, "/v1/charges/search"))
 		require.Equal(t, 1, b.succeededCharges())
-		require.Equal(t, b.fake.SucceededCharges()[0].ID, *decodeRide(t, resp.Body).StripeChargeID)
+		require.Equal(t, b.Stripe.SucceededCharges()[0].ID, *testkit.DecodeRide(t, resp.Body).StripeChargeID)
 	})
 
 	t.Run("UnknownKeyIsNotFound", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		_, err := b.svc.KeyComplete(b.ctx, 424242)
+		_, err := b.Service.KeyComplete(b.Ctx, 424242)
 		requireCode(t, err, service.CodeNotFound)
 	})
 }
@@ -164,31 +153,31 @@ func TestCompleter(t *testing.T) {
 func TestReaper(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	uid := b.user(t, "reaper@example.com", "tok_visa")
+	uid := b.Rider(t, "reaper@example.com", "tok_visa").ID
 	var rides []int64
 	for range 3 {
-		resp, err := b.svc.RideCreate(b.ctx, uid, newKey(), someRide, nil)
+		resp, err := b.Service.RideCreate(b.Ctx, uid, testkit.NewKey(), testkit.SomeRide, nil)
 		require.NoError(t, err)
-		rides = append(rides, decodeRide(t, resp.Body).ID)
+		rides = append(rides, testkit.DecodeRide(t, resp.Body).ID)
 	}
-	stuck := newKey()
-	b.abandon(t, uid, stuck)
+	stuck := testkit.NewKey()
+	b.AbandonRide(t, uid, stuck)
 
-	res, err := b.svc.KeysReap(b.ctx, 2)
+	res, err := b.Service.KeysReap(b.Ctx, 2)
 	require.NoError(t, err)
 	require.Equal(t, service.ReapResult{}, res, "nothing is old enough yet")
 
-	b.age(t, 72*time.Hour+time.Minute)
-	res, err = b.svc.KeysReap(b.ctx, 2)
+	b.Age(t, 72*time.Hour+time.Minute)
+	res, err = b.Service.KeysReap(b.Ctx, 2)
 	require.NoError(t, err)
 	require.Equal(t, service.ReapResult{Deleted: 3, UnfinishedPastRetention: 1}, res)
 
-	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM idempotency_keys`))
+	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM idempotency_keys`))
 	require.Equal(t, "ride_created", b.key(t, uid, stuck).point, "unfinished keys are never deleted")
-	require.Equal(t, 4, b.count(t, `SELECT count(*) FROM rides`), "rides keep their rows")
-	require.Equal(t, 3, b.count(t, `SELECT count(*) FROM rides WHERE id = ANY($1) AND idempotency_key_id IS NULL AND charge_status = 'charged'`, rides))
+	require.Equal(t, 4, b.Count(t, `SELECT count(*) FROM rides`), "rides keep their rows")
+	require.Equal(t, 3, b.Count(t, `SELECT count(*) FROM rides WHERE id = ANY($1) AND idempotency_key_id IS NULL AND charge_status = 'charged'`, rides))
 
-	listed, err := b.svc.KeysStuck(b.ctx, 10)
+	listed, err := b.Service.KeysStuck(b.Ctx, 10)
 	require.NoError(t, err)
 	require.Len(t, listed, 1)
 	require.Equal(t, stuck, listed[0].IdempotencyKey)
@@ -196,7 +185,7 @@ func TestReaper(t *testing.T) {
 	require.Nil(t, listed[0].Completion)
 	var params service.RideCreateParams
 	require.NoError(t, json.Unmarshal(listed[0].Params, &params))
-	require.Equal(t, someRide, params)
+	require.Equal(t, testkit.SomeRide, params)
 }
 
 // TestSweepQueriesUseTheirIndexes proves that the completer's and the
@@ -212,12 +201,12 @@ func TestSweepQueriesUseTheirIndexes(t *testing.T) {
 		"IdempotencyKeyDeleteFinished": "idempotency_keys_finished_created_at",
 	} {
 		query := namedQuery(t, string(src), name)
-		tx, err := b.pool.Begin(b.ctx)
+		tx, err := b.Pool.Begin(b.Ctx)
 		require.NoError(t, err)
-		_, err = tx.Exec(b.ctx, `SET LOCAL enable_seqscan = off`)
+		_, err = tx.Exec(b.Ctx, `SET LOCAL enable_seqscan = off`)
 		require.NoError(t, err)
 		plan := explain(t, b, tx, query)
-		require.NoError(t, tx.Rollback(b.ctx))
+		require.NoError(t, tx.Rollback(b.Ctx))
 		require.Contains(t, plan, index, "%s plan:\n%s", name, plan)
 	}
 }
@@ -244,14 +233,9 @@ func namedQuery(t *testing.T, src, name string) string {
 
 func explain(t *testing.T, b *testBundle, tx pgx.Tx, query string) string {
 	t.Helper()
-	rows, err := tx.Query(b.ctx, "EXPLAIN "+strings.TrimSuffix(strings.TrimSpace(query), ";"))
+	rows, err := tx.Query(b.Ctx, "EXPLAIN "+strings.TrimSuffix(strings.TrimSpace(query), ";"))
 	require.NoError(t, err)
 	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
 	return strings.Join(lines, "\n")
-}
-
-func jsonInt(id int64) string {
-	b, _ := json.Marshal(id)
-	return string(b)
 }

@@ -1,7 +1,6 @@
 package service
 
 import (
-	"errors"
 	"sync/atomic"
 	"time"
 
@@ -23,12 +22,7 @@ type metrics struct {
 	reaped          prometheus.Counter
 	pastHorizon     prometheus.Gauge
 	receipts        *prometheus.CounterVec
-	// stripeConfigErrors counts processor failures of the configuration
-	// class (authentication, permission, an object of ours missing,
-	// idempotency mismatch) by operation; operators alert on it.
-	stripeConfigErrors *prometheus.CounterVec
-	reconcileOrphans   *prometheus.GaugeVec
-	reconcileLastRun   prometheus.Gauge
+	ops             *opsMetrics
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -67,22 +61,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "atomicrides_receipts_total",
 			Help: "Receipt sends by kind and outcome (sent, already_sent, error).",
 		}, []string{"kind", "outcome"}),
-		stripeConfigErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "atomicrides_stripe_config_errors_total",
-			Help: "Payment processor failures caused by our configuration (authentication, permission, resource_missing for an object we created, idempotency errors), by operation. Never a rider's outcome: the request stays unfinished.",
-		}, []string{"operation"}),
-		reconcileOrphans: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "atomicrides_reconcile_orphans",
-			Help: "What the last reconciliation found: charges and refunds at the processor of this deployment that no ride records (charge, refund), and rides recorded as charged that the processor does not have (missing_charge).",
-		}, []string{"kind"}),
-		reconcileLastRun: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "atomicrides_reconcile_last_run_timestamp_seconds",
-			Help: "When the last reconciliation finished, in Unix seconds.",
-		}),
+		ops: newOpsMetrics(),
 	}
+	m.initSeries()
 	collectors := []prometheus.Collector{
 		m.phaseSeconds, m.paymentCalls, m.paymentSeconds, m.completions, m.completerQueued,
-		m.reaped, m.pastHorizon, m.receipts, m.stripeConfigErrors, m.reconcileOrphans, m.reconcileLastRun,
+		m.reaped, m.pastHorizon, m.receipts,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "atomicrides_idempotency_replays_total",
 			Help: "Responses replayed from finished idempotency keys.",
@@ -96,7 +80,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Transactions rerun after a serialization failure or deadlock.",
 		}, func() float64 { return float64(m.txRetries.Load()) }),
 	}
-	for _, c := range collectors {
+	for _, c := range append(collectors, m.ops.collectors()...) {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -112,15 +96,7 @@ func (m *metrics) phase(flow string, from RecoveryPoint, d time.Duration) {
 
 func (m *metrics) payment(op string, d time.Duration, err error) {
 	m.paymentSeconds.WithLabelValues(op).Observe(d.Seconds())
-	outcome := "ok"
-	if err != nil {
-		var pe *PaymentError
-		outcome = "unavailable"
-		if errors.As(err, &pe) {
-			outcome = string(pe.Kind)
-		}
-	}
-	m.paymentCalls.WithLabelValues(op, outcome).Inc()
+	m.paymentCalls.WithLabelValues(op, paymentOutcome(err)).Inc()
 }
 
 func (m *metrics) receipt(kind ReceiptKind, sent bool, err error) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -13,9 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/service"
-	"github.com/atomicrides/atomicrides/service/payments"
-	"github.com/atomicrides/atomicrides/service/payments/fakestripe"
 	"github.com/atomicrides/atomicrides/sql/dbtest"
 )
 
@@ -23,24 +21,18 @@ import (
 // deployments (databases, services) may share.
 type moneyWorld struct {
 	ctx  context.Context
-	fake *fakestripe.Server
-	url  string
+	fake *testkit.Stripe
 }
 
 func newMoneyWorld(t *testing.T) *moneyWorld {
 	t.Helper()
-	fake := fakestripe.New(fakestripe.Options{})
-	srv := httptest.NewServer(fake)
-	t.Cleanup(srv.Close)
-	return &moneyWorld{ctx: context.Background(), fake: fake, url: srv.URL}
+	return &moneyWorld{ctx: context.Background(), fake: testkit.NewStripe(t)}
 }
 
 // service is a fresh service over pool on the world's Stripe account.
 func (w *moneyWorld) service(t *testing.T, pool *pgxpool.Pool, reg prometheus.Registerer) *service.Service {
 	t.Helper()
-	svc, err := service.New(service.Config{Pool: pool, Registerer: reg, Payments: payments.New(payments.Config{
-		APIBase: w.url, SecretKey: "sk_test_shared_account", Timeout: 5 * time.Second, MaxNetworkRetries: payments.NoRetries,
-	})})
+	svc, err := service.New(service.Config{Pool: pool, Registerer: reg, Payments: w.fake.Payments()})
 	require.NoError(t, err)
 	return svc
 }
@@ -52,13 +44,13 @@ func (w *moneyWorld) userID(t *testing.T, svc *service.Service, email string) in
 	return res.User.ID
 }
 
-// book books someRide under key and returns its charge.
+// book books testkit.SomeRide under key and returns its charge.
 func (w *moneyWorld) book(t *testing.T, svc *service.Service, uid int64, key string) string {
 	t.Helper()
-	resp, err := svc.RideCreate(w.ctx, uid, key, someRide, nil)
+	resp, err := svc.RideCreate(w.ctx, uid, key, testkit.SomeRide, nil)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)
-	ride := decodeRide(t, resp.Body)
+	ride := testkit.DecodeRide(t, resp.Body)
 	require.NotNil(t, ride.StripeChargeID)
 	return *ride.StripeChargeID
 }
@@ -95,7 +87,7 @@ func TestTwoDeploymentsShareOneStripeAccount(t *testing.T) {
 	// the clients send the same idempotency key.
 	ua, ub := w.userID(t, a, "first@example.com"), w.userID(t, b, "first@example.com")
 	require.Equal(t, ua, ub)
-	key := newKey()
+	key := testkit.NewKey()
 	chA, chB := w.book(t, a, ua, key), w.book(t, b, ub, key)
 	require.NotEqual(t, chA, chB, "each deployment charges its own rider")
 	_, err = a.CustomerCreate(w.ctx, ua)
@@ -143,7 +135,7 @@ func TestRestoredBackupNeitherChargesTwiceNorAnswersWithAnotherCharge(t *testing
 
 	// Two bookings after the backup.
 	before := w.service(t, original, nil)
-	k1, k2 := newKey(), newKey()
+	k1, k2 := testkit.NewKey(), testkit.NewKey()
 	ch1, ch2 := w.book(t, before, uid, k1), w.book(t, before, uid, k2)
 
 	// The database is restored: a fresh service on the backup.
@@ -162,7 +154,7 @@ func TestRestoredBackupNeitherChargesTwiceNorAnswersWithAnotherCharge(t *testing
 	require.Empty(t, rep.MissingCharges)
 
 	// A new booking first: it must not be answered with an earlier charge.
-	ch3 := w.book(t, restored, uid, newKey())
+	ch3 := w.book(t, restored, uid, testkit.NewKey())
 	require.NotContains(t, []string{ch1, ch2}, ch3)
 	// The clients of the lost bookings retry and get their charges.
 	require.Equal(t, ch1, w.book(t, restored, uid, k1))
@@ -184,8 +176,8 @@ func TestReconcileFindsAMissingCharge(t *testing.T) {
 	pool := dbtest.New(t)
 	svc := w.service(t, pool, nil)
 	uid := w.userID(t, svc, "missing@example.com")
-	charge := w.book(t, svc, uid, newKey())
-	kept := w.book(t, svc, uid, newKey())
+	charge := w.book(t, svc, uid, testkit.NewKey())
+	kept := w.book(t, svc, uid, testkit.NewKey())
 
 	rep, err := svc.Reconcile(w.ctx, time.Hour)
 	require.NoError(t, err)
@@ -220,9 +212,9 @@ func TestResourceMissingIsRetryableNeverStored(t *testing.T) {
 	uid := w.userID(t, svc, "deleted@example.com")
 	_, err := pool.Exec(w.ctx, `UPDATE users SET stripe_customer_id = 'cus_deleted_in_dashboard' WHERE id = $1`, uid)
 	require.NoError(t, err)
-	key := newKey()
+	key := testkit.NewKey()
 
-	_, err = svc.RideCreate(w.ctx, uid, key, someRide, nil)
+	_, err = svc.RideCreate(w.ctx, uid, key, testkit.SomeRide, nil)
 	e := requireCode(t, err, service.CodeProcessorUnavailable)
 	require.Positive(t, e.RetryAfter)
 	var point string

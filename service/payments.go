@@ -11,9 +11,9 @@ import (
 // (package payments) is the production implementation; every call carries an
 // explicit idempotency key and is bounded in time by the adapter.
 //
-// Implementations return a *PaymentError for every failure, classified by
-// PaymentErrorKind so the engine can tell a definitive answer from an
-// indeterminate one.
+// Implementations return a *PaymentError for every failure, with its
+// PaymentClass and PaymentErrorKind set, so that the engine can tell a
+// definitive answer from an indeterminate one (PaymentFinal).
 type Payments interface {
 	// CustomerCreate creates the customer of a user with a payment source.
 	CustomerCreate(ctx context.Context, params CustomerCreateParams) (*Customer, error)
@@ -35,8 +35,8 @@ type Payments interface {
 	ChargeListSince(ctx context.Context, since time.Time) ([]*Charge, error)
 	// RefundCreate refunds a charge in full. A refund the processor accepts
 	// (succeeded, or pending settlement) is returned; one it answers as
-	// failed or canceled is a PaymentInvalid error, and a charge with nothing
-	// left to refund is a PaymentInvalid error with Code
+	// failed or canceled is a PaymentClassRefusal, and a charge with nothing
+	// left to refund is a PaymentClassRefusal with Code
 	// RefundCodeChargeAlreadyRefunded.
 	RefundCreate(ctx context.Context, params RefundCreateParams) (*Refund, error)
 	// RefundList returns every refund of a charge, newest first, whatever
@@ -125,7 +125,7 @@ type RefundCreateParams struct {
 	Tag            Tag
 }
 
-// RefundCodeChargeAlreadyRefunded is the Code of the PaymentInvalid error
+// RefundCodeChargeAlreadyRefunded is the Code of the PaymentClassRefusal
 // of RefundCreate for a charge with nothing left to refund: after the
 // processor has forgotten an entity-level refund key, repeating the refund
 // answers this instead of the refund it made.
@@ -153,39 +153,67 @@ type Refund struct {
 // is returned or on its way back.
 func (r *Refund) Accepted() bool { return r.Status == RefundSucceeded || r.Status == RefundPending }
 
-// PaymentErrorKind classifies a processor failure by what it means for the
-// request that caused it. The adapter decides the kind of every failure in
-// one place; everything else asks PaymentErrorKindOf.
+// PaymentClass is what a processor failure means: whose outcome it is, and
+// whether the operation may have taken effect. It is the one classification
+// of processor failures; the adapter sets it on every *PaymentError, and the
+// flows, the customer creation and the jobs ask PaymentClassOf or
+// PaymentFinal instead of reading the processor's codes. Only a decline and
+// a refusal are the rider's outcome.
+type PaymentClass string
+
+const (
+	// PaymentClassDecline: the rider's card was declined (a card error or a
+	// failed charge). It is the rider's outcome, stored on the key.
+	PaymentClassDecline PaymentClass = "decline"
+	// PaymentClassRefusal: the processor refused the operation itself (an
+	// invalid request, a refund answered as failed or canceled, a charge
+	// already refunded). Stored on the key.
+	PaymentClassRefusal PaymentClass = "refusal"
+	// PaymentClassConfiguration: the processor refused how the service
+	// called it — authentication, permission, an object the service created
+	// that the account does not know (resource_missing: a test key against
+	// live data, a customer deleted in the dashboard), an idempotency key
+	// sent with other parameters. It is never the rider's outcome: it is
+	// indeterminate (Kind PaymentUnavailable), nothing is stored, it is
+	// logged and counted (atomicrides_stripe_config_errors_total), and once
+	// an operator fixes the configuration the request is retried with the
+	// same key.
+	PaymentClassConfiguration PaymentClass = "configuration"
+	// PaymentClassUnavailable: no answer (a timeout, a connection error, a
+	// 5xx, a 429, a 409 for a key in use). The operation may or may not have
+	// taken effect; retrying with the same key is safe.
+	PaymentClassUnavailable PaymentClass = "unavailable"
+)
+
+// PaymentErrorKind is how the engine treats a processor failure: as a
+// definitive answer, stored on the key and replayed, or as indeterminate.
+// It follows from the PaymentClass.
 type PaymentErrorKind string
 
 const (
 	// PaymentDeclined is definitive: the card was declined. Retrying with
-	// the same source will not succeed. It is the rider's outcome.
+	// the same source will not succeed. Always PaymentClassDecline.
 	PaymentDeclined PaymentErrorKind = "declined"
 	// PaymentInvalid is definitive: the processor refused the request
-	// itself (a refund of a disputed or refunded charge). It is the rider's
-	// outcome.
+	// itself. Always PaymentClassRefusal.
 	PaymentInvalid PaymentErrorKind = "invalid"
-	// PaymentConfiguration is indeterminate and never the rider's outcome:
-	// the processor refused our configuration — the secret key
-	// (authentication, permission), an object the service created that the
-	// account does not know (resource_missing: a test key against live
-	// data, a customer deleted in the dashboard), or an idempotency key
-	// sent with other parameters. Nothing is stored; an operator fixes the
-	// configuration and the request is retried with the same key.
-	PaymentConfiguration PaymentErrorKind = "configuration"
-	// PaymentUnavailable is indeterminate: a timeout, a connection error, a
-	// 5xx, a 429 or a 409 (key in use). The call may or may not have taken
-	// effect; retrying with the same key is safe.
+	// PaymentUnavailable is indeterminate: the call may or may not have
+	// taken effect, or the service's configuration must be fixed first;
+	// retrying with the same key is safe (PaymentClassUnavailable and
+	// PaymentClassConfiguration).
 	PaymentUnavailable PaymentErrorKind = "unavailable"
 )
 
-// PaymentCodeIdempotencyMismatch is the Code of the PaymentConfiguration
-// error for an idempotency key the processor saw with other parameters.
+// PaymentCodeIdempotencyMismatch is the Code of the
+// PaymentClassConfiguration error for an idempotency key the processor saw
+// with other parameters.
 const PaymentCodeIdempotencyMismatch = "idempotency_error"
 
 // PaymentError is the error every Payments implementation returns.
 type PaymentError struct {
+	// Class is what the failure means; see PaymentClass.
+	Class PaymentClass
+	// Kind is how the engine treats the failure; see PaymentErrorKind.
 	Kind PaymentErrorKind
 	// Code is the processor's error code, e.g. "card_declined", when known.
 	Code string
@@ -199,15 +227,25 @@ type PaymentError struct {
 }
 
 func (e *PaymentError) Error() string {
-	return fmt.Sprintf("payment %s (status %d, code %q): %s", e.Kind, e.HTTPStatus, e.Code, e.Message)
+	return fmt.Sprintf("payment %s (%s, status %d, code %q): %s", e.Kind, e.Class, e.HTTPStatus, e.Code, e.Message)
 }
 
 func (e *PaymentError) Unwrap() error { return e.Err }
 
-// PaymentErrorKindOf returns the kind of err, or PaymentUnavailable when err
-// is not a *PaymentError (an unknown failure is never taken as definitive).
-// It is the one question callers ask of a processor failure.
-func PaymentErrorKindOf(err error) PaymentErrorKind {
+// PaymentClassOf returns the class of any error from the processor:
+// PaymentClassUnavailable when err is not a *PaymentError (an unknown
+// failure is never taken as an answer).
+func PaymentClassOf(err error) PaymentClass {
+	var pe *PaymentError
+	if errors.As(err, &pe) {
+		return pe.Class
+	}
+	return PaymentClassUnavailable
+}
+
+// paymentKindOf returns how the engine treats err: PaymentUnavailable when
+// err is not a *PaymentError (an unknown failure is never taken as an answer).
+func paymentKindOf(err error) PaymentErrorKind {
 	var pe *PaymentError
 	if errors.As(err, &pe) {
 		return pe.Kind
@@ -215,10 +253,15 @@ func PaymentErrorKindOf(err error) PaymentErrorKind {
 	return PaymentUnavailable
 }
 
-// PaymentIsRidersOutcome reports whether err is a definitive answer about
-// the rider's request (a decline or a refusal), to be stored and replayed.
-// Every other failure leaves the request resumable.
-func PaymentIsRidersOutcome(err error) bool {
-	k := PaymentErrorKindOf(err)
-	return err != nil && (k == PaymentDeclined || k == PaymentInvalid)
+// PaymentFinal returns the processor's failure in err when it is a
+// definitive answer to the request — a decline or a refusal, recorded,
+// stored on the key and replayed, never retried — and nil for every other
+// error: indeterminate and configuration-class processor failures and the
+// service's own errors alike.
+func PaymentFinal(err error) *PaymentError {
+	var pe *PaymentError
+	if errors.As(err, &pe) && (pe.Class == PaymentClassDecline || pe.Class == PaymentClassRefusal) {
+		return pe
+	}
+	return nil
 }

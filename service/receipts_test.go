@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/service"
 )
 
@@ -17,17 +18,17 @@ func TestRideReceiptSend(t *testing.T) {
 	t.Run("SendsOnceWithADeterministicMessageID", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		uid := b.user(t, "receipt@example.com", "tok_visa")
-		resp, err := b.svc.RideCreate(b.ctx, uid, newKey(), someRide, nil)
+		uid := b.Rider(t, "receipt@example.com", "tok_visa").ID
+		resp, err := b.Service.RideCreate(b.Ctx, uid, testkit.NewKey(), testkit.SomeRide, nil)
 		require.NoError(t, err)
-		ride := decodeRide(t, resp.Body)
+		ride := testkit.DecodeRide(t, resp.Body)
 
 		for i := range 3 {
-			sent, err := b.svc.RideReceiptSend(b.ctx, ride.ID)
+			sent, err := b.Service.RideReceiptSend(b.Ctx, ride.ID)
 			require.NoError(t, err)
 			require.Equal(t, i == 0, sent, "only the first send sends")
 		}
-		msgs := b.sink.Messages()
+		msgs := b.Sink.Messages()
 		require.Len(t, msgs, 1)
 		wantID := fmt.Sprintf("receipt.ride-%d@atomicrides.localhost", ride.ID)
 		require.Equal(t, wantID, msgs[0].MessageID)
@@ -37,43 +38,43 @@ func TestRideReceiptSend(t *testing.T) {
 		require.Equal(t, fmt.Sprintf("Your receipt for ride %d", ride.ID), msgs[0].Subject)
 		require.Contains(t, string(msgs[0].Data), *ride.StripeChargeID)
 		require.Contains(t, string(msgs[0].Data), "20.00 USD")
-		require.Equal(t, 1, b.count(t, `SELECT count(*) FROM receipts WHERE ride_id = $1 AND kind = 'ride' AND message_id = $2`, ride.ID, wantID))
+		require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM receipts WHERE ride_id = $1 AND kind = 'ride' AND message_id = $2`, ride.ID, wantID))
 	})
 
 	t.Run("RefusedByTheServerIsNotRecordedAndSendsOnRetry", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		uid := b.user(t, "refused@example.com", "tok_visa")
-		resp, err := b.svc.RideCreate(b.ctx, uid, newKey(), someRide, nil)
+		uid := b.Rider(t, "refused@example.com", "tok_visa").ID
+		resp, err := b.Service.RideCreate(b.Ctx, uid, testkit.NewKey(), testkit.SomeRide, nil)
 		require.NoError(t, err)
-		ride := decodeRide(t, resp.Body)
+		ride := testkit.DecodeRide(t, resp.Body)
 
-		b.sink.Refuse(1, 451)
-		_, err = b.svc.RideReceiptSend(b.ctx, ride.ID)
+		b.Sink.Refuse(1, 451)
+		_, err = b.Service.RideReceiptSend(b.Ctx, ride.ID)
 		require.Error(t, err)
 		require.True(t, strings.Contains(err.Error(), "451"), "err: %v", err)
-		require.Equal(t, 0, b.count(t, `SELECT count(*) FROM receipts`))
+		require.Equal(t, 0, b.Count(t, `SELECT count(*) FROM receipts`))
 
-		sent, err := b.svc.RideReceiptSend(b.ctx, ride.ID)
+		sent, err := b.Service.RideReceiptSend(b.Ctx, ride.ID)
 		require.NoError(t, err)
 		require.True(t, sent)
-		require.Equal(t, 1, b.sink.Count())
+		require.Equal(t, 1, b.Sink.Count())
 	})
 
 	t.Run("DeclinedRideHasNoReceipt", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		uid := b.user(t, "noreceipt@example.com", "tok_chargeCustomerFail")
-		resp, err := b.svc.RideCreate(b.ctx, uid, newKey(), someRide, nil)
+		uid := b.Rider(t, "noreceipt@example.com", "tok_chargeCustomerFail").ID
+		resp, err := b.Service.RideCreate(b.Ctx, uid, testkit.NewKey(), testkit.SomeRide, nil)
 		require.NoError(t, err)
 		require.Equal(t, http.StatusPaymentRequired, resp.Status)
 		var rideID int64
-		require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT id FROM rides WHERE user_id = $1`, uid).Scan(&rideID))
+		require.NoError(t, b.Pool.QueryRow(b.Ctx, `SELECT id FROM rides WHERE user_id = $1`, uid).Scan(&rideID))
 
-		_, err = b.svc.RideReceiptSend(b.ctx, rideID)
+		_, err = b.Service.RideReceiptSend(b.Ctx, rideID)
 		requireCode(t, err, service.CodeInvalid)
-		_, err = b.svc.RideReceiptSend(b.ctx, rideID+1000)
+		_, err = b.Service.RideReceiptSend(b.Ctx, rideID+1000)
 		requireCode(t, err, service.CodeNotFound)
-		require.Equal(t, 0, b.sink.Count())
+		require.Equal(t, 0, b.Sink.Count())
 	})
 }

@@ -48,13 +48,23 @@ func (r *ReconcileReport) Clean() bool {
 	return len(r.OrphanCharges) == 0 && len(r.OrphanRefunds) == 0 && len(r.MissingCharges) == 0
 }
 
+// Orphans counts the findings by the kind labels of
+// atomicrides_reconcile_orphans (ReconcileOrphanKinds).
+func (r *ReconcileReport) Orphans() map[string]int {
+	return map[string]int{
+		"charge":         len(r.OrphanCharges),
+		"refund":         len(r.OrphanRefunds),
+		"missing_charge": len(r.MissingCharges),
+	}
+}
+
 // Reconcile compares the processor's charges and refunds of the last
 // window (by the database's clock) with our records: charges and refunds
 // that belong to this deployment (metadata ar_ns) and that no ride records,
 // and rides recorded as charged within the window that the processor does
 // not have. Objects of requests still unfinished (whose recording may be on
-// its way) are not orphans. It sets the reconciliation gauges and logs a
-// line; the caller decides what a finding means (the CLI exits non-zero).
+// its way) are not orphans. It feeds the reconciliation gauges
+// (ReconcileObserved) and logs a line; the caller decides what a finding means (the CLI exits non-zero).
 func (s *Service) Reconcile(ctx context.Context, window time.Duration) (*ReconcileReport, error) {
 	now, err := s.queries.ClockNow(ctx, s.pool)
 	if err != nil {
@@ -162,10 +172,7 @@ func (s *Service) Reconcile(ctx context.Context, window time.Duration) (*Reconci
 		}
 	}
 
-	s.metrics.reconcileOrphans.WithLabelValues("charge").Set(float64(len(rep.OrphanCharges)))
-	s.metrics.reconcileOrphans.WithLabelValues("refund").Set(float64(len(rep.OrphanRefunds)))
-	s.metrics.reconcileOrphans.WithLabelValues("missing_charge").Set(float64(len(rep.MissingCharges)))
-	s.metrics.reconcileLastRun.Set(float64(time.Now().Unix()))
+	s.ReconcileObserved(rep.Orphans(), time.Now())
 	level := "clean"
 	log := s.logger.InfoContext
 	if !rep.Clean() {

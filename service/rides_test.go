@@ -10,16 +10,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/service"
 	"github.com/atomicrides/atomicrides/service/payments/fakestripe"
 )
-
-func decodeRide(t *testing.T, body []byte) service.Ride {
-	t.Helper()
-	var r service.Ride
-	require.NoError(t, json.Unmarshal(body, &r))
-	return r
-}
 
 func TestRideCreate(t *testing.T) {
 	t.Parallel()
@@ -27,26 +21,26 @@ func TestRideCreate(t *testing.T) {
 	t.Run("NewKeyChargesOnceAndFinishes", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		uid := b.user(t, "new@example.com", "tok_visa")
-		key := newKey()
+		uid := b.Rider(t, "new@example.com", "tok_visa").ID
+		key := testkit.NewKey()
 
-		resp, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+		resp, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
 		require.NoError(t, err)
 		require.Equal(t, http.StatusCreated, resp.Status)
 		require.False(t, resp.Replayed)
-		ride := decodeRide(t, resp.Body)
-		require.Equal(t, "charged", ride.ChargeStatus)
+		ride := testkit.DecodeRide(t, resp.Body)
+		require.Equal(t, service.RideChargeCharged, ride.ChargeStatus)
 		require.NotNil(t, ride.StripeChargeID)
 		require.EqualValues(t, 2000, ride.AmountCents)
 
-		charges := b.chargesOfRide(t, ride.ID)
+		charges := b.ChargesOfRide(t, ride.ID)
 		require.Len(t, charges, 1)
 		require.Equal(t, *ride.StripeChargeID, charges[0].ID)
 		require.EqualValues(t, 2000, charges[0].Amount)
 
-		require.Equal(t, 1, b.count(t, `SELECT count(*) FROM rides WHERE user_id = $1 AND charge_status = 'charged'`, uid))
-		require.Equal(t, 1, b.count(t, `SELECT count(*) FROM audit_records WHERE action = 'ride.created' AND resource_id = $1`, ride.ID))
-		require.Equal(t, 1, b.count(t, `SELECT count(*) FROM river_job WHERE kind = 'ride_receipt' AND args->>'ride_id' = $1`, strconv.FormatInt(ride.ID, 10)))
+		require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM rides WHERE user_id = $1 AND charge_status = 'charged'`, uid))
+		require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM audit_records WHERE action = 'ride.created' AND resource_id = $1`, ride.ID))
+		require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'ride_receipt' AND args->>'ride_id' = $1`, strconv.FormatInt(ride.ID, 10)))
 		k := b.key(t, uid, key)
 		require.Equal(t, "finished", k.point)
 		require.False(t, k.locked)
@@ -56,91 +50,91 @@ func TestRideCreate(t *testing.T) {
 	t.Run("ReplayIsByteIdenticalAndNeverReachesStripe", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		uid := b.user(t, "replay@example.com", "tok_visa")
-		key := newKey()
-		first, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+		uid := b.Rider(t, "replay@example.com", "tok_visa").ID
+		key := testkit.NewKey()
+		first, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
 		require.NoError(t, err)
-		requests := len(b.fake.Requests())
+		requests := len(b.Stripe.Requests())
 
 		for range 3 {
-			again, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+			again, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
 			require.NoError(t, err)
 			require.True(t, again.Replayed)
 			require.Equal(t, first.Status, again.Status)
 			require.Equal(t, first.Body, again.Body)
 		}
-		require.Equal(t, requests, len(b.fake.Requests()), "a replay must not call Stripe")
-		require.Equal(t, 1, b.count(t, `SELECT count(*) FROM rides`))
+		require.Equal(t, requests, len(b.Stripe.Requests()), "a replay must not call Stripe")
+		require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM rides`))
 		require.Equal(t, 1, b.succeededCharges())
 	})
 
 	t.Run("DeclinedIsStored402AndReplayed", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		uid := b.user(t, "declined@example.com", "tok_chargeCustomerFail")
-		key := newKey()
+		uid := b.Rider(t, "declined@example.com", "tok_chargeCustomerFail").ID
+		key := testkit.NewKey()
 
-		resp, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+		resp, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
 		require.NoError(t, err)
 		require.Equal(t, http.StatusPaymentRequired, resp.Status)
 		var p service.Problem
 		require.NoError(t, json.Unmarshal(resp.Body, &p))
 		require.Equal(t, service.ProblemCardDeclined, p.Type)
 
-		again, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+		again, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
 		require.NoError(t, err)
 		require.True(t, again.Replayed)
 		require.Equal(t, resp.Body, again.Body)
 
-		require.Equal(t, 1, b.count(t, `SELECT count(*) FROM rides WHERE charge_status = 'declined' AND stripe_charge_id IS NULL`))
-		require.Equal(t, 1, len(b.fake.Charges()), "one declined attempt")
+		require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM rides WHERE charge_status = 'declined' AND stripe_charge_id IS NULL`))
+		require.Equal(t, 1, len(b.Stripe.Charges()), "one declined attempt")
 		require.Equal(t, 0, b.succeededCharges())
-		require.Equal(t, 0, b.count(t, `SELECT count(*) FROM river_job WHERE kind = 'ride_receipt'`))
+		require.Equal(t, 0, b.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'ride_receipt'`))
 		require.Equal(t, "finished", b.key(t, uid, key).point)
 	})
 
 	t.Run("KeyReusedWithDifferentRequestIs422", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		uid := b.user(t, "mismatch@example.com", "tok_visa")
-		key := newKey()
-		_, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+		uid := b.Rider(t, "mismatch@example.com", "tok_visa").ID
+		key := testkit.NewKey()
+		_, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
 		require.NoError(t, err)
 
-		other := someRide
+		other := testkit.SomeRide
 		other.TargetLat = 0
-		_, err = b.svc.RideCreate(b.ctx, uid, key, other, nil)
+		_, err = b.Service.RideCreate(b.Ctx, uid, key, other, nil)
 		requireCode(t, err, service.CodeKeyReused)
-		require.Equal(t, 1, b.count(t, `SELECT count(*) FROM rides`))
+		require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM rides`))
 	})
 
 	t.Run("KeysAreScopedPerUser", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		alice := b.user(t, "alice@example.com", "tok_visa")
-		bob := b.user(t, "bob@example.com", "tok_visa")
-		key := newKey()
+		alice := b.Rider(t, "alice@example.com", "tok_visa").ID
+		bob := b.Rider(t, "bob@example.com", "tok_visa").ID
+		key := testkit.NewKey()
 
-		a, err := b.svc.RideCreate(b.ctx, alice, key, someRide, nil)
+		a, err := b.Service.RideCreate(b.Ctx, alice, key, testkit.SomeRide, nil)
 		require.NoError(t, err)
-		bb, err := b.svc.RideCreate(b.ctx, bob, key, someRide, nil)
+		bb, err := b.Service.RideCreate(b.Ctx, bob, key, testkit.SomeRide, nil)
 		require.NoError(t, err)
 		require.False(t, bb.Replayed, "bob must not get alice's response")
-		require.NotEqual(t, decodeRide(t, a.Body).ID, decodeRide(t, bb.Body).ID)
+		require.NotEqual(t, testkit.DecodeRide(t, a.Body).ID, testkit.DecodeRide(t, bb.Body).ID)
 		require.Equal(t, 2, b.succeededCharges())
 	})
 
 	t.Run("LockedKeyIs409WithRetryAfter", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		uid := b.user(t, "locked@example.com", "tok_visa")
-		key := newKey()
+		uid := b.Rider(t, "locked@example.com", "tok_visa").ID
+		key := testkit.NewKey()
 		gate, fired := make(chan struct{}), make(chan struct{}, 1)
-		b.fake.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultLatency, Gate: gate, Fired: fired, Times: 1})
+		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultLatency, Gate: gate, Fired: fired, Times: 1})
 
 		done := make(chan *service.Response)
 		go func() {
-			resp, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+			resp, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
 			if err != nil {
 				t.Error(err)
 			}
@@ -148,7 +142,7 @@ func TestRideCreate(t *testing.T) {
 		}()
 		<-fired // the first request holds the lease and waits at Stripe
 
-		_, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+		_, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
 		e := requireCode(t, err, service.CodeKeyInUse)
 		require.Positive(t, e.RetryAfter)
 
@@ -161,24 +155,24 @@ func TestRideCreate(t *testing.T) {
 	t.Run("StaleLeaseIsTakenOverAndFenced", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		uid := b.user(t, "stale@example.com", "tok_visa")
-		key := newKey()
+		uid := b.Rider(t, "stale@example.com", "tok_visa").ID
+		key := testkit.NewKey()
 		gate, fired := make(chan struct{}), make(chan struct{}, 1)
-		b.fake.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultLatency, Gate: gate, Fired: fired, Times: 1})
+		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultLatency, Gate: gate, Fired: fired, Times: 1})
 
 		firstErr := make(chan error)
 		go func() {
-			_, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+			_, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
 			firstErr <- err
 		}()
 		<-fired // A holds the lease, its charge is in flight at Stripe
 
 		// A's lease runs out while it waits.
-		b.age(t, b.svc.Lease()+time.Second)
+		b.Age(t, b.Service.Lease()+time.Second)
 
 		// B takes the key over; Stripe reports the charge key in use, so B
 		// answers 503 and gives the lease up.
-		_, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+		_, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
 		requireCode(t, err, service.CodeProcessorUnavailable)
 		require.False(t, b.key(t, uid, key).locked)
 
@@ -188,21 +182,21 @@ func TestRideCreate(t *testing.T) {
 		require.Equal(t, "ride_created", b.key(t, uid, key).point)
 
 		// A retry adopts the charge Stripe made for A, through Stripe's key.
-		resp, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+		resp, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
 		require.NoError(t, err)
 		require.Equal(t, http.StatusCreated, resp.Status)
 		require.Equal(t, 1, b.succeededCharges())
-		require.Equal(t, 1, b.count(t, `SELECT count(*) FROM rides`))
+		require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM rides`))
 	})
 
 	t.Run("TransientStripeFailureIsRetryableFromRideCreated", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		uid := b.user(t, "transient@example.com", "tok_visa")
-		key := newKey()
-		b.fake.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultStatus, Status: 503, Times: 1})
+		uid := b.Rider(t, "transient@example.com", "tok_visa").ID
+		key := testkit.NewKey()
+		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultStatus, Status: 503, Times: 1})
 
-		_, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+		_, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
 		e := requireCode(t, err, service.CodeProcessorUnavailable)
 		require.Positive(t, e.RetryAfter)
 		k := b.key(t, uid, key)
@@ -210,65 +204,65 @@ func TestRideCreate(t *testing.T) {
 		require.False(t, k.locked, "the lease is released on the way out")
 		require.Nil(t, k.code, "an indeterminate outcome is not stored")
 
-		resp, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+		resp, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
 		require.NoError(t, err)
 		require.Equal(t, http.StatusCreated, resp.Status)
 		require.False(t, resp.Replayed)
-		require.Equal(t, 1, b.count(t, `SELECT count(*) FROM rides`))
+		require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM rides`))
 		require.Equal(t, 1, b.succeededCharges())
 	})
 
 	t.Run("ChargeMadeButAnswerLostIsAdoptedNotRepeated", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		uid := b.user(t, "lost@example.com", "tok_visa")
-		key := newKey()
-		b.fake.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultDropAfter, Times: 1})
+		uid := b.Rider(t, "lost@example.com", "tok_visa").ID
+		key := testkit.NewKey()
+		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultDropAfter, Times: 1})
 
-		_, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+		_, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
 		requireCode(t, err, service.CodeProcessorUnavailable)
 		require.Equal(t, 1, b.succeededCharges(), "Stripe made the charge")
 
-		resp, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+		resp, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
 		require.NoError(t, err)
-		ride := decodeRide(t, resp.Body)
-		require.Equal(t, b.fake.SucceededCharges()[0].ID, *ride.StripeChargeID)
+		ride := testkit.DecodeRide(t, resp.Body)
+		require.Equal(t, b.Stripe.SucceededCharges()[0].ID, *ride.StripeChargeID)
 		require.Equal(t, 1, b.succeededCharges())
 	})
 
 	t.Run("KeyOlderThanStripeWindowIsReconciledByLookup", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		uid := b.user(t, "window@example.com", "tok_visa")
-		key := newKey()
-		b.fake.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultDropAfter, Times: 1})
-		_, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+		uid := b.Rider(t, "window@example.com", "tok_visa").ID
+		key := testkit.NewKey()
+		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultDropAfter, Times: 1})
+		_, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
 		requireCode(t, err, service.CodeProcessorUnavailable)
 
 		// A day later Stripe has forgotten the key; our key is as old.
-		b.fake.Advance(25 * time.Hour)
-		b.exec(t, `UPDATE idempotency_keys SET created_at = created_at - interval '25 hours'`)
-		searches := b.fake.RequestCount(http.MethodGet, "/v1/charges/search")
+		b.Stripe.Advance(25 * time.Hour)
+		b.Exec(t, `UPDATE idempotency_keys SET created_at = created_at - interval '25 hours'`)
+		searches := b.Stripe.RequestCount(http.MethodGet, "/v1/charges/search")
 
-		resp, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+		resp, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
 		require.NoError(t, err)
 		require.Equal(t, http.StatusCreated, resp.Status)
-		require.Equal(t, searches+1, b.fake.RequestCount(http.MethodGet, "/v1/charges/search"))
+		require.Equal(t, searches+1, b.Stripe.RequestCount(http.MethodGet, "/v1/charges/search"))
 		require.Equal(t, 1, b.succeededCharges(), "the charge is adopted, not made again")
-		require.Equal(t, b.fake.SucceededCharges()[0].ID, *decodeRide(t, resp.Body).StripeChargeID)
+		require.Equal(t, b.Stripe.SucceededCharges()[0].ID, *testkit.DecodeRide(t, resp.Body).StripeChargeID)
 	})
 
 	t.Run("KeyOlderThanStripeWindowWithoutChargeIsCharged", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		uid := b.user(t, "window2@example.com", "tok_visa")
-		key := newKey()
-		b.fake.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultDropBefore, Times: 1})
-		_, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+		uid := b.Rider(t, "window2@example.com", "tok_visa").ID
+		key := testkit.NewKey()
+		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultDropBefore, Times: 1})
+		_, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
 		requireCode(t, err, service.CodeProcessorUnavailable)
-		b.exec(t, `UPDATE idempotency_keys SET created_at = created_at - interval '25 hours'`)
+		b.Exec(t, `UPDATE idempotency_keys SET created_at = created_at - interval '25 hours'`)
 
-		resp, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+		resp, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
 		require.NoError(t, err)
 		require.Equal(t, http.StatusCreated, resp.Status)
 		require.Equal(t, 1, b.succeededCharges())
@@ -277,15 +271,15 @@ func TestRideCreate(t *testing.T) {
 	t.Run("InternalErrorUnlocksKeyAndRetrySucceeds", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		uid := b.user(t, "internal@example.com", "tok_visa")
-		key := newKey()
+		uid := b.Rider(t, "internal@example.com", "tok_visa").ID
+		key := testkit.NewKey()
 		// Recording the charge fails, after Stripe charged.
-		b.exec(t, `CREATE FUNCTION fail_charge() RETURNS trigger LANGUAGE plpgsql AS $$
+		b.Exec(t, `CREATE FUNCTION fail_charge() RETURNS trigger LANGUAGE plpgsql AS $$
 			BEGIN RAISE EXCEPTION 'simulated failure'; END $$`)
-		b.exec(t, `CREATE TRIGGER fail_charge BEFORE UPDATE OF stripe_charge_id ON rides
+		b.Exec(t, `CREATE TRIGGER fail_charge BEFORE UPDATE OF stripe_charge_id ON rides
 			FOR EACH ROW EXECUTE FUNCTION fail_charge()`)
 
-		_, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+		_, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
 		e := requireCode(t, err, service.CodeInternal)
 		require.Positive(t, e.RetryAfter)
 		require.NotContains(t, e.Message, "simulated", "internal detail is not shown")
@@ -293,8 +287,8 @@ func TestRideCreate(t *testing.T) {
 		require.False(t, k.locked)
 		require.Equal(t, "ride_created", k.point)
 
-		b.exec(t, `DROP TRIGGER fail_charge ON rides`)
-		resp, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+		b.Exec(t, `DROP TRIGGER fail_charge ON rides`)
+		resp, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
 		require.NoError(t, err)
 		require.Equal(t, http.StatusCreated, resp.Status)
 		require.Equal(t, 1, b.succeededCharges())
@@ -303,40 +297,40 @@ func TestRideCreate(t *testing.T) {
 	t.Run("SerializationFailureIsRetriedInside", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		uid := b.user(t, "serial@example.com", "tok_visa")
+		uid := b.Rider(t, "serial@example.com", "tok_visa").ID
 		// The first two attempts to create a ride fail as a serialization
 		// failure would. A sequence counts them: it is not rolled back.
-		b.exec(t, `CREATE SEQUENCE serial_attempts`)
-		b.exec(t, `CREATE FUNCTION fail_serial() RETURNS trigger LANGUAGE plpgsql AS $$
+		b.Exec(t, `CREATE SEQUENCE serial_attempts`)
+		b.Exec(t, `CREATE FUNCTION fail_serial() RETURNS trigger LANGUAGE plpgsql AS $$
 			BEGIN
 				IF nextval('serial_attempts') <= 2 THEN
 					RAISE EXCEPTION 'could not serialize access' USING ERRCODE = '40001';
 				END IF;
 				RETURN NEW;
 			END $$`)
-		b.exec(t, `CREATE TRIGGER fail_serial BEFORE INSERT ON rides FOR EACH ROW EXECUTE FUNCTION fail_serial()`)
-		retries := b.svc.Stats().TxRetries
+		b.Exec(t, `CREATE TRIGGER fail_serial BEFORE INSERT ON rides FOR EACH ROW EXECUTE FUNCTION fail_serial()`)
+		retries := b.Service.Stats().TxRetries
 
-		key := newKey()
-		resp, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+		key := testkit.NewKey()
+		resp, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
 		require.NoError(t, err)
 		require.Equal(t, http.StatusCreated, resp.Status)
-		require.Equal(t, retries+2, b.svc.Stats().TxRetries)
-		require.Equal(t, 1, b.count(t, `SELECT count(*) FROM rides`))
+		require.Equal(t, retries+2, b.Service.Stats().TxRetries)
+		require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM rides`))
 		require.False(t, b.key(t, uid, key).locked)
 	})
 
 	t.Run("PersistentSerializationFailureUnlocksKey", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		uid := b.user(t, "serial2@example.com", "tok_visa")
-		key := newKey()
+		uid := b.Rider(t, "serial2@example.com", "tok_visa").ID
+		key := testkit.NewKey()
 		// The ride is created, then recording the charge keeps failing.
-		b.exec(t, `CREATE FUNCTION fail_serial() RETURNS trigger LANGUAGE plpgsql AS $$
+		b.Exec(t, `CREATE FUNCTION fail_serial() RETURNS trigger LANGUAGE plpgsql AS $$
 			BEGIN RAISE EXCEPTION 'could not serialize access' USING ERRCODE = '40001'; END $$`)
-		b.exec(t, `CREATE TRIGGER fail_serial BEFORE UPDATE OF stripe_charge_id ON rides FOR EACH ROW EXECUTE FUNCTION fail_serial()`)
+		b.Exec(t, `CREATE TRIGGER fail_serial BEFORE UPDATE OF stripe_charge_id ON rides FOR EACH ROW EXECUTE FUNCTION fail_serial()`)
 
-		_, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+		_, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
 		requireCode(t, err, service.CodeInternal)
 		k := b.key(t, uid, key)
 		require.False(t, k.locked)
@@ -346,8 +340,8 @@ func TestRideCreate(t *testing.T) {
 	t.Run("ConcurrentRequestsWithOneKeyChargeOnce", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		uid := b.user(t, "crowd@example.com", "tok_visa")
-		key := newKey()
+		uid := b.Rider(t, "crowd@example.com", "tok_visa").ID
+		key := testkit.NewKey()
 
 		const n = 100
 		var (
@@ -363,7 +357,7 @@ func TestRideCreate(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				resp, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+				resp, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
 				mu.Lock()
 				defer mu.Unlock()
 				switch {
@@ -387,7 +381,7 @@ func TestRideCreate(t *testing.T) {
 		for _, body := range created {
 			require.Equal(t, created[0], body, "every 201 is the same response")
 		}
-		require.Equal(t, 1, b.count(t, `SELECT count(*) FROM rides`))
+		require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM rides`))
 		require.Equal(t, 1, b.succeededCharges())
 		require.False(t, b.key(t, uid, key).locked)
 	})
@@ -395,41 +389,41 @@ func TestRideCreate(t *testing.T) {
 	t.Run("InvalidInputWritesNothing", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		uid := b.user(t, "invalid@example.com", "tok_visa")
+		uid := b.Rider(t, "invalid@example.com", "tok_visa").ID
 		for _, p := range []service.RideCreateParams{
 			{OriginLat: 90.0001},
 			{OriginLon: -180.5},
 			{TargetLat: -91},
 			{TargetLon: 181},
 		} {
-			_, err := b.svc.RideCreate(b.ctx, uid, newKey(), p, nil)
+			_, err := b.Service.RideCreate(b.Ctx, uid, testkit.NewKey(), p, nil)
 			e := requireCode(t, err, service.CodeInvalid)
 			require.Contains(t, e.Field, "body.")
 		}
 		// Bounds are inclusive.
-		resp, err := b.svc.RideCreate(b.ctx, uid, newKey(), service.RideCreateParams{OriginLat: 90, OriginLon: -180, TargetLat: -90, TargetLon: 180}, nil)
+		resp, err := b.Service.RideCreate(b.Ctx, uid, testkit.NewKey(), service.RideCreateParams{OriginLat: 90, OriginLon: -180, TargetLat: -90, TargetLon: 180}, nil)
 		require.NoError(t, err)
 		require.Equal(t, http.StatusCreated, resp.Status)
-		require.Equal(t, 1, b.count(t, `SELECT count(*) FROM idempotency_keys`))
-		require.Equal(t, 1, b.count(t, `SELECT count(*) FROM rides`))
+		require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM idempotency_keys`))
+		require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM rides`))
 	})
 }
 
 func TestRideGet(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	alice := b.user(t, "get-alice@example.com", "tok_visa")
-	bob := b.user(t, "get-bob@example.com", "tok_visa")
-	resp, err := b.svc.RideCreate(b.ctx, alice, newKey(), someRide, nil)
+	alice := b.Rider(t, "get-alice@example.com", "tok_visa").ID
+	bob := b.Rider(t, "get-bob@example.com", "tok_visa").ID
+	resp, err := b.Service.RideCreate(b.Ctx, alice, testkit.NewKey(), testkit.SomeRide, nil)
 	require.NoError(t, err)
-	created := decodeRide(t, resp.Body)
+	created := testkit.DecodeRide(t, resp.Body)
 
-	got, err := b.svc.RideGet(b.ctx, alice, created.ID)
+	got, err := b.Service.RideGet(b.Ctx, alice, created.ID)
 	require.NoError(t, err)
 	require.Equal(t, created.ID, got.ID)
 	require.Equal(t, created.StripeChargeID, got.StripeChargeID)
 
-	_, err = b.svc.RideGet(b.ctx, bob, created.ID)
+	_, err = b.Service.RideGet(b.Ctx, bob, created.ID)
 	requireCode(t, err, service.CodeNotFound)
 }
 
@@ -460,7 +454,7 @@ func TestParseIdempotencyKey(t *testing.T) {
 			require.NoError(t, err, tc.header)
 			require.Equal(t, tc.want, got)
 		} else {
-			requireCode(t, err, service.CodeBadRequest)
+			requireCode(t, err, service.CodeKeyInvalid)
 		}
 	}
 }
@@ -470,15 +464,15 @@ func TestParseIdempotencyKey(t *testing.T) {
 func TestReplayFromMemory(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	uid := b.user(t, "memory@example.com", "tok_visa")
-	key := newKey()
-	first, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+	uid := b.Rider(t, "memory@example.com", "tok_visa").ID
+	key := testkit.NewKey()
+	first, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
 	require.NoError(t, err)
 
 	// The key's row is gone (as if reaped): the process still replays what
 	// it saw finish …
-	b.exec(t, `DELETE FROM idempotency_keys WHERE user_id = $1 AND idempotency_key = $2`, uid, key)
-	again, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+	b.Exec(t, `DELETE FROM idempotency_keys WHERE user_id = $1 AND idempotency_key = $2`, uid, key)
+	again, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
 	require.NoError(t, err)
 	require.True(t, again.Replayed)
 	require.Equal(t, first.Body, again.Body)
@@ -487,9 +481,9 @@ func TestReplayFromMemory(t *testing.T) {
 	// … until the entry expires; then the database decides: a new request
 	// (reaped keys are older than Stripe's key window, so Stripe has
 	// forgotten the processor key too).
-	b.clock.Advance(service.DefaultReplayCacheTTL)
-	b.fake.Advance(25 * time.Hour)
-	fresh, err := b.svc.RideCreate(b.ctx, uid, key, someRide, nil)
+	b.Clock.Advance(service.DefaultReplayCacheTTL)
+	b.Stripe.Advance(25 * time.Hour)
+	fresh, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
 	require.NoError(t, err)
 	require.False(t, fresh.Replayed)
 	require.NotEqual(t, first.Body, fresh.Body)

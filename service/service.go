@@ -13,11 +13,30 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/atomicrides/atomicrides/dbgen"
+	"github.com/atomicrides/atomicrides/internal/telemetry"
 )
 
-// Config configures a Service.
+// Defaults of Config, applied to its zero fields.
+const (
+	// DefaultProcessorKeyMargin is subtracted from ProcessorKeyWindow when
+	// judging whether the processor may have forgotten a key.
+	DefaultProcessorKeyMargin = time.Hour
+	// DefaultAbandonedAfter is how long an unfinished request is idle
+	// before the completer drives it on.
+	DefaultAbandonedAfter = 5 * time.Minute
+	// DefaultKeyRetention is how long finished keys are kept.
+	DefaultKeyRetention = 72 * time.Hour
+	// leaseSlack is what the default lease adds to twice the processor's
+	// budget.
+	leaseSlack = 30 * time.Second
+)
+
+// Config configures a Service. Zero fields take the defaults documented on
+// them.
 type Config struct {
 	// Pool is the database. Required.
 	Pool *pgxpool.Pool
@@ -35,7 +54,8 @@ type Config struct {
 	// twice the budget plus 30 seconds.
 	Lease time.Duration
 	// ProcessorKeyMargin is subtracted from ProcessorKeyWindow when deciding
-	// whether the processor may have forgotten a key. Default one hour.
+	// whether the processor may have forgotten a key. Default
+	// DefaultProcessorKeyMargin.
 	ProcessorKeyMargin time.Duration
 	// Mailer sends receipts. Without one, receipt jobs fail and are retried.
 	Mailer Mailer
@@ -43,22 +63,27 @@ type Config struct {
 	MailFrom string
 	// AbandonedAfter is how long an unfinished request must be idle (and its
 	// lease expired) before the completer drives it on, so that its client
-	// gets to retry first. Default five minutes.
+	// gets to retry first. Default DefaultAbandonedAfter.
 	AbandonedAfter time.Duration
 	// KeyRetention is how long finished idempotency keys are kept before the
-	// reaper deletes them. Default 72 hours.
+	// reaper deletes them; it must outlast ProcessorKeyWindow. Default
+	// DefaultKeyRetention.
 	KeyRetention time.Duration
 	// Registerer receives the service's Prometheus collectors. Default a
 	// private registry.
 	Registerer prometheus.Registerer
 	// AuthCacheTTL is how long Authenticate trusts an API key it found
-	// without reading it again. Default DefaultAuthCacheTTL; negative
-	// disables the cache.
+	// without reading it again, while ListenAPIKeyRevocations runs. Default
+	// DefaultAuthCacheTTL; negative disables the cache.
 	AuthCacheTTL time.Duration
 	// ReplayCacheTTL is how long the process answers replays of a key it
 	// saw finished from memory. Default DefaultReplayCacheTTL; negative
 	// disables the cache.
 	ReplayCacheTTL time.Duration
+	// TracerProvider receives the spans of atomic phases and processor
+	// calls, and of the jobs the service inserts. Default the global
+	// provider (a no-op unless the program set one).
+	TracerProvider trace.TracerProvider
 }
 
 // Service is the domain: every transaction of the application begins and
@@ -75,6 +100,7 @@ type Service struct {
 	lease     time.Duration
 	margin    time.Duration
 	metrics   *metrics
+	tracer    trace.Tracer
 	mailer    Mailer
 	mailFrom  string
 	// abandonedAfter and retention are the completer's and reaper's policy.
@@ -83,7 +109,8 @@ type Service struct {
 	flows          map[string]flowRunner
 	rides          *Flow[rideState]
 	refunds        *Flow[refundState]
-	auth           *ttlCache[[32]byte, User]
+	auth           *ttlCache[[32]byte, authEntry]
+	revocations    *revocationWatch
 	replays        *ttlCache[replayKey, finishedResponse]
 }
 
@@ -108,22 +135,22 @@ func New(cfg Config) (*Service, error) {
 		cfg.Clock = time.Now
 	}
 	if cfg.Lease == 0 {
-		cfg.Lease = 2*cfg.Payments.Budget() + 30*time.Second
+		cfg.Lease = 2*cfg.Payments.Budget() + leaseSlack
 	}
 	if cfg.Lease <= cfg.Payments.Budget() {
 		return nil, errors.New("service: Config.Lease must outlast Payments.Budget()")
 	}
 	if cfg.ProcessorKeyMargin == 0 {
-		cfg.ProcessorKeyMargin = time.Hour
+		cfg.ProcessorKeyMargin = DefaultProcessorKeyMargin
 	}
 	if cfg.MailFrom == "" {
 		cfg.MailFrom = DefaultMailFrom
 	}
 	if cfg.AbandonedAfter == 0 {
-		cfg.AbandonedAfter = 5 * time.Minute
+		cfg.AbandonedAfter = DefaultAbandonedAfter
 	}
 	if cfg.KeyRetention == 0 {
-		cfg.KeyRetention = 72 * time.Hour
+		cfg.KeyRetention = DefaultKeyRetention
 	}
 	if cfg.KeyRetention <= ProcessorKeyWindow {
 		return nil, errors.New("service: Config.KeyRetention must outlast the processor's key window")
@@ -141,7 +168,11 @@ func New(cfg Config) (*Service, error) {
 	if cfg.ReplayCacheTTL == 0 {
 		cfg.ReplayCacheTTL = DefaultReplayCacheTTL
 	}
-	jobs, err := river.NewClient(riverpgxv5.New(cfg.Pool), &river.Config{Logger: cfg.Logger})
+	jobs, err := river.NewClient(riverpgxv5.New(cfg.Pool), &river.Config{
+		Logger: cfg.Logger,
+		// Jobs carry the trace of the phase that inserts them.
+		Plugins: []rivertype.Plugin{telemetry.NewRiverMiddleware(cfg.TracerProvider)},
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -156,20 +187,22 @@ func New(cfg Config) (*Service, error) {
 		namespace:      namespace,
 		pool:           cfg.Pool,
 		queries:        queries,
-		payments:       meteredPayments{p: cfg.Payments, m: m, logger: cfg.Logger},
+		payments:       meteredPayments{p: cfg.Payments, m: m, tracer: telemetry.Tracer(cfg.TracerProvider), logger: cfg.Logger},
 		jobs:           jobs,
 		logger:         cfg.Logger,
 		now:            cfg.Clock,
 		lease:          cfg.Lease,
 		margin:         cfg.ProcessorKeyMargin,
 		metrics:        m,
+		tracer:         telemetry.Tracer(cfg.TracerProvider),
 		mailer:         cfg.Mailer,
 		mailFrom:       cfg.MailFrom,
 		abandonedAfter: cfg.AbandonedAfter,
 		retention:      cfg.KeyRetention,
-		auth:           newTTLCache[[32]byte, User](cfg.AuthCacheTTL),
+		auth:           newTTLCache[[32]byte, authEntry](cfg.AuthCacheTTL),
 		replays:        newTTLCache[replayKey, finishedResponse](cfg.ReplayCacheTTL),
 	}
+	s.revocations = newRevocationWatch(s.auth)
 	s.rides = s.rideFlow()
 	s.refunds = s.refundFlow()
 	s.flows = map[string]flowRunner{

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,49 +12,30 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/openapi"
 	"github.com/atomicrides/atomicrides/openapi/client"
-	"github.com/atomicrides/atomicrides/service"
-	"github.com/atomicrides/atomicrides/service/payments"
 	"github.com/atomicrides/atomicrides/service/payments/fakestripe"
-	"github.com/atomicrides/atomicrides/sql/dbtest"
 )
 
 // testBundle is the real server (handler, service, its own database) in
-// front of its own fake Stripe.
+// front of its own fake Stripe: one isolated world served over HTTP.
 type testBundle struct {
-	ctx  context.Context
-	url  string
-	svc  *service.Service
-	fake *fakestripe.Server
+	*testkit.Env
+	url string
 }
 
 func setup(t *testing.T) *testBundle {
 	t.Helper()
-	fake := fakestripe.New(fakestripe.Options{})
-	stripeSrv := httptest.NewServer(fake)
-	t.Cleanup(stripeSrv.Close)
-	// No keep-alives towards Stripe: a dropped answer must reach the service
-	// as the lost answer it is.
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.DisableKeepAlives = true
-	svc, err := service.New(service.Config{Pool: dbtest.New(t), Payments: payments.New(payments.Config{
-		APIBase: stripeSrv.URL, SecretKey: "sk_test_client", MaxNetworkRetries: payments.NoRetries,
-		HTTPClient: &http.Client{Transport: transport},
-	})})
-	require.NoError(t, err)
-	srv := httptest.NewServer(openapi.NewHandler(openapi.Config{Service: svc, Logger: slog.New(slog.DiscardHandler)}))
-	t.Cleanup(srv.Close)
-	return &testBundle{ctx: context.Background(), url: srv.URL, svc: svc, fake: fake}
+	env := testkit.New(t)
+	return &testBundle{Env: env, url: testkit.Serve(t, openapi.NewHandler(openapi.Config{Service: env.Service, Logger: slog.New(slog.DiscardHandler)}))}
 }
 
 // rider creates a rider paying with source and returns a client holding the
 // rider's API key.
 func (b *testBundle) rider(t *testing.T, email, source string, opts ...client.ClientOption) *client.Client {
 	t.Helper()
-	res, err := b.svc.UserUpsert(b.ctx, service.UserUpsertParams{Email: email, PaymentSource: source})
-	require.NoError(t, err)
-	c, err := client.NewClient(b.url, append([]client.ClientOption{client.WithBearer(res.APIKey)}, opts...)...)
+	c, err := client.NewClient(b.url, append([]client.ClientOption{client.WithBearer(b.Rider(t, email, source).APIKey)}, opts...)...)
 	require.NoError(t, err)
 	return c
 }
@@ -89,7 +69,7 @@ func TestRideCreateRetriesThroughAStripeOutage(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	c := b.rider(t, "outage@example.com", "")
-	b.fake.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultStatus, Status: http.StatusServiceUnavailable, Times: 2})
+	b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultStatus, Status: http.StatusServiceUnavailable, Times: 2})
 
 	w := &waits{}
 	var statuses []int
@@ -97,7 +77,7 @@ func TestRideCreateRetriesThroughAStripeOutage(t *testing.T) {
 		Sleep:   w.sleep,
 		OnRetry: func(_, status int, _ error, _ time.Duration) { statuses = append(statuses, status) },
 	}}
-	res, err := r.RideCreate(b.ctx, "", someRide)
+	res, err := r.RideCreate(b.Ctx, "", someRide)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, res.StatusCode, string(res.Reply.Body))
 	require.Equal(t, 3, res.Attempts)
@@ -109,18 +89,18 @@ func TestRideCreateRetriesThroughAStripeOutage(t *testing.T) {
 	ride := res.Reply.JSON201
 	require.NotNil(t, ride)
 	require.Equal(t, client.RideChargeStatusCharged, ride.ChargeStatus)
-	charges := b.fake.SucceededCharges()
+	charges := b.Stripe.SucceededCharges()
 	require.Len(t, charges, 1, "one charge at Stripe")
 	require.Equal(t, charges[0].ID, *ride.StripeChargeID)
 
 	// The same logical operation again: the stored answer, byte for byte.
-	again, err := r.RideCreate(b.ctx, res.Key, someRide)
+	again, err := r.RideCreate(b.Ctx, res.Key, someRide)
 	require.NoError(t, err)
 	require.Equal(t, 1, again.Attempts)
 	require.True(t, again.Replayed)
 	require.Equal(t, "true", *again.Reply.Headers201.IdempotentReplayed, "the generated client types the replay header")
 	require.Equal(t, res.Reply.Body, again.Reply.Body)
-	require.Len(t, b.fake.SucceededCharges(), 1)
+	require.Len(t, b.Stripe.SucceededCharges(), 1)
 }
 
 // Stripe charges but its answer is lost, then our own answer is lost on the
@@ -132,7 +112,7 @@ func TestRideCreateSurvivesLostAnswers(t *testing.T) {
 	b := setup(t)
 	lose := &losingTransport{next: http.DefaultTransport}
 	c := b.rider(t, "lost@example.com", "", client.WithHTTPClient(&http.Client{Transport: lose}))
-	b.fake.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultDropAfter, Times: 1})
+	b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultDropAfter, Times: 1})
 
 	var statuses []int
 	r := &client.Retrier{Client: c, Policy: client.Policy{
@@ -144,14 +124,14 @@ func TestRideCreateSurvivesLostAnswers(t *testing.T) {
 		},
 		Sleep: (&waits{}).sleep,
 	}}
-	res, err := r.RideCreate(b.ctx, "", someRide)
+	res, err := r.RideCreate(b.Ctx, "", someRide)
 	require.NoError(t, err)
 	require.Equal(t, []int{503, 0}, statuses, "Stripe's lost answer, then ours")
 	require.Equal(t, 3, res.Attempts)
 	require.Equal(t, http.StatusCreated, res.StatusCode)
 	require.True(t, res.Replayed, "the lost 201 was stored; the retry got it back")
-	require.Len(t, b.fake.SucceededCharges(), 1)
-	require.Equal(t, b.fake.SucceededCharges()[0].ID, *res.Reply.JSON201.StripeChargeID)
+	require.Len(t, b.Stripe.SucceededCharges(), 1)
+	require.Equal(t, b.Stripe.SucceededCharges()[0].ID, *res.Reply.JSON201.StripeChargeID)
 }
 
 // losingTransport, once armed, delivers one request and throws its answer
@@ -180,12 +160,12 @@ func TestRideCreateWaitsOutAConcurrentAttempt(t *testing.T) {
 	var release sync.Once
 	open := func() { release.Do(func() { close(gate) }) }
 	t.Cleanup(open)
-	b.fake.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultLatency, Gate: gate, Fired: fired, Times: 1})
+	b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultLatency, Gate: gate, Fired: fired, Times: 1})
 	key := client.NewIdempotencyKey()
 
 	first := make(chan *client.Result[*client.RideCreateReply], 1)
 	go func() {
-		res, err := (&client.Retrier{Client: c}).RideCreate(b.ctx, key, someRide)
+		res, err := (&client.Retrier{Client: c}).RideCreate(b.Ctx, key, someRide)
 		if err != nil {
 			t.Error(err)
 		}
@@ -201,7 +181,7 @@ func TestRideCreateWaitsOutAConcurrentAttempt(t *testing.T) {
 				open() // let the first one finish while the second waits
 			}
 		},
-	}}).RideCreate(b.ctx, key, someRide)
+	}}).RideCreate(b.Ctx, key, someRide)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusConflict, statuses[0])
 	require.Equal(t, http.StatusCreated, second.StatusCode)
@@ -212,7 +192,7 @@ func TestRideCreateWaitsOutAConcurrentAttempt(t *testing.T) {
 	require.Equal(t, http.StatusCreated, one.StatusCode)
 	require.False(t, one.Replayed)
 	require.Equal(t, one.Reply.Body, second.Reply.Body)
-	require.Len(t, b.fake.SucceededCharges(), 1)
+	require.Len(t, b.Stripe.SucceededCharges(), 1)
 }
 
 // Final answers are never retried: a declined card (stored, and replayed for
@@ -223,12 +203,12 @@ func TestRideCreateNeverRetriesFinalAnswers(t *testing.T) {
 	noRetry := client.Policy{OnRetry: func(int, int, error, time.Duration) { t.Error("retried a final answer") }}
 
 	declined := &client.Retrier{Client: b.rider(t, "declined@example.com", fakestripe.TokenChargeDeclined), Policy: noRetry}
-	res, err := declined.RideCreate(b.ctx, "", someRide)
+	res, err := declined.RideCreate(b.Ctx, "", someRide)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusPaymentRequired, res.StatusCode)
 	require.Equal(t, 1, res.Attempts)
 	require.NotNil(t, res.Reply.ApplicationProblemJSON402)
-	again, err := declined.RideCreate(b.ctx, res.Key, someRide)
+	again, err := declined.RideCreate(b.Ctx, res.Key, someRide)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusPaymentRequired, again.StatusCode)
 	require.True(t, again.Replayed)
@@ -237,7 +217,7 @@ func TestRideCreateNeverRetriesFinalAnswers(t *testing.T) {
 	ok := &client.Retrier{Client: b.rider(t, "invalid@example.com", ""), Policy: noRetry}
 	bad := someRide
 	bad.OriginLat = 91
-	res, err = ok.RideCreate(b.ctx, "", bad)
+	res, err = ok.RideCreate(b.Ctx, "", bad)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusUnprocessableEntity, res.StatusCode)
 	require.Equal(t, "body.origin_lat", *(*res.Reply.ApplicationProblemJSON422.Errors)[0].Location)
@@ -245,12 +225,12 @@ func TestRideCreateNeverRetriesFinalAnswers(t *testing.T) {
 
 	anon, err := client.NewClient(b.url, client.WithBearer("ark_not-a-key"))
 	require.NoError(t, err)
-	res, err = (&client.Retrier{Client: anon, Policy: noRetry}).RideCreate(b.ctx, "", someRide)
+	res, err = (&client.Retrier{Client: anon, Policy: noRetry}).RideCreate(b.Ctx, "", someRide)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusUnauthorized, res.StatusCode)
 	require.Equal(t, 1, res.Attempts)
 
-	require.Empty(t, b.fake.SucceededCharges())
+	require.Empty(t, b.Stripe.SucceededCharges())
 }
 
 // A refund through the retrier survives a refund outage at Stripe, and a
@@ -261,21 +241,21 @@ func TestRideRefundRetriesThroughAStripeOutage(t *testing.T) {
 	c := b.rider(t, "refund-retry@example.com", "")
 	w := &waits{}
 	r := &client.Retrier{Client: c, Policy: client.Policy{Sleep: w.sleep}}
-	booked, err := r.RideCreate(b.ctx, "", someRide)
+	booked, err := r.RideCreate(b.Ctx, "", someRide)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, booked.StatusCode)
 
-	b.fake.Inject(fakestripe.Fault{Op: fakestripe.OpRefundCreate, Kind: fakestripe.FaultStatus, Status: http.StatusServiceUnavailable, Times: 2})
-	res, err := r.RideRefund(b.ctx, "", booked.Reply.JSON201.ID)
+	b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpRefundCreate, Kind: fakestripe.FaultStatus, Status: http.StatusServiceUnavailable, Times: 2})
+	res, err := r.RideRefund(b.Ctx, "", booked.Reply.JSON201.ID)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, res.StatusCode, string(res.Reply.Body))
 	require.Equal(t, 3, res.Attempts)
 	require.NotNil(t, res.Reply.JSON201)
-	require.Len(t, b.fake.Refunds(), 1)
+	require.Len(t, b.Stripe.Refunds(), 1)
 
-	other, err := r.RideRefund(b.ctx, "", booked.Reply.JSON201.ID)
+	other, err := r.RideRefund(b.Ctx, "", booked.Reply.JSON201.ID)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, other.StatusCode)
 	require.Equal(t, res.Reply.JSON201.StripeRefundID, other.Reply.JSON200.StripeRefundID)
-	require.Len(t, b.fake.Refunds(), 1)
+	require.Len(t, b.Stripe.Refunds(), 1)
 }

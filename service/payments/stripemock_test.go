@@ -208,7 +208,8 @@ func TestStripeMockErrorDecoding(t *testing.T) {
 	_, err := c.CustomerFind(context.Background(), "user-1-customer")
 	var pe *service.PaymentError
 	require.ErrorAs(t, err, &pe)
-	require.Equal(t, service.PaymentConfiguration, pe.Kind)
+	require.Equal(t, service.PaymentClassConfiguration, pe.Class)
+	require.Nil(t, service.PaymentFinal(err))
 	require.Equal(t, http.StatusUnauthorized, pe.HTTPStatus)
 	require.Contains(t, pe.Message, "Authorization")
 }

@@ -80,7 +80,7 @@ func TestCustomerCreateWithDecliningCard(t *testing.T) {
 	_, err := c.CustomerCreate(context.Background(), service.CustomerCreateParams{
 		IdempotencyKey: "user-1-customer", Source: fakestripe.TokenChargeDeclined,
 	})
-	pe := paymentError(t, err, service.PaymentDeclined)
+	pe := paymentError(t, err, service.PaymentClassDecline)
 	require.Equal(t, "card_declined", pe.Code)
 	require.Equal(t, http.StatusPaymentRequired, pe.HTTPStatus)
 	require.NotEmpty(t, pe.Message)
@@ -136,7 +136,7 @@ func TestChargeToUnknownCustomerIsConfiguration(t *testing.T) {
 	e := newEnv(t, fakestripe.Options{})
 
 	_, err := e.client(payments.Config{}).ChargeCreate(context.Background(), chargeParams("k", "cus_missing"))
-	pe := paymentError(t, err, service.PaymentConfiguration)
+	pe := paymentError(t, err, service.PaymentClassConfiguration)
 	require.Equal(t, "resource_missing", pe.Code)
 	require.Equal(t, http.StatusBadRequest, pe.HTTPStatus)
 	require.Empty(t, e.fake.Charges())
@@ -151,7 +151,7 @@ func TestDeclineIsSavedAndReplayed(t *testing.T) {
 
 	for range 2 {
 		_, err := c.ChargeCreate(ctx, chargeParams("ride-9-charge", cus))
-		pe := paymentError(t, err, service.PaymentDeclined)
+		pe := paymentError(t, err, service.PaymentClassDecline)
 		require.Equal(t, "card_declined", pe.Code)
 		require.Equal(t, "Your card was declined.", pe.Message)
 		require.Equal(t, http.StatusPaymentRequired, pe.HTTPStatus)
@@ -199,7 +199,7 @@ func TestRefund(t *testing.T) {
 	require.Equal(t, ref, again, "same key: the saved refund is replayed")
 
 	_, err = c.RefundCreate(ctx, service.RefundCreateParams{IdempotencyKey: "ride-3-refund-2", ChargeID: ch.ID, Tag: testTag("ride-3-refund-2")})
-	pe := paymentError(t, err, service.PaymentInvalid)
+	pe := paymentError(t, err, service.PaymentClassRefusal)
 	require.Equal(t, "charge_already_refunded", pe.Code)
 	require.Equal(t, http.StatusBadRequest, pe.HTTPStatus)
 
@@ -245,7 +245,7 @@ func TestKeyReusedWithOtherParameters(t *testing.T) {
 	other.AmountCents = 999
 	_, err = c.ChargeCreate(ctx, other)
 
-	pe := paymentError(t, err, service.PaymentConfiguration)
+	pe := paymentError(t, err, service.PaymentClassConfiguration)
 	require.Equal(t, http.StatusBadRequest, pe.HTTPStatus)
 	require.Contains(t, pe.Message, "same parameters")
 	require.Contains(t, pe.Err.Error(), `"type":"idempotency_error"`)
@@ -277,7 +277,7 @@ func TestKeyInUseWhileFirstRequestInFlight(t *testing.T) {
 
 	_, err := e.client(payments.Config{MaxNetworkRetries: payments.NoRetries}).
 		ChargeCreate(ctx, chargeParams("ride-1-charge", cus))
-	pe := paymentError(t, err, service.PaymentUnavailable)
+	pe := paymentError(t, err, service.PaymentClassUnavailable)
 	require.Equal(t, http.StatusConflict, pe.HTTPStatus)
 	require.Equal(t, "idempotency_key_in_use", pe.Code)
 
@@ -316,7 +316,7 @@ func TestConcurrentSameKeyChargesOnce(t *testing.T) {
 	}
 	for range n - 1 {
 		r := <-results
-		pe := paymentError(t, r.err, service.PaymentUnavailable)
+		pe := paymentError(t, r.err, service.PaymentClassUnavailable)
 		require.Equal(t, http.StatusConflict, pe.HTTPStatus)
 	}
 	release()
@@ -362,7 +362,7 @@ func TestAnswerLostAfterChargeThenRetryReplays(t *testing.T) {
 	ctx := context.Background()
 
 	_, err := c.ChargeCreate(ctx, chargeParams("ride-1-charge", cus))
-	pe := paymentError(t, err, service.PaymentUnavailable)
+	pe := paymentError(t, err, service.PaymentClassUnavailable)
 	require.Zero(t, pe.HTTPStatus)
 	made := e.fake.Charges()
 	require.Len(t, made, 1, "the charge was made although its answer was lost")
@@ -429,12 +429,12 @@ func TestStatusFaultsAreUnavailable(t *testing.T) {
 			c := e.client(payments.Config{MaxNetworkRetries: payments.NoRetries})
 
 			_, err := c.ChargeCreate(context.Background(), chargeParams("ride-1-charge", cus))
-			pe := paymentError(t, err, service.PaymentUnavailable)
+			pe := paymentError(t, err, service.PaymentClassUnavailable)
 			require.Equal(t, tc.status, pe.HTTPStatus)
 			require.Equal(t, tc.code, pe.Code)
 
 			_, err = c.ChargeFind(context.Background(), "ride-1-charge")
-			paymentError(t, err, service.PaymentUnavailable)
+			paymentError(t, err, service.PaymentClassUnavailable)
 			require.Empty(t, e.fake.Charges())
 		})
 	}
@@ -471,7 +471,7 @@ func TestAttemptTimeoutIsUnavailable(t *testing.T) {
 	c := e.client(payments.Config{Timeout: 50 * time.Millisecond, MaxNetworkRetries: payments.NoRetries})
 
 	_, err := c.ChargeCreate(context.Background(), chargeParams("ride-1-charge", cus))
-	pe := paymentError(t, err, service.PaymentUnavailable)
+	pe := paymentError(t, err, service.PaymentClassUnavailable)
 	require.Zero(t, pe.HTTPStatus)
 	require.Empty(t, e.fake.Charges(), "the held request never executes")
 }
@@ -483,7 +483,7 @@ func TestCanceledContextIsUnavailable(t *testing.T) {
 	cancel()
 
 	_, err := e.client(payments.Config{}).CustomerFind(ctx, "user-1-customer")
-	pe := paymentError(t, err, service.PaymentUnavailable)
+	pe := paymentError(t, err, service.PaymentClassUnavailable)
 	require.ErrorIs(t, pe, context.Canceled)
 }
 
@@ -495,7 +495,7 @@ func TestMissingIdempotencyKeyIsNeverSent(t *testing.T) {
 
 	_, err := c.CustomerCreate(ctx, service.CustomerCreateParams{Source: "tok_visa"})
 	require.ErrorIs(t, err, payments.ErrMissingIdempotencyKey)
-	paymentError(t, err, service.PaymentInvalid)
+	paymentError(t, err, service.PaymentClassConfiguration)
 	_, err = c.ChargeCreate(ctx, chargeParams("", "cus_x"))
 	require.ErrorIs(t, err, payments.ErrMissingIdempotencyKey)
 	_, err = c.RefundCreate(ctx, service.RefundCreateParams{ChargeID: "ch_x"})

@@ -126,7 +126,7 @@ func TestRefundAnswerLostThenRetryReplays(t *testing.T) {
 	e.fake.Inject(fakestripe.Fault{Op: fakestripe.OpRefundCreate, Kind: fakestripe.FaultDropAfter, Times: 1})
 
 	_, err = c.RefundCreate(ctx, refundParams(ch.ID, 1))
-	paymentError(t, err, service.PaymentUnavailable)
+	paymentError(t, err, service.PaymentClassUnavailable)
 	made := e.fake.Refunds()
 	require.Len(t, made, 1, "the refund was made although its answer was lost")
 
@@ -147,9 +147,9 @@ func TestRefundStatusFaultMakesNothing(t *testing.T) {
 	e.fake.Inject(fakestripe.Fault{Op: fakestripe.OpRefundList, Kind: fakestripe.FaultStatus, Status: http.StatusBadGateway, Times: 1})
 
 	_, err = c.RefundCreate(ctx, refundParams(ch.ID, 1))
-	require.Equal(t, http.StatusServiceUnavailable, paymentError(t, err, service.PaymentUnavailable).HTTPStatus)
+	require.Equal(t, http.StatusServiceUnavailable, paymentError(t, err, service.PaymentClassUnavailable).HTTPStatus)
 	_, err = c.RefundList(ctx, ch.ID)
-	require.Equal(t, http.StatusBadGateway, paymentError(t, err, service.PaymentUnavailable).HTTPStatus)
+	require.Equal(t, http.StatusBadGateway, paymentError(t, err, service.PaymentClassUnavailable).HTTPStatus)
 	require.Empty(t, e.fake.Refunds())
 
 	ref, err := c.RefundCreate(ctx, refundParams(ch.ID, 1))
@@ -178,7 +178,7 @@ func TestRefundKeyInUseWhileFirstIsHeld(t *testing.T) {
 	<-held
 
 	_, err = e.client(payments.Config{MaxNetworkRetries: payments.NoRetries}).RefundCreate(ctx, refundParams(ch.ID, 1))
-	pe := paymentError(t, err, service.PaymentUnavailable)
+	pe := paymentError(t, err, service.PaymentClassUnavailable)
 	require.Equal(t, http.StatusConflict, pe.HTTPStatus)
 	require.Equal(t, "idempotency_key_in_use", pe.Code)
 

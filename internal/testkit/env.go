@@ -1,0 +1,75 @@
+package testkit
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/mail/mailsink"
+	"github.com/atomicrides/atomicrides/service/payments"
+	"github.com/atomicrides/atomicrides/sql/dbtest"
+)
+
+// AbandonedAfter is the completer's grace period in every world; tests pass
+// it by ageing the records (Env.Age).
+const AbandonedAfter = 5 * time.Minute
+
+// Env is one isolated world of a test: a database, a fake Stripe, a mail
+// sink and a clock, with a service over them. Everything in it ends with
+// the test.
+type Env struct {
+	// Ctx is for the test's calls; it is never cancelled, so that cleanups
+	// may use it too.
+	Ctx      context.Context
+	Pool     *pgxpool.Pool
+	Stripe   *Stripe
+	Payments *payments.Client
+	Sink     *mailsink.Sink
+	Clock    *Clock
+	Service  *service.Service
+}
+
+// New builds a fresh world for t.
+func New(t testing.TB) *Env {
+	t.Helper()
+	stripe := NewStripe(t)
+	sink, mailer := NewMail(t)
+	e := &Env{
+		Ctx:      context.Background(),
+		Pool:     dbtest.New(t),
+		Stripe:   stripe,
+		Payments: stripe.Payments(),
+		Sink:     sink,
+		Clock:    &Clock{},
+	}
+	svc, err := service.New(service.Config{
+		Pool:           e.Pool,
+		Payments:       e.Payments,
+		Mailer:         mailer,
+		Clock:          e.Clock.Now,
+		AbandonedAfter: AbandonedAfter,
+	})
+	require.NoError(t, err)
+	e.Service = svc
+	return e
+}
+
+// Count runs a query that returns one number, such as a count(*), and
+// returns it.
+func (e *Env) Count(t testing.TB, query string, args ...any) int {
+	t.Helper()
+	var n int
+	require.NoError(t, e.Pool.QueryRow(e.Ctx, query, args...).Scan(&n))
+	return n
+}
+
+// Exec runs a statement that must succeed.
+func (e *Env) Exec(t testing.TB, query string, args ...any) {
+	t.Helper()
+	_, err := e.Pool.Exec(e.Ctx, query, args...)
+	require.NoError(t, err)
+}

@@ -1,0 +1,43 @@
+package testkit
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/atomicrides/atomicrides/service/payments"
+	"github.com/atomicrides/atomicrides/service/payments/fakestripe"
+)
+
+// Stripe is a fake Stripe served over HTTP for one test.
+type Stripe struct {
+	*fakestripe.Server
+	// URL is the base URL the fake is served at.
+	URL string
+}
+
+// NewStripe serves a fresh fake Stripe until t ends.
+func NewStripe(t testing.TB) *Stripe {
+	t.Helper()
+	fake := fakestripe.New(fakestripe.Options{})
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	return &Stripe{Server: fake, URL: srv.URL}
+}
+
+// Payments returns a payments client of the fake. It makes one attempt per
+// call (the service's retries are under test, not stripe-go's) and opens a
+// connection per request: a connection the fake drops must reach the service
+// as the lost answer it is, not be retried by net/http on a new connection.
+func (s *Stripe) Payments() *payments.Client {
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.DisableKeepAlives = true
+	return payments.New(payments.Config{
+		APIBase:           s.URL,
+		SecretKey:         "sk_test_testkit",
+		Timeout:           5 * time.Second,
+		MaxNetworkRetries: payments.NoRetries,
+		HTTPClient:        &http.Client{Transport: transport},
+	})
+}

@@ -1,0 +1,379 @@
+package web_test
+
+import (
+	"context"
+	"flag"
+	"iter"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/atomicrides/atomicrides/service/payments/fakestripe"
+)
+
+// chromiumPath finds the browser. Without one the test fails, in CI and
+// out of it: the booking page's guarantees are only proven in a browser.
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	candidates := []string{os.Getenv("CHROMIUM"), "/usr/bin/chromium", "chromium", "chromium-browser", "google-chrome"}
+	for _, c := range candidates {
+		if c == "" {
+			continue
+		}
+		if p, err := exec.LookPath(c); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("Chromium is missing in CI: .ci/run installs it (apt-get install chromium); the browser test must run")
+	}
+	t.Fatal("Chromium is required for the booking page's browser test: install it with " +
+		"`sudo apt-get install -y --no-install-recommends chromium`, or point CHROMIUM at a Chrome or Chromium binary")
+	return ""
+}
+
+// newBrowser starts a headless Chromium with a fresh profile, for this test
+// only; extra options come last.
+func newBrowser(t *testing.T, extra ...chromedp.ExecAllocatorOption) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromiumPath(t)),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(900, 760),
+	)
+	opts = append(opts, extra...)
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(allocCtx)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute)
+	t.Cleanup(func() {
+		_ = chromedp.Cancel(ctx)
+		cancelTimeout()
+		cancel()
+		cancelAlloc()
+	})
+	require.NoError(t, chromedp.Do(ctx), "start Chromium")
+	return ctx
+}
+
+// center returns the middle of an element in the viewport.
+func center(ctx context.Context, t *testing.T, sel chromedp.ID) (x, y float64) {
+	t.Helper()
+	box, err := chromedp.Run(ctx, chromedp.Dimensions(sel))
+	require.NoError(t, err)
+	q := box.Content
+	return (q[0] + q[2] + q[4] + q[6]) / 4, (q[1] + q[3] + q[5] + q[7]) / 4
+}
+
+// clickAt presses and releases the mouse at x, y: a click that lands on
+// whatever document shows there, even while a navigation is pending (a
+// query action would wait for the navigation to finish first).
+func clickAt(ctx context.Context, t *testing.T, x, y float64, count int) {
+	t.Helper()
+	require.NoError(t, chromedp.Do(ctx, chromedp.MouseClickXY(x, y, chromedp.ClickCount(count))))
+}
+
+func scripts(ctx context.Context, t *testing.T, enabled bool) {
+	t.Helper()
+	_, err := chromedp.Call(ctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: !enabled})
+	require.NoError(t, err)
+}
+
+func text(ctx context.Context, t *testing.T, sel chromedp.ID) string {
+	t.Helper()
+	s, err := chromedp.Run(ctx, chromedp.Text(sel))
+	require.NoError(t, err)
+	return strings.TrimSpace(s)
+}
+
+func value(ctx context.Context, t *testing.T, sel chromedp.ID) string {
+	t.Helper()
+	s, err := chromedp.Run(ctx, chromedp.Value(sel))
+	require.NoError(t, err)
+	return s
+}
+
+// nextLoad subscribes to the page's next load event; the returned func
+// waits for it. It tells a new page apart from the one being left, which
+// the DOM queries cannot do for a page restored from the back/forward cache.
+func nextLoad(ctx context.Context, t *testing.T) (wait func()) {
+	t.Helper()
+	next, stop := iter.Pull2(chromedp.Events(ctx, page.LoadEventFired))
+	return func() {
+		t.Helper()
+		defer stop()
+		_, err, ok := next()
+		require.True(t, ok, "no load event")
+		require.NoError(t, err)
+	}
+}
+
+// shownRide reads the ride page the browser shows: the ride's id and
+// charge. again says whether the page must say that the form had already
+// been submitted.
+func shownRide(ctx context.Context, t *testing.T, base string, again bool) (id int64, charge string) {
+	t.Helper()
+	require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(chromedp.ID("ride"))))
+	attr, err := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.ID("ride"), "data-ride-id"))
+	require.NoError(t, err)
+	id, err = strconv.ParseInt(attr.Value, 10, 64)
+	require.NoError(t, err)
+	want := base + "/book/rides/" + attr.Value
+	notice := "Booked and paid."
+	if again {
+		want += "?again=1"
+		notice = "This form had already been submitted: it booked this one ride, and you were charged once."
+	}
+	loc, err := chromedp.Run(ctx, chromedp.Location())
+	require.NoError(t, err)
+	require.Equal(t, want, loc)
+	require.Equal(t, notice, text(ctx, t, "notice"))
+	require.Equal(t, "charged", text(ctx, t, "ride-status"))
+	return id, text(ctx, t, "ride-charge")
+}
+
+// freshForm opens the booking form and returns its idempotency key.
+func freshForm(ctx context.Context, t *testing.T, base string) string {
+	t.Helper()
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(base+"/book"), chromedp.WaitVisible(chromedp.ID("book"))))
+	key := value(ctx, t, "idempotency_key")
+	require.GreaterOrEqual(t, len(key), 20)
+	loc, err := chromedp.Run(ctx, chromedp.Location())
+	require.NoError(t, err)
+	require.Equal(t, base+"/book/forms/"+key, loc)
+	return key
+}
+
+// TestBookingPageInChromium drives the booking page in a real headless
+// Chromium: a rapid double click, a resubmission while the first
+// submission waits at Stripe, and going back to a submitted form and
+// submitting it again each book and charge one ride, and the page shows it.
+// The double submissions run with scripts off, so that the page's
+// button-disabling script cannot hide them: both POSTs reach the server.
+func TestBookingPageInChromium(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	apiKey := b.rider(t, "browser@example.com", "")
+	ctx := newBrowser(t)
+
+	chargesOf := func(id int64) []fakestripe.Charge { return b.ChargesOfRide(t, id) }
+	keyRows := func(key string) int {
+		return b.Count(t, `SELECT count(*) FROM idempotency_keys WHERE idempotency_key = $1`, key)
+	}
+
+	signIn(ctx, t, b, apiKey)
+
+	// A person's double click: the second click comes while the first
+	// submission is on its way. (The protocol can click faster than a person;
+	// the browser then drops the first submission unsent.) The first charge
+	// is held at Stripe until both submissions have reached the server.
+	t.Run("rapid double click", func(t *testing.T) {
+		scripts(ctx, t, false)
+		_, release := holdNextCharge(t, b)
+		key := freshForm(ctx, t, b.url)
+		x, y := center(ctx, t, "book")
+		drain(b.arrived)
+		before := b.posts.Load()
+		loaded := nextLoad(ctx, t)
+		clickAt(ctx, t, x, y, 1)
+		<-b.arrived
+		clickAt(ctx, t, x, y, 2)
+		<-b.arrived
+		release()
+		loaded()
+		id, charge := shownRide(ctx, t, b.url, true)
+		require.EqualValues(t, 2, b.posts.Load()-before, "both clicks submitted the form")
+		charges := chargesOf(id)
+		require.Len(t, charges, 1, "one charge for the form")
+		require.Equal(t, charges[0].ID, charge, "the page shows the ride that was charged")
+		require.Equal(t, 1, keyRows(key))
+	})
+
+	// The first submission waits at Stripe; the rider submits again.
+	t.Run("resubmit after a slow response", func(t *testing.T) {
+		scripts(ctx, t, false)
+		fired, release := holdNextCharge(t, b)
+		key := freshForm(ctx, t, b.url)
+		x, y := center(ctx, t, "book")
+		before, conflicts := b.posts.Load(), b.Service.Stats().Conflicts
+		loaded := nextLoad(ctx, t)
+		clickAt(ctx, t, x, y, 1)
+		<-fired // the first submission is at Stripe, with no answer yet
+		clickAt(ctx, t, x, y, 1)
+		// The second submission finds the form's key in use and waits for
+		// the first.
+		require.Eventually(t, func() bool { return b.Service.Stats().Conflicts > conflicts }, 30*time.Second, 10*time.Millisecond)
+		release()
+		loaded()
+
+		id, charge := shownRide(ctx, t, b.url, true)
+		require.EqualValues(t, 2, b.posts.Load()-before)
+		charges := chargesOf(id)
+		require.Len(t, charges, 1)
+		require.Equal(t, charges[0].ID, charge)
+		require.Equal(t, 1, keyRows(key))
+	})
+
+	t.Run("back and submit again", func(t *testing.T) {
+		backAndSubmitAgain(ctx, t, b, page.NavigationTypeBackForwardCacheRestore)
+	})
+
+	// Without the back/forward cache the browser shows the form from its
+	// HTTP cache: the form's Cache-Control must let it, and not fetch a form
+	// with a new key.
+	t.Run("back and submit again, from the HTTP cache", func(t *testing.T) {
+		ctx := newBrowser(t, chromedp.Flag("disable-features", "Translate,BlinkGenPropertyTrees,BackForwardCache"))
+		signIn(ctx, t, b, apiKey)
+		backAndSubmitAgain(ctx, t, b, page.NavigationTypeNavigation)
+	})
+
+	require.Len(t, b.Stripe.SucceededCharges(), 4, "four forms, four charges")
+	require.Equal(t, 4, b.Count(t, `SELECT count(*) FROM rides`))
+}
+
+// signIn signs in through the sign-in form and checks the session cookie.
+func signIn(ctx context.Context, t *testing.T, b *testBundle, apiKey string) {
+	t.Helper()
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(b.url+"/book"),
+		chromedp.WaitVisible(chromedp.ID("api_key")),
+		chromedp.SendKeys(chromedp.ID("api_key"), apiKey),
+		chromedp.Click(chromedp.ID("signin")),
+		chromedp.WaitVisible(chromedp.ID("book")),
+	))
+	cookies, err := chromedp.Call(ctx, network.GetCookies, network.GetCookiesParams{URLs: []string{b.url + "/book"}})
+	require.NoError(t, err)
+	require.Len(t, cookies.Cookies, 1)
+	c := cookies.Cookies[0]
+	require.True(t, c.HTTPOnly)
+	require.Equal(t, network.CookieSameSiteStrict, c.SameSite)
+	require.Equal(t, "/book", c.Path)
+}
+
+// backAndSubmitAgain books, goes back to the form, submits it again, and
+// expects the same ride, charged once. Scripts are on: the page's script
+// must enable the button again on the way back.
+func backAndSubmitAgain(ctx context.Context, t *testing.T, b *testBundle, wantBack page.NavigationType) {
+	t.Helper()
+	scripts(ctx, t, true)
+	key := freshForm(ctx, t, b.url)
+	// The rider's own destination: going back must show it again too, or
+	// the resubmission would be another trip under the same key.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Clear(chromedp.ID("target_lat")), chromedp.SendKeys(chromedp.ID("target_lat"), "38.5")))
+	before := b.posts.Load()
+	loaded := nextLoad(ctx, t)
+	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.ID("book"))))
+	loaded()
+	id, charge := shownRide(ctx, t, b.url, false)
+	require.Equal(t, "38.5, -122.2712", text(ctx, t, "ride-to"))
+
+	require.Equal(t, wantBack, goBack(ctx, t))
+	evaluate[bool](ctx, t, `new Promise(ok => document.readyState === "complete" ? ok(true) : addEventListener("load", () => ok(true)))`)
+	require.Equal(t, key, evaluate[string](ctx, t, `document.getElementById("idempotency_key").value`), "going back shows the submitted form, key and all")
+	require.Equal(t, "38.5", evaluate[string](ctx, t, `document.getElementById("target_lat").value`))
+	require.False(t, evaluate[bool](ctx, t, `document.getElementById("book").disabled`), "the button is enabled")
+	x, y := evaluateCenter(ctx, t, "book")
+	loaded = nextLoad(ctx, t)
+	clickAt(ctx, t, x, y, 1)
+	loaded()
+	againID, againCharge := shownRide(ctx, t, b.url, true)
+	require.Equal(t, id, againID, "the same ride")
+	require.Equal(t, charge, againCharge)
+	require.EqualValues(t, 2, b.posts.Load()-before)
+	require.Len(t, b.ChargesOfRide(t, id), 1)
+	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM idempotency_keys WHERE idempotency_key = $1`, key))
+
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	require.NoError(t, err)
+	path := filepath.Join(screenshotDir(t), "booking-page-"+string(wantBack)+".png")
+	require.NoError(t, os.WriteFile(path, png, 0o644))
+	t.Logf("screenshot of the page after the resubmission: %s", path)
+}
+
+// goBack is the browser's Back button; it returns how the page came back
+// (from the back/forward cache, or loaded again). Query actions are not used
+// on the page it shows: chromedp does not track a document restored from the
+// back/forward cache, so they would wait for ever.
+func goBack(ctx context.Context, t *testing.T) page.NavigationType {
+	t.Helper()
+	hist, err := chromedp.Call(ctx, page.GetNavigationHistory, cdp.Empty{})
+	require.NoError(t, err)
+	require.Positive(t, hist.CurrentIndex)
+	back := chromedp.Func(func(ctx context.Context, tgt *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tgt, page.NavigateToHistoryEntry, page.NavigateToHistoryEntryParams{EntryID: hist.Entries[hist.CurrentIndex-1].ID})
+		return err
+	})
+	ev, err := chromedp.Run(ctx, chromedp.WaitEvent(page.FrameNavigated,
+		func(ev page.EventFrameNavigated) bool { return ev.Frame.ParentID == "" }, back))
+	require.NoError(t, err)
+	return ev.Type
+}
+
+// evaluate runs a JavaScript expression in the page, awaiting a promise.
+func evaluate[T any](ctx context.Context, t *testing.T, expr string) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr, chromedp.EvalAwaitPromise))
+	require.NoError(t, err, expr)
+	return v
+}
+
+// evaluateCenter is center without a query action.
+func evaluateCenter(ctx context.Context, t *testing.T, id string) (x, y float64) {
+	t.Helper()
+	r := evaluate[[]float64](ctx, t, `(r => [r.left + r.width/2, r.top + r.height/2])(document.getElementById("`+id+`").getBoundingClientRect())`)
+	require.Len(t, r, 2)
+	return r[0], r[1]
+}
+
+// holdNextCharge holds the next charge at the fake Stripe until release is
+// called (or the test ends); fired tells when the charge is being held.
+func holdNextCharge(t *testing.T, b *testBundle) (fired <-chan struct{}, release func()) {
+	gate, held := make(chan struct{}), make(chan struct{}, 1)
+	var once sync.Once
+	release = func() { once.Do(func() { close(gate) }) }
+	t.Cleanup(release)
+	b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultLatency, Gate: gate, Fired: held, Times: 1})
+	return held, release
+}
+
+// drain empties ch.
+func drain(ch <-chan struct{}) {
+	for {
+		select {
+		case <-ch:
+		default:
+			return
+		}
+	}
+}
+
+// screenshotDir is where screenshots go: the test's artifact directory under
+// `go test -artifacts`, otherwise a directory under the system's temporary
+// directory that outlives the test.
+func screenshotDir(t *testing.T) string {
+	t.Helper()
+	if f := flag.Lookup("test.artifacts"); f != nil && f.Value.String() == "true" {
+		return t.ArtifactDir()
+	}
+	dir := filepath.Join(os.TempDir(), "atomicrides-screenshots")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	return dir
+}
