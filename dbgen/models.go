@@ -32,6 +32,12 @@ type AuditRecord struct {
 	UserID       int64
 }
 
+type Deployment struct {
+	Singleton bool
+	CreatedAt time.Time
+	Namespace string
+}
+
 type IdempotencyKey struct {
 	ID                 int64
 	CreatedAt          time.Time
@@ -71,6 +77,7 @@ type Refund struct {
 	FailureCode      *string
 	AmountCents      int64
 	Currency         string
+	Attempt          int32
 }
 
 type Ride struct {

@@ -61,9 +61,15 @@ func NoOp() Outcome { return Outcome{} }
 
 // Key is the state of a claimed idempotency key, as a flow sees it.
 type Key struct {
-	ID        int64
-	UserID    int64
+	ID     int64
+	UserID int64
+	// ClientKey is the client's idempotency key.
+	ClientKey string
+	// CreatedAt is when the key was first claimed, by the database's clock.
 	CreatedAt time.Time
+	// ClaimedAt is when this claim took the lease, by the database's clock:
+	// the present, as far as ages of the request's records go.
+	ClaimedAt time.Time
 	// Point is the recovery point the request resumes from.
 	Point RecoveryPoint
 	// Params is the normalised request input, as first received.
@@ -216,8 +222,9 @@ func (s *Service) cachedReplay(req Request, fp []byte) (resp *Response, ok bool,
 
 // judgeExisting decides a request on an existing key without claiming it:
 // a replay, a mismatch, a live lease, or (nil, nil) when the key can be
-// claimed.
-func (s *Service) judgeExisting(row *dbgen.IdempotencyKey, fp []byte) (*Response, error) {
+// claimed. A lease is judged by the database's clock, read in tx only when
+// there is a lease to judge.
+func (s *Service) judgeExisting(ctx context.Context, tx pgx.Tx, row *dbgen.IdempotencyKey, fp []byte) (*Response, error) {
 	if string(row.RequestFingerprint) != string(fp) {
 		return nil, errKeyReused
 	}
@@ -226,7 +233,11 @@ func (s *Service) judgeExisting(row *dbgen.IdempotencyKey, fp []byte) (*Response
 		return &Response{Status: int(*row.ResponseCode), Body: row.ResponseBody, Replayed: true}, nil
 	}
 	if row.LockedAt != nil {
-		if left := row.LockedAt.Add(s.lease).Sub(s.now()); left > 0 {
+		now, err := s.queries.ClockNow(ctx, tx)
+		if err != nil {
+			return nil, err
+		}
+		if left := row.LockedAt.Add(s.lease).Sub(now); left > 0 {
 			s.metrics.conflicts.Add(1)
 			return nil, keyInUse(min(left, time.Second))
 		}
@@ -251,10 +262,8 @@ func claim[S any](ctx context.Context, s *Service, flow *Flow[S], req Request, p
 	ctx, span := s.startPhase(ctx, flow.Name, phased, true)
 	err := s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
 		key, state, resp, outcome = nil, nil, nil, Outcome{}
-		now := s.now()
 		row, err := s.queries.IdempotencyKeyInsert(ctx, tx, dbgen.IdempotencyKeyInsertParams{
 			IdempotencyKey:     req.Key,
-			Now:                now,
 			LockToken:          token,
 			Flow:               flow.Name,
 			RequestMethod:      req.Method,
@@ -271,7 +280,7 @@ func claim[S any](ctx context.Context, s *Service, flow *Flow[S], req Request, p
 			if row, err = s.queries.IdempotencyKeyGet(ctx, tx, req.UserID, req.Key); err != nil {
 				return err
 			}
-			if resp, err = s.judgeExisting(row, fp); resp != nil || err != nil {
+			if resp, err = s.judgeExisting(ctx, tx, row, fp); resp != nil || err != nil {
 				return err
 			}
 			// Claimable: lock it and judge it again, now that no other
@@ -280,10 +289,10 @@ func claim[S any](ctx context.Context, s *Service, flow *Flow[S], req Request, p
 			if err != nil {
 				return err
 			}
-			if resp, err = s.judgeExisting(row, fp); resp != nil || err != nil {
+			if resp, err = s.judgeExisting(ctx, tx, row, fp); resp != nil || err != nil {
 				return err
 			}
-			row, err = s.queries.IdempotencyKeyLease(ctx, tx, dbgen.IdempotencyKeyLeaseParams{Now: now, LockToken: token, ID: row.ID})
+			row, err = s.queries.IdempotencyKeyLease(ctx, tx, token, row.ID)
 		}
 		if err != nil {
 			return err
@@ -480,10 +489,16 @@ func (f *Flow[S]) step(p RecoveryPoint) (Step[S], error) {
 }
 
 func keyFromRow(row *dbgen.IdempotencyKey, token uuid.UUID) *Key {
+	claimedAt := row.CreatedAt
+	if row.LockedAt != nil {
+		claimedAt = *row.LockedAt
+	}
 	return &Key{
 		ID:        row.ID,
 		UserID:    row.UserID,
+		ClientKey: row.IdempotencyKey,
 		CreatedAt: row.CreatedAt,
+		ClaimedAt: claimedAt,
 		Point:     RecoveryPoint(row.RecoveryPoint),
 		Params:    row.RequestParams,
 		IP:        row.RequestIP,

@@ -34,7 +34,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"flow", "from"}),
 		paymentCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "atomicrides_payment_calls_total",
-			Help: "Calls to the payment processor by operation and outcome (ok, declined, invalid, unavailable).",
+			Help: "Calls to the payment processor by operation and outcome (ok, declined, invalid, configuration, unavailable).",
 		}, []string{"op", "outcome"}),
 		paymentSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "atomicrides_payment_call_duration_seconds",

@@ -20,7 +20,10 @@ type opsMetrics struct {
 }
 
 // paymentOps are the op labels of the processor calls (meteredPayments).
-var paymentOps = []string{"customer_create", "customer_find", "charge_create", "charge_find", "refund_create", "refund_list"}
+var paymentOps = []string{
+	"customer_create", "customer_find", "charge_create", "charge_find", "charge_get", "charge_list_since",
+	"refund_create", "refund_list", "refund_list_since",
+}
 
 // ReconcileOrphanKinds are the kind labels of atomicrides_reconcile_orphans:
 // a charge or a refund at the processor that no ride records, and a ride
@@ -70,8 +73,8 @@ func (m *metrics) initSeries() {
 	for _, op := range paymentOps {
 		m.ops.stripeConfigErrors.WithLabelValues(op)
 		m.paymentSeconds.WithLabelValues(op)
-		for _, kind := range []PaymentErrorKind{"ok", PaymentDeclined, PaymentInvalid, PaymentUnavailable} {
-			m.paymentCalls.WithLabelValues(op, string(kind))
+		for _, outcome := range paymentOutcomes {
+			m.paymentCalls.WithLabelValues(op, outcome)
 		}
 	}
 	for _, kind := range ReconcileOrphanKinds {

@@ -85,9 +85,10 @@ func (mp meteredPayments) startPayment(ctx context.Context, op string) (context.
 }
 
 // endPayment records the call's outcome (ok, declined, invalid,
-// unavailable) and the processor's answer. An unavailable processor is an
-// error of the span; a decline or an invalid request is the processor's
-// definitive answer, recorded as such.
+// configuration, unavailable) and the processor's answer. An unavailable
+// processor or a refused configuration is an error of the span; a decline
+// or an invalid request is the processor's definitive answer, recorded as
+// such.
 func endPayment(span trace.Span, err error) {
 	span.SetAttributes(attrStripeOut.String(paymentOutcome(err)))
 	var pe *PaymentError
@@ -101,18 +102,31 @@ func endPayment(span trace.Span, err error) {
 	}
 	if err != nil {
 		span.RecordError(err)
-		if paymentKindOf(err) == PaymentUnavailable {
+		switch {
+		case PaymentClassOf(err) == PaymentClassConfiguration:
+			span.SetStatus(codes.Error, "payment processor refused the configuration")
+		case paymentKindOf(err) == PaymentUnavailable:
 			span.SetStatus(codes.Error, "payment processor unavailable")
 		}
 	}
 	span.End()
 }
 
-// paymentOutcome is the outcome label of a processor call: ok, or the kind
-// of its failure (unavailable for a failure of unknown type).
+// paymentOutcomes are the outcome labels of processor calls.
+var paymentOutcomes = []string{
+	"ok", string(PaymentDeclined), string(PaymentInvalid), string(PaymentClassConfiguration), string(PaymentUnavailable),
+}
+
+// paymentOutcome is the outcome label of a processor call: ok, the kind of
+// its failure (unavailable for a failure of unknown type), or configuration
+// for a configuration-class failure, so that it is never counted as the
+// processor being unavailable.
 func paymentOutcome(err error) string {
-	if err == nil {
+	switch {
+	case err == nil:
 		return "ok"
+	case PaymentClassOf(err) == PaymentClassConfiguration:
+		return string(PaymentClassConfiguration)
 	}
 	return string(paymentKindOf(err))
 }

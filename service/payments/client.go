@@ -40,9 +40,10 @@ const maxIdleConnsPerHost = 256
 // maxIdempotencyKeyLen is Stripe's limit on the Idempotency-Key header.
 const maxIdempotencyKeyLen = 255
 
-// ErrMissingIdempotencyKey is the underlying error of the final
+// ErrMissingIdempotencyKey is the underlying error of the
 // PaymentClassConfiguration error returned when a mutating call has no
-// idempotency key (or one longer than Stripe accepts). No request is sent.
+// idempotency key (or one longer than Stripe accepts). No request is sent,
+// and like every configuration error it is never the rider's outcome.
 var ErrMissingIdempotencyKey = errors.New("payments: an idempotency key of 1 to 255 characters is required")
 
 // Config configures a Client.
@@ -147,7 +148,7 @@ func checkKey(key string) error {
 	if n := len(key); n == 0 || n > maxIdempotencyKeyLen {
 		return &service.PaymentError{
 			Class:   service.PaymentClassConfiguration,
-			Kind:    service.PaymentInvalid,
+			Kind:    service.PaymentUnavailable,
 			Message: ErrMissingIdempotencyKey.Error(),
 			Err:     ErrMissingIdempotencyKey,
 		}

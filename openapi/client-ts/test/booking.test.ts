@@ -36,10 +36,14 @@ async function control(method: string, path: string, body?: unknown): Promise<an
   return resp.json();
 }
 
-/** The charges the fake Stripe made for a ride. */
-async function chargesOf(rideId: number): Promise<{ id: string; status: string }[]> {
+/**
+ * The charge attempts the fake Stripe made for a ride's request: those under
+ * the processor key (metadata ar_key) of the ride's charge.
+ */
+async function chargesOf(ride: { stripe_charge_id?: string | null }): Promise<{ id: string; status: string }[]> {
   const ledger = await control("GET", "ledger");
-  return ledger.charges.filter((c: any) => c.metadata?.ride_id === String(rideId));
+  const key = ledger.charges.find((c: any) => c.id === ride.stripe_charge_id)?.metadata?.ar_key;
+  return key === undefined ? [] : ledger.charges.filter((c: any) => c.metadata?.ar_key === key);
 }
 
 /** Resolves once every injected fault has fired (the fake lists only faults with firings left). */
@@ -94,7 +98,7 @@ test("a booking through injected 503s is charged once, and replayed after", asyn
   const ride = res.answer.data;
   assert.ok(ride);
   assert.equal(ride.charge_status, "charged");
-  const charges = await chargesOf(ride.id);
+  const charges = await chargesOf(ride);
   assert.equal(charges.length, 1, "one charge at Stripe");
   assert.equal(charges[0]!.status, "succeeded");
   assert.equal(charges[0]!.id, ride.stripe_charge_id);
@@ -104,7 +108,7 @@ test("a booking through injected 503s is charged once, and replayed after", asyn
   assert.equal(again.attempts, 1);
   assert.equal(again.replayed, true);
   assert.deepEqual(again.answer.data, ride);
-  assert.equal((await chargesOf(ride.id)).length, 1);
+  assert.equal((await chargesOf(ride)).length, 1);
 });
 
 test("a connection dropped after the charge, then our answer lost: still one charge", async () => {
@@ -142,7 +146,7 @@ test("a connection dropped after the charge, then our answer lost: still one cha
   assert.equal(res.replayed, true, "the lost 201 was stored; the retry got it back");
   const ride = res.answer.data;
   assert.ok(ride);
-  const charges = await chargesOf(ride.id);
+  const charges = await chargesOf(ride);
   assert.equal(charges.length, 1, "one charge at Stripe");
   assert.equal(charges[0]!.id, ride.stripe_charge_id);
 });
@@ -165,7 +169,7 @@ test("two clients with one key while the charge is slow: one waits out the 409, 
   assert.ok(statuses.includes(409), `the second saw the key in use: ${statuses}`);
   assert.equal(b.replayed, true);
   assert.deepEqual(b.answer.data, a.answer.data);
-  assert.equal((await chargesOf(a.answer.data!.id)).length, 1);
+  assert.equal((await chargesOf(a.answer.data!)).length, 1);
 });
 
 test("final answers are not retried: a declined card, an invalid body", async () => {
