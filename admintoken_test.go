@@ -3,9 +3,7 @@ package main
 import (
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -21,7 +19,7 @@ func TestAdminTokenStaysSecret(t *testing.T) {
 		t.Parallel()
 		s := serveBinary(t)
 		s.rider(t, "token@example.com")
-		stopServed(t, s)
+		s.stop(t)
 		out := s.logs.String()
 		require.NotContains(t, out, s.adminToken)
 		require.Contains(t, out, `curl -s -X PUT -H "Authorization: Bearer $ADMIN_TOKEN"`)
@@ -35,7 +33,7 @@ func TestAdminTokenStaysSecret(t *testing.T) {
 		require.NotNil(t, m, "the banner shows the generated token:\n%s", s.logs.String())
 		s.adminToken = m[1]
 		s.rider(t, "generated@example.com") // the printed token is the one in force
-		stopServed(t, s)
+		s.stop(t)
 		out := s.logs.String()
 		require.Equal(t, 2, strings.Count(out, s.adminToken), "the banner's token line and its curl, nothing else")
 		for _, line := range strings.Split(out, "\n") {
@@ -49,24 +47,12 @@ func TestAdminTokenStaysSecret(t *testing.T) {
 	t.Run("too short", func(t *testing.T) {
 		t.Parallel()
 		const short = "only-twenty-chars-xx"
-		r := runBinary(t, []string{"ADMIN_TOKEN=" + short, "DATABASE_URL=postgres://127.0.0.1:1/none"}, "serve")
-		require.NotZero(t, r.code)
-		require.Empty(t, r.stdout)
-		require.Equal(t, 1, strings.Count(strings.TrimSpace(r.stderr), "\n")+1, "one line: %q", r.stderr)
-		require.Contains(t, r.stderr, "ADMIN_TOKEN")
-		require.Contains(t, r.stderr, "at least 32")
-		require.NotContains(t, r.stderr, short)
+		r := runBinary(t, []string{"ADMIN_TOKEN=" + short, "DATABASE_URL=postgres://127.0.0.1:1/none"}, "serve", "-dev")
+		require.NotZero(t, r.ExitCode)
+		require.Empty(t, r.Stdout)
+		require.Equal(t, 1, strings.Count(strings.TrimSpace(r.Stderr), "\n")+1, "one line: %q", r.Stderr)
+		require.Contains(t, r.Stderr, "ADMIN_TOKEN")
+		require.Contains(t, r.Stderr, "at least 32")
+		require.NotContains(t, r.Stderr, short)
 	})
-}
-
-// stopServed stops the served binary with SIGTERM and waits for it to exit.
-func stopServed(t *testing.T, s *servedBinary) {
-	t.Helper()
-	require.NoError(t, s.cmd.Process.Signal(syscall.SIGTERM))
-	select {
-	case err := <-s.exited:
-		require.NoError(t, err, "logs:\n%s", s.logs.String())
-	case <-time.After(60 * time.Second):
-		t.Fatalf("serve did not exit after SIGTERM; logs:\n%s", s.logs.String())
-	}
 }

@@ -41,15 +41,14 @@ func book(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if body.TargetLat, body.TargetLon, err = parseLatLon("--to", *to); err != nil {
 		return err
 	}
-	cfg, err := configFromEnv()
+	cfg, err := bookConfigFromEnv()
 	if err != nil {
 		return err
 	}
-	apiKey := cfg.BookAPIKey
-	if apiKey == "" {
+	if cfg.APIKey == "" {
 		return errors.New("book: set ATOMICRIDES_API_KEY to the rider's API key (PUT /users/{email} mints one)")
 	}
-	c, err := client.NewClient(cfg.BookURL, client.WithBearer(apiKey))
+	c, err := client.NewClient(cfg.URL, client.WithBearer(cfg.APIKey))
 	if err != nil {
 		return fmt.Errorf("book: %w", err)
 	}

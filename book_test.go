@@ -1,18 +1,16 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/atomicrides/atomicrides/internal/binrun"
 	"github.com/atomicrides/atomicrides/openapi"
 	"github.com/atomicrides/atomicrides/service"
 	"github.com/atomicrides/atomicrides/service/payments"
@@ -26,20 +24,12 @@ type bookRun struct {
 	stdout, stderr string
 }
 
+// runBook runs `book` with args, env added to the test's environment.
 func runBook(t *testing.T, env []string, args ...string) bookRun {
 	t.Helper()
-	cmd := exec.Command(buildBinary(t), append([]string{"book"}, args...)...)
-	cmd.Env = append(os.Environ(), env...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	run := bookRun{stdout: stdout.String(), stderr: stderr.String()}
-	if err != nil {
-		exitErr, ok := err.(*exec.ExitError)
-		require.True(t, ok, "run book: %v", err)
-		run.exit = exitErr.ExitCode()
-	}
-	return run
+	res, err := binrun.Cmd{Bin: binrun.Build(t), Args: append([]string{"book"}, args...), Env: env, Dir: t.TempDir()}.Run(context.Background())
+	require.NoError(t, err, "run book")
+	return bookRun{exit: res.ExitCode, stdout: res.Stdout, stderr: res.Stderr}
 }
 
 // TestBookCommand runs the real binary's `book` against the real server: the
@@ -59,7 +49,10 @@ func TestBookCommand(t *testing.T) {
 	t.Cleanup(srv.Close)
 	rider, err := svc.UserUpsert(ctx, service.UserUpsertParams{Email: "cli@example.com"})
 	require.NoError(t, err)
-	env := []string{"ATOMICRIDES_URL=" + srv.URL, "ATOMICRIDES_API_KEY=" + rider.APIKey}
+	// book, a client, reads only its own variables: a server's, even
+	// invalid, do not stand in its way.
+	env := []string{"ATOMICRIDES_URL=" + srv.URL, "ATOMICRIDES_API_KEY=" + rider.APIKey,
+		"LEASE=bogus", "ADMIN_TOKEN=short", "STRIPE_SECRET_KEY=pk_test_not_secret", "DATABASE_URL=postgres://x@:notaport/db"}
 
 	fake.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultStatus, Status: http.StatusServiceUnavailable, Times: 1})
 	first := runBook(t, env, "--from", "37.7749,-122.4194", "--to", "37.8044, -122.2712")

@@ -10,10 +10,10 @@ import (
 
 // commandSummaries list the binary's commands, in the order help shows them.
 var commandSummaries = []struct{ name, summary string }{
-	{"serve", "run the HTTP API and the River workers (the default command)"},
+	{"serve", "run the HTTP API and the River workers (the default command; -dev: built-in fakes)"},
 	{"migrate", "apply pending migrations (the service's and River's)"},
 	{"openapi", "print the OpenAPI spec (YAML)"},
-	{"keys", "list, show and complete stuck requests (operators)"},
+	{"keys", "list, show and complete stuck requests; reconcile with Stripe (operators)"},
 	{"book", "book a ride through the API (client side)"},
 	{"fakestripe", "serve the built-in fake Stripe on its own address"},
 	{"mailsink", "serve an SMTP server that keeps what it receives"},

@@ -21,10 +21,10 @@ func TestCommandLine(t *testing.T) {
 
 	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}} {
 		r := runBinary(t, env, args...)
-		require.Equal(t, 0, r.code, "%v: %s", args, r.stderr)
-		require.Empty(t, r.stderr, args)
+		require.Equal(t, 0, r.ExitCode, "%v: %s", args, r.Stderr)
+		require.Empty(t, r.Stderr, args)
 		for _, c := range commandSummaries {
-			require.Contains(t, r.stdout, "\n  "+c.name+" ", "%v lists %s", args, c.name)
+			require.Contains(t, r.Stdout, "\n  "+c.name+" ", "%v lists %s", args, c.name)
 		}
 	}
 
@@ -32,22 +32,25 @@ func TestCommandLine(t *testing.T) {
 		{"serve", "--help"}, {"serve", "-h"}, {"help", "serve"},
 		{"migrate", "--help"}, {"openapi", "--help"},
 		{"keys", "--help"}, {"keys", "-h"}, {"keys", "help"},
-		{"keys", "list", "--help"}, {"keys", "show", "--help"}, {"keys", "complete", "-h"},
+		{"keys", "list", "--help"}, {"keys", "show", "--help"}, {"keys", "complete", "-h"}, {"keys", "reconcile", "--help"},
 		{"book", "--help"}, {"fakestripe", "--help"}, {"mailsink", "--help"}, {"db", "--help"},
 	} {
 		r := runBinary(t, env, args...)
-		require.Equal(t, 0, r.code, "%v: %s", args, r.stderr)
-		require.Empty(t, r.stderr, "%v starts nothing and logs nothing", args)
-		require.True(t, strings.HasPrefix(r.stdout, "usage: atomicrides "), "%v: %q", args, r.stdout)
+		require.Equal(t, 0, r.ExitCode, "%v: %s", args, r.Stderr)
+		require.Empty(t, r.Stderr, "%v starts nothing and logs nothing", args)
+		require.True(t, strings.HasPrefix(r.Stdout, "usage: atomicrides "), "%v: %q", args, r.Stdout)
 		name := args[0]
 		if name == "help" {
 			name = args[1]
 		}
-		require.Contains(t, r.stdout, "usage: atomicrides "+name)
+		require.Contains(t, r.Stdout, "usage: atomicrides "+name)
 	}
 	r := runBinary(t, env, "keys", "list", "--help")
-	require.Contains(t, r.stdout, "-dead")
-	require.Contains(t, r.stdout, "-limit")
+	require.Contains(t, r.Stdout, "-dead")
+	require.Contains(t, r.Stdout, "-limit")
+	r = runBinary(t, env, "serve", "--help")
+	require.Contains(t, r.Stdout, "-dev")
+	require.Contains(t, r.Stdout, "-no-migrate")
 
 	for _, c := range []struct {
 		args []string
@@ -66,6 +69,8 @@ func TestCommandLine(t *testing.T) {
 		{[]string{"keys", "show"}, "keys show: missing the key's ID"},
 		{[]string{"keys", "show", "abc"}, `keys show: key id "abc"`},
 		{[]string{"keys", "complete", "1", "2"}, `keys complete: unexpected argument "2"`},
+		{[]string{"keys", "reconcile", "-since", "0s"}, "keys reconcile: -since 0s"},
+		{[]string{"keys", "reconcile", "-since", "yesterday"}, `keys reconcile: invalid value "yesterday" for flag -since`},
 		{[]string{"book", "--from", "here"}, "book: --from must be LAT,LON"},
 		{[]string{"book", "--to"}, "book: flag needs an argument: -to"},
 		{[]string{"db"}, "db: missing subcommand"},
@@ -74,10 +79,10 @@ func TestCommandLine(t *testing.T) {
 		{[]string{"mailsink", "x"}, `mailsink: unexpected argument "x"`},
 	} {
 		r := runBinary(t, env, c.args...)
-		require.Equal(t, 2, r.code, "%v: %s", c.args, r.stderr)
-		require.Empty(t, r.stdout, c.args)
-		require.Equal(t, 1, strings.Count(r.stderr, "\n"), "%v: one line: %q", c.args, r.stderr)
-		require.True(t, strings.HasPrefix(r.stderr, "atomicrides: "), "%v: %q", c.args, r.stderr)
-		require.Contains(t, r.stderr, c.says, c.args)
+		require.Equal(t, 2, r.ExitCode, "%v: %s", c.args, r.Stderr)
+		require.Empty(t, r.Stdout, c.args)
+		require.Equal(t, 1, strings.Count(r.Stderr, "\n"), "%v: one line: %q", c.args, r.Stderr)
+		require.True(t, strings.HasPrefix(r.Stderr, "atomicrides: "), "%v: %q", c.args, r.Stderr)
+		require.Contains(t, r.Stderr, c.says, c.args)
 	}
 }

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	netmail "net/mail"
 	"net/url"
@@ -12,7 +14,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
 
+	"github.com/atomicrides/atomicrides/jobs"
 	"github.com/atomicrides/atomicrides/service"
 	"github.com/atomicrides/atomicrides/service/mail"
 	"github.com/atomicrides/atomicrides/service/payments"
@@ -44,12 +48,15 @@ type config struct {
 	MetricsAddr, PprofAddr string
 
 	// StripeSecretKey and StripeAPIBase are STRIPE_SECRET_KEY and
-	// STRIPE_API_BASE; with neither, the built-in fake Stripe is used.
+	// STRIPE_API_BASE (empty: Stripe's own API). A command that reaches
+	// Stripe refuses to run without the key, unless it runs with -dev,
+	// which uses the built-in fake Stripe instead.
 	StripeSecretKey, StripeAPIBase string
 	// StripeTimeout is STRIPE_TIMEOUT.
 	StripeTimeout time.Duration
-	// SMTPURL is SMTP_URL; empty sends receipts to the built-in mail sink,
-	// which writes them to MailDir.
+	// SMTPURL is SMTP_URL. A command that sends mail refuses to run
+	// without it, unless it runs with -dev, which sends receipts to the
+	// built-in mail sink (writing them to MailDir) instead.
 	SMTPURL string
 	// MailFrom is MAIL_FROM.
 	MailFrom string
@@ -57,17 +64,33 @@ type config struct {
 	MailDir string
 
 	// Service and job timings: LEASE, COMPLETER_IDLE, KEY_RETENTION,
-	// COMPLETER_INTERVAL, REAPER_INTERVAL, JOB_TIMEOUT, JOB_RESCUE_AFTER.
-	Lease, CompleterIdle, KeyRetention time.Duration
-	CompleterInterval, ReaperInterval  time.Duration
-	JobTimeout, JobRescueAfter         time.Duration
+	// COMPLETER_INTERVAL, REAPER_INTERVAL, RECONCILE_INTERVAL, JOB_TIMEOUT,
+	// JOB_RESCUE_AFTER.
+	Lease, CompleterIdle, KeyRetention                   time.Duration
+	CompleterInterval, ReaperInterval, ReconcileInterval time.Duration
+	JobTimeout, JobRescueAfter                           time.Duration
 
 	// FakeStripeAddr and MailSinkAddr are where the fakestripe and
 	// mailsink commands listen by default (FAKESTRIPE_ADDR, MAILSINK_ADDR).
 	FakeStripeAddr, MailSinkAddr string
-	// BookAPIKey and BookURL are the book command's rider API key and server
-	// (ATOMICRIDES_API_KEY, ATOMICRIDES_URL).
-	BookAPIKey, BookURL string
+}
+
+// bookConfig is the configuration of the book command, a client of the
+// API: it reads only its own variables, so that a server's settings (valid
+// or not) never stand in its way.
+type bookConfig struct {
+	// APIKey is ATOMICRIDES_API_KEY, the rider's API key.
+	APIKey string
+	// URL is ATOMICRIDES_URL, the server.
+	URL string
+}
+
+// backends says what a command reaches: the payment processor, the mailer,
+// and whether the built-in fakes may stand in for them (dev, serve -dev).
+// loadConfig refuses a command that reaches one whose configuration is
+// missing, so that production never runs on a fake by accident.
+type backends struct {
+	stripe, mail, dev bool
 }
 
 // Defaults that belong to the binary rather than to a package.
@@ -78,6 +101,11 @@ const (
 	defaultMailSinkAddr   = "127.0.0.1:2525"
 	defaultBookURL        = "http://127.0.0.1:8080"
 )
+
+// stripeKeyPrefixes are the kinds of Stripe key that may charge: secret
+// (sk_) and restricted (rk_) keys, live or test. Publishable keys (pk_)
+// cannot.
+var stripeKeyPrefixes = []string{"sk_live_", "sk_test_", "rk_live_", "rk_test_"}
 
 // configError is an invalid environment variable. The process prints it as
 // one line and exits 1.
@@ -92,13 +120,14 @@ func invalid(name, format string, args ...any) error {
 	return &configError{name: name, msg: fmt.Sprintf(format, args...)}
 }
 
-// configFromEnv reads and checks the configuration from the process's
-// environment.
-func configFromEnv() (*config, error) { return loadConfig(os.Getenv) }
+// configFromEnv reads and checks the configuration of a command that
+// reaches needs from the process's environment.
+func configFromEnv(needs backends) (*config, error) { return loadConfig(os.Getenv, needs) }
 
-// loadConfig reads and checks the configuration from getenv. It reports
-// every invalid variable, each on its own.
-func loadConfig(getenv func(string) string) (*config, error) {
+// loadConfig reads and checks the configuration of a command that reaches
+// needs from getenv. It reports every invalid or missing variable, each on
+// its own.
+func loadConfig(getenv func(string) string, needs backends) (*config, error) {
 	r := &envReader{getenv: getenv}
 	c := &config{
 		DatabaseURL:     r.databaseURL("DATABASE_URL"),
@@ -118,18 +147,28 @@ func loadConfig(getenv func(string) string) (*config, error) {
 		KeyRetention:      r.duration("KEY_RETENTION"),
 		CompleterInterval: r.duration("COMPLETER_INTERVAL"),
 		ReaperInterval:    r.duration("REAPER_INTERVAL"),
+		ReconcileInterval: r.duration("RECONCILE_INTERVAL"),
 		JobTimeout:        r.duration("JOB_TIMEOUT"),
 		JobRescueAfter:    r.duration("JOB_RESCUE_AFTER"),
 
 		FakeStripeAddr: r.addr("FAKESTRIPE_ADDR", defaultFakeStripeAddr),
 		MailSinkAddr:   r.addr("MAILSINK_ADDR", defaultMailSinkAddr),
-		BookAPIKey:     getenv("ATOMICRIDES_API_KEY"),
-		BookURL:        r.httpURL("ATOMICRIDES_URL"),
-	}
-	if c.BookURL == "" {
-		c.BookURL = defaultBookURL
 	}
 	c.AdminToken, c.AdminTokenGenerated = r.adminToken("ADMIN_TOKEN")
+
+	// What the command reaches must be configured, unless -dev lets the
+	// built-in fakes stand in. A variable set but invalid is reported
+	// above, not as missing. A missing configuration is one line, Stripe's
+	// first: a machine that lacks both is one set up for development, and
+	// the line points to -dev.
+	if !needs.dev {
+		switch {
+		case needs.stripe && getenv("STRIPE_SECRET_KEY") == "":
+			r.fail(invalid("STRIPE_SECRET_KEY", "not set: set it (and STRIPE_API_BASE for a Stripe-compatible API); only 'serve -dev' runs without it, on the built-in fake Stripe"))
+		case needs.mail && getenv("SMTP_URL") == "":
+			r.fail(invalid("SMTP_URL", "not set: set it to the SMTP server receipts go through; only 'serve -dev' runs without it, on the built-in mail sink"))
+		}
+	}
 
 	// Settings that must agree with others.
 	if c.Lease > 0 {
@@ -141,12 +180,40 @@ func loadConfig(getenv func(string) string) (*config, error) {
 	if c.KeyRetention > 0 && c.KeyRetention <= service.ProcessorKeyWindow {
 		r.fail(invalid("KEY_RETENTION", "%s: must exceed Stripe's %s idempotency window, e.g. 72h", c.KeyRetention, service.ProcessorKeyWindow))
 	}
-	if c.JobTimeout > 0 && c.JobRescueAfter > 0 && c.JobRescueAfter < c.JobTimeout {
-		r.fail(invalid("JOB_RESCUE_AFTER", "%s: must outlast JOB_TIMEOUT (%s)", c.JobRescueAfter, c.JobTimeout))
+	// Unset, JOB_RESCUE_AFTER defaults above every job timeout
+	// (jobs.DefaultRescueStuckJobsAfter); set, it must outlast JOB_TIMEOUT
+	// or River's default job timeout, or live jobs would be retried.
+	if timeout := cmp.Or(c.JobTimeout, river.JobTimeoutDefault); c.JobRescueAfter > 0 && c.JobRescueAfter <= timeout {
+		r.fail(invalid("JOB_RESCUE_AFTER", "%s: must outlast JOB_TIMEOUT (%s), or a running job would be taken for a dead one", c.JobRescueAfter, timeout))
 	}
-	if c.JobTimeout > time.Hour && c.JobRescueAfter == 0 {
-		r.fail(invalid("JOB_TIMEOUT", "%s: longer than JOB_RESCUE_AFTER's default of 1h; set JOB_RESCUE_AFTER above it", c.JobTimeout))
+	if len(r.errs) > 0 {
+		return nil, errors.Join(r.errs...)
 	}
+	return c, nil
+}
+
+// jobsConfig is the configuration of the River client: zero for what is
+// unset, so that package jobs applies its defaults.
+func (c *config) jobsConfig(logger *slog.Logger) jobs.Config {
+	return jobs.Config{
+		CompleterInterval:    c.CompleterInterval,
+		ReaperInterval:       c.ReaperInterval,
+		ReconcileInterval:    c.ReconcileInterval,
+		JobTimeout:           c.JobTimeout,
+		RescueStuckJobsAfter: c.JobRescueAfter,
+		Logger:               logger,
+	}
+}
+
+// bookConfigFromEnv reads and checks the book command's configuration
+// from the process's environment.
+func bookConfigFromEnv() (*bookConfig, error) { return loadBookConfig(os.Getenv) }
+
+// loadBookConfig reads and checks the book command's configuration from
+// getenv: ATOMICRIDES_URL and ATOMICRIDES_API_KEY, nothing else.
+func loadBookConfig(getenv func(string) string) (*bookConfig, error) {
+	r := &envReader{getenv: getenv}
+	c := &bookConfig{APIKey: getenv("ATOMICRIDES_API_KEY"), URL: cmp.Or(r.httpURL("ATOMICRIDES_URL"), defaultBookURL)}
 	if len(r.errs) > 0 {
 		return nil, errors.Join(r.errs...)
 	}
@@ -251,17 +318,31 @@ func (r *envReader) mailFrom(name string) string {
 	return v
 }
 
-// stripeKey reads a Stripe secret key, never repeating it.
+// stripeKey reads a Stripe secret key, never repeating it: one of
+// stripeKeyPrefixes followed by one or more ASCII letters, digits or
+// underscores (sk_test_… keys of Stripe's test mode, of the built-in fake
+// and of the tests included).
 func (r *envReader) stripeKey(name string) string {
 	v := r.getenv(name)
 	if v == "" {
 		return ""
 	}
-	if !(strings.HasPrefix(v, "sk_") || strings.HasPrefix(v, "rk_")) || strings.ContainsFunc(v, func(c rune) bool { return c <= ' ' || c > '~' }) {
-		r.fail(invalid(name, "not a Stripe secret key: want sk_live_…, sk_test_… or a restricted rk_… key, without spaces (the value is not shown)"))
+	if !validStripeKey(v) {
+		r.fail(invalid(name, "not a Stripe secret key: want sk_live_…, sk_test_… or a restricted rk_live_…/rk_test_… key of letters, digits and underscores (the value is not shown)"))
 		return ""
 	}
 	return v
+}
+
+func validStripeKey(v string) bool {
+	for _, p := range stripeKeyPrefixes {
+		if rest, ok := strings.CutPrefix(v, p); ok {
+			return rest != "" && !strings.ContainsFunc(rest, func(c rune) bool {
+				return !(c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z')
+			})
+		}
+	}
+	return false
 }
 
 // adminToken reads the operator credential, or generates one for this run

@@ -5,11 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -19,43 +16,33 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/internal/binrun"
 	"github.com/atomicrides/atomicrides/service/mail/mailsink"
-	"github.com/atomicrides/atomicrides/service/payments"
 	"github.com/atomicrides/atomicrides/service/payments/fakestripe"
 	"github.com/atomicrides/atomicrides/sql/dbtest"
 )
 
 // instance is a running `serve` process.
 type instance struct {
-	base   string
-	logs   *syncBuffer
-	exited chan error
+	base string
+	logs *binrun.Buffer
+	proc *binrun.Process
 }
 
 // startServe runs `serve` with env added to the test's environment and waits
-// until it is ready.
+// until it is ready. Its logs are shown when the test fails.
 func startServe(t *testing.T, env ...string) *instance {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-
-	in := &instance{base: "http://" + addr, logs: &syncBuffer{}, exited: make(chan error, 1)}
-	cmd := exec.Command(buildBinary(t), "serve")
-	cmd.Env = append(append(os.Environ(), "ADDR="+addr), env...)
-	cmd.Stdout, cmd.Stderr = in.logs, in.logs
-	require.NoError(t, cmd.Start())
-	go func() { in.exited <- cmd.Wait() }()
+	addr := binrun.FreeAddr(t)
+	in := &instance{base: "http://" + addr, logs: &binrun.Buffer{}}
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-in.exited
 		if t.Failed() {
 			t.Logf("logs of %s:\n%s", in.base, in.logs.String())
 		}
 	})
-	waitReady(t, in.base+"/readyz", in.exited)
+	in.proc = binrun.Start(t, binrun.Cmd{Bin: binrun.Build(t), Args: []string{"serve"}, Output: in.logs,
+		Env: append([]string{"ADDR=" + addr}, env...)})
+	require.NoError(t, in.proc.Ready(context.Background(), in.base+"/readyz", time.Minute), "logs:\n%s", in.logs.String())
 	return in
 }
 
@@ -103,7 +90,7 @@ func TestTwoInstancesShareOneDatabase(t *testing.T) {
 		"STRIPE_API_BASE=" + stripeSrv.URL, "STRIPE_SECRET_KEY=sk_test_two",
 		"SMTP_URL=" + smtpURL, "COMPLETER_INTERVAL=250ms", "COMPLETER_IDLE=1s",
 	}
-	pprofAddr := freeAddr(t)
+	pprofAddr := binrun.FreeAddr(t)
 	a := startServe(t, append(env, "PPROF_ADDR="+pprofAddr)...)
 	b := startServe(t, env...)
 	resp, err := http.Get("http://" + pprofAddr + "/debug/pprof/cmdline")
@@ -143,7 +130,7 @@ func TestTwoInstancesShareOneDatabase(t *testing.T) {
 	pool, err := pgxpool.New(ctx, dbURL)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	waitFor(t, 60*time.Second, "the completer to finish the abandoned key", func() bool {
+	binrun.WaitFor(t, 60*time.Second, "the completer to finish the abandoned key", func() bool {
 		var point string
 		require.NoError(t, pool.QueryRow(ctx, `SELECT recovery_point FROM idempotency_keys WHERE idempotency_key = $1`, abandoned["Idempotency-Key"]).Scan(&point))
 		return point == "finished"
@@ -155,7 +142,7 @@ func TestTwoInstancesShareOneDatabase(t *testing.T) {
 	defer cancel()
 	require.NoError(t, sink.Wait(waitCtx, n+1))
 	// A receipt is recorded just after the mail server accepted it.
-	waitFor(t, 60*time.Second, "every receipt to be recorded", func() bool {
+	binrun.WaitFor(t, 60*time.Second, "every receipt to be recorded", func() bool {
 		var receipts int
 		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM receipts WHERE kind = 'ride'`).Scan(&receipts))
 		require.LessOrEqual(t, receipts, n+1)
@@ -188,66 +175,8 @@ func TestTwoInstancesShareOneDatabase(t *testing.T) {
 		return sum
 	}
 	// The count follows the key's commit by a moment.
-	waitFor(t, 30*time.Second, "the completion to be counted", func() bool { return finished() >= 1 })
+	binrun.WaitFor(t, 30*time.Second, "the completion to be counted", func() bool { return finished() >= 1 })
 	require.Equal(t, 1.0, finished())
-}
-
-// TestKeysCommand lists, shows and completes a stuck request with the
-// operator CLI of the real binary.
-func TestKeysCommand(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	dbURL := dbtest.NewURL(t)
-	fake := fakestripe.New(fakestripe.Options{})
-	stripeSrv := httptest.NewServer(fake)
-	t.Cleanup(stripeSrv.Close)
-	pool, err := pgxpool.New(ctx, dbURL)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-
-	// A request left at ride_created by a processor outage.
-	svc, err := service.New(service.Config{Pool: pool, Payments: payments.New(payments.Config{
-		APIBase: stripeSrv.URL, SecretKey: "sk_test_keys", MaxNetworkRetries: -1,
-	})})
-	require.NoError(t, err)
-	res, err := svc.UserUpsert(ctx, service.UserUpsertParams{Email: "keys@example.com", PaymentSource: "tok_visa"})
-	require.NoError(t, err)
-	fake.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultStatus, Status: 503, Times: 1})
-	_, err = svc.RideCreate(ctx, res.User.ID, "keys-command-key-000001",
-		service.RideCreateParams{OriginLat: 1, OriginLon: 2, TargetLat: 3, TargetLon: 4}, nil)
-	require.Equal(t, service.CodeProcessorUnavailable, service.ErrorCode(err))
-
-	keys := func(args ...string) string {
-		t.Helper()
-		cmd := exec.Command(buildBinary(t), append([]string{"keys"}, args...)...)
-		cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, "COMPLETER_IDLE=1ms",
-			"STRIPE_API_BASE="+stripeSrv.URL, "STRIPE_SECRET_KEY=sk_test_keys", "SMTP_URL=smtp://127.0.0.1:1")
-		var stderr syncBuffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		require.NoError(t, err, "keys %v: %s", args, stderr.String())
-		return string(out)
-	}
-
-	var listed []service.KeyInfo
-	require.NoError(t, json.Unmarshal([]byte(keys("list", "-json")), &listed))
-	require.Len(t, listed, 1)
-	require.Equal(t, service.RecoveryPoint("ride_created"), listed[0].RecoveryPoint)
-	id := strconv.FormatInt(listed[0].ID, 10)
-
-	table := keys("list")
-	require.Contains(t, table, "ride.create")
-	require.Contains(t, table, "1 keys")
-	shown := keys("show", id)
-	require.Contains(t, shown, "keys-command-key-000001")
-	require.Contains(t, shown, "ride_created")
-
-	require.Regexp(t, `^key `+id+` finished: 201 \{`, keys("complete", id))
-	require.Len(t, fake.SucceededCharges(), 1)
-	require.Regexp(t, `^key `+id+` was already finished: 201 `, keys("complete", id))
-	require.NoError(t, json.Unmarshal([]byte(keys("list", "-json")), &listed))
-	require.Empty(t, listed)
-	require.Len(t, fake.SucceededCharges(), 1)
 }
 
 // metricValue reads one sample from the Prometheus text format; 0 when it

@@ -1,9 +1,9 @@
 // Command atomicrides books rides and charges riders exactly once.
 //
-//	atomicrides serve        run the HTTP API and the River workers
+//	atomicrides serve [-dev] run the HTTP API and the River workers (-dev: with the built-in fake Stripe and mail sink)
 //	atomicrides migrate      apply pending migrations (the service's and River's)
 //	atomicrides openapi      print the OpenAPI spec (YAML)
-//	atomicrides keys …       list, show and complete stuck requests (operators)
+//	atomicrides keys …       list, show and complete stuck requests; reconcile with Stripe (operators)
 //	atomicrides fakestripe   serve the built-in fake Stripe on its own address
 //	atomicrides mailsink     serve an SMTP server that keeps what it receives
 //	atomicrides db up|down|url   manage the throwaway development PostgreSQL
@@ -24,6 +24,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -32,8 +33,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
+	"go.opentelemetry.io/otel"
 	"riverqueue.com/riverui"
 
+	"github.com/atomicrides/atomicrides/internal/telemetry"
 	"github.com/atomicrides/atomicrides/jobs"
 	"github.com/atomicrides/atomicrides/openapi"
 	"github.com/atomicrides/atomicrides/openapi/web"
@@ -47,7 +51,8 @@ import (
 )
 
 func main() {
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	// Log lines written under a span carry its trace_id and span_id.
+	logger := slog.New(telemetry.LogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	err := runCommand(ctx, os.Args[1:], os.Stdout, os.Stderr, logger)
 	stop()
@@ -147,6 +152,7 @@ func connect(ctx context.Context, cfg *config, logger *slog.Logger, start bool) 
 		// Checked by loadConfig; pgx's message may hold the password.
 		return nil, errors.New("DATABASE_URL: not a valid PostgreSQL connection string")
 	}
+	poolCfg.ConnConfig.Tracer = telemetry.PgxTracer{} // queries of traced requests and jobs only
 	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
 	if err != nil {
 		return nil, err
@@ -164,7 +170,7 @@ func migrate(ctx context.Context, args []string, stdout io.Writer, logger *slog.
 	if err := newCommand("migrate", "migrate\n\nApplies the pending migrations, the service's and River's, to DATABASE_URL.", stdout).parse(args, 0); err != nil {
 		return err
 	}
-	cfg, err := configFromEnv()
+	cfg, err := configFromEnv(backends{})
 	if err != nil {
 		return err
 	}
@@ -182,12 +188,16 @@ func migrate(ctx context.Context, args []string, stdout io.Writer, logger *slog.
 }
 
 func serve(ctx context.Context, args []string, stdout io.Writer, logger *slog.Logger) error {
-	cmd := newCommand("serve", "serve [-no-migrate]\n\nServes the HTTP API, the booking pages and River UI, and runs the River workers.\nConfiguration comes from the environment: see README.md.", stdout)
+	cmd := newCommand("serve", "serve [-no-migrate] [-dev]\n\nServes the HTTP API, the booking pages and River UI, and runs the River workers.\nConfiguration comes from the environment: see README.md. Without -dev, STRIPE_SECRET_KEY\nand SMTP_URL are required.", stdout)
 	noMigrate := cmd.fs.Bool("no-migrate", false, "do not apply pending migrations at start")
+	dev := cmd.fs.Bool("dev", false, "development: without STRIPE_SECRET_KEY use the built-in fake Stripe, without SMTP_URL the built-in mail sink")
 	if err := cmd.parse(args, 0); err != nil {
 		return err
 	}
-	cfg, err := configFromEnv()
+	// A missing or invalid configuration is refused before anything is
+	// touched.
+	needs := backends{stripe: true, mail: true, dev: *dev}
+	cfg, err := configFromEnv(needs)
 	if err != nil {
 		return err
 	}
@@ -195,6 +205,12 @@ func serve(ctx context.Context, args []string, stdout io.Writer, logger *slog.Lo
 	if generated {
 		logger.Warn("ADMIN_TOKEN not set: generated one for this run, printed in the banner", "admin_token_sha256", fingerprint(adminToken))
 	}
+
+	stopTracing, err := setupTracing(ctx, logger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing() // after everything that makes spans has stopped
 
 	pool, err := connect(ctx, cfg, logger, true)
 	if err != nil {
@@ -210,23 +226,18 @@ func serve(ctx context.Context, args []string, stdout io.Writer, logger *slog.Lo
 
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	svc, stopDeps, err := newService(pool, cfg, registry, logger)
+	svc, devNote, stopDeps, err := newService(pool, cfg, registry, logger, needs)
 	if err != nil {
 		return err
 	}
 	defer stopDeps()
+	// Revoked API keys are forgotten by this process's auth cache as they are
+	// announced; the goroutine ends with ctx.
+	go func() { _ = svc.ListenAPIKeyRevocations(ctx) }()
 
-	jobsCfg := jobs.Config{CompleterInterval: cfg.CompleterInterval, ReaperInterval: cfg.ReaperInterval}
-	riverCfg := &river.Config{
-		Logger:       logger,
-		Queues:       map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 20}},
-		Workers:      river.NewWorkers(),
-		PeriodicJobs: jobs.PeriodicJobs(jobsCfg),
-	}
-	jobs.Register(riverCfg.Workers, svc)
-	// Zero keeps River's defaults: a minute per job, and a job left running
-	// by a process that died is retried after an hour.
-	riverCfg.JobTimeout, riverCfg.RescueStuckJobsAfter = cfg.JobTimeout, cfg.JobRescueAfter
+	riverCfg := jobs.RiverConfig(cfg.jobsConfig(logger), svc)
+	// A job's run continues the trace of the phase that inserted it.
+	riverCfg.Plugins = []rivertype.Plugin{telemetry.NewRiverMiddleware(nil)}
 	riverClient, err := river.NewClient(riverpgxv5.New(pool), riverCfg)
 	if err != nil {
 		return err
@@ -279,8 +290,8 @@ func serve(ctx context.Context, args []string, stdout io.Writer, logger *slog.Lo
 	}
 	srv := newHTTPServer(handler)
 	base := "http://" + ln.Addr().String()
-	logger.Info("serving", "url", base, "river_ui", base+"/riverui/", "openapi", base+"/openapi.yaml", "admin_token_sha256", fingerprint(adminToken))
-	printBanner(os.Stderr, base, adminToken, generated)
+	logger.Info("serving", "url", base, "river_ui", base+"/riverui/", "openapi", base+"/openapi.yaml", "docs", base+"/docs", "admin_token_sha256", fingerprint(adminToken))
+	printBanner(os.Stderr, base, adminToken, generated, devNote)
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
@@ -303,6 +314,30 @@ func serve(ctx context.Context, args []string, stdout io.Writer, logger *slog.Lo
 	return nil
 }
 
+// setupTracing installs the tracer provider that the OTEL_* variables
+// describe as the global one, which the service, the HTTP handler and River's
+// middleware use; stop flushes the spans not yet exported. The OTEL_*
+// variables are read by package telemetry, as the OpenTelemetry
+// specification defines them.
+func setupTracing(ctx context.Context, logger *slog.Logger) (stop func(), err error) {
+	tracing, err := telemetry.Setup(ctx, os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	if !tracing.Enabled {
+		return func() {}, nil
+	}
+	otel.SetTracerProvider(tracing.Provider)
+	logger.Info("tracing", "exporter", tracing.Exporter)
+	return func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := tracing.Shutdown(ctx); err != nil {
+			logger.Warn("tracing: flush at exit", "err", err)
+		}
+	}, nil
+}
+
 // ready is the readiness check: the database answers and every migration is
 // applied.
 func ready(ctx context.Context, pool *pgxpool.Pool) error {
@@ -318,25 +353,26 @@ func ready(ctx context.Context, pool *pgxpool.Pool) error {
 	return nil
 }
 
-// paymentsFrom returns the Stripe adapter pointed at STRIPE_API_BASE (any
-// Stripe-compatible API) with STRIPE_SECRET_KEY; with neither set, at the
-// built-in fake Stripe served on a loopback port for this process.
-func paymentsFrom(cfg *config, logger *slog.Logger) (service.Payments, func(), error) {
-	key, base := cfg.StripeSecretKey, cfg.StripeAPIBase
-	if key == "" && base == "" {
+// paymentsFrom returns the Stripe adapter with STRIPE_SECRET_KEY, pointed
+// at STRIPE_API_BASE when set (any Stripe-compatible API). Without a key,
+// and only with dev, it starts the built-in fake Stripe on a loopback port
+// for this process, and says so loudly.
+func paymentsFrom(cfg *config, logger *slog.Logger, dev bool) (pay service.Payments, note string, stop func(), err error) {
+	if cfg.StripeSecretKey == "" {
+		if !dev {
+			return nil, "", nil, errors.New("STRIPE_SECRET_KEY: not set") // refused by loadConfig first
+		}
 		fake := fakestripe.New(fakestripe.Options{Logger: logger})
 		url, stop, err := fake.Start("127.0.0.1:0")
 		if err != nil {
-			return nil, nil, err
+			return nil, "", nil, err
 		}
-		logger.Info("STRIPE_SECRET_KEY and STRIPE_API_BASE not set: using the built-in fake Stripe", "url", url, "ledger", url+"/_fake/ledger")
+		logger.Warn("-dev: STRIPE_SECRET_KEY not set, charges go to the built-in FAKE Stripe; never use this mode for real riders",
+			"url", url, "ledger", url+"/_fake/ledger")
 		return payments.New(payments.Config{SecretKey: "sk_test_fake", APIBase: url, Timeout: cfg.StripeTimeout}),
-			func() { _ = stop(context.Background()) }, nil
+			"fake Stripe at " + url, func() { _ = stop(context.Background()) }, nil
 	}
-	if key == "" {
-		key = "sk_test_123" // stripe-mock and most fakes accept any key
-	}
-	return payments.New(payments.Config{SecretKey: key, APIBase: base, Timeout: cfg.StripeTimeout}), func() {}, nil
+	return payments.New(payments.Config{SecretKey: cfg.StripeSecretKey, APIBase: cfg.StripeAPIBase, Timeout: cfg.StripeTimeout}), "", func() {}, nil
 }
 
 func serveFakeStripe(ctx context.Context, args []string, stdout io.Writer, logger *slog.Logger) error {
@@ -345,7 +381,7 @@ func serveFakeStripe(ctx context.Context, args []string, stdout io.Writer, logge
 	if err := cmd.parse(args, 0); err != nil {
 		return err
 	}
-	cfg, err := configFromEnv()
+	cfg, err := configFromEnv(backends{})
 	if err != nil {
 		return err
 	}
@@ -375,7 +411,7 @@ func dbCommand(ctx context.Context, args []string, stdout io.Writer, logger *slo
 	default:
 		return usagef("db: unknown subcommand %q: want up, down or url", cmd.fs.Arg(0))
 	}
-	cfg, err := configFromEnv()
+	cfg, err := configFromEnv(backends{})
 	if err != nil {
 		return err
 	}
@@ -397,9 +433,12 @@ func dbCommand(ctx context.Context, args []string, stdout io.Writer, logger *slo
 	return usagef("db: unknown subcommand %q: want up, down or url", cmd.fs.Arg(0))
 }
 
-// newService builds the service over pool with the payment processor and the
-// mailer of cfg; stop releases what it started.
-func newService(pool *pgxpool.Pool, cfg *config, reg prometheus.Registerer, logger *slog.Logger) (svc *service.Service, stop func(), err error) {
+// newService builds the service over pool with what needs asks for: the
+// payment processor and the mailer of cfg, or with needs.dev the built-in
+// fakes in place of those cfg lacks. A command that reaches neither (keys
+// list, keys show) gets a Stripe client it never calls. devNote says which
+// fakes run; stop releases what was started.
+func newService(pool *pgxpool.Pool, cfg *config, reg prometheus.Registerer, logger *slog.Logger, needs backends) (svc *service.Service, devNote string, stop func(), err error) {
 	var stops []func()
 	stopAll := func() {
 		for i := len(stops) - 1; i >= 0; i-- {
@@ -411,50 +450,70 @@ func newService(pool *pgxpool.Pool, cfg *config, reg prometheus.Registerer, logg
 			stopAll()
 		}
 	}()
-	pay, stopStripe, err := paymentsFrom(cfg, logger)
-	if err != nil {
-		return nil, nil, err
+	var notes []string
+	// Never called; its budget (from STRIPE_TIMEOUT) sizes the lease as in serve.
+	var pay service.Payments = payments.New(payments.Config{Timeout: cfg.StripeTimeout})
+	if needs.stripe {
+		p, note, stopStripe, err := paymentsFrom(cfg, logger, needs.dev)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		stops = append(stops, stopStripe)
+		pay = p
+		if note != "" {
+			notes = append(notes, note)
+		}
 	}
-	stops = append(stops, stopStripe)
-	mailer, stopMail, err := mailerFrom(cfg, logger)
-	if err != nil {
-		return nil, nil, err
+	var mailer service.Mailer
+	if needs.mail {
+		m, note, stopMail, err := mailerFrom(cfg, logger, needs.dev)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		stops = append(stops, stopMail)
+		mailer = m
+		if note != "" {
+			notes = append(notes, note)
+		}
 	}
-	stops = append(stops, stopMail)
 	svc, err = service.New(service.Config{
 		Pool: pool, Payments: pay, Mailer: mailer, MailFrom: cfg.MailFrom, Logger: logger, Registerer: reg,
 		// Zero values take the service's defaults.
 		AbandonedAfter: cfg.CompleterIdle, KeyRetention: cfg.KeyRetention, Lease: cfg.Lease,
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, "", nil, err
 	}
-	return svc, stopAll, nil
+	return svc, strings.Join(notes, "; "), stopAll, nil
 }
 
-// mailerFrom returns the SMTP mailer of SMTP_URL; without it, a mail sink
-// on a loopback port of this process that writes every receipt to MAIL_DIR
-// as an .eml file.
-func mailerFrom(cfg *config, logger *slog.Logger) (service.Mailer, func(), error) {
+// mailerFrom returns the SMTP mailer of SMTP_URL. Without it, and only with
+// dev, it starts a mail sink on a loopback port of this process that writes
+// every receipt to MAIL_DIR (default .mail/) as an .eml file, and says so
+// loudly.
+func mailerFrom(cfg *config, logger *slog.Logger, dev bool) (m service.Mailer, note string, stop func(), err error) {
 	if cfg.SMTPURL != "" {
 		m, err := mail.New(mail.Config{URL: cfg.SMTPURL})
 		if err != nil {
-			return nil, nil, fmt.Errorf("SMTP_URL: %w", err)
+			return nil, "", nil, fmt.Errorf("SMTP_URL: %w", err)
 		}
-		return m, func() {}, nil
+		return m, "", func() {}, nil
+	}
+	if !dev {
+		return nil, "", nil, errors.New("SMTP_URL: not set") // refused by loadConfig first
 	}
 	sink := mailsink.New(mailsink.Options{Dir: cfg.MailDir, Logger: logger})
-	url, stop, err := sink.Start("127.0.0.1:0")
+	url, stopSink, err := sink.Start("127.0.0.1:0")
 	if err != nil {
-		return nil, nil, err
+		return nil, "", nil, err
 	}
-	logger.Info("SMTP_URL not set: receipts go to the built-in mail sink", "smtp", url, "dir", cfg.MailDir)
-	m, err := mail.New(mail.Config{URL: url})
+	logger.Warn("-dev: SMTP_URL not set, receipts go to the built-in mail sink, not to riders", "smtp", url, "dir", cfg.MailDir)
+	mailer, err := mail.New(mail.Config{URL: url})
 	if err != nil {
-		_ = stop(context.Background())
-		return nil, nil, err
+		_ = stopSink(context.Background())
+		return nil, "", nil, err
 	}
-	return m, func() { _ = stop(context.Background()) }, nil
+	return mailer, "receipts in " + cfg.MailDir + "/", func() { _ = stopSink(context.Background()) }, nil
 }
 
 func serveMailSink(ctx context.Context, args []string, stdout io.Writer, logger *slog.Logger) error {
@@ -464,7 +523,7 @@ func serveMailSink(ctx context.Context, args []string, stdout io.Writer, logger 
 	if err := cmd.parse(args, 0); err != nil {
 		return err
 	}
-	cfg, err := configFromEnv()
+	cfg, err := configFromEnv(backends{})
 	if err != nil {
 		return err
 	}
@@ -516,13 +575,19 @@ func fingerprint(token string) string {
 // (there is no other way to learn it); a supplied one is referred to as
 // $ADMIN_TOKEN, so that the banner never copies an operator's secret into
 // a log.
-func printBanner(w io.Writer, base, adminToken string, generated bool) {
+//
+// devNote, when set, says which built-in fakes stand in for Stripe and SMTP
+// (serve -dev).
+func printBanner(w io.Writer, base, adminToken string, generated bool, devNote string) {
 	token, shown := "$ADMIN_TOKEN", "from ADMIN_TOKEN (sha256 "+fingerprint(adminToken)+"…)"
 	if generated {
 		token, shown = adminToken, adminToken+"  (generated for this run: set ADMIN_TOKEN to keep one)"
 	}
-	fmt.Fprintf(w, "\nAtomic Rides is serving on %s\n  admin token: %s\n  River UI:    %s/riverui/  (any user name, the admin token as password)\n  metrics:     %s/metrics  (Bearer admin token)\n  try:\n    curl -s -X PUT -H \"Authorization: Bearer %s\" %s/users/rider@example.com\n\n",
-		base, shown, base, base, token, base)
+	if devNote != "" {
+		devNote = "  DEVELOPMENT MODE (-dev): " + devNote + "\n"
+	}
+	fmt.Fprintf(w, "\nAtomic Rides is serving on %s\n%s  admin token: %s\n  API docs:    %s/docs  (the reference, rendered from %s/openapi.yaml)\n  River UI:    %s/riverui/  (any user name, the admin token as password)\n  metrics:     %s/metrics  (Bearer admin token)\n  try:\n    curl -s -X PUT -H \"Authorization: Bearer %s\" %s/users/rider@example.com\n\n",
+		base, devNote, shown, base, base, base, base, token, base)
 }
 
 func randomToken() string {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/atomicrides/atomicrides/internal/binrun"
 )
 
 // TestRiverUIRefusesOtherSites drives River UI's API as another site would
@@ -22,7 +24,7 @@ func TestRiverUIRefusesOtherSites(t *testing.T) {
 	s.rider(t, "ui-one@example.com")
 	s.rider(t, "ui-two@example.com")
 	var jobs []int64
-	waitFor(t, 60*time.Second, "the customer jobs to complete", func() bool {
+	binrun.WaitFor(t, time.Minute, "the customer jobs to complete", func() bool {
 		return s.count(t, `SELECT count(*) FROM river_job WHERE kind = 'customer_create' AND state = 'completed'`) == 2
 	})
 	for _, offset := range []int{0, 1} {

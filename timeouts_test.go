@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/atomicrides/atomicrides/internal/binrun"
 	"github.com/atomicrides/atomicrides/service/payments/fakestripe"
 )
 
@@ -28,7 +29,7 @@ const cutOffWithin = 45 * time.Second
 // the server's write timeout still gets its answer.
 func TestServersBoundTheirClients(t *testing.T) {
 	t.Parallel()
-	metricsAddr, pprofAddr := freeAddr(t), freeAddr(t)
+	metricsAddr, pprofAddr := binrun.FreeAddr(t), binrun.FreeAddr(t)
 	s := serveBinary(t, "METRICS_ADDR="+metricsAddr, "PPROF_ADDR="+pprofAddr,
 		"STRIPE_TIMEOUT="+(serverWriteTimeout+15*time.Second).String())
 	apiAddr := strings.TrimPrefix(s.base, "http://")

@@ -13,11 +13,12 @@ import (
 )
 
 type APIKey struct {
-	ID        int64
-	CreatedAt time.Time
-	KeyHash   []byte
-	UserID    int64
-	RevokedAt *time.Time
+	ID         int64
+	CreatedAt  time.Time
+	KeyHash    []byte
+	UserID     int64
+	RevokedAt  *time.Time
+	LastUsedAt *time.Time
 }
 
 type AuditRecord struct {
@@ -33,9 +34,15 @@ type AuditRecord struct {
 
 type BookingSession struct {
 	IDHash    []byte
-	ApiKeyID  int64
+	APIKeyID  int64
 	CreatedAt time.Time
 	ExpiresAt time.Time
+}
+
+type Deployment struct {
+	Singleton bool
+	CreatedAt time.Time
+	Namespace string
 }
 
 type IdempotencyKey struct {
@@ -77,6 +84,7 @@ type Refund struct {
 	FailureCode      *string
 	AmountCents      int64
 	Currency         string
+	Attempt          int32
 }
 
 type Ride struct {

@@ -25,14 +25,16 @@ const expiredSessionsBatch = 1000
 
 // BookingSessionCreate signs a rider in to the booking pages with one of
 // their API keys, and returns the new session's id: random, shown only to
-// the caller (the session cookie), stored as its SHA-256. The session
-// belongs to the key: it ends when the key is revoked or deleted, when the
-// rider signs out (BookingSessionEnd), and after BookingSessionIdle unused
-// or BookingSessionMaxAge in all. An unknown or revoked key is
+// the caller (the session cookie), stored as its SHA-256. The key is
+// checked as every request's is (AuthenticateKey), and the session belongs
+// to it: it ends when the key is revoked or deleted, when the rider signs
+// out (BookingSessionEnd), and after BookingSessionIdle unused or
+// BookingSessionMaxAge in all. An unknown or revoked key is
 // CodeUnauthenticated.
 func (s *Service) BookingSessionCreate(ctx context.Context, apiKey string) (string, error) {
-	if !strings.HasPrefix(apiKey, apiKeyPrefix) || len(apiKey) > 128 {
-		return "", errUnauthenticated
+	_, keyID, err := s.AuthenticateKey(ctx, apiKey)
+	if err != nil {
+		return "", err
 	}
 	// Sign-ins sweep what expired, so that the table holds live sessions
 	// and a bounded tail of dead ones.
@@ -40,13 +42,13 @@ func (s *Service) BookingSessionCreate(ctx context.Context, apiKey string) (stri
 		return "", internal(err)
 	}
 	id := bookingSessionPrefix + rand.Text()
-	keyHash, idHash := sha256.Sum256([]byte(apiKey)), sha256.Sum256([]byte(id))
-	_, err := s.queries.BookingSessionCreate(ctx, s.pool, dbgen.BookingSessionCreateParams{
-		IDHash: idHash[:], KeyHash: keyHash[:], IdleSeconds: BookingSessionIdle.Seconds(),
+	idHash := sha256.Sum256([]byte(id))
+	err = s.queries.BookingSessionCreate(ctx, s.pool, dbgen.BookingSessionCreateParams{
+		IDHash: idHash[:], APIKeyID: keyID, IdleSeconds: BookingSessionIdle.Seconds(),
 	})
 	if err != nil {
-		if isNoRows(err) {
-			return "", errUnauthenticated
+		if isForeignKeyViolation(err) {
+			return "", errUnauthenticated // the key was deleted meanwhile
 		}
 		return "", internal(err)
 	}
@@ -54,7 +56,8 @@ func (s *Service) BookingSessionCreate(ctx context.Context, apiKey string) (stri
 }
 
 // BookingSessionUser returns the rider of a live session: not ended, not
-// expired, and whose API key is live. It reads the database every time, so
+// expired, and whose API key is live as APIKeyLive judges it (not revoked).
+// It reads the database every time, bypassing the authentication cache, so
 // that a revoked key or an ended session is refused at once. Anything else
 // is CodeUnauthenticated.
 func (s *Service) BookingSessionUser(ctx context.Context, sessionID string) (*User, error) {

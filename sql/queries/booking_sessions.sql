@@ -1,15 +1,11 @@
--- name: BookingSessionCreate :one
--- Opens a session for the live API key of the hash; no row: the key is
--- unknown or revoked.
+-- name: BookingSessionCreate :exec
+-- Opens a session for an API key that has just authenticated.
 INSERT INTO booking_sessions (id_hash, api_key_id, expires_at)
-SELECT @id_hash, api_keys.id, now() + make_interval(secs => @idle_seconds::float8)
-FROM api_keys
-WHERE api_keys.key_hash = @key_hash
-  AND api_keys.revoked_at IS NULL
-RETURNING api_key_id;
+VALUES (@id_hash, @api_key_id, now() + make_interval(secs => @idle_seconds::float8));
 
 -- name: BookingSessionAuthenticate :one
--- The rider of a live session whose API key is live. Using the session
+-- The rider of a live session whose API key is live (not revoked: the rule
+-- of APIKeyLive, joined here so that one read answers). Using the session
 -- moves its expiry forward (bounded by its absolute lifetime), writing at
 -- most once a minute per session.
 WITH touched AS (

@@ -1,0 +1,208 @@
+package bench
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"image/png"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/atomicrides/atomicrides/internal/binrun"
+)
+
+// TestMain builds the binary once for the benchmark and the tests, and
+// removes it when they end.
+func TestMain(m *testing.M) { binrun.Main(m) }
+
+// Flags of BenchmarkRides (go tool task bench -- -rides.clients 1,32 …).
+var (
+	benchClients       = flag.String("rides.clients", "1,8,32,128,256", "client concurrencies of the sweep, comma-separated")
+	benchDuration      = flag.Duration("rides.duration", 5*time.Second, "length of each measurement (rounded up to whole seconds)")
+	benchWarmup        = flag.Duration("rides.warmup", time.Second, "warm-up before each measurement of the service")
+	benchStripeLatency = flag.Duration("rides.stripe-latency", 200*time.Millisecond, "fake Stripe latency of the latency series (0: leave it out)")
+	benchPoolSize      = flag.Int("rides.pool", 16, "the service's pool_max_conns")
+	benchUsers         = flag.Int("rides.users", 16, "riders sharing the load")
+	benchPgbenchMax    = flag.Int("rides.pgbench-max-clients", 64, "most pgbench connections")
+	benchSeedBackoff   = flag.Duration("rides.seed-backoff", 200*time.Millisecond, "the seed's longest jittered pause before a retry")
+	benchOut           = flag.String("rides.out", ".bench", "directory of the report, the plot and the logs (relative: to the module root)")
+)
+
+func benchConfigFromFlags(tb testing.TB) benchConfig {
+	tb.Helper()
+	var clients []int
+	for _, f := range strings.Split(*benchClients, ",") {
+		c, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || c < 1 {
+			tb.Fatalf("-rides.clients: %q is not a positive number", f)
+		}
+		clients = append(clients, c)
+	}
+	out := *benchOut
+	if !filepath.IsAbs(out) {
+		root, err := binrun.ModuleRoot()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		out = filepath.Join(root, out)
+	}
+	return benchConfig{
+		Clients:           clients,
+		Duration:          wholeSeconds(*benchDuration),
+		Warmup:            *benchWarmup,
+		StripeLatency:     *benchStripeLatency,
+		PoolMaxConns:      *benchPoolSize,
+		Users:             *benchUsers,
+		PgbenchMaxClients: *benchPgbenchMax,
+		SeedMaxTries:      1000,
+		SeedBackoff:       *benchSeedBackoff,
+		OutDir:            out,
+	}
+}
+
+func wholeSeconds(d time.Duration) time.Duration {
+	return max(time.Second, (d+time.Second-1)/time.Second*time.Second)
+}
+
+// BenchmarkRides measures the service as its users feel it, against two
+// baselines run by pgbench on the same PostgreSQL in the same run: the floor
+// (the least SQL a ride needs, two commits) and the seed's design (four
+// SERIALIZABLE phases). At each concurrency of the sweep it measures new
+// rides, replays of finished keys, and new rides with Stripe latency; then
+// it writes report.md, results.json and throughput.png (see -rides.out).
+// Run it with -benchtime 1x: each measurement lasts -rides.duration.
+func BenchmarkRides(b *testing.B) {
+	cfg := benchConfigFromFlags(b)
+	e := newBenchEnv(b, cfg)
+	var points []*benchPoint
+	for _, c := range cfg.Clients {
+		p := &benchPoint{Clients: c}
+		points = append(points, p)
+		b.Run(fmt.Sprintf("clients=%d", c), func(b *testing.B) {
+			b.Run("new", func(b *testing.B) {
+				e.measureNew(b, p)
+				b.ReportMetric(0, "ns/op")
+				b.ReportMetric(p.New.PerSec(), "rides/s")
+				b.ReportMetric(msf(p.New.P50), "p50-ms")
+				b.ReportMetric(msf(p.New.P99), "p99-ms")
+				b.ReportMetric(float64(p.New.Errors), "errors")
+				b.ReportMetric(float64(p.New.Conflicts), "409s")
+				b.ReportMetric(p.New.CommitsPerOK, "commits/ride")
+				b.ReportMetric(float64(p.New.PeakRSS)/mib, "rss-MB")
+				b.ReportMetric(p.Floor.TPS, "floor-rides/s")
+				b.ReportMetric(p.Seed.TPS, "seed-rides/s")
+				b.ReportMetric(p.SeedNow.TPS, "seed-now-rides/s")
+				b.ReportMetric(p.SQL.TPS, "sql-rides/s")
+				b.ReportMetric(ratio(p.New.PerSec(), p.Floor.TPS), "x-floor")
+				b.ReportMetric(ratio(p.New.PerSec(), p.bestSeed()), "x-seed")
+			})
+			b.Run("replay", func(b *testing.B) {
+				e.measureReplay(b, p)
+				b.ReportMetric(0, "ns/op")
+				b.ReportMetric(p.Replay.PerSec(), "replays/s")
+				b.ReportMetric(msf(p.Replay.P50), "p50-ms")
+				b.ReportMetric(msf(p.Replay.P99), "p99-ms")
+				b.ReportMetric(float64(p.Replay.Errors), "errors")
+				b.ReportMetric(p.Select.TPS, "select/s")
+				b.ReportMetric(p.Replay.CommitsPerOK, "commits/replay")
+				b.ReportMetric(ratio(p.Replay.PerSec(), p.Select.TPS), "x-select")
+				b.ReportMetric(p.Healthz.PerSec(), "healthz/s")
+				b.ReportMetric(p.FirstReplay.PerSec(), "first-replays/s")
+			})
+			if cfg.StripeLatency > 0 {
+				b.Run("stripe="+cfg.StripeLatency.String(), func(b *testing.B) {
+					e.measureSlow(b, p)
+					b.ReportMetric(0, "ns/op")
+					b.ReportMetric(p.Slow.PerSec(), "rides/s")
+					b.ReportMetric(msf(p.Slow.P50), "p50-ms")
+					b.ReportMetric(msf(p.Slow.P99), "p99-ms")
+					b.ReportMetric(float64(p.Slow.Errors), "errors")
+					b.ReportMetric(float64(p.Slow.Conflicts), "409s")
+					b.ReportMetric(ratio(p.Slow.PerSec(), bound(c, cfg.StripeLatency)), "x-bound")
+					b.ReportMetric(float64(p.Slow.PeakRSS)/mib, "rss-MB")
+				})
+			}
+		})
+	}
+	if err := writeBenchReport(cfg.OutDir, e.info(), cfg, points); err != nil {
+		b.Fatal(err)
+	}
+	for _, t := range benchTargets(cfg, points) {
+		b.Logf("target %s: judged=%v met=%v: %s", t.Name, t.Judged, t.Met, t.Got)
+	}
+	b.Logf("report: %s", filepath.Join(cfg.OutDir, "report.md"))
+}
+
+func msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// TestBenchSmoke runs the whole benchmark harness at one small concurrency
+// for a second per measurement, so that it cannot rot. It asserts that the
+// harness measured something and wrote its report, nothing about speed.
+func TestBenchSmoke(t *testing.T) {
+	t.Parallel()
+	cfg := benchConfig{
+		Clients:           []int{3},
+		Duration:          time.Second,
+		Warmup:            200 * time.Millisecond,
+		StripeLatency:     20 * time.Millisecond,
+		PoolMaxConns:      4,
+		Users:             2,
+		PgbenchMaxClients: 3,
+		SeedMaxTries:      1000,
+		SeedBackoff:       10 * time.Millisecond,
+		OutDir:            t.TempDir(),
+	}
+	e := newBenchEnv(t, cfg)
+	p := &benchPoint{Clients: 3}
+	e.measureNew(t, p)
+	e.measureReplay(t, p)
+	e.measureSlow(t, p)
+
+	require.Positive(t, p.New.OK, "new rides: %v", p.New.ErrorSample)
+	require.Zero(t, p.New.Errors, "new rides: %v", p.New.ErrorSample)
+	require.Zero(t, p.New.Conflicts)
+	require.Positive(t, p.New.CommitsPerOK)
+	require.Positive(t, p.Replay.CommitsPerOK)
+	require.Positive(t, p.Replay.OK, "replays: %v", p.Replay.ErrorSample)
+	require.Zero(t, p.Replay.Errors, "replays: %v", p.Replay.ErrorSample)
+	require.Positive(t, p.Healthz.OK, "GET /healthz: %v", p.Healthz.ErrorSample)
+	require.Positive(t, p.FirstReplay.OK, "first replays: %v", p.FirstReplay.ErrorSample)
+	require.Zero(t, p.FirstReplay.Errors, "first replays: %v", p.FirstReplay.ErrorSample)
+	require.Positive(t, p.Slow.OK, "rides with Stripe latency: %v", p.Slow.ErrorSample)
+	require.GreaterOrEqual(t, p.Slow.P50, cfg.StripeLatency, "the fake Stripe's latency was not applied")
+	for name, r := range map[string]pgbenchRun{"floor": p.Floor, "seed": p.Seed, "seed retrying at once": p.SeedNow, "service's SQL": p.SQL, "select": p.Select} {
+		require.Positive(t, r.TPS, name)
+		require.Positive(t, r.Done, name)
+	}
+	require.InDelta(t, 2, p.Floor.CommitsPerRun, 0.5, "the floor commits twice per ride")
+	require.InDelta(t, 2, p.SQL.CommitsPerRun, 0.5, "the service's SQL commits twice per ride")
+
+	// What the rides left behind is whole: every finished key has its
+	// charged ride and its receipt job.
+	var finished, charged, receipts int
+	benchQueryRow(t, p.dep.url, `
+		SELECT (SELECT count(*) FROM idempotency_keys WHERE recovery_point = 'finished'),
+		       (SELECT count(*) FROM rides WHERE charge_status = 'charged'),
+		       (SELECT count(*) FROM river_job WHERE kind = 'ride_receipt')`, &finished, &charged, &receipts)
+	require.GreaterOrEqual(t, finished, p.New.OK)
+	require.Equal(t, finished, charged)
+	require.Equal(t, finished, receipts)
+
+	require.NoError(t, writeBenchReport(cfg.OutDir, e.info(), cfg, []*benchPoint{p}))
+	report, err := os.ReadFile(filepath.Join(cfg.OutDir, "report.md"))
+	require.NoError(t, err)
+	require.Contains(t, string(report), "| 3 |")
+	require.Contains(t, string(report), "## Targets")
+	img, err := os.ReadFile(filepath.Join(cfg.OutDir, "throughput.png"))
+	require.NoError(t, err)
+	decoded, err := png.Decode(bytes.NewReader(img))
+	require.NoError(t, err)
+	require.Equal(t, plotW, decoded.Bounds().Dx())
+	require.FileExists(t, filepath.Join(cfg.OutDir, "results.json"))
+}

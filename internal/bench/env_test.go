@@ -1,0 +1,377 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/atomicrides/atomicrides/internal/binrun"
+	"github.com/atomicrides/atomicrides/service/payments/fakestripe"
+	"github.com/atomicrides/atomicrides/sql/dbtest"
+)
+
+// benchConfig is what one benchmark run measures, and how long.
+type benchConfig struct {
+	// Clients is the client concurrency of each point of the sweep.
+	Clients []int
+	// Duration is how long each measurement runs (whole seconds: pgbench's
+	// unit). Warmup runs before each measurement of the service.
+	Duration, Warmup time.Duration
+	// StripeLatency is the fake Stripe's latency on charges in the latency
+	// series; 0 leaves that series out.
+	StripeLatency time.Duration
+	// PoolMaxConns is the service's pool size (pool_max_conns).
+	PoolMaxConns int
+	// Users is how many riders share the load.
+	Users int
+	// PgbenchMaxClients caps pgbench's connections: the server's
+	// max_connections caps them anyway, and a pool caps the service's.
+	PgbenchMaxClients int
+	// SeedMaxTries and SeedBackoff steer the seed's retries of
+	// serialization failures: the seed runs once retrying at once, and once
+	// with a jittered pause of up to SeedBackoff before each retry.
+	SeedMaxTries int
+	SeedBackoff  time.Duration
+	// OutDir receives the report, the plot and the processes' logs.
+	OutDir string
+}
+
+const benchAdminToken = "bench-admin-token-0123456789abcdef0123456789"
+
+// benchEnv is one benchmark run's world: the built binary, the fake Stripe
+// in its own process, and databases on the test server for the pgbench
+// runs (the floor's, the seed's, the service's SQL's). Each measurement of the service
+// gets a deployment of its own (see newDeployment).
+type benchEnv struct {
+	cfg        benchConfig
+	bin        string
+	pgbenchBin string
+	// admin reads pg_stat_database and pg_stat_activity from the
+	// maintenance database, so that reading them commits nothing in the
+	// databases measured.
+	admin                        *pgxpool.Pool
+	floorURL, seedURL, sqlURL    string
+	floorName, seedName, sqlName string
+	stripeBase                   string
+	// serveLog and stripeLog are the processes' log files in OutDir.
+	serveLog, stripeLog string
+	// workDir is the working directory of every process the harness
+	// starts, and mailDir the built-in mail sink's directory: both under
+	// the test's t.TempDir(), whatever OutDir is.
+	workDir, mailDir string
+	// pgbenchClients caps the clients of every pgbench run.
+	pgbenchClients int
+	// spareDBs are fresh databases for deployments, made up front so that
+	// they outlive the sub-benchmark that first uses them.
+	spareDBs []string
+}
+
+// newBenchEnv builds the binary, creates the baselines' databases and starts
+// the fake Stripe; everything is torn down when tb ends.
+func newBenchEnv(tb testing.TB, cfg benchConfig) *benchEnv {
+	tb.Helper()
+	e := &benchEnv{cfg: cfg}
+	var err error
+	if e.pgbenchBin, err = findPgbench(); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	e.bin = binrun.Build(tb)
+	e.workDir = tb.TempDir()
+	e.serveLog, e.stripeLog = benchLog(tb, cfg.OutDir, "serve.log"), benchLog(tb, cfg.OutDir, "fakestripe.log")
+	e.mailDir = tb.TempDir()
+	e.admin = benchPool(tb, dbtest.AdminURL(tb))
+
+	e.floorURL, e.seedURL, e.sqlURL = dbtest.NewURL(tb), dbtest.NewURL(tb), dbtest.NewURL(tb)
+	e.floorName, e.seedName, e.sqlName = benchDBName(tb, e.floorURL), benchDBName(tb, e.seedURL), benchDBName(tb, e.sqlURL)
+	for _, url := range []string{e.floorURL, e.seedURL, e.sqlURL} {
+		benchExec(tb, url, `
+			INSERT INTO users (email, payment_source, stripe_customer_id)
+			SELECT 'rider' || i || '@bench.example.com', 'tok_visa', 'cus_bench_' || i FROM generate_series(1, $1::int) i`,
+			cfg.Users)
+	}
+
+	// Two deployments per point: new rides (and their replays), and new
+	// rides with Stripe latency.
+	for range 2 * len(cfg.Clients) {
+		e.spareDBs = append(e.spareDBs, dbtest.NewURL(tb))
+	}
+
+	stripeAddr := binrun.FreeAddr(tb)
+	stripe := binrun.Start(tb, binrun.Cmd{Bin: e.bin, Args: []string{"fakestripe", "-addr", stripeAddr}, Dir: e.workDir, LogPath: e.stripeLog})
+	e.stripeBase = "http://" + stripeAddr
+	if err := stripe.Ready(context.Background(), e.stripeBase+"/_fake/faults", time.Minute); err != nil {
+		tb.Fatalf("the fake Stripe: %v (see %s)", err, e.stripeLog)
+	}
+
+	var maxConns, inUse int
+	if err := e.admin.QueryRow(context.Background(), `SELECT current_setting('max_connections')::int, (SELECT count(*) FROM pg_stat_activity)`).Scan(&maxConns, &inUse); err != nil {
+		tb.Fatal(err)
+	}
+	// Leave room for the service's pool, River's listener and other tests.
+	e.pgbenchClients = max(1, min(cfg.PgbenchMaxClients, maxConns-inUse-cfg.PoolMaxConns-10))
+	return e
+}
+
+// deployment is the service on a fresh database of its own, with its riders
+// and their Stripe customers made, and no process serving it between
+// measurements.
+type deployment struct {
+	e       *benchEnv
+	url     string
+	name    string
+	apiKeys []string
+}
+
+// newDeployment creates a database and its riders through the API, and
+// waits for the River jobs that create their Stripe customers. The fake
+// Stripe forgets everything first: key and row ids start again at 1 in a
+// fresh database, and so would the service's idempotency keys at Stripe.
+func (e *benchEnv) newDeployment(tb testing.TB) *deployment {
+	tb.Helper()
+	req, _ := http.NewRequest(http.MethodPost, e.stripeBase+"/_fake/reset", nil)
+	benchControl(tb, req)
+	if len(e.spareDBs) == 0 {
+		tb.Fatal("no spare database left for a deployment")
+	}
+	d := &deployment{e: e, url: e.spareDBs[0]}
+	e.spareDBs = e.spareDBs[1:]
+	d.name = benchDBName(tb, d.url)
+	srv := d.start(tb)
+	for i := range e.cfg.Users {
+		d.apiKeys = append(d.apiKeys, benchCreateUser(tb, srv.base, fmt.Sprintf("rider%03d@bench.example.com", i)))
+	}
+	binrun.WaitFor(tb, time.Minute, "every rider's Stripe customer", func() bool {
+		var missing int
+		benchQueryRow(tb, d.url, `SELECT count(*) FROM users WHERE stripe_customer_id IS NULL`, &missing)
+		return missing == 0
+	})
+	d.stop(tb, srv)
+	return d
+}
+
+// servingProcess is the built binary serving a deployment.
+type servingProcess struct {
+	*binrun.Process
+	base string
+}
+
+// start runs `serve -no-migrate -dev` (-dev: receipts to the built-in mail
+// sink) on the deployment's database, its pool capped at the configured
+// size, and waits until it is ready.
+func (d *deployment) start(tb testing.TB) *servingProcess {
+	tb.Helper()
+	addr := binrun.FreeAddr(tb)
+	p := binrun.Start(tb, binrun.Cmd{Bin: d.e.bin, Args: []string{"serve", "-no-migrate", "-dev"}, Dir: d.e.workDir, LogPath: d.e.serveLog, Env: []string{
+		"DATABASE_URL=" + withPoolMaxConns(d.url, d.e.cfg.PoolMaxConns),
+		"ADDR=" + addr,
+		"ADMIN_TOKEN=" + benchAdminToken,
+		"STRIPE_API_BASE=" + d.e.stripeBase,
+		"STRIPE_SECRET_KEY=sk_test_bench",
+		"MAIL_DIR=" + d.e.mailDir,
+	}})
+	s := &servingProcess{Process: p, base: "http://" + addr}
+	if err := p.Ready(context.Background(), s.base+"/readyz", time.Minute); err != nil {
+		tb.Fatalf("serve: %v (see %s)", err, d.e.serveLog)
+	}
+	return s
+}
+
+// stop shuts the process down gracefully and waits until its database
+// sessions have ended: a backend publishes its statistics as it exits, so
+// pg_stat_database then counts every transaction the process committed.
+func (d *deployment) stop(tb testing.TB, s *servingProcess) {
+	tb.Helper()
+	if err := s.Stop(time.Minute); err != nil {
+		tb.Fatalf("serve: %v (see %s)", err, d.e.serveLog)
+	}
+	d.e.waitSessionsGone(tb, d.name)
+}
+
+// waitSessionsGone waits until no client session is connected to db.
+func (e *benchEnv) waitSessionsGone(tb testing.TB, db string) {
+	tb.Helper()
+	binrun.WaitFor(tb, 30*time.Second, "the sessions of "+db+" to end", func() bool {
+		var n int
+		if err := e.admin.QueryRow(context.Background(),
+			`SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND backend_type = 'client backend'`, db).Scan(&n); err != nil {
+			tb.Fatal(err)
+		}
+		return n == 0
+	})
+}
+
+// commits returns the transactions committed in db so far. Exact when no
+// session is connected to db (see deployment.stop).
+func (e *benchEnv) commits(tb testing.TB, db string) int64 {
+	tb.Helper()
+	e.waitSessionsGone(tb, db)
+	var n int64
+	if err := e.admin.QueryRow(context.Background(), `SELECT xact_commit FROM pg_stat_database WHERE datname = $1`, db).Scan(&n); err != nil {
+		tb.Fatal(err)
+	}
+	return n
+}
+
+func benchDBName(tb testing.TB, url string) string {
+	tb.Helper()
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return cfg.Database
+}
+
+func benchPool(tb testing.TB, url string) *pgxpool.Pool {
+	tb.Helper()
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cfg.MaxConns = 2
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(pool.Close)
+	return pool
+}
+
+// benchExec runs one statement on its own short-lived connection, so that
+// no session of the harness lingers in a measured database.
+func benchExec(tb testing.TB, url, sql string, args ...any) {
+	tb.Helper()
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(context.Background(), sql, args...); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// benchQueryRow is benchExec for a query of one row.
+func benchQueryRow(tb testing.TB, url, sql string, dst ...any) {
+	tb.Helper()
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if err := conn.QueryRow(context.Background(), sql).Scan(dst...); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// withPoolMaxConns sets pgxpool's pool_max_conns on a URL or a keyword/value
+// connection string.
+func withPoolMaxConns(url string, n int) string {
+	if strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://") {
+		sep := "?"
+		if strings.Contains(url, "?") {
+			sep = "&"
+		}
+		return url + sep + "pool_max_conns=" + strconv.Itoa(n)
+	}
+	return url + " pool_max_conns=" + strconv.Itoa(n)
+}
+
+// benchLog empties (or creates) the log file name in dir, which child
+// processes append to, and returns its path.
+func benchLog(tb testing.TB, dir, name string) string {
+	tb.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, nil, 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	return path
+}
+
+// benchCreateUser creates a rider through the API and returns its API key.
+func benchCreateUser(tb testing.TB, base, email string) string {
+	tb.Helper()
+	req, _ := http.NewRequest(http.MethodPut, base+"/users/"+email, nil)
+	req.Header.Set("Authorization", "Bearer "+benchAdminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var created struct {
+		APIKey string `json:"api_key"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&created); err != nil || resp.StatusCode != http.StatusCreated || created.APIKey == "" {
+		tb.Fatalf("PUT /users/%s: status %d, %v", email, resp.StatusCode, err)
+	}
+	return created.APIKey
+}
+
+// setStripeLatency makes the fake Stripe hold every charge for d (none for
+// 0), through its control API.
+func (e *benchEnv) setStripeLatency(tb testing.TB, d time.Duration) {
+	tb.Helper()
+	req, _ := http.NewRequest(http.MethodDelete, e.stripeBase+"/_fake/faults", nil)
+	benchControl(tb, req)
+	if d <= 0 {
+		return
+	}
+	body, err := json.Marshal(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultLatency, Duration: d})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	req, _ = http.NewRequest(http.MethodPost, e.stripeBase+"/_fake/faults", bytes.NewReader(body))
+	benchControl(tb, req)
+}
+
+func benchControl(tb testing.TB, req *http.Request) {
+	tb.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		tb.Fatalf("%s %s: %d %s", req.Method, req.URL, resp.StatusCode, b)
+	}
+}
+
+// resetPeakRSS restarts the kernel's count of the process's peak resident
+// set size (VmHWM); it reports whether it could.
+func resetPeakRSS(pid int) bool {
+	return os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0) == nil
+}
+
+// peakRSS returns the process's peak resident set size in bytes (VmHWM), 0
+// where /proc does not tell.
+func peakRSS(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kb << 10
+		}
+	}
+	return 0
+}

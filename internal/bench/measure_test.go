@@ -1,0 +1,175 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// benchPoint is everything measured at one client concurrency.
+type benchPoint struct {
+	Clients int
+	// Floor and Seed are the baselines of new rides (SeedNow is the seed
+	// retrying at once, Seed with a client's jittered backoff); Select is
+	// the baseline of replays. SQL is the service's own SQL for new rides,
+	// run by pgbench: what the service would do with no cost of its own.
+	Floor, Seed, SeedNow, Select, SQL pgbenchRun
+	// New books new rides with no Stripe latency; Replay repeats the keys
+	// New finished; Slow books new rides with the configured Stripe latency.
+	// FirstReplay replays each finished key once, on a process that has
+	// not seen it: the database's answer. Healthz is GET /healthz: the same
+	// server answering with no database work, the ceiling of any request on
+	// this machine.
+	New, Replay, FirstReplay, Slow, Healthz loadRun
+
+	// dep is the deployment New ran on, where Replay runs.
+	dep *deployment
+}
+
+// measureNew measures new rides at p.Clients: the floor, the seed's design
+// and the service's SQL through pgbench, then the service on a deployment of
+// its own.
+func (e *benchEnv) measureNew(tb testing.TB, p *benchPoint) {
+	tb.Helper()
+	users := strconv.Itoa(e.cfg.Users)
+	p.Floor = e.pgbenchCommits(tb, e.floorName, pgbenchArgs{
+		url: e.floorURL, script: pgbenchScript(tb, "floor.sql"), vars: map[string]string{"users": users},
+	}, p.Clients)
+	seed := func(backoff time.Duration) pgbenchRun {
+		return e.pgbenchCommits(tb, e.seedName, pgbenchArgs{
+			url: e.seedURL, script: pgbenchScript(tb, "seed.sql"), maxTries: e.cfg.SeedMaxTries,
+			vars: map[string]string{"users": users, "backoff_ms": strconv.Itoa(int(backoff / time.Millisecond))},
+		}, p.Clients)
+	}
+	p.SeedNow = seed(0)
+	p.Seed = seed(e.cfg.SeedBackoff)
+	p.SQL = e.pgbenchCommits(tb, e.sqlName, pgbenchArgs{
+		url: e.sqlURL, script: pgbenchScript(tb, "service.sql"), vars: map[string]string{"users": users},
+	}, p.Clients)
+	p.dep = e.newDeployment(tb)
+	p.New = e.serviceRides(tb, p.dep, p.Clients, 0, "new")
+}
+
+// measureReplay measures replays of the keys measureNew finished, and the
+// single-row primary-key select they are compared with, on the same
+// database.
+func (e *benchEnv) measureReplay(tb testing.TB, p *benchPoint) {
+	tb.Helper()
+	if p.dep == nil || p.New.OK == 0 {
+		tb.Fatal("replays need finished keys: measure new rides at the same concurrency first")
+	}
+	var maxID int64
+	benchQueryRow(tb, p.dep.url, `SELECT coalesce(max(id), 0) FROM idempotency_keys`, &maxID)
+	p.Select = e.pgbench(tb, pgbenchArgs{
+		url: p.dep.url, script: pgbenchScript(tb, "select.sql"), vars: map[string]string{"maxid": strconv.FormatInt(maxID, 10)},
+	}, p.Clients)
+
+	// First, on a fresh process with no warm-up, client i replays the keys
+	// it finished, once each.
+	once := func(client, n int) string {
+		if keys := p.New.finished[client]; n < len(keys) {
+			return keys[n]
+		}
+		return ""
+	}
+	p.FirstReplay = e.serviceRun(tb, p.dep, 0, loadSpec{}, loadSpec{clients: p.Clients, key: once, replay: true})
+
+	// Then client i replays the keys its rider finished over and over, from
+	// an offset of its own.
+	users := len(p.dep.apiKeys)
+	perUser := make([][]string, users)
+	for i, keys := range p.New.finished {
+		perUser[i%users] = append(perUser[i%users], keys...)
+	}
+	for i := range min(p.Clients, users) {
+		if len(perUser[i]) == 0 {
+			tb.Fatalf("no finished key of rider %d to replay", i)
+		}
+	}
+	key := func(client, n int) string {
+		keys := perUser[client%users]
+		return keys[(client/users*7919+n)%len(keys)]
+	}
+	p.Replay = e.serviceRun(tb, p.dep, 0, loadSpec{clients: p.Clients, key: key, replay: true}, loadSpec{clients: p.Clients, key: key, replay: true})
+	p.Healthz = e.serviceRun(tb, p.dep, 0, loadSpec{clients: p.Clients, healthz: true}, loadSpec{clients: p.Clients, healthz: true})
+}
+
+// measureSlow measures new rides at p.Clients, on a deployment of their own,
+// with the fake Stripe holding every charge for the configured latency.
+func (e *benchEnv) measureSlow(tb testing.TB, p *benchPoint) {
+	tb.Helper()
+	p.Slow = e.serviceRides(tb, e.newDeployment(tb), p.Clients, e.cfg.StripeLatency, "slow")
+}
+
+// serviceRides measures new rides, each under a key of its own.
+func (e *benchEnv) serviceRides(tb testing.TB, d *deployment, clients int, latency time.Duration, label string) loadRun {
+	tb.Helper()
+	key := func(prefix string) func(client, n int) string {
+		return func(client, n int) string {
+			return fmt.Sprintf("bench-%s-c%04d-w%04d-n%09d", prefix, clients, client, n)
+		}
+	}
+	return e.serviceRun(tb, d, latency,
+		loadSpec{clients: clients, key: key("warm-" + label)},
+		loadSpec{clients: clients, key: key(label)})
+}
+
+// serviceRun starts the service on d, runs the warm-up (unless it has no
+// clients) and then the measured load, and stops it. The commits counted are every commit in d's database
+// from start to stop (the requests', River's, the readiness checks'), per
+// OK response of the warm-up and the run; the peak RSS is the server's
+// during the run.
+func (e *benchEnv) serviceRun(tb testing.TB, d *deployment, latency time.Duration, warmup, measured loadSpec) loadRun {
+	tb.Helper()
+	e.setStripeLatency(tb, latency)
+	defer e.setStripeLatency(tb, 0)
+	before := e.commits(tb, d.name)
+	srv := d.start(tb)
+
+	var warm loadRun
+	if warmup.clients > 0 {
+		warmup.base, warmup.duration, warmup.apiKeys = srv.base, e.cfg.Warmup, d.apiKeys
+		warm = runLoad(context.Background(), warmup)
+		if warm.OK == 0 {
+			d.stop(tb, srv)
+			tb.Fatalf("warm-up at %d clients got no answer it wanted: %v", warmup.clients, warm.ErrorSample)
+		}
+	}
+
+	measured.base, measured.duration, measured.apiKeys = srv.base, e.cfg.Duration, d.apiKeys
+	pid := srv.Pid()
+	rssReset := resetPeakRSS(pid)
+	run := runLoad(context.Background(), measured)
+	if rssReset {
+		run.PeakRSS = peakRSS(pid)
+	}
+	d.stop(tb, srv)
+	if n := warm.OK + run.OK; n > 0 {
+		run.CommitsPerOK = float64(e.commits(tb, d.name)-before) / float64(n)
+	}
+	return run
+}
+
+// pgbench runs a pgbench script at the concurrency of clients, capped.
+func (e *benchEnv) pgbench(tb testing.TB, a pgbenchArgs, clients int) pgbenchRun {
+	tb.Helper()
+	a.bin, a.duration, a.clients = e.pgbenchBin, e.cfg.Duration, min(clients, e.pgbenchClients)
+	run, err := runPgbench(context.Background(), a)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return run
+}
+
+// pgbenchCommits is pgbench with the commits it made in db counted.
+func (e *benchEnv) pgbenchCommits(tb testing.TB, db string, a pgbenchArgs, clients int) pgbenchRun {
+	tb.Helper()
+	before := e.commits(tb, db)
+	run := e.pgbench(tb, a, clients)
+	if run.Done > 0 {
+		run.CommitsPerRun = float64(e.commits(tb, db)-before) / float64(run.Done)
+	}
+	return run
+}

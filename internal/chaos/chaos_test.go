@@ -1,0 +1,291 @@
+package chaos
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/atomicrides/atomicrides/internal/binrun"
+)
+
+var (
+	chaosFullFlag = flag.Bool("chaos.full", false, "run TestChaos, the full chaos run (go tool task chaos)")
+	chaosLogsFlag = flag.String("chaos.logs", "", "keep the processes' logs of a chaos run in this directory (relative: to the module root)")
+)
+
+// TestMain builds the binaries the tests run once, and removes them when
+// the tests end.
+func TestMain(m *testing.M) { binrun.Main(m) }
+
+// chaosPlan bounds one chaos run.
+type chaosPlan struct {
+	name    string
+	users   int
+	clients int // concurrent clients
+	// maxScenarios bounds the scenarios started, whatever the time.
+	maxScenarios int64
+	// crashWindow is how long an armed failpoint may take to be reached
+	// before its instance is killed instead.
+	crashWindow time.Duration
+	// stripeWindow is how long an injected Stripe fault may take to be used
+	// up before it is cleared.
+	stripeWindow time.Duration
+	// pgRestartAfter is when, after the faults start, PostgreSQL is
+	// restarted in the pass that injects each fault in turn.
+	pgRestartAfter time.Duration
+	// mixed is how long every fault is injected at once, at random, after
+	// that pass; pgEvery spaces the PostgreSQL restarts meanwhile.
+	mixed   time.Duration
+	pgEvery time.Duration
+	// settle bounds the wait for the completer and the jobs after the
+	// faults stop.
+	settle time.Duration
+	// bound is the whole run, start to verdict.
+	bound time.Duration
+}
+
+// TestChaosShort is one pass of each fault, in turn, with a few clients:
+// part of `go tool task test`.
+//
+// It does not run in parallel with the other tests of the package: it owns
+// several processes and a PostgreSQL cluster, and its bounds assume they
+// get the machine's cores.
+func TestChaosShort(t *testing.T) {
+	runChaos(t, chaosPlan{
+		name:           "short: one pass of each fault",
+		users:          5,
+		clients:        8,
+		maxScenarios:   400,
+		crashWindow:    15 * time.Second,
+		stripeWindow:   10 * time.Second,
+		pgRestartAfter: 6 * time.Second,
+		settle:         90 * time.Second,
+		bound:          4 * time.Minute,
+	})
+}
+
+// TestChaos is the full run: each fault in turn, then all of them mixed
+// for a while, with more clients. `go tool task chaos` runs it.
+func TestChaos(t *testing.T) {
+	if !*chaosFullFlag {
+		t.Skip("the full chaos run needs -chaos.full (go tool task chaos); TestChaosShort is its short form")
+	}
+	runChaos(t, chaosPlan{
+		name:           "full: each fault in turn, then all mixed",
+		users:          10,
+		clients:        12,
+		maxScenarios:   4000,
+		crashWindow:    15 * time.Second,
+		stripeWindow:   10 * time.Second,
+		pgRestartAfter: 6 * time.Second,
+		mixed:          100 * time.Second,
+		pgEvery:        25 * time.Second,
+		settle:         80 * time.Second,
+		bound:          5 * time.Minute,
+	})
+}
+
+func runChaos(t *testing.T, plan chaosPlan) {
+	begin := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), plan.bound)
+	defer cancel()
+
+	// The logs stay when the run fails.
+	logDir := *chaosLogsFlag
+	if logDir == "" {
+		var err error
+		logDir, err = os.MkdirTemp("", "atomicrides-chaos-")
+		require.NoError(t, err)
+		t.Cleanup(func() {
+			if !t.Failed() {
+				_ = os.RemoveAll(logDir)
+			}
+		})
+	} else {
+		if !filepath.IsAbs(logDir) {
+			root, err := binrun.ModuleRoot()
+			require.NoError(t, err)
+			logDir = filepath.Join(root, logDir)
+		}
+		require.NoError(t, os.MkdirAll(logDir, 0o755))
+	}
+	sys := startChaosSystem(t, ctx, logDir)
+	users, err := chaosCreateUsers(ctx, sys, plan.users)
+	require.NoError(t, err)
+	setup := time.Since(begin)
+
+	stats := &chaosStats{}
+	load := &chaosLoad{
+		rider: newChaosRider(sys.bases(), stats),
+		users: users,
+		book:  &chaosBook{},
+		run:   fmt.Sprintf("%08x", rand.Uint32()),
+		max:   plan.maxScenarios,
+	}
+	stop := make(chan struct{})
+	var clients sync.WaitGroup
+	for range plan.clients {
+		clients.Go(func() { load.work(ctx, stop) })
+	}
+
+	// Each fault in turn: every failpoint (two lanes, one per instance,
+	// taking the points in order), every Stripe fault, one PostgreSQL
+	// restart under load.
+	flog := newChaosFaultLog()
+	faultsStart := time.Now()
+	points := make(chan string, len(chaosCrashPoints))
+	for _, p := range chaosCrashPoints {
+		points <- p
+	}
+	close(points)
+	var lanes sync.WaitGroup
+	laneErrs := make(chan error, 4)
+	for _, s := range sys.serves {
+		lanes.Go(func() { laneErrs <- crashLane(ctx, s, points, plan.crashWindow, flog) })
+	}
+	lanes.Go(func() {
+		laneErrs <- stripeLane(ctx, sys, chaosStripeFaults, plan.stripeWindow, flog, func(f chaosStripeFault) {
+			clients.Go(func() { load.quitUnder(ctx, f) })
+			clients.Go(func() {
+				load.book.ran("malformed request")
+				load.malformed(ctx, users[rand.IntN(len(users))])
+			})
+		})
+	})
+	lanes.Go(func() {
+		select {
+		case <-ctx.Done():
+			laneErrs <- ctx.Err()
+			return
+		case <-time.After(plan.pgRestartAfter):
+		}
+		laneErrs <- restartPostgres(ctx, sys, flog)
+	})
+	lanes.Wait()
+	close(laneErrs)
+	for err := range laneErrs {
+		require.NoError(t, err)
+	}
+	if plan.mixed > 0 {
+		mctx, mcancel := context.WithTimeout(ctx, plan.mixed)
+		err := mixedFaults(mctx, sys, plan.pgEvery, flog)
+		mcancel()
+		require.NoError(t, err)
+	}
+
+	// The faults stop; the clients finish what they started (retrying
+	// until a definitive answer, or giving up at their limits).
+	require.NoError(t, sys.stripeControl(ctx, http.MethodDelete, "faults", nil, nil))
+	close(stop)
+	clients.Wait()
+	faults := time.Since(faultsStart)
+	flog.event("faults stopped; clients done")
+
+	// Settle within the bound, leaving time for the checks.
+	settleStart := time.Now()
+	deadline, _ := ctx.Deadline()
+	settleErr := chaosSettle(ctx, sys, min(plan.settle, time.Until(deadline)-30*time.Second))
+	settled := time.Since(settleStart)
+	flog.event("settled in %s (%v)", settled.Round(time.Millisecond), settleErr)
+
+	state := chaosReadState(t, ctx, sys, load)
+	checks := chaosCheckAll(state)
+	report := chaosReport(plan, load, stats, flog, checks, state.notes(), map[string]time.Duration{
+		"setup": setup, "faults": faults, "settle": settled, "total": time.Since(begin),
+	})
+	fmt.Print(report)
+	events := filepath.Join(logDir, "events.log")
+	if err := os.WriteFile(events, []byte(strings.Join(flog.events, "\n")+"\n"), 0o644); err != nil {
+		t.Errorf("write %s: %v", events, err)
+	}
+	if *chaosLogsFlag != "" {
+		fmt.Printf("logs of every process and the timeline of the faults (events.log): %s\n", logDir)
+	}
+	if settleErr != nil {
+		t.Errorf("the system did not settle within %s: %v (logs in %s)", plan.settle, settleErr, logDir)
+	}
+	// Each invariant is a subtest of its own, so that a violation names
+	// its check (TestChaosShort/keys_finished) as well as its row.
+	for _, c := range checks {
+		t.Run(c.id, func(t *testing.T) {
+			if !c.ok {
+				t.Errorf("invariant violated: %s: expected %s, got %s (logs in %s)", c.name, c.expected, c.actual, logDir)
+			}
+		})
+	}
+	if time.Since(begin) > plan.bound {
+		t.Errorf("the run took %s, over its bound of %s", time.Since(begin), plan.bound)
+	}
+}
+
+// chaosReport renders what the run did and the invariants table.
+func chaosReport(plan chaosPlan, load *chaosLoad, stats *chaosStats, flog *chaosFaultLog, checks []chaosCheck, notes []string, took map[string]time.Duration) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n=== chaos (%s)\n", plan.name)
+	fmt.Fprintf(&b, "time: setup %s, faults %s, settle %s, total %s (bound %s)\n",
+		took["setup"].Round(100*time.Millisecond), took["faults"].Round(100*time.Millisecond),
+		took["settle"].Round(100*time.Millisecond), took["total"].Round(100*time.Millisecond), plan.bound)
+
+	load.book.mu.Lock()
+	scenarios := 0
+	for _, n := range load.book.scenarios {
+		scenarios += n
+	}
+	fmt.Fprintf(&b, "\nclients: %d concurrent, %d riders, %d scenarios:\n", plan.clients, plan.users, scenarios)
+	for _, name := range sortedKeys(load.book.scenarios) {
+		fmt.Fprintf(&b, "  %-52s %5d\n", name, load.book.scenarios[name])
+	}
+	load.book.mu.Unlock()
+	fmt.Fprintf(&b, "requests: %d attempts, %d retries, %d without an answer (connection refused, reset, timeout), "+
+		"%d logical requests given up at the retry limits, %d clients gone on purpose\n",
+		stats.attempts.Load(), stats.retries.Load(), stats.networkErrors.Load(), stats.gaveUpExhausted.Load(), stats.quitters.Load())
+	codes := stats.statusCounts()
+	var parts []string
+	for _, code := range []int{200, 201, 400, 401, 402, 404, 409, 413, 415, 422, 429, 500, 502, 503} {
+		if codes[code] > 0 {
+			parts = append(parts, fmt.Sprintf("%d×%d", code, codes[code]))
+		}
+	}
+	fmt.Fprintf(&b, "answers: %s\n", strings.Join(parts, "  "))
+
+	flog.mu.Lock()
+	fired, missed := 0, 0
+	for _, n := range flog.fired {
+		fired += n
+	}
+	for _, n := range flog.missed {
+		missed += n
+	}
+	fmt.Fprintf(&b, "\ncrashes (SIGKILL at a failpoint): %d; armed but not reached (killed instead): %d; "+
+		"SIGKILL at an arbitrary moment: %d\n", fired, missed, flog.kills)
+	for _, p := range chaosCrashPoints {
+		fmt.Fprintf(&b, "  %-42s crashed %3d   not reached %3d\n", p, flog.fired[p], flog.missed[p])
+	}
+	var restarts []string
+	for _, d := range flog.pgRestarts {
+		restarts = append(restarts, d.Round(time.Millisecond).String())
+	}
+	fmt.Fprintf(&b, "PostgreSQL restarts (-m immediate, under load): %d (back in %s)\n", len(flog.pgRestarts), strings.Join(restarts, ", "))
+	fmt.Fprintf(&b, "Stripe faults injected (not used up in time):\n")
+	for _, name := range sortedKeys(flog.stripe) {
+		fmt.Fprintf(&b, "  %-58s %4d (%d)\n", name, flog.stripe[name], flog.stripeLeft[name])
+	}
+	flog.mu.Unlock()
+
+	for _, n := range notes {
+		fmt.Fprintln(&b, n)
+	}
+	fmt.Fprintf(&b, "\ninvariants:\n")
+	fmt.Fprint(&b, chaosTable(checks))
+	return b.String()
+}

@@ -1,0 +1,336 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/atomicrides/atomicrides/internal/binrun"
+	"github.com/atomicrides/atomicrides/service/failpoint"
+	"github.com/atomicrides/atomicrides/service/mail/mailsink"
+	"github.com/atomicrides/atomicrides/sql/pgenv"
+)
+
+// Settings of the system under chaos: short enough that leases expire,
+// the completer acts and River rescues the jobs of a killed process within
+// a bounded run.
+const (
+	chaosAdminToken = "chaos-admin-token-0123456789abcdef0123456789"
+	// chaosStripeTimeout bounds each Stripe attempt of the service; the
+	// latency faults hold requests longer than that.
+	chaosStripeTimeout = 600 * time.Millisecond
+	// chaosLease outlasts the Stripe budget of the service (3 attempts of
+	// chaosStripeTimeout, stripe-go's backoff and a margin: 4.3 s).
+	chaosLease         = 5 * time.Second
+	chaosCompleterIdle = 3 * time.Second
+	chaosJobTimeout    = 10 * time.Second
+	// chaosJobRescueAfter outlasts every job's timeout (a completion's is
+	// the lease plus 10 s); River's rescuer looks every 30 s.
+	chaosJobRescueAfter = 16 * time.Second
+)
+
+// chaosSystem is everything the harness runs as separate processes: a
+// PostgreSQL cluster it may crash, the fake Stripe, two serve instances on
+// one database; plus a mail sink in the test process.
+type chaosSystem struct {
+	bin    string
+	logDir string
+	// workDir is the working directory of every process the harness
+	// starts, under the test's t.TempDir().
+	workDir string
+	cluster *pgenv.Cluster
+	dbURL   string
+	stripe  string // base URL of the fake Stripe process
+	sink    *mailsink.Sink
+	smtpURL string
+	serves  []*chaosServe
+}
+
+// startChaosSystem starts every process and waits until each answers.
+func startChaosSystem(t *testing.T, ctx context.Context, logDir string) *chaosSystem {
+	t.Helper()
+	// The command with failpoints compiled in.
+	sys := &chaosSystem{logDir: logDir, workDir: t.TempDir(), bin: binrun.Build(t, "failpoints")}
+
+	// PostgreSQL: its own cluster on its own port, crash-safe so that
+	// committed work survives the immediate restarts.
+	pgDir := t.TempDir()
+	cluster, err := pgenv.StartClusterWith(ctx, pgDir, pgenv.ClusterOptions{Port: binrun.FreePort(t), CrashSafe: true})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		stopCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := pgenv.StopCluster(stopCtx, pgDir); err != nil {
+			t.Errorf("stop the chaos cluster: %v", err)
+		}
+		_ = os.RemoveAll(cluster.Root)
+	})
+	sys.cluster = cluster
+	conn, err := pgx.Connect(ctx, cluster.URL)
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, "CREATE DATABASE chaos")
+	require.NoError(t, err)
+	require.NoError(t, conn.Close(ctx))
+	sys.dbURL = strings.Replace(cluster.URL, "/postgres?", "/chaos?", 1)
+	require.NotEqual(t, cluster.URL, sys.dbURL)
+
+	// The fake Stripe, as its own process.
+	stripeAddr := binrun.FreeAddr(t)
+	sys.stripe = "http://" + stripeAddr
+	stripeProc := binrun.Start(t, binrun.Cmd{Bin: sys.bin, Args: []string{"fakestripe", "-addr", stripeAddr},
+		Dir: sys.workDir, LogPath: filepath.Join(logDir, "fakestripe.log")})
+	t.Cleanup(func() { _ = stripeProc.Stop(10 * time.Second) })
+	require.NoError(t, stripeProc.Ready(ctx, sys.stripe+"/_fake/ledger", 30*time.Second))
+
+	// The mail sink, in this process, so that messages are counted here.
+	sys.sink = mailsink.New(mailsink.Options{})
+	smtpURL, stopSink, err := sys.sink.Start("127.0.0.1:0")
+	require.NoError(t, err)
+	sys.smtpURL = smtpURL
+	t.Cleanup(func() { _ = stopSink(context.Background()) })
+
+	for _, name := range []string{"serve-a", "serve-b"} {
+		s := &chaosServe{sys: sys, name: name, addr: binrun.FreeAddr(t)}
+		sys.serves = append(sys.serves, s)
+		t.Cleanup(s.stop)
+	}
+	for _, s := range sys.serves {
+		require.NoError(t, s.start(ctx, ""))
+	}
+	return sys
+}
+
+// env is the environment of a serve process (and of the operator CLI).
+func (sys *chaosSystem) env() []string {
+	return []string{
+		"DATABASE_URL=" + sys.dbURL + "&pool_max_conns=8",
+		"ADMIN_TOKEN=" + chaosAdminToken,
+		"STRIPE_API_BASE=" + sys.stripe,
+		"STRIPE_SECRET_KEY=sk_test_chaos",
+		"STRIPE_TIMEOUT=" + chaosStripeTimeout.String(),
+		"LEASE=" + chaosLease.String(),
+		"SMTP_URL=" + sys.smtpURL,
+		"COMPLETER_INTERVAL=1s",
+		"COMPLETER_IDLE=" + chaosCompleterIdle.String(),
+		"JOB_TIMEOUT=" + chaosJobTimeout.String(),
+		"JOB_RESCUE_AFTER=" + chaosJobRescueAfter.String(),
+	}
+}
+
+// bases returns the base URLs of the serve instances, as a load balancer
+// without health checks would know them.
+func (sys *chaosSystem) bases() []string {
+	out := make([]string, len(sys.serves))
+	for i, s := range sys.serves {
+		out[i] = "http://" + s.addr
+	}
+	return out
+}
+
+// chaosServe is one serve instance: a process that the harness kills,
+// arms with a failpoint and restarts on the same address.
+type chaosServe struct {
+	sys  *chaosSystem
+	name string
+	addr string
+
+	mu      sync.Mutex
+	proc    *binrun.Process // the current process; nil before the first start
+	logPath string
+	starts  int
+}
+
+// start starts the instance with the failpoints of spec armed (none if
+// empty; see package failpoint) and waits until it is ready. A start that fails (the database restarting, say)
+// is tried again, a bounded number of times.
+func (s *chaosServe) start(ctx context.Context, spec string) error {
+	var last error
+	for attempt := 1; attempt <= 10; attempt++ {
+		if last = s.startOnce(ctx, spec); last == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return last
+		}
+		select {
+		case <-ctx.Done():
+			return last
+		case <-time.After(time.Duration(attempt) * 200 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("%s did not start: %w", s.name, last)
+}
+
+func (s *chaosServe) startOnce(ctx context.Context, spec string) error {
+	s.mu.Lock()
+	s.starts++
+	logPath := filepath.Join(s.sys.logDir, fmt.Sprintf("%s.%02d.log", s.name, s.starts))
+	env := append(s.sys.env(), "ADDR="+s.addr)
+	if spec != "" {
+		env = append(env, failpoint.EnvVar+"="+spec)
+	}
+	proc, err := binrun.Cmd{Bin: s.sys.bin, Args: []string{"serve"}, Env: env, Dir: s.sys.workDir, LogPath: logPath}.Start()
+	if err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	s.proc, s.logPath = proc, logPath
+	s.mu.Unlock()
+
+	if err := proc.Ready(ctx, "http://"+s.addr+"/readyz", 60*time.Second); err != nil {
+		s.kill()
+		return fmt.Errorf("%s did not get ready (see %s): %w", s.name, logPath, err)
+	}
+	return nil
+}
+
+// exited returns a channel closed when the current process exits.
+func (s *chaosServe) exited() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.proc.Done()
+}
+
+// kill sends SIGKILL to the current process and waits for it to exit.
+func (s *chaosServe) kill() {
+	s.mu.Lock()
+	proc := s.proc
+	s.mu.Unlock()
+	if proc != nil {
+		proc.Kill()
+	}
+}
+
+// stop ends the instance gracefully (SIGTERM), or kills it after a while.
+func (s *chaosServe) stop() {
+	s.mu.Lock()
+	proc := s.proc
+	s.mu.Unlock()
+	if proc != nil {
+		_ = proc.Stop(30 * time.Second)
+	}
+}
+
+// crashedAt reports whether the current process (exited) crashed at the
+// named failpoint, from the line the failpoint writes before SIGKILL.
+func (s *chaosServe) crashedAt(point string) bool {
+	s.mu.Lock()
+	path := s.logPath
+	s.mu.Unlock()
+	b, err := os.ReadFile(path)
+	return err == nil && bytes.Contains(b, []byte("failpoint "+point+": crash"))
+}
+
+// stripeLedger reads the fake Stripe's ledger.
+func (sys *chaosSystem) stripeLedger(ctx context.Context) (*chaosLedger, error) {
+	var l chaosLedger
+	return &l, sys.stripeControl(ctx, http.MethodGet, "ledger", nil, &l)
+}
+
+// stripeFaultsLeft returns how many injected faults are still active.
+func (sys *chaosSystem) stripeFaultsLeft(ctx context.Context) (int, error) {
+	var out struct {
+		Faults []json.RawMessage `json:"faults"`
+	}
+	err := sys.stripeControl(ctx, http.MethodGet, "faults", nil, &out)
+	return len(out.Faults), err
+}
+
+// stripeControl calls the fake Stripe's control API.
+func (sys *chaosSystem) stripeControl(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, sys.stripe+"/_fake/"+path, body)
+	if err != nil {
+		return err
+	}
+	resp, err := chaosHTTP.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("fake Stripe %s %s: %d %s", method, path, resp.StatusCode, b)
+	}
+	if out == nil {
+		return nil
+	}
+	return json.Unmarshal(b, out)
+}
+
+// chaosLedger is the part of the fake Stripe's ledger the checks read.
+type chaosLedger struct {
+	Customers []struct {
+		ID       string            `json:"id"`
+		Metadata map[string]string `json:"metadata"`
+	} `json:"customers"`
+	Charges []struct {
+		ID       string            `json:"id"`
+		Status   string            `json:"status"`
+		Metadata map[string]string `json:"metadata"`
+	} `json:"charges"`
+	Refunds []struct {
+		ID     string `json:"id"`
+		Charge string `json:"charge"`
+	} `json:"refunds"`
+	Requests []struct {
+		Op      string `json:"op"`
+		Status  int    `json:"status"`
+		Dropped bool   `json:"dropped"`
+		Fault   string `json:"fault"`
+	} `json:"requests"`
+}
+
+// operatorKeys runs the operator CLI of the binary, `keys list -dead -json`,
+// and returns the ids of the keys it lists.
+func (sys *chaosSystem) operatorKeys(ctx context.Context) (map[int64]bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	res, err := binrun.Cmd{Bin: sys.bin, Args: []string{"keys", "list", "-dead", "-json", "-limit", "10000"},
+		Env: sys.env(), Dir: sys.workDir}.Run(ctx)
+	if err == nil && res.ExitCode != 0 {
+		err = fmt.Errorf("exit code %d", res.ExitCode)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("keys list -dead: %w\n%s", err, res.Stderr)
+	}
+	var keys []struct {
+		ID int64 `json:"id"`
+	}
+	if err := json.Unmarshal([]byte(res.Stdout), &keys); err != nil {
+		return nil, fmt.Errorf("keys list -dead: %w\n%s", err, res.Stdout)
+	}
+	ids := map[int64]bool{}
+	for _, k := range keys {
+		ids[k.ID] = true
+	}
+	return ids, nil
+}
+
+// chaosHTTP is the harness's own client for control calls; riders have
+// their own (chaosRider).
+var chaosHTTP = &http.Client{Timeout: 10 * time.Second}
