@@ -140,7 +140,7 @@ func TestCompleterRunsAgainAfterACrashWithDefaults(t *testing.T) {
 	pool, keyID := abandonedRide(t, dbURL, fake)
 	ctx := context.Background()
 
-	env := bareEnv("DATABASE_URL="+dbURL, "ADMIN_TOKEN=crash-admin", "STRIPE_SECRET_KEY=sk_test_money",
+	env := bareEnv("DATABASE_URL="+dbURL, "ADMIN_TOKEN=crash-admin-token-0123456789abcdef0123", "STRIPE_SECRET_KEY=sk_test_money",
 		"STRIPE_API_BASE="+fake.URL, "SMTP_URL="+smtpURL, "COMPLETER_INTERVAL=2s", "COMPLETER_IDLE=1s")
 
 	// The first process dies in its first completer pass.

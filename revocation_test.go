@@ -30,13 +30,13 @@ func TestRevocationAcrossProcesses(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = stopSink(ctx) })
 	env := []string{
-		"DATABASE_URL=" + dbtest.NewURL(t), "ADMIN_TOKEN=revocation-admin",
+		"DATABASE_URL=" + dbtest.NewURL(t), "ADMIN_TOKEN=revocation-admin-token-0123456789abcdef0123",
 		"STRIPE_API_BASE=" + stripeSrv.URL, "STRIPE_SECRET_KEY=sk_test_revocation", "SMTP_URL=" + smtpURL,
 	}
 	a := startServe(t, env...)
 	b := startServe(t, env...)
 
-	status, body := a.do(t, http.MethodPut, "/users/Mailbox@Example.COM", "revocation-admin", nil, "")
+	status, body := a.do(t, http.MethodPut, "/users/Mailbox@Example.COM", "revocation-admin-token-0123456789abcdef0123", nil, "")
 	require.Equal(t, http.StatusCreated, status, "%s", body)
 	var created struct {
 		User     struct{ ID int64 } `json:"user"`
@@ -44,7 +44,7 @@ func TestRevocationAcrossProcesses(t *testing.T) {
 		APIKeyID int64              `json:"api_key_id"`
 	}
 	require.NoError(t, json.Unmarshal(body, &created))
-	status, body = b.do(t, http.MethodPut, "/users/mailbox@example.com", "revocation-admin", nil, "")
+	status, body = b.do(t, http.MethodPut, "/users/mailbox@example.com", "revocation-admin-token-0123456789abcdef0123", nil, "")
 	require.Equal(t, http.StatusOK, status, "the same mailbox in another case: %s", body)
 	var again struct {
 		User struct{ ID int64 } `json:"user"`
@@ -56,7 +56,7 @@ func TestRevocationAcrossProcesses(t *testing.T) {
 		status, body := in.do(t, http.MethodGet, "/rides/1", created.APIKey, nil, "")
 		require.Equal(t, http.StatusNotFound, status, "%s", body)
 	}
-	status, body = a.do(t, http.MethodDelete, "/users/mailbox@example.com/api_keys/"+strconv.FormatInt(created.APIKeyID, 10), "revocation-admin", nil, "")
+	status, body = a.do(t, http.MethodDelete, "/users/mailbox@example.com/api_keys/"+strconv.FormatInt(created.APIKeyID, 10), "revocation-admin-token-0123456789abcdef0123", nil, "")
 	require.Equal(t, http.StatusNoContent, status, "%s", body)
 	require.Eventually(t, func() bool {
 		status, _ := b.do(t, http.MethodGet, "/rides/1", created.APIKey, nil, "")

@@ -32,6 +32,13 @@ type AuditRecord struct {
 	UserID       int64
 }
 
+type BookingSession struct {
+	IDHash    []byte
+	APIKeyID  int64
+	CreatedAt time.Time
+	ExpiresAt time.Time
+}
+
 type Deployment struct {
 	Singleton bool
 	CreatedAt time.Time

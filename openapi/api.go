@@ -27,7 +27,8 @@ type Config struct {
 	// AdminToken is the operator credential: Bearer on the admin operations,
 	// the password of HTTP Basic on River UI.
 	AdminToken string
-	// RiverUI, when set, is served under /riverui/ to operators only.
+	// RiverUI, when set, is served under /riverui/ to operators only, and
+	// only to same-origin requests; its API takes JSON only.
 	RiverUI http.Handler
 	// Ready reports whether the service can serve (database reachable,
 	// migrations applied); nil means always ready.
@@ -72,14 +73,18 @@ func NewHandler(cfg Config) http.Handler {
 		cfg.Pages.Register(mux)
 	}
 	if cfg.RiverUI != nil {
-		mux.Handle("/riverui/", requireAdminBasic(cfg.AdminToken, cfg.RiverUI))
+		mux.Handle(riverUIPrefix, requireAdminBasic(cfg.AdminToken, guardRiverUI(cfg.RiverUI)))
 	}
 	var hm *httpMetrics
 	if cfg.Metrics != nil {
 		hm = newHTTPMetrics(cfg.Metrics)
 		mux.Handle("GET /metrics", metricsHandler(cfg.AdminToken, cfg.Metrics))
 	}
-	return traceRequests(cfg.TracerProvider, requestContext(cfg.Logger, hm, routeSpan(unmatched(mux))))
+	var h http.Handler = unmatched(mux)
+	if cfg.Service != nil {
+		h = paymentDeadlines(mux, cfg.Service.Lease(), h)
+	}
+	return traceRequests(cfg.TracerProvider, requestContext(cfg.Logger, hm, routeSpan(h)))
 }
 
 // Spec returns the OpenAPI document of the API as YAML.

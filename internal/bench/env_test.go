@@ -48,7 +48,7 @@ type benchConfig struct {
 	OutDir string
 }
 
-const benchAdminToken = "bench-admin-token"
+const benchAdminToken = "bench-admin-token-0123456789abcdef0123456789"
 
 // benchEnv is one benchmark run's world: the built binary, the fake Stripe
 // in its own process, and databases on the test server for the pgbench
