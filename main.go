@@ -105,9 +105,9 @@ func connect(ctx context.Context, logger *slog.Logger, start bool) (*pgxpool.Poo
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := pgxpool.ParseConfig(url)
+	cfg, err := poolConfig(url)
 	if err != nil {
-		return nil, fmt.Errorf("DATABASE_URL: %w", err)
+		return nil, err
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
