@@ -136,7 +136,8 @@ func chargeOf(a chaosAnswer) string {
 
 // restoreChecks are the invariants of a run that lost commits, and the
 // figures of what was lost.
-func restoreChecks(s *chaosState, rec *chaosReconcile, returned []chaosReturned, fig *failoverFigures) ([]chaosCheck, []string) {
+// recErr is why `keys reconcile` gave no report, if it gave none.
+func restoreChecks(s *chaosState, rec *chaosReconcile, recErr error, returned []chaosReturned, fig *failoverFigures) ([]chaosCheck, []string) {
 	var checks []chaosCheck
 	add := func(id string, c chaosCheck) {
 		c.id = id
@@ -255,6 +256,10 @@ func restoreChecks(s *chaosState, rec *chaosReconcile, returned []chaosReturned,
 		if !rideRefunds[r.ID] {
 			wantRefunds[r.ID] = true
 		}
+	}
+	if recErr != nil {
+		s.t.Logf("keys reconcile: %v", recErr)
+		rec = &chaosReconcile{exit: -1}
 	}
 	gotCharges, gotRefunds := map[string]bool{}, map[string]bool{}
 	for _, o := range rec.OrphanCharges {
