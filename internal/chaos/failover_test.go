@@ -352,13 +352,17 @@ func failoverReport(plan failoverPlan, load *chaosLoad, stats *chaosStats, fig *
 // the first new booking was committed again.
 func clientView(attempts []chaosAttempt, killed time.Time) string {
 	var first, last, recovered time.Duration
-	errorsBefore, busy := 0, 0
+	errorsBefore, busyBefore, busy := 0, 0, 0
 	seen := map[string]int{}
 	for _, a := range attempts {
 		isError := (a.status == 0 && !a.cut) || a.status >= 500 || a.status == http.StatusTooManyRequests
+		inUse := a.status == http.StatusConflict && a.problem == "/problems/idempotency-key-in-use"
 		if a.done.Before(killed) {
 			if isError {
 				errorsBefore++
+			}
+			if inUse {
+				busyBefore++
 			}
 			continue
 		}
@@ -374,7 +378,7 @@ func clientView(attempts []chaosAttempt, killed time.Time) string {
 			}
 			seen[name]++
 		}
-		if a.status == http.StatusConflict && a.problem == "/problems/idempotency-key-in-use" {
+		if inUse {
 			busy++
 		}
 		if a.status == http.StatusCreated && !a.replayed && a.path == "/rides" && !a.sent.Before(killed) &&
@@ -389,8 +393,9 @@ func clientView(attempts []chaosAttempt, killed time.Time) string {
 	if len(parts) == 0 {
 		parts = []string{"none"}
 	}
-	return fmt.Sprintf("clients saw: %d errors before the kill; after it, errors from +%s to +%s (%s: %s), "+
-		"409 key in use ×%d; first new ride booked and committed +%s after the kill",
-		errorsBefore, first.Round(time.Millisecond), last.Round(time.Millisecond),
+	return fmt.Sprintf("clients saw: before the kill, %d errors and %d × 409 key in use (same-key bursts); "+
+		"after it, errors from +%s to +%s (%s: %s) and %d × 409 key in use (bursts, and keys whose request the "+
+		"failover cut short, until their lease expires); first new ride booked and committed +%s after the kill",
+		errorsBefore, busyBefore, first.Round(time.Millisecond), last.Round(time.Millisecond),
 		(last - first).Round(100*time.Millisecond), strings.Join(parts, " "), busy, recovered.Round(time.Millisecond))
 }
