@@ -21,33 +21,65 @@ const keysUsage = `usage:
   keys list [-dead] [-limit N] [-json]   unfinished requests idle past COMPLETER_IDLE or past KEY_RETENTION;
                                          -dead: those whose completion was discarded after its last attempt
   keys show [-json] ID                   one key, its stored request and its completion job
-  keys complete ID                       drive the request to completion now, as its client's retry would`
+  keys complete ID                       drive the request to completion now, as its client's retry would
+  keys reconcile [-since 48h] [-json]    charges and refunds at Stripe of this deployment that no ride records,
+                                         and rides recorded as charged that Stripe lacks; exit 1 when any`
+
+// errReconcileFindings is the error (exit status 1) of a reconciliation
+// that found something for an operator to look at.
+var errReconcileFindings = errors.New("reconciliation found orphans or missing charges (listed above)")
 
 // keysCommand is the operators' view of idempotency keys.
 func keysCommand(ctx context.Context, args []string, out io.Writer, logger *slog.Logger) error {
 	if len(args) == 0 {
 		return errors.New(keysUsage)
 	}
-	pool, err := connect(ctx, logger, false)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	svc, stop, err := newService(pool, prometheus.NewRegistry(), logger)
-	if err != nil {
-		return err
-	}
-	defer stop()
-
 	fs := flag.NewFlagSet("keys "+args[0], flag.ContinueOnError)
 	fs.SetOutput(out)
 	dead := fs.Bool("dead", false, "list dead-lettered requests only")
 	limit := fs.Int("limit", 100, "list at most this many")
 	asJSON := fs.Bool("json", false, "print JSON")
+	since := fs.Duration("since", 48*time.Hour, "reconcile: how far back to look")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
+	// complete and reconcile reach Stripe: they refuse to run without its
+	// configuration, before touching anything. None of them sends mail.
+	needs := backends{stripe: args[0] == "complete" || args[0] == "reconcile"}
+	if err := needs.check(); err != nil {
+		return err
+	}
+	pool, err := connect(ctx, logger, false)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	svc, _, stop, err := newService(pool, prometheus.NewRegistry(), logger, needs)
+	if err != nil {
+		return err
+	}
+	defer stop()
+
 	switch args[0] {
+	case "reconcile":
+		if *since <= 0 {
+			return fmt.Errorf("-since %s: want a positive duration such as 48h", *since)
+		}
+		rep, err := svc.Reconcile(ctx, *since)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			if err := printJSON(out, rep); err != nil {
+				return err
+			}
+		} else {
+			printReconcile(out, rep)
+		}
+		if !rep.Clean() {
+			return errReconcileFindings
+		}
+		return nil
 	case "list":
 		var keys []*service.KeyInfo
 		if *dead {
@@ -148,4 +180,23 @@ func printJSON(out io.Writer, v any) error {
 	enc := json.NewEncoder(out)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+func printReconcile(out io.Writer, r *service.ReconcileReport) {
+	fmt.Fprintf(out, "namespace %s, since %s: %d charges, %d refunds of this deployment at Stripe\n",
+		r.Namespace, r.Since.Format(time.RFC3339), r.Charges, r.Refunds)
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KIND\tID\tCHARGE\tAMOUNT\tCREATED\tRIDER\tRIDE")
+	for _, o := range r.OrphanCharges {
+		fmt.Fprintf(tw, "orphan charge\t%s\t-\t%d\t%s\t%s\t-\n", o.ID, o.AmountCents, o.Created.Format(time.RFC3339), o.Rider)
+	}
+	for _, o := range r.OrphanRefunds {
+		fmt.Fprintf(tw, "orphan refund\t%s\t%s\t%d\t%s\t%s\t-\n", o.ID, o.ChargeID, o.AmountCents, o.Created.Format(time.RFC3339), o.Rider)
+	}
+	for _, m := range r.MissingCharges {
+		fmt.Fprintf(tw, "missing charge\t-\t%s\t-\t-\t-\t%d\n", m.ChargeID, m.RideID)
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(out, "%d orphan charges, %d orphan refunds, %d missing charges\n",
+		len(r.OrphanCharges), len(r.OrphanRefunds), len(r.MissingCharges))
 }

@@ -1,9 +1,9 @@
 // Command atomicrides books rides and charges riders exactly once.
 //
-//	atomicrides serve        run the HTTP API and the River workers
+//	atomicrides serve [-dev] run the HTTP API and the River workers (-dev: with the built-in fake Stripe and mail sink)
 //	atomicrides migrate      apply pending migrations (the service's and River's)
 //	atomicrides openapi      print the OpenAPI spec (YAML)
-//	atomicrides keys …       list, show and complete stuck requests (operators)
+//	atomicrides keys …       list, show and complete stuck requests; reconcile with Stripe (operators)
 //	atomicrides fakestripe   serve the built-in fake Stripe on its own address
 //	atomicrides mailsink     serve an SMTP server that keeps what it receives
 //	atomicrides db up|down|url   manage the throwaway development PostgreSQL
@@ -25,6 +25,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -33,8 +34,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
+	"go.opentelemetry.io/otel"
 	"riverqueue.com/riverui"
 
+	"github.com/atomicrides/atomicrides/internal/telemetry"
 	"github.com/atomicrides/atomicrides/jobs"
 	"github.com/atomicrides/atomicrides/openapi"
 	"github.com/atomicrides/atomicrides/openapi/web"
@@ -48,7 +52,8 @@ import (
 )
 
 func main() {
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	// Log lines written under a span carry its trace_id and span_id.
+	logger := slog.New(telemetry.LogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if err := runCommand(ctx, os.Args[1:], logger); err != nil {
@@ -109,6 +114,7 @@ func connect(ctx context.Context, logger *slog.Logger, start bool) (*pgxpool.Poo
 	if err != nil {
 		return nil, err
 	}
+	cfg.ConnConfig.Tracer = telemetry.PgxTracer{} // queries of traced requests and jobs only
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -139,7 +145,13 @@ func migrate(ctx context.Context, logger *slog.Logger) error {
 func serve(ctx context.Context, args []string, logger *slog.Logger) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	noMigrate := fs.Bool("no-migrate", false, "do not apply pending migrations at start")
+	dev := fs.Bool("dev", false, "development: without STRIPE_SECRET_KEY use the built-in fake Stripe, without SMTP_URL the built-in mail sink")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	needs := backends{stripe: true, mail: true, dev: *dev}
+	// Refuse a missing configuration before anything is touched.
+	if err := needs.check(); err != nil {
 		return err
 	}
 	addr := envOr("ADDR", "127.0.0.1:8080")
@@ -148,6 +160,12 @@ func serve(ctx context.Context, args []string, logger *slog.Logger) error {
 		adminToken = randomToken()
 		logger.Warn("ADMIN_TOKEN not set: generated one for this run", "admin_token", adminToken)
 	}
+
+	stopTracing, err := setupTracing(ctx, logger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing() // after everything that makes spans has stopped
 
 	pool, err := connect(ctx, logger, true)
 	if err != nil {
@@ -163,34 +181,22 @@ func serve(ctx context.Context, args []string, logger *slog.Logger) error {
 
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	svc, stopDeps, err := newService(pool, registry, logger)
+	svc, devNote, stopDeps, err := newService(pool, registry, logger, needs)
 	if err != nil {
 		return err
 	}
 	defer stopDeps()
+	// Revoked API keys are forgotten by this process's auth cache as they are
+	// announced; the goroutine ends with ctx.
+	go func() { _ = svc.ListenAPIKeyRevocations(ctx) }()
 
-	jobsCfg := jobs.Config{}
-	if jobsCfg.CompleterInterval, err = envDuration("COMPLETER_INTERVAL", time.Minute); err != nil {
+	jobsCfg, err := jobsConfigFromEnv(logger)
+	if err != nil {
 		return err
 	}
-	if jobsCfg.ReaperInterval, err = envDuration("REAPER_INTERVAL", time.Hour); err != nil {
-		return err
-	}
-	riverCfg := &river.Config{
-		Logger:       logger,
-		Queues:       map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 20}},
-		Workers:      river.NewWorkers(),
-		PeriodicJobs: jobs.PeriodicJobs(jobsCfg),
-	}
-	jobs.Register(riverCfg.Workers, svc)
-	// Zero keeps River's defaults: a minute per job, and a job left running
-	// by a process that died is retried after an hour.
-	if riverCfg.JobTimeout, err = envDuration("JOB_TIMEOUT", 0); err != nil {
-		return err
-	}
-	if riverCfg.RescueStuckJobsAfter, err = envDuration("JOB_RESCUE_AFTER", 0); err != nil {
-		return err
-	}
+	riverCfg := jobs.RiverConfig(jobsCfg, svc)
+	// A job's run continues the trace of the phase that inserted it.
+	riverCfg.Plugins = []rivertype.Plugin{telemetry.NewRiverMiddleware(nil)}
 	riverClient, err := river.NewClient(riverpgxv5.New(pool), riverCfg)
 	if err != nil {
 		return err
@@ -243,9 +249,12 @@ func serve(ctx context.Context, args []string, logger *slog.Logger) error {
 	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	base := "http://" + ln.Addr().String()
-	logger.Info("serving", "url", base, "river_ui", base+"/riverui/", "openapi", base+"/openapi.yaml")
-	fmt.Fprintf(os.Stderr, "\nAtomic Rides is serving on %s\n  admin token: %s\n  River UI:    %s/riverui/  (any user name, the admin token as password)\n  metrics:     %s/metrics  (Bearer admin token)\n  try:\n    curl -s -X PUT -H 'Authorization: Bearer %s' %s/users/rider@example.com\n\n",
-		base, adminToken, base, base, adminToken, base)
+	logger.Info("serving", "url", base, "river_ui", base+"/riverui/", "openapi", base+"/openapi.yaml", "docs", base+"/docs")
+	if devNote != "" {
+		devNote = "  DEVELOPMENT MODE (-dev): " + devNote + "\n"
+	}
+	fmt.Fprintf(os.Stderr, "\nAtomic Rides is serving on %s\n%s  admin token: %s\n  API docs:    %s/docs  (the reference, rendered from %s/openapi.yaml)\n  River UI:    %s/riverui/  (any user name, the admin token as password)\n  metrics:     %s/metrics  (Bearer admin token)\n  try:\n    curl -s -X PUT -H 'Authorization: Bearer %s' %s/users/rider@example.com\n\n",
+		base, devNote, adminToken, base, base, base, base, adminToken, base)
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
@@ -268,6 +277,28 @@ func serve(ctx context.Context, args []string, logger *slog.Logger) error {
 	return nil
 }
 
+// setupTracing installs the tracer provider that the OTEL_* variables
+// describe as the global one, which the service, the HTTP handler and River's
+// middleware use; stop flushes the spans not yet exported.
+func setupTracing(ctx context.Context, logger *slog.Logger) (stop func(), err error) {
+	tracing, err := telemetry.Setup(ctx, os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	if !tracing.Enabled {
+		return func() {}, nil
+	}
+	otel.SetTracerProvider(tracing.Provider)
+	logger.Info("tracing", "exporter", tracing.Exporter)
+	return func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := tracing.Shutdown(ctx); err != nil {
+			logger.Warn("tracing: flush at exit", "err", err)
+		}
+	}, nil
+}
+
 // ready is the readiness check: the database answers and every migration is
 // applied.
 func ready(ctx context.Context, pool *pgxpool.Pool) error {
@@ -283,29 +314,59 @@ func ready(ctx context.Context, pool *pgxpool.Pool) error {
 	return nil
 }
 
-// paymentsFromEnv returns the Stripe adapter pointed at STRIPE_API_BASE (any
-// Stripe-compatible API) with STRIPE_SECRET_KEY; with neither set, at the
-// built-in fake Stripe served on a loopback port for this process.
-func paymentsFromEnv(logger *slog.Logger) (service.Payments, func(), error) {
+// errNoStripe and errNoSMTP are the refusals of a command started without
+// the configuration it needs: production never runs on a fake by accident.
+var (
+	errNoStripe = errors.New("STRIPE_SECRET_KEY is not set: set it (and STRIPE_API_BASE for a Stripe-compatible API), or run 'serve -dev' for the built-in fake Stripe")
+	errNoSMTP   = errors.New("SMTP_URL is not set: set it to the SMTP server receipts go through, or run 'serve -dev' for the built-in mail sink")
+)
+
+// backends says what a command needs: the payment processor, the mailer,
+// and whether the built-in fakes may stand in for them (-dev).
+type backends struct {
+	stripe, mail, dev bool
+}
+
+// check refuses a command whose configuration is missing, before it
+// touches anything.
+func (b backends) check() error {
+	if b.dev {
+		return nil
+	}
+	if b.stripe && os.Getenv("STRIPE_SECRET_KEY") == "" {
+		return errNoStripe
+	}
+	if b.mail && os.Getenv("SMTP_URL") == "" {
+		return errNoSMTP
+	}
+	return nil
+}
+
+// paymentsFromEnv returns the Stripe adapter with STRIPE_SECRET_KEY, pointed
+// at STRIPE_API_BASE when set (any Stripe-compatible API). Without a key,
+// and only with dev, it starts the built-in fake Stripe on a loopback port
+// for this process, and says so loudly.
+func paymentsFromEnv(logger *slog.Logger, dev bool) (pay service.Payments, note string, stop func(), err error) {
 	key, base := os.Getenv("STRIPE_SECRET_KEY"), os.Getenv("STRIPE_API_BASE")
-	if key == "" && base == "" {
+	if key == "" {
+		if !dev {
+			return nil, "", nil, errNoStripe
+		}
 		fake := fakestripe.New(fakestripe.Options{Logger: logger})
 		url, stop, err := fake.Start("127.0.0.1:0")
 		if err != nil {
-			return nil, nil, err
+			return nil, "", nil, err
 		}
-		logger.Info("STRIPE_SECRET_KEY and STRIPE_API_BASE not set: using the built-in fake Stripe", "url", url, "ledger", url+"/_fake/ledger")
+		logger.Warn("-dev: STRIPE_SECRET_KEY not set, charges go to the built-in FAKE Stripe; never use this mode for real riders",
+			"url", url, "ledger", url+"/_fake/ledger")
 		return payments.New(payments.Config{SecretKey: "sk_test_fake", APIBase: url}),
-			func() { _ = stop(context.Background()) }, nil
+			"fake Stripe at " + url, func() { _ = stop(context.Background()) }, nil
 	}
-	if key == "" {
-		key = "sk_test_123" // stripe-mock and most fakes accept any key
-	}
-	timeout, err := envDuration("STRIPE_TIMEOUT", payments.DefaultTimeout)
+	timeout, err := envDuration("STRIPE_TIMEOUT")
 	if err != nil {
-		return nil, nil, err
+		return nil, "", nil, err
 	}
-	return payments.New(payments.Config{SecretKey: key, APIBase: base, Timeout: timeout}), func() {}, nil
+	return payments.New(payments.Config{SecretKey: key, APIBase: base, Timeout: timeout}), "", func() {}, nil
 }
 
 func serveFakeStripe(ctx context.Context, args []string, logger *slog.Logger) error {
@@ -346,70 +407,126 @@ func dbCommand(ctx context.Context, args []string, logger *slog.Logger) error {
 	return fmt.Errorf("unknown db command %q: want up, down or url", args[0])
 }
 
-// newService builds the service over pool with the payment processor and the
-// mailer configured by the environment; stop releases what it started.
-func newService(pool *pgxpool.Pool, reg prometheus.Registerer, logger *slog.Logger) (svc *service.Service, stop func(), err error) {
+// newService builds the service over pool with what needs asks for: the
+// payment processor and the mailer configured by the environment, or with
+// needs.dev the built-in fakes in their place. A command that reaches
+// neither (keys list, keys show) gets a Stripe client it never calls.
+// devNote says which fakes run; stop releases what was started.
+func newService(pool *pgxpool.Pool, reg prometheus.Registerer, logger *slog.Logger, needs backends) (svc *service.Service, devNote string, stop func(), err error) {
 	var stops []func()
-	stop = func() {
+	stopAll := func() {
 		for i := len(stops) - 1; i >= 0; i-- {
 			stops[i]()
 		}
 	}
 	defer func() {
 		if err != nil {
-			stop()
+			stopAll()
 		}
 	}()
-	pay, stopStripe, err := paymentsFromEnv(logger)
-	if err != nil {
-		return nil, nil, err
+	if err := needs.check(); err != nil {
+		return nil, "", nil, err
 	}
-	stops = append(stops, stopStripe)
-	mailer, stopMail, err := mailerFromEnv(logger)
+	var notes []string
+	timeout, err := envDuration("STRIPE_TIMEOUT")
 	if err != nil {
-		return nil, nil, err
+		return nil, "", nil, err
 	}
-	stops = append(stops, stopMail)
+	// Never called; its budget (from STRIPE_TIMEOUT) sizes the lease as in serve.
+	var pay service.Payments = payments.New(payments.Config{Timeout: timeout})
+	if needs.stripe {
+		p, note, stopStripe, err := paymentsFromEnv(logger, needs.dev)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		stops = append(stops, stopStripe)
+		pay = p
+		if note != "" {
+			notes = append(notes, note)
+		}
+	}
+	var mailer service.Mailer
+	if needs.mail {
+		m, note, stopMail, err := mailerFromEnv(logger, needs.dev)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		stops = append(stops, stopMail)
+		mailer = m
+		if note != "" {
+			notes = append(notes, note)
+		}
+	}
 	cfg := service.Config{Pool: pool, Payments: pay, Mailer: mailer, MailFrom: os.Getenv("MAIL_FROM"), Logger: logger, Registerer: reg}
-	if cfg.AbandonedAfter, err = envDuration("COMPLETER_IDLE", 5*time.Minute); err != nil {
-		return nil, nil, err
+	if cfg.AbandonedAfter, err = envDuration("COMPLETER_IDLE"); err != nil {
+		return nil, "", nil, err
 	}
-	if cfg.KeyRetention, err = envDuration("KEY_RETENTION", 72*time.Hour); err != nil {
-		return nil, nil, err
+	if cfg.KeyRetention, err = envDuration("KEY_RETENTION"); err != nil {
+		return nil, "", nil, err
 	}
-	if cfg.Lease, err = envDuration("LEASE", 0); err != nil { // zero: derived from the Stripe budget
-		return nil, nil, err
+	if cfg.Lease, err = envDuration("LEASE"); err != nil {
+		return nil, "", nil, err
 	}
 	svc, err = service.New(cfg)
 	if err != nil {
-		return nil, nil, err
+		return nil, "", nil, err
 	}
-	return svc, stop, nil
+	return svc, strings.Join(notes, "; "), stopAll, nil
 }
 
-// mailerFromEnv returns the SMTP mailer of SMTP_URL; without it, a mail sink
-// on a loopback port of this process that writes every receipt to MAIL_DIR
-// (default .mail/) as an .eml file.
-func mailerFromEnv(logger *slog.Logger) (service.Mailer, func(), error) {
+// jobsConfigFromEnv reads the configuration of the River client: the
+// periodic jobs' intervals and River's job limits. Unset variables stay
+// zero, and package jobs applies its defaults.
+func jobsConfigFromEnv(logger *slog.Logger) (cfg jobs.Config, err error) {
+	cfg.Logger = logger
+	for _, v := range []struct {
+		name string
+		dst  *time.Duration
+	}{
+		{"COMPLETER_INTERVAL", &cfg.CompleterInterval},
+		{"REAPER_INTERVAL", &cfg.ReaperInterval},
+		{"RECONCILE_INTERVAL", &cfg.ReconcileInterval},
+		{"JOB_TIMEOUT", &cfg.JobTimeout},
+		{"JOB_RESCUE_AFTER", &cfg.RescueStuckJobsAfter},
+	} {
+		if *v.dst, err = envDuration(v.name); err != nil {
+			return jobs.Config{}, err
+		}
+	}
+	return cfg, nil
+}
+
+// defaultMailDir is where the built-in mail sink writes receipts when
+// MAIL_DIR is unset.
+const defaultMailDir = ".mail"
+
+// mailerFromEnv returns the SMTP mailer of SMTP_URL. Without it, and only
+// with dev, it starts a mail sink on a loopback port of this process that
+// writes every receipt to MAIL_DIR (default .mail/) as an .eml file, and
+// says so loudly.
+func mailerFromEnv(logger *slog.Logger, dev bool) (m service.Mailer, note string, stop func(), err error) {
 	if u := os.Getenv("SMTP_URL"); u != "" {
 		m, err := mail.New(mail.Config{URL: u})
-		return m, func() {}, err
+		return m, "", func() {}, err
 	}
-	dir := envOr("MAIL_DIR", ".mail")
+	if !dev {
+		return nil, "", nil, errNoSMTP
+	}
+	dir := envOr("MAIL_DIR", defaultMailDir)
 	sink := mailsink.New(mailsink.Options{Dir: dir, Logger: logger})
-	url, stop, err := sink.Start("127.0.0.1:0")
+	url, stopSink, err := sink.Start("127.0.0.1:0")
 	if err != nil {
-		return nil, nil, err
+		return nil, "", nil, err
 	}
-	logger.Info("SMTP_URL not set: receipts go to the built-in mail sink", "smtp", url, "dir", dir)
-	m, err := mail.New(mail.Config{URL: url})
-	return m, func() { _ = stop(context.Background()) }, err
+	logger.Warn("-dev: SMTP_URL not set, receipts go to the built-in mail sink, not to riders", "smtp", url, "dir", dir)
+	mailer, err := mail.New(mail.Config{URL: url})
+	return mailer, "receipts in " + dir + "/", func() { _ = stopSink(context.Background()) }, err
 }
 
 func serveMailSink(ctx context.Context, args []string, logger *slog.Logger) error {
 	fs := flag.NewFlagSet("mailsink", flag.ContinueOnError)
 	addr := fs.String("addr", envOr("MAILSINK_ADDR", "127.0.0.1:2525"), "listen address")
-	dir := fs.String("dir", envOr("MAIL_DIR", ".mail"), "directory receiving each message as an .eml file (empty: none)")
+	dir := fs.String("dir", envOr("MAIL_DIR", defaultMailDir), "directory receiving each message as an .eml file (empty: none)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -442,11 +559,12 @@ func servePprof(addr string, logger *slog.Logger) (stop func(), err error) {
 	return func() { _ = srv.Close() }, nil
 }
 
-// envDuration parses the environment variable name as a Go duration.
-func envDuration(name string, def time.Duration) (time.Duration, error) {
+// envDuration parses the environment variable name as a Go duration. Unset,
+// it is zero: the package configured with it applies its own default.
+func envDuration(name string) (time.Duration, error) {
 	v := os.Getenv(name)
 	if v == "" {
-		return def, nil
+		return 0, nil
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d <= 0 {

@@ -5,6 +5,7 @@ package jobs
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -20,35 +21,122 @@ func Register(workers *river.Workers, svc *service.Service) {
 	river.AddWorker(workers, &KeyCompleterWorker{svc: svc})
 	river.AddWorker(workers, &KeyCompleteWorker{svc: svc})
 	river.AddWorker(workers, &KeyReaperWorker{svc: svc})
+	river.AddWorker(workers, &ReconcileWorker{svc: svc})
 }
 
-// Config sets how often the periodic jobs run.
+// Defaults of Config, applied to its zero fields.
+const (
+	// DefaultCompleterInterval is how often the completer runs.
+	DefaultCompleterInterval = time.Minute
+	// DefaultReaperInterval is how often the reaper runs.
+	DefaultReaperInterval = time.Hour
+	// DefaultReconcileInterval is how often the reconciliation runs.
+	DefaultReconcileInterval = 24 * time.Hour
+	// DefaultMaxWorkers is how many jobs a process works at once.
+	DefaultMaxWorkers = 20
+)
+
+// Config configures the service's River client: its workers, its periodic
+// jobs and its limits. Zero fields take the defaults documented on them.
 type Config struct {
 	// CompleterInterval is how often the completer looks for abandoned
-	// requests. Default one minute.
+	// requests. Default DefaultCompleterInterval.
 	CompleterInterval time.Duration
 	// ReaperInterval is how often the reaper deletes old finished keys.
-	// Default one hour.
+	// Default DefaultReaperInterval.
 	ReaperInterval time.Duration
+	// ReconcileInterval is how often the service is reconciled with the
+	// payment processor, over the last ReconcileWindow. Default
+	// DefaultReconcileInterval.
+	ReconcileInterval time.Duration
+	// MaxWorkers is how many jobs of the default queue one process works
+	// at once. Default DefaultMaxWorkers.
+	MaxWorkers int
+	// JobTimeout bounds a job whose worker sets no timeout of its own.
+	// Default River's (river.JobTimeoutDefault, one minute).
+	JobTimeout time.Duration
+	// RescueStuckJobsAfter is how long a job may stay running before River
+	// takes it for abandoned (its process died) and retries it; it must
+	// outlast every job's timeout. Default DefaultRescueStuckJobsAfter of
+	// JobTimeout and the service's lease: a few minutes, so that the jobs a
+	// killed process held are retried soon after it restarts (River's own
+	// default is an hour).
+	RescueStuckJobsAfter time.Duration
+	// Logger receives River's logs. Default River's.
+	Logger *slog.Logger
 }
 
-// PeriodicJobs returns the completer and the reaper as River periodic jobs.
-// River runs periodic jobs on its elected leader only, so any number of
-// processes may register them.
+// MinRescueStuckJobsAfter is the shortest default of
+// Config.RescueStuckJobsAfter.
+const MinRescueStuckJobsAfter = 5 * time.Minute
+
+// DefaultRescueStuckJobsAfter is the default of Config.RescueStuckJobsAfter
+// for a River JobTimeout (zero: River's default) and a service whose
+// requests hold their key for lease: MinRescueStuckJobsAfter, or a minute
+// more than the longest job timeout (JobTimeout, a completion's, the
+// reconciliation's) when that is longer, so that no live job is ever taken
+// for a dead one.
+func DefaultRescueStuckJobsAfter(jobTimeout, lease time.Duration) time.Duration {
+	if jobTimeout == 0 {
+		jobTimeout = river.JobTimeoutDefault
+	}
+	longest := max(jobTimeout, lease+KeyCompleteTimeoutMargin, ReconcileTimeout)
+	return max(MinRescueStuckJobsAfter, longest+time.Minute)
+}
+
+// RiverConfig returns the configuration of the River client that works the
+// service's jobs: every worker (Register), the periodic jobs
+// (PeriodicJobs), and cfg's limits with their defaults.
+func RiverConfig(cfg Config, svc *service.Service) *river.Config {
+	if cfg.MaxWorkers == 0 {
+		cfg.MaxWorkers = DefaultMaxWorkers
+	}
+	if cfg.RescueStuckJobsAfter == 0 {
+		cfg.RescueStuckJobsAfter = DefaultRescueStuckJobsAfter(cfg.JobTimeout, svc.Lease())
+	}
+	workers := river.NewWorkers()
+	Register(workers, svc)
+	return &river.Config{
+		Logger:               cfg.Logger,
+		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.MaxWorkers}},
+		Workers:              workers,
+		PeriodicJobs:         PeriodicJobs(cfg),
+		JobTimeout:           cfg.JobTimeout,
+		RescueStuckJobsAfter: cfg.RescueStuckJobsAfter,
+	}
+}
+
+// PeriodicJobs returns the completer, the reaper and the reconciliation as
+// River periodic jobs, at cfg's intervals. River runs periodic jobs on its
+// elected leader only, so any number of processes may register them. Each
+// is unique within one period of its interval, so a pass held by a process
+// that died never keeps the next one from running.
 func PeriodicJobs(cfg Config) []*river.PeriodicJob {
 	if cfg.CompleterInterval == 0 {
-		cfg.CompleterInterval = time.Minute
+		cfg.CompleterInterval = DefaultCompleterInterval
 	}
 	if cfg.ReaperInterval == 0 {
-		cfg.ReaperInterval = time.Hour
+		cfg.ReaperInterval = DefaultReaperInterval
+	}
+	if cfg.ReconcileInterval == 0 {
+		cfg.ReconcileInterval = DefaultReconcileInterval
 	}
 	return []*river.PeriodicJob{
 		river.NewPeriodicJob(river.PeriodicInterval(cfg.CompleterInterval),
-			func() (river.JobArgs, *river.InsertOpts) { return KeyCompleterArgs{}, nil },
+			func() (river.JobArgs, *river.InsertOpts) {
+				return KeyCompleterArgs{}, onePassPerPeriod(cfg.CompleterInterval)
+			},
 			&river.PeriodicJobOpts{ID: "key_completer", RunOnStart: true}),
 		river.NewPeriodicJob(river.PeriodicInterval(cfg.ReaperInterval),
-			func() (river.JobArgs, *river.InsertOpts) { return KeyReaperArgs{}, nil },
+			func() (river.JobArgs, *river.InsertOpts) {
+				return KeyReaperArgs{}, onePassPerPeriod(cfg.ReaperInterval)
+			},
 			&river.PeriodicJobOpts{ID: "key_reaper", RunOnStart: true}),
+		river.NewPeriodicJob(river.PeriodicInterval(cfg.ReconcileInterval),
+			func() (river.JobArgs, *river.InsertOpts) {
+				return ReconcileArgs{}, onePassPerPeriod(cfg.ReconcileInterval)
+			},
+			&river.PeriodicJobOpts{ID: "reconcile"}),
 	}
 }
 
@@ -69,10 +157,7 @@ func (w *CustomerCreateWorker) Work(ctx context.Context, job *river.Job[service.
 	if err == nil {
 		return nil
 	}
-	switch {
-	case service.PaymentErrorKindOf(err) == service.PaymentDeclined,
-		service.PaymentErrorKindOf(err) == service.PaymentInvalid,
-		service.ErrorCode(err) == service.CodeNotFound:
+	if service.PaymentFinal(err) != nil || service.ErrorCode(err) == service.CodeNotFound {
 		return river.JobCancel(err)
 	}
 	return err

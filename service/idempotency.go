@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -59,9 +61,15 @@ func NoOp() Outcome { return Outcome{} }
 
 // Key is the state of a claimed idempotency key, as a flow sees it.
 type Key struct {
-	ID        int64
-	UserID    int64
+	ID     int64
+	UserID int64
+	// ClientKey is the client's idempotency key.
+	ClientKey string
+	// CreatedAt is when the key was first claimed, by the database's clock.
 	CreatedAt time.Time
+	// ClaimedAt is when this claim took the lease, by the database's clock:
+	// the present, as far as ages of the request's records go.
+	ClaimedAt time.Time
 	// Point is the recovery point the request resumes from.
 	Point RecoveryPoint
 	// Params is the normalised request input, as first received.
@@ -88,6 +96,11 @@ type Flow[S any] struct {
 	// Name identifies the flow on the key row, so that a stored request can
 	// be driven on by something other than its client.
 	Name string
+	// Method and Path are the route of the flow's requests, Path as a
+	// pattern with "{id}" for a path parameter: the HTTP adapter registers
+	// the operation under the same constants, and every request of the flow
+	// is stored and fingerprinted with them (requestPath).
+	Method, Path string
 	// Load rebuilds the flow's state from the key and the database. It runs
 	// in the claim transaction, before any phase.
 	Load  func(ctx context.Context, tx pgx.Tx, key *Key) (*S, error)
@@ -135,11 +148,21 @@ var errKeyReused = &Error{
 // run serves req with flow: replay, conflict, or claim and drive the request
 // from its recovery point as far as it goes.
 func run[S any](ctx context.Context, s *Service, flow *Flow[S], req Request) (*Response, error) {
-	params, err := json.Marshal(req.Params)
+	params, fp, err := requestForm(req)
 	if err != nil {
-		return nil, internal(fmt.Errorf("marshal params: %w", err))
+		return nil, internal(err)
 	}
-	return serve(ctx, s, flow, req, params, fingerprint(req.Method, req.Path, params))
+	return serve(ctx, s, flow, req, params, fp)
+}
+
+// requestForm returns what is stored of req (its params as JSON) and its
+// fingerprint. Requests whose params are equal get the same form.
+func requestForm(req Request) (params, fp []byte, err error) {
+	params, err = json.Marshal(req.Params)
+	if err != nil {
+		return nil, nil, fmt.Errorf("marshal params: %w", err)
+	}
+	return params, fingerprint(req.Method, req.Path, params), nil
 }
 
 // serve is run with the request's stored form and fingerprint already made.
@@ -199,8 +222,9 @@ func (s *Service) cachedReplay(req Request, fp []byte) (resp *Response, ok bool,
 
 // judgeExisting decides a request on an existing key without claiming it:
 // a replay, a mismatch, a live lease, or (nil, nil) when the key can be
-// claimed.
-func (s *Service) judgeExisting(row *dbgen.IdempotencyKey, fp []byte) (*Response, error) {
+// claimed. A lease is judged by the database's clock, read in tx only when
+// there is a lease to judge.
+func (s *Service) judgeExisting(ctx context.Context, tx pgx.Tx, row *dbgen.IdempotencyKey, fp []byte) (*Response, error) {
 	if string(row.RequestFingerprint) != string(fp) {
 		return nil, errKeyReused
 	}
@@ -209,7 +233,11 @@ func (s *Service) judgeExisting(row *dbgen.IdempotencyKey, fp []byte) (*Response
 		return &Response{Status: int(*row.ResponseCode), Body: row.ResponseBody, Replayed: true}, nil
 	}
 	if row.LockedAt != nil {
-		if left := row.LockedAt.Add(s.lease).Sub(s.now()); left > 0 {
+		now, err := s.queries.ClockNow(ctx, tx)
+		if err != nil {
+			return nil, err
+		}
+		if left := row.LockedAt.Add(s.lease).Sub(now); left > 0 {
 			s.metrics.conflicts.Add(1)
 			return nil, keyInUse(min(left, time.Second))
 		}
@@ -230,13 +258,12 @@ func claim[S any](ctx context.Context, s *Service, flow *Flow[S], req Request, p
 		outcome Outcome
 	)
 	token := uuid.New()
-	start, phased := time.Now(), RecoveryPoint("claim")
+	start, phased := time.Now(), phaseClaim
+	ctx, span := s.startPhase(ctx, flow.Name, phased, true)
 	err := s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
 		key, state, resp, outcome = nil, nil, nil, Outcome{}
-		now := s.now()
 		row, err := s.queries.IdempotencyKeyInsert(ctx, tx, dbgen.IdempotencyKeyInsertParams{
 			IdempotencyKey:     req.Key,
-			Now:                now,
 			LockToken:          token,
 			Flow:               flow.Name,
 			RequestMethod:      req.Method,
@@ -253,7 +280,7 @@ func claim[S any](ctx context.Context, s *Service, flow *Flow[S], req Request, p
 			if row, err = s.queries.IdempotencyKeyGet(ctx, tx, req.UserID, req.Key); err != nil {
 				return err
 			}
-			if resp, err = s.judgeExisting(row, fp); resp != nil || err != nil {
+			if resp, err = s.judgeExisting(ctx, tx, row, fp); resp != nil || err != nil {
 				return err
 			}
 			// Claimable: lock it and judge it again, now that no other
@@ -262,10 +289,10 @@ func claim[S any](ctx context.Context, s *Service, flow *Flow[S], req Request, p
 			if err != nil {
 				return err
 			}
-			if resp, err = s.judgeExisting(row, fp); resp != nil || err != nil {
+			if resp, err = s.judgeExisting(ctx, tx, row, fp); resp != nil || err != nil {
 				return err
 			}
-			row, err = s.queries.IdempotencyKeyLease(ctx, tx, dbgen.IdempotencyKeyLeaseParams{Now: now, LockToken: token, ID: row.ID})
+			row, err = s.queries.IdempotencyKeyLease(ctx, tx, token, row.ID)
 		}
 		if err != nil {
 			return err
@@ -292,6 +319,7 @@ func claim[S any](ctx context.Context, s *Service, flow *Flow[S], req Request, p
 		crashPoint(flow.Name, phased, atBeforeCommit)
 		return nil
 	})
+	endPhase(span, flow.Name, phased, key, outcome, resp, err)
 	if err == nil {
 		s.metrics.phase(flow.Name, phased, time.Since(start))
 		crashPoint(flow.Name, phased, atAfterCommit)
@@ -336,7 +364,8 @@ func drive[S any](ctx context.Context, s *Service, flow *Flow[S], key *Key, stat
 		}
 		var outcome Outcome
 		start := time.Now()
-		err = s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
+		phaseCtx, span := s.startPhase(ctx, flow.Name, key.Point, false)
+		err = s.inTx(phaseCtx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
 			resp = nil
 			if _, err := s.queries.IdempotencyKeyFence(ctx, tx, key.ID, key.token); err != nil {
 				if isNoRows(err) {
@@ -353,6 +382,7 @@ func drive[S any](ctx context.Context, s *Service, flow *Flow[S], key *Key, stat
 			crashPoint(flow.Name, key.Point, atBeforeCommit)
 			return nil
 		})
+		endPhase(span, flow.Name, key.Point, key, outcome, resp, err)
 		if err != nil {
 			return nil, err
 		}
@@ -471,15 +501,28 @@ func (f *Flow[S]) step(p RecoveryPoint) (Step[S], error) {
 }
 
 func keyFromRow(row *dbgen.IdempotencyKey, token uuid.UUID) *Key {
+	claimedAt := row.CreatedAt
+	if row.LockedAt != nil {
+		claimedAt = *row.LockedAt
+	}
 	return &Key{
 		ID:        row.ID,
 		UserID:    row.UserID,
+		ClientKey: row.IdempotencyKey,
 		CreatedAt: row.CreatedAt,
+		ClaimedAt: claimedAt,
 		Point:     RecoveryPoint(row.RecoveryPoint),
 		Params:    row.RequestParams,
 		IP:        row.RequestIP,
 		token:     token,
 	}
+}
+
+// requestPath is a flow's path pattern with its "{id}" parameter set to
+// id, as the request is stored and fingerprinted: "/rides/{id}/refund"
+// becomes "/rides/42/refund".
+func requestPath(pattern string, id int64) string {
+	return strings.Replace(pattern, "{id}", strconv.FormatInt(id, 10), 1)
 }
 
 // fingerprint identifies a request: its method, path and normalised body.

@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/netip"
@@ -18,18 +17,28 @@ import (
 // record are committed; the processor's refund comes next.
 const RecoveryPointRefundCreated RecoveryPoint = "refund_created"
 
-// The refund state of a ride, as Ride.RefundStatus shows it.
+// The route of a ride refund, POST /rides/{id}/refund.
+const (
+	RideRefundMethod = http.MethodPost
+	RideRefundPath   = "/rides/{id}/refund"
+)
+
+// RideRefundStatus is the refund state of a ride, as Ride.RefundStatus
+// shows it. The database's CHECK on refunds.status lists the same values
+// but none, which is the state of a ride without a refund row.
+type RideRefundStatus string
+
 const (
 	// RideRefundNone: no refund was asked for.
-	RideRefundNone = "none"
+	RideRefundNone RideRefundStatus = "none"
 	// RideRefundPending: a refund was asked for; the processor's answer is
 	// not recorded yet.
-	RideRefundPending = "pending"
+	RideRefundPending RideRefundStatus = "pending"
 	// RideRefundRefunded: the processor made the refund; its id is recorded.
-	RideRefundRefunded = "refunded"
+	RideRefundRefunded RideRefundStatus = "refunded"
 	// RideRefundFailed: the processor refused the refund definitively. A
 	// later request (under a new key) asks again.
-	RideRefundFailed = "failed"
+	RideRefundFailed RideRefundStatus = "failed"
 )
 
 // RideRefundParams is the input of a ride refund: the ride, from the path.
@@ -40,18 +49,13 @@ type RideRefundParams struct {
 // RideRefundResult is the refund of a ride, as POST /rides/{id}/refund answers it.
 // Every request that refunds a ride answers the same refund.
 type RideRefundResult struct {
-	RideID         int64     `json:"ride_id"`
-	Status         string    `json:"status" enum:"refunded" doc:"refunded: the processor made the refund (it may still be settling)."`
-	AmountCents    int64     `json:"amount_cents" doc:"The whole charge of the ride."`
-	Currency       string    `json:"currency"`
-	StripeRefundID string    `json:"stripe_refund_id"`
-	CreatedAt      time.Time `json:"created_at" doc:"When the refund was first asked for."`
+	RideID         int64            `json:"ride_id"`
+	Status         RideRefundStatus `json:"status" enum:"refunded" doc:"refunded: the processor made the refund (it may still be settling)."`
+	AmountCents    int64            `json:"amount_cents" doc:"The whole charge of the ride."`
+	Currency       string           `json:"currency"`
+	StripeRefundID string           `json:"stripe_refund_id"`
+	CreatedAt      time.Time        `json:"created_at" doc:"When the refund was first asked for."`
 }
-
-// rideRefundKey is the entity-level processor key of a ride's refund: every
-// request that refunds the ride, under whatever idempotency key of ours,
-// sends it with the same parameters, so the processor makes one refund.
-func rideRefundKey(rideID int64) string { return fmt.Sprintf("ride-%d-refund", rideID) }
 
 // RideRefundCreate refunds the user's ride in full under the client's
 // idempotency key. It returns the stored response of the request: 201 with
@@ -68,8 +72,8 @@ func (s *Service) RideRefundCreate(ctx context.Context, userID int64, idempotenc
 	return run(ctx, s, s.refunds, Request{
 		UserID: userID,
 		Key:    idempotencyKey,
-		Method: http.MethodPost,
-		Path:   fmt.Sprintf("/rides/%d/refund", rideID),
+		Method: s.refunds.Method,
+		Path:   requestPath(s.refunds.Path, rideID),
 		Params: RideRefundParams{RideID: rideID},
 		IP:     ip,
 	})
@@ -78,6 +82,7 @@ func (s *Service) RideRefundCreate(ctx context.Context, userID int64, idempotenc
 // refundState is what the refund flow knows while it runs.
 type refundState struct {
 	params RideRefundParams
+	user   *dbgen.User
 	ride   *dbgen.Ride
 	refund *dbgen.Refund
 
@@ -89,8 +94,10 @@ type refundState struct {
 
 func (s *Service) refundFlow() *Flow[refundState] {
 	return &Flow[refundState]{
-		Name: "ride.refund",
-		Load: s.refundLoad,
+		Name:   "ride.refund",
+		Method: RideRefundMethod,
+		Path:   RideRefundPath,
+		Load:   s.refundLoad,
 		Steps: map[RecoveryPoint]Step[refundState]{
 			RecoveryPointStarted:       {Phase: s.refundRequestPhase},
 			RecoveryPointRefundCreated: {Call: s.refundCall, Phase: s.refundRecordPhase},
@@ -106,10 +113,13 @@ func (s *Service) refundLoad(ctx context.Context, tx pgx.Tx, key *Key) (*refundS
 	if err := json.Unmarshal(key.Params, &st.params); err != nil {
 		return nil, fmt.Errorf("refund params of key %d: %w", key.ID, err)
 	}
+	var err error
+	if st.user, err = s.queries.UserGet(ctx, tx, key.UserID); err != nil {
+		return nil, err
+	}
 	if key.Point == RecoveryPointStarted {
 		return st, nil
 	}
-	var err error
 	if st.ride, err = s.queries.RideGetForUser(ctx, tx, st.params.RideID, key.UserID); err != nil {
 		return nil, fmt.Errorf("ride %d of key %d at %s: %w", st.params.RideID, key.ID, key.Point, err)
 	}
@@ -131,9 +141,9 @@ func (s *Service) refundRequestPhase(ctx context.Context, tx pgx.Tx, key *Key, s
 	if err != nil {
 		return Outcome{}, err
 	}
-	switch ride.ChargeStatus {
-	case "charged":
-	case "pending":
+	switch RideChargeStatus(ride.ChargeStatus) {
+	case RideChargeCharged:
+	case RideChargePending:
 		return Outcome{}, &Error{Code: CodeNotRefundable,
 			Message: "the ride's charge is not decided yet; a ride can be refunded once it is charged"}
 	default:
@@ -155,10 +165,10 @@ func (s *Service) refundRequestPhase(ctx context.Context, tx pgx.Tx, key *Key, s
 			Currency:         ride.Currency,
 		})
 	case err != nil:
-	case ref.Status == RideRefundRefunded:
+	case RideRefundStatus(ref.Status) == RideRefundRefunded:
 		st.refund = ref
 		return refundAnswer(key, ref), nil
-	case ref.Status == RideRefundFailed:
+	case RideRefundStatus(ref.Status) == RideRefundFailed:
 		ref, err = s.queries.RefundRetry(ctx, tx, &key.ID, ride.ID)
 	default:
 		// Pending under another key: this request drives the same refund
@@ -178,24 +188,26 @@ func (s *Service) refundRequestPhase(ctx context.Context, tx pgx.Tx, key *Key, s
 	return MoveTo(RecoveryPointRefundCreated), nil
 }
 
-// refundCall asks the processor for the refund under the entity-level key.
-// No transaction is open here. A refund already recorded (by a request
+// refundCall asks the processor for the refund under the key of the
+// charge's current attempt, tagged with the namespace and the rider. No
+// transaction is open here. A refund already recorded (by a request
 // under another key) is not asked for again. Past the processor's key
 // window, or when the processor answers that the charge is already
 // refunded, the refund this service made is looked up and adopted.
 func (s *Service) refundCall(ctx context.Context, key *Key, st *refundState) error {
 	st.result, st.failure = nil, nil
-	if st.refund.Status == RideRefundRefunded {
+	if RideRefundStatus(st.refund.Status) == RideRefundRefunded {
 		return nil
 	}
 	if st.ride.StripeChargeID == nil {
 		return fmt.Errorf("ride %d: refund asked for without a charge", st.ride.ID)
 	}
 
-	// The entity key was first sent after the refund row was created: past
-	// the window from then, the processor may have forgotten it.
-	if s.pastProcessorWindow(st.refund.CreatedAt) {
-		r, err := s.processorRefundOf(ctx, st.ride)
+	// The attempt's key was first sent after the refund row became pending
+	// for it: past the window from then, the processor may have forgotten
+	// it.
+	if s.pastProcessorWindow(key.ClaimedAt, st.refund.UpdatedAt) {
+		r, err := s.processorRefundOf(ctx, st)
 		if err != nil {
 			return err
 		}
@@ -205,21 +217,22 @@ func (s *Service) refundCall(ctx context.Context, key *Key, st *refundState) err
 		}
 	}
 
+	pkey := RefundKey(s.namespace, *st.ride.StripeChargeID, st.refund.Attempt)
 	r, err := s.payments.RefundCreate(ctx, RefundCreateParams{
-		IdempotencyKey: rideRefundKey(st.ride.ID),
+		IdempotencyKey: pkey,
 		ChargeID:       *st.ride.StripeChargeID,
-		RideID:         st.ride.ID,
+		Tag:            s.tag(st.user.Email, pkey),
 	})
 	if err == nil {
 		st.result = r
 		return nil
 	}
-	var pe *PaymentError
-	if !errors.As(err, &pe) || (pe.Kind != PaymentDeclined && pe.Kind != PaymentInvalid) {
+	pe := PaymentFinal(err)
+	if pe == nil && !isIdempotencyMismatch(err) {
 		return err
 	}
-	if pe.Code == RefundCodeChargeAlreadyRefunded {
-		found, err := s.processorRefundOf(ctx, st.ride)
+	if (pe != nil && pe.Code == RefundCodeChargeAlreadyRefunded) || isIdempotencyMismatch(err) {
+		found, err := s.processorRefundOf(ctx, st)
 		if err != nil {
 			return err
 		}
@@ -228,19 +241,23 @@ func (s *Service) refundCall(ctx context.Context, key *Key, st *refundState) err
 			return nil
 		}
 	}
+	if pe == nil {
+		return err
+	}
 	st.failure = pe
 	return nil
 }
 
-// processorRefundOf returns the accepted refund this service made of the
-// ride's charge (metadata ride_id), or nil when the processor has none.
-func (s *Service) processorRefundOf(ctx context.Context, ride *dbgen.Ride) (*Refund, error) {
-	refunds, err := s.payments.RefundList(ctx, *ride.StripeChargeID)
+// processorRefundOf returns the accepted refund this deployment made of the
+// ride's charge for its rider (by the refund's tag), or nil when the
+// processor has none.
+func (s *Service) processorRefundOf(ctx context.Context, st *refundState) (*Refund, error) {
+	refunds, err := s.payments.RefundList(ctx, *st.ride.StripeChargeID)
 	if err != nil {
 		return nil, err
 	}
 	for _, r := range refunds {
-		if r.RideID == ride.ID && r.Accepted() {
+		if s.owns(r.Tag, st.user.Email) && r.Accepted() {
 			return r, nil
 		}
 	}
@@ -277,17 +294,17 @@ func (s *Service) refundRecordPhase(ctx context.Context, tx pgx.Tx, key *Key, st
 		if _, err := s.jobs.InsertTx(ctx, tx, RefundReceiptArgs{RideID: st.ride.ID}, nil); err != nil {
 			return Outcome{}, err
 		}
-		ref.Status, ref.StripeRefundID, ref.FailureCode = RideRefundRefunded, &st.result.ID, nil
+		ref.Status, ref.StripeRefundID, ref.FailureCode = string(RideRefundRefunded), &st.result.ID, nil
 
 	case st.failure != nil:
-		if ref.Status == RideRefundRefunded {
+		if RideRefundStatus(ref.Status) == RideRefundRefunded {
 			break // another request recorded the refund meanwhile
 		}
 		code := st.failure.Code
 		if code == "" {
 			code = string(st.failure.Kind)
 		}
-		if ref.Status == RideRefundPending {
+		if RideRefundStatus(ref.Status) == RideRefundPending {
 			if _, err := s.queries.RefundSetFailed(ctx, tx, code, st.ride.ID); err != nil {
 				return Outcome{}, err
 			}
@@ -304,7 +321,7 @@ func (s *Service) refundRecordPhase(ctx context.Context, tx pgx.Tx, key *Key, st
 			Detail: "the payment processor refused the refund (" + code + ")",
 		}), nil
 
-	case ref.Status != RideRefundRefunded:
+	case RideRefundStatus(ref.Status) != RideRefundRefunded:
 		return Outcome{}, fmt.Errorf("ride %d: refund is %s and the processor was not asked", st.ride.ID, ref.Status)
 	}
 	return refundAnswer(key, ref), nil

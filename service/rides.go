@@ -19,6 +19,28 @@ import (
 // charge comes next.
 const RecoveryPointRideCreated RecoveryPoint = "ride_created"
 
+// The route of a ride booking, POST /rides.
+const (
+	RideCreateMethod = http.MethodPost
+	RideCreatePath   = "/rides"
+)
+
+// RideChargeStatus is the state of a ride's charge: RideChargePending until
+// the processor's answer is recorded, then RideChargeCharged or
+// RideChargeDeclined for good. The database's CHECK on rides.charge_status
+// and the enum of Ride.ChargeStatus in the spec list the same values.
+type RideChargeStatus string
+
+const (
+	// RideChargePending: the ride is booked; the charge is not decided yet.
+	RideChargePending RideChargeStatus = "pending"
+	// RideChargeCharged: the processor charged the ride; its charge id is
+	// recorded.
+	RideChargeCharged RideChargeStatus = "charged"
+	// RideChargeDeclined: the processor declined or rejected the charge.
+	RideChargeDeclined RideChargeStatus = "declined"
+)
+
 // Every ride costs the same for now.
 const (
 	RideAmountCents = 2000
@@ -55,20 +77,18 @@ func (p RideCreateParams) Validate() error {
 
 // Ride is a booked ride as its owner sees it.
 type Ride struct {
-	ID           int64     `json:"id"`
-	CreatedAt    time.Time `json:"created_at"`
-	OriginLat    float64   `json:"origin_lat"`
-	OriginLon    float64   `json:"origin_lon"`
-	TargetLat    float64   `json:"target_lat"`
-	TargetLon    float64   `json:"target_lon"`
-	AmountCents  int64     `json:"amount_cents"`
-	Currency     string    `json:"currency"`
-	ChargeStatus string    `json:"charge_status" enum:"pending,charged,declined" doc:"pending until the charge is decided"`
+	ID           int64            `json:"id"`
+	CreatedAt    time.Time        `json:"created_at"`
+	OriginLat    float64          `json:"origin_lat"`
+	OriginLon    float64          `json:"origin_lon"`
+	TargetLat    float64          `json:"target_lat"`
+	TargetLon    float64          `json:"target_lon"`
+	AmountCents  int64            `json:"amount_cents"`
+	Currency     string           `json:"currency"`
+	ChargeStatus RideChargeStatus `json:"charge_status" enum:"pending,charged,declined" doc:"pending until the charge is decided"`
 	// StripeChargeID is set once the ride is charged.
-	StripeChargeID *string `json:"stripe_charge_id" nullable:"true"`
-	// RefundStatus is one of RideRefundNone, RideRefundPending,
-	// RideRefundRefunded and RideRefundFailed.
-	RefundStatus string `json:"refund_status" enum:"none,pending,refunded,failed" doc:"none until a refund is asked for; pending until the processor's answer is recorded; failed when the processor refused it"`
+	StripeChargeID *string          `json:"stripe_charge_id" nullable:"true"`
+	RefundStatus   RideRefundStatus `json:"refund_status" enum:"none,pending,refunded,failed" doc:"none until a refund is asked for; pending until the processor's answer is recorded; failed when the processor refused it"`
 	// StripeRefundID is set once the ride is refunded.
 	StripeRefundID *string `json:"stripe_refund_id" nullable:"true"`
 }
@@ -83,7 +103,7 @@ func rideFromRow(r *dbgen.Ride) *Ride {
 		TargetLon:      r.TargetLon,
 		AmountCents:    r.AmountCents,
 		Currency:       r.Currency,
-		ChargeStatus:   r.ChargeStatus,
+		ChargeStatus:   RideChargeStatus(r.ChargeStatus),
 		StripeChargeID: r.StripeChargeID,
 		RefundStatus:   RideRefundNone,
 	}
@@ -97,14 +117,24 @@ func (s *Service) RideCreate(ctx context.Context, userID int64, idempotencyKey s
 	if err := params.Validate(); err != nil {
 		return nil, err
 	}
-	return run(ctx, s, s.rides, Request{
+	return run(ctx, s, s.rides, rideCreateRequest(userID, idempotencyKey, params, ip))
+}
+
+// rideCreateRequest is the request of a ride booking, as stored and
+// fingerprinted. Coordinates are kept as sent except -0, which is 0: equal
+// coordinates make one request, however a client writes them.
+func rideCreateRequest(userID int64, idempotencyKey string, params RideCreateParams, ip *netip.Addr) Request {
+	for _, c := range []*float64{&params.OriginLat, &params.OriginLon, &params.TargetLat, &params.TargetLon} {
+		*c += 0 // IEEE 754: -0 + 0 = +0; every other value is unchanged
+	}
+	return Request{
 		UserID: userID,
 		Key:    idempotencyKey,
-		Method: http.MethodPost,
-		Path:   "/rides",
+		Method: RideCreateMethod,
+		Path:   RideCreatePath,
 		Params: params,
 		IP:     ip,
-	})
+	}
 }
 
 // RideGet returns the user's ride with its charge and refund state. Another
@@ -125,7 +155,7 @@ func (s *Service) RideGet(ctx context.Context, userID, rideID int64) (*Ride, err
 	case err != nil:
 		return nil, internal(err)
 	default:
-		ride.RefundStatus, ride.StripeRefundID = ref.Status, ref.StripeRefundID
+		ride.RefundStatus, ride.StripeRefundID = RideRefundStatus(ref.Status), ref.StripeRefundID
 	}
 	return ride, nil
 }
@@ -143,14 +173,12 @@ type rideState struct {
 	failure     *PaymentError
 }
 
-// rideChargeKey is the processor key of a ride's charge, derived from our
-// key's row id so that it is unique across users and stable across retries.
-func rideChargeKey(keyID int64) string { return fmt.Sprintf("ride-charge-%d", keyID) }
-
 func (s *Service) rideFlow() *Flow[rideState] {
 	return &Flow[rideState]{
-		Name: "ride.create",
-		Load: s.rideLoad,
+		Name:   "ride.create",
+		Method: RideCreateMethod,
+		Path:   RideCreatePath,
+		Load:   s.rideLoad,
 		Steps: map[RecoveryPoint]Step[rideState]{
 			RecoveryPointStarted:     {Phase: s.rideCreatePhase},
 			RecoveryPointRideCreated: {Call: s.rideChargeCall, Phase: s.rideChargePhase},
@@ -197,25 +225,34 @@ func (s *Service) rideCreatePhase(ctx context.Context, tx pgx.Tx, key *Key, st *
 	return MoveTo(RecoveryPointRideCreated), nil
 }
 
+// rideDescription is the description of every ride's charge: a constant,
+// so that the charge's parameters hold nothing a lost commit could change.
+const rideDescription = "Atomic Rides ride"
+
 // rideChargeCall charges the ride, creating the customer first if the
-// background job has not. No transaction is open here.
+// background job has not. No transaction is open here. The charge's
+// processor key and parameters are a pure function of the client's request
+// (namespace, rider, client key; amount and currency are the same for
+// every ride), so a retry after a lost commit sends the same request and
+// gets the same charge, never a second one.
 func (s *Service) rideChargeCall(ctx context.Context, key *Key, st *rideState) error {
 	st.customerID, st.newCustomer, st.charge, st.failure = "", false, nil, nil
 
 	if st.user.StripeCustomerID != nil {
 		st.customerID = *st.user.StripeCustomerID
 	} else {
-		c, err := s.processorCustomer(ctx, st.user)
+		c, err := s.processorCustomer(ctx, st.user, key.ClaimedAt)
 		if err != nil {
 			return st.definitive(err)
 		}
 		st.customerID, st.newCustomer = c.ID, true
 	}
 
+	pkey := ChargeKey(s.namespace, st.user.Email, key.ClientKey)
 	// Past the processor's key window a retried charge would not be
 	// deduplicated: adopt the charge if it was made.
-	if s.pastProcessorWindow(key.CreatedAt) {
-		ch, err := s.payments.ChargeFind(ctx, st.ride.ID)
+	if s.pastProcessorWindow(key.ClaimedAt, key.CreatedAt) {
+		ch, err := s.processorChargeOf(ctx, pkey, st.user.Email)
 		if err != nil {
 			return err
 		}
@@ -226,13 +263,25 @@ func (s *Service) rideChargeCall(ctx context.Context, key *Key, st *rideState) e
 	}
 
 	ch, err := s.payments.ChargeCreate(ctx, ChargeCreateParams{
-		IdempotencyKey: rideChargeKey(key.ID),
+		IdempotencyKey: chargeIdempotencyKey(pkey, st.customerID),
 		CustomerID:     st.customerID,
 		AmountCents:    st.ride.AmountCents,
 		Currency:       st.ride.Currency,
-		Description:    fmt.Sprintf("Ride %d", st.ride.ID),
-		RideID:         st.ride.ID,
+		Description:    rideDescription,
+		Tag:            s.tag(st.user.Email, pkey),
 	})
+	if isIdempotencyMismatch(err) {
+		// The key was used with other parameters, which none of ours
+		// should cause: whatever charge it made is this request's.
+		found, ferr := s.processorChargeOf(ctx, pkey, st.user.Email)
+		if ferr != nil {
+			return ferr
+		}
+		if found != nil {
+			st.charge = found
+			return nil
+		}
+	}
 	if err != nil {
 		return st.definitive(err)
 	}
@@ -240,11 +289,33 @@ func (s *Service) rideChargeCall(ctx context.Context, key *Key, st *rideState) e
 	return nil
 }
 
-// definitive keeps a definitive payment failure for the phase to record and
-// passes every other error on.
-func (st *rideState) definitive(err error) error {
+// processorChargeOf returns the succeeded charge made under the processor
+// key pkey by this deployment for the rider with email, or nil when the
+// processor has none.
+func (s *Service) processorChargeOf(ctx context.Context, pkey, email string) (*Charge, error) {
+	charges, err := s.payments.ChargeFind(ctx, pkey)
+	if err != nil {
+		return nil, err
+	}
+	for _, ch := range charges {
+		if ch.Status == ChargeSucceeded && ch.Tag.Key == pkey && s.owns(ch.Tag, email) {
+			return ch, nil
+		}
+	}
+	return nil, nil
+}
+
+// isIdempotencyMismatch reports whether the processor refused a key it saw
+// with other parameters.
+func isIdempotencyMismatch(err error) bool {
 	var pe *PaymentError
-	if errors.As(err, &pe) && (pe.Kind == PaymentDeclined || pe.Kind == PaymentInvalid) {
+	return errors.As(err, &pe) && pe.Class == PaymentClassConfiguration && pe.Code == PaymentCodeIdempotencyMismatch
+}
+
+// definitive keeps a definitive payment failure — the rider's outcome — for
+// the phase to record and passes every other error on.
+func (st *rideState) definitive(err error) error {
+	if pe := PaymentFinal(err); pe != nil {
 		st.failure = pe
 		return nil
 	}
@@ -263,7 +334,7 @@ func (s *Service) rideChargePhase(ctx context.Context, tx pgx.Tx, key *Key, st *
 		}
 		p := Problem{Type: ProblemCardDeclined, Title: "Card declined", Status: http.StatusPaymentRequired,
 			Detail: "the card was declined: " + st.failure.Message}
-		if st.failure.Kind == PaymentInvalid {
+		if st.failure.Class != PaymentClassDecline {
 			p.Type, p.Title = ProblemPaymentRejected, "Payment rejected"
 			p.Detail = "the payment processor rejected the charge"
 		}
@@ -286,10 +357,12 @@ func (s *Service) rideChargePhase(ctx context.Context, tx pgx.Tx, key *Key, st *
 		return Outcome{}, err
 	}
 	ride := rideFromRow(st.ride)
-	ride.ChargeStatus, ride.StripeChargeID = "charged", &st.charge.ID
+	ride.ChargeStatus, ride.StripeChargeID = RideChargeCharged, &st.charge.ID
 	return Finish(http.StatusCreated, ride), nil
 }
 
-func (s *Service) pastProcessorWindow(since time.Time) bool {
-	return s.now().Sub(since) > ProcessorKeyWindow-s.margin
+// pastProcessorWindow reports whether, at now, the processor may have
+// forgotten a key first sent at since (both by the database's clock).
+func (s *Service) pastProcessorWindow(now, since time.Time) bool {
+	return now.Sub(since) > ProcessorKeyWindow-s.margin
 }

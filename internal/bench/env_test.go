@@ -170,12 +170,13 @@ type servingProcess struct {
 	base string
 }
 
-// start runs `serve -no-migrate` on the deployment's database, its pool
-// capped at the configured size, and waits until it is ready.
+// start runs `serve -no-migrate -dev` (-dev: receipts to the built-in mail
+// sink) on the deployment's database, its pool capped at the configured
+// size, and waits until it is ready.
 func (d *deployment) start(tb testing.TB) *servingProcess {
 	tb.Helper()
 	addr := binrun.FreeAddr(tb)
-	p := binrun.Start(tb, binrun.Cmd{Bin: d.e.bin, Args: []string{"serve", "-no-migrate"}, Dir: d.e.workDir, LogPath: d.e.serveLog, Env: []string{
+	p := binrun.Start(tb, binrun.Cmd{Bin: d.e.bin, Args: []string{"serve", "-no-migrate", "-dev"}, Dir: d.e.workDir, LogPath: d.e.serveLog, Env: []string{
 		"DATABASE_URL=" + withPoolMaxConns(d.url, d.e.cfg.PoolMaxConns),
 		"ADDR=" + addr,
 		"ADMIN_TOKEN=" + benchAdminToken,

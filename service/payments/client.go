@@ -40,9 +40,10 @@ const maxIdleConnsPerHost = 256
 // maxIdempotencyKeyLen is Stripe's limit on the Idempotency-Key header.
 const maxIdempotencyKeyLen = 255
 
-// ErrMissingIdempotencyKey is the underlying error of the PaymentInvalid
-// returned when a mutating call has no idempotency key (or one longer than
-// Stripe accepts). No request is sent.
+// ErrMissingIdempotencyKey is the underlying error of the
+// PaymentClassConfiguration error returned when a mutating call has no
+// idempotency key (or one longer than Stripe accepts). No request is sent,
+// and like every configuration error it is never the rider's outcome.
 var ErrMissingIdempotencyKey = errors.New("payments: an idempotency key of 1 to 255 characters is required")
 
 // Config configures a Client.
@@ -94,12 +95,24 @@ func New(cfg Config) *Client {
 	if cfg.HTTPClient != nil {
 		httpClient = *cfg.HTTPClient
 	} else {
-		transport := http.DefaultTransport.(*http.Transport).Clone()
+		// A clone of net/http's defaults (proxy, dialer, HTTP/2), unless
+		// the process replaced http.DefaultTransport with another type.
+		transport, ok := http.DefaultTransport.(*http.Transport)
+		if ok {
+			transport = transport.Clone()
+		} else {
+			transport = &http.Transport{Proxy: http.ProxyFromEnvironment, ForceAttemptHTTP2: true}
+		}
 		transport.MaxIdleConns = maxIdleConnsPerHost
 		transport.MaxIdleConnsPerHost = maxIdleConnsPerHost
 		httpClient.Transport = transport
 	}
 	httpClient.Timeout = timeout
+	base := httpClient.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	httpClient.Transport = tracedTransport{base: base}
 
 	backendCfg := &stripe.BackendConfig{
 		HTTPClient:        &httpClient,
@@ -126,7 +139,7 @@ func (c *Client) Budget() time.Duration { return c.budget }
 
 // bound derives the context of one call: the caller's, cut off at Budget.
 func (c *Client) bound(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, c.budget)
+	return context.WithTimeout(withAttempts(ctx), c.budget)
 }
 
 // checkKey rejects a missing or over-long idempotency key before anything
@@ -134,7 +147,8 @@ func (c *Client) bound(ctx context.Context) (context.Context, context.CancelFunc
 func checkKey(key string) error {
 	if n := len(key); n == 0 || n > maxIdempotencyKeyLen {
 		return &service.PaymentError{
-			Kind:    service.PaymentInvalid,
+			Class:   service.PaymentClassConfiguration,
+			Kind:    service.PaymentUnavailable,
 			Message: ErrMissingIdempotencyKey.Error(),
 			Err:     ErrMissingIdempotencyKey,
 		}

@@ -3,18 +3,18 @@ package payments
 import (
 	"context"
 	"errors"
-	"strconv"
+	"time"
 
 	"github.com/stripe/stripe-go/v76"
 
 	"github.com/atomicrides/atomicrides/service"
 )
 
-// RefundCreate refunds params.ChargeID in full with metadata ride_id, under
+// RefundCreate refunds params.ChargeID in full with params.Tag as metadata, under
 // params.IdempotencyKey. A refund Stripe accepts (succeeded or pending) is
-// returned; one it answers as failed or canceled is PaymentInvalid; any
-// other status (requires_action) is PaymentUnavailable, to be settled by a
-// retry or through RefundList.
+// returned; one it answers as failed or canceled is a PaymentClassRefusal;
+// any other status (requires_action) is PaymentClassUnavailable, to be
+// settled by a retry or through RefundList.
 func (c *Client) RefundCreate(ctx context.Context, params service.RefundCreateParams) (*service.Refund, error) {
 	if err := checkKey(params.IdempotencyKey); err != nil {
 		return nil, err
@@ -24,7 +24,7 @@ func (c *Client) RefundCreate(ctx context.Context, params service.RefundCreatePa
 	p := &stripe.RefundParams{Charge: stripe.String(params.ChargeID)}
 	p.Context = ctx
 	p.SetIdempotencyKey(params.IdempotencyKey)
-	p.AddMetadata(metadataRideID, formatID(params.RideID))
+	tagMetadata(p.AddMetadata, params.Tag)
 	r, err := c.refunds.New(p)
 	if err != nil {
 		return nil, translateError(err)
@@ -35,6 +35,7 @@ func (c *Client) RefundCreate(ctx context.Context, params service.RefundCreatePa
 		return ref, nil
 	case stripe.RefundStatusFailed, stripe.RefundStatusCanceled:
 		return nil, &service.PaymentError{
+			Class:      service.PaymentClassRefusal,
 			Kind:       service.PaymentInvalid,
 			Code:       "refund_" + string(r.Status),
 			Message:    "refund " + r.ID + " is " + string(r.Status),
@@ -42,12 +43,7 @@ func (c *Client) RefundCreate(ctx context.Context, params service.RefundCreatePa
 			Err:        errRefundNotAccepted,
 		}
 	default:
-		return nil, &service.PaymentError{
-			Kind:       service.PaymentUnavailable,
-			Message:    "refund " + r.ID + " is " + string(r.Status),
-			HTTPStatus: statusOf(r.LastResponse),
-			Err:        errRefundNotAccepted,
-		}
+		return nil, unavailable("refund "+r.ID+" is "+string(r.Status), statusOf(r.LastResponse), errRefundNotAccepted)
 	}
 }
 
@@ -70,6 +66,25 @@ func (c *Client) RefundList(ctx context.Context, chargeID string) ([]*service.Re
 	return out, nil
 }
 
+// RefundListSince returns every refund of the account created at or after
+// since, following Stripe's pages.
+func (c *Client) RefundListSince(ctx context.Context, since time.Time) ([]*service.Refund, error) {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	p := &stripe.RefundListParams{CreatedRange: &stripe.RangeQueryParams{GreaterThanOrEqual: since.Unix()}}
+	p.Context = ctx
+	p.Limit = stripe.Int64(100)
+	it := c.refunds.List(p)
+	out := []*service.Refund{}
+	for it.Next() {
+		out = append(out, toRefund(it.Refund(), ""))
+	}
+	if err := it.Err(); err != nil {
+		return nil, translateError(err)
+	}
+	return out, nil
+}
+
 // errRefundNotAccepted underlies the error for a refund answered with a
 // status other than succeeded or pending.
 var errRefundNotAccepted = errors.New("payments: refund not accepted")
@@ -80,12 +95,12 @@ func toRefund(r *stripe.Refund, chargeID string) *service.Refund {
 	if r.Charge != nil && r.Charge.ID != "" {
 		chargeID = r.Charge.ID
 	}
-	rideID, _ := strconv.ParseInt(r.Metadata[metadataRideID], 10, 64)
 	return &service.Refund{
 		ID:          r.ID,
 		ChargeID:    chargeID,
 		AmountCents: r.Amount,
 		Status:      string(r.Status),
-		RideID:      rideID,
+		Created:     unixTime(r.Created),
+		Tag:         tagOf(r.Metadata),
 	}
 }

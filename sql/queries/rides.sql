@@ -27,3 +27,16 @@ WHERE id = @id AND charge_status = 'pending';
 
 -- name: RideLockForUser :one
 SELECT * FROM rides WHERE id = @id AND user_id = @user_id FOR UPDATE;
+
+-- name: RideListRecordedCharges :many
+-- Of the given processor charge ids, those a ride records (reconciliation).
+SELECT stripe_charge_id::text FROM rides
+WHERE stripe_charge_id = ANY(@stripe_charge_ids::text[]);
+
+-- name: RideListChargedSince :many
+-- Rides recorded as charged that were created within since_seconds by the
+-- database's clock (reconciliation).
+SELECT id, stripe_charge_id::text AS stripe_charge_id, created_at FROM rides
+WHERE charge_status = 'charged'
+  AND created_at >= now() - make_interval(secs => @since_seconds::float8)
+ORDER BY id;
