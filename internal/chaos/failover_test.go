@@ -68,9 +68,12 @@ type failoverFigures struct {
 	killed, promoted time.Time
 	// promotedDB is the new primary's clock at promotion.
 	promotedDB time.Time
-	// restore only: when the backup ended, and the transaction ids the
-	// primary had assigned then and just before its death.
-	backupEnd          time.Time
+	// restore only: when the backup began and ended (a commit acknowledged
+	// before it began is in it; one acknowledged before it ended may not
+	// be: the backup stops at a point a moment before it ends), and the
+	// transaction ids the primary had assigned once it ended and just
+	// before its death.
+	backupStart, backupEnd time.Time
 	xidBackup, xidKill int64
 }
 
@@ -104,6 +107,7 @@ func runFailover(t *testing.T, plan failoverPlan) {
 	fig := &failoverFigures{}
 	require.NoError(t, pause(ctx, plan.before-plan.lead))
 	if plan.db == chaosDBRestore {
+		fig.backupStart = time.Now()
 		sys.spare, err = sys.cluster.BaseBackup(ctx, sys.spareDir)
 		require.NoError(t, err)
 		fig.backupEnd = time.Now()

@@ -149,8 +149,8 @@ func restoreChecks(s *chaosState, rec *chaosReconcile, recErr error, returned []
 	}
 	add("keys_finished", checkKeysFinished(s))
 
-	// Every answer a client saw before the backup ended is kept; of those
-	// seen between the backup and the kill, count what was lost.
+	// Every answer a client saw before the backup began is kept; of those
+	// seen between then and the kill, count what was lost.
 	kept, beforeBackup, window, lost := 0, 0, 0, 0
 	for _, r := range s.records {
 		a, ok := firstStored(r)
@@ -159,7 +159,7 @@ func restoreChecks(s *chaosState, rec *chaosReconcile, recErr error, returned []
 		}
 		k := s.keys[chaosUserKey{r.user.id, r.key}]
 		same := k != nil && k.finished && int(*k.code) == a.Status && bytes.Equal(k.body, a.Body)
-		if a.At.Before(fig.backupEnd) {
+		if a.At.Before(fig.backupStart) {
 			beforeBackup++
 			if same {
 				kept++
@@ -171,7 +171,7 @@ func restoreChecks(s *chaosState, rec *chaosReconcile, recErr error, returned []
 			}
 		}
 	}
-	add("answers_before_backup_kept", chaosCheck{name: "every answer a client saw before the backup ended is still stored, byte for byte",
+	add("answers_before_backup_kept", chaosCheck{name: "every answer a client saw before the backup began is still stored, byte for byte",
 		expected: fmt.Sprintf("%d of %d", beforeBackup, beforeBackup), actual: fmt.Sprintf("%d of %d", kept, beforeBackup),
 		ok: kept == beforeBackup})
 
@@ -291,7 +291,7 @@ func restoreChecks(s *chaosState, rec *chaosReconcile, recErr error, returned []
 		actual: fmt.Sprint(refundedTwice), ok: refundedTwice == 0})
 
 	notes := []string{fmt.Sprintf("lost: about %d write transactions (transaction ids the primary assigned between the backup's end and its death); "+
-		"%d of the %d stored answers clients saw in that window; %d booking clients came back with their keys (%d of them to a lost booking, redone), "+
+		"%d of the %d stored answers clients saw from the backup's start to the kill; %d booking clients came back with their keys (%d of them to a lost booking, redone), "+
 		"the others never did: %d charges and %d refunds at Stripe recorded by no ride, listed by `keys reconcile`",
 		fig.xidKill-fig.xidBackup, lost, window, len(returned), cameBackLost, len(gotCharges), len(gotRefunds))}
 	return checks, notes
