@@ -74,7 +74,7 @@ type failoverFigures struct {
 	// transaction ids the primary had assigned once it ended and just
 	// before its death.
 	backupStart, backupEnd time.Time
-	xidBackup, xidKill int64
+	xidBackup, xidKill     int64
 }
 
 func runFailover(t *testing.T, plan failoverPlan) {
