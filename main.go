@@ -147,7 +147,7 @@ func connect(ctx context.Context, cfg *config, logger *slog.Logger, start bool) 
 	if err != nil {
 		return nil, err
 	}
-	poolCfg, err := pgxpool.ParseConfig(url)
+	poolCfg, err := poolConfig(url)
 	if err != nil {
 		// Checked by loadConfig; pgx's message may hold the password.
 		return nil, errors.New("DATABASE_URL: not a valid PostgreSQL connection string")

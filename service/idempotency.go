@@ -434,11 +434,23 @@ func (s *Service) record(ctx context.Context, tx pgx.Tx, key *Key, o Outcome) (*
 // release gives the lease up so that a retry need not wait for it to expire.
 // It runs on a fresh context: it must happen even when the request's own
 // context is done, and even when the failed transaction's commit failed.
+// What failed the request often fails the first try too (a connection
+// broken by a restart or a failover of the database); the pool drops a
+// broken connection, so it tries again, with backoff, within
+// rollbackTimeout: a database back within that time (a promoted standby)
+// frees the key at once instead of after the lease.
 func (s *Service) release(ctx context.Context, key *Key) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
 	defer cancel()
-	if _, err := s.queries.IdempotencyKeyRelease(ctx, s.pool, key.ID, key.token); err != nil {
-		s.logger.ErrorContext(ctx, "release idempotency key", "key_id", key.ID, "err", err)
+	for attempt := 0; ; attempt++ {
+		_, err := s.queries.IdempotencyKeyRelease(ctx, s.pool, key.ID, key.token)
+		if err == nil {
+			return
+		}
+		if sleepCtx(ctx, backoff(attempt, 25*time.Millisecond, 500*time.Millisecond)) != nil {
+			s.logger.ErrorContext(ctx, "release idempotency key", "key_id", key.ID, "attempts", attempt+1, "err", err)
+			return
+		}
 	}
 }
 

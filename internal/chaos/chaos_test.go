@@ -100,26 +100,8 @@ func runChaos(t *testing.T, plan chaosPlan) {
 	ctx, cancel := context.WithTimeout(context.Background(), plan.bound)
 	defer cancel()
 
-	// The logs stay when the run fails.
-	logDir := *chaosLogsFlag
-	if logDir == "" {
-		var err error
-		logDir, err = os.MkdirTemp("", "atomicrides-chaos-")
-		require.NoError(t, err)
-		t.Cleanup(func() {
-			if !t.Failed() {
-				_ = os.RemoveAll(logDir)
-			}
-		})
-	} else {
-		if !filepath.IsAbs(logDir) {
-			root, err := binrun.ModuleRoot()
-			require.NoError(t, err)
-			logDir = filepath.Join(root, logDir)
-		}
-		require.NoError(t, os.MkdirAll(logDir, 0o755))
-	}
-	sys := startChaosSystem(t, ctx, logDir)
+	logDir := chaosLogDir(t, "")
+	sys := startChaosSystem(t, ctx, logDir, chaosDBSingle)
 	users, err := chaosCreateUsers(ctx, sys, plan.users)
 	require.NoError(t, err)
 	setup := time.Since(begin)
@@ -226,6 +208,33 @@ func runChaos(t *testing.T, plan chaosPlan) {
 	if time.Since(begin) > plan.bound {
 		t.Errorf("the run took %s, over its bound of %s", time.Since(begin), plan.bound)
 	}
+}
+
+// chaosLogDir returns the directory for the logs of a run: -chaos.logs
+// (under sub, when set), else a temporary directory that stays when the
+// test fails.
+func chaosLogDir(t *testing.T, sub string) string {
+	t.Helper()
+	logDir := *chaosLogsFlag
+	if logDir == "" {
+		var err error
+		logDir, err = os.MkdirTemp("", "atomicrides-chaos-")
+		require.NoError(t, err)
+		t.Cleanup(func() {
+			if !t.Failed() {
+				_ = os.RemoveAll(logDir)
+			}
+		})
+		return logDir
+	}
+	if !filepath.IsAbs(logDir) {
+		root, err := binrun.ModuleRoot()
+		require.NoError(t, err)
+		logDir = filepath.Join(root, logDir)
+	}
+	logDir = filepath.Join(logDir, sub)
+	require.NoError(t, os.MkdirAll(logDir, 0o755))
+	return logDir
 }
 
 // chaosReport renders what the run did and the invariants table.

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -62,6 +63,8 @@ type chaosAnswer struct {
 	Attempts   int
 	// Replayed is set when the answer was replayed from an earlier request.
 	Replayed bool
+	// At is when the last answer arrived.
+	At time.Time
 }
 
 // do sends one attempt; status 0 means a network error or timeout.
@@ -86,18 +89,23 @@ func (r *chaosRider) do(ctx context.Context, req chaosRequest, timeout time.Dura
 		hr.Header.Set("Content-Type", "application/json")
 	}
 	r.stats.attempts.Add(1)
+	sent := time.Now()
 	resp, err := r.http.Do(hr)
 	if err != nil {
 		r.stats.networkErrors.Add(1)
+		r.stats.attempted(chaosAttempt{sent: sent, done: time.Now(), path: req.path, cut: timeout < chaosAttemptTimeout})
 		return 0, nil, nil
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
 		r.stats.networkErrors.Add(1)
+		r.stats.attempted(chaosAttempt{sent: sent, done: time.Now(), path: req.path, cut: timeout < chaosAttemptTimeout})
 		return 0, nil, nil
 	}
 	r.stats.status(resp.StatusCode)
+	r.stats.attempted(chaosAttempt{sent: sent, done: time.Now(), path: req.path, status: resp.StatusCode, cut: timeout < chaosAttemptTimeout,
+		problem: problemType(b), replayed: resp.Header.Get("Idempotent-Replayed") == "true"})
 	return resp.StatusCode, b, resp.Header
 }
 
@@ -117,7 +125,7 @@ func (r *chaosRider) retryUpTo(ctx context.Context, req chaosRequest, attempts i
 	for ans.Attempts < attempts {
 		ans.Attempts++
 		status, body, hdr := r.do(ctx, req, chaosAttemptTimeout)
-		ans.Status, ans.Body = status, body
+		ans.Status, ans.Body, ans.At = status, body, time.Now()
 		if !chaosTransient(status, body) {
 			ans.Definitive = true
 			ans.Replayed = hdr.Get("Idempotent-Replayed") == "true"
@@ -168,6 +176,32 @@ type chaosStats struct {
 
 	mu       sync.Mutex
 	statuses map[int]int
+	timeline []chaosAttempt
+}
+
+// chaosAttempt is one attempt as its client saw it: when it was sent and
+// answered, and the answer (status 0: none).
+type chaosAttempt struct {
+	sent, done time.Time
+	path       string
+	status     int
+	problem    string // the problem type of an error answer
+	replayed   bool
+	// cut: the client hung up on purpose after a few milliseconds.
+	cut bool
+}
+
+func (s *chaosStats) attempted(a chaosAttempt) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.timeline = append(s.timeline, a)
+}
+
+// attempts returns every attempt so far, in the order they ended.
+func (s *chaosStats) attemptsSoFar() []chaosAttempt {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.timeline)
 }
 
 func (s *chaosStats) status(code int) {

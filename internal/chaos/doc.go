@@ -18,6 +18,20 @@
 //   - TestChaos: the full run, each fault in turn then all mixed, bounded to
 //     5 minutes; it needs -chaos.full (go tool task chaos). -chaos.logs DIR
 //     keeps the processes' logs.
+//   - TestChaosFailoverShort, TestChaosFailover: the primary, which has a
+//     synchronous streaming standby, is SIGKILLed under load and the
+//     standby promoted; the serve processes, given both servers in one
+//     multi-host DATABASE_URL, carry on without a restart, and nothing a
+//     client saw is lost. The report says what clients saw and when the
+//     first booking was committed again.
+//   - TestChaosRestoreShort, TestChaosRestore: a base backup taken mid-run
+//     replaces the primary when it dies, losing the commits made since;
+//     still no client key is charged twice, no key is answered with
+//     another's charge, and `keys reconcile` lists the charges no ride
+//     records.
+//
+// The short forms run in go tool task test; the full ones need -chaos.full
+// (go tool task chaos runs all three).
 //   - TestProductionBinaryCarriesNoFailpoints: the binary as it ships holds
 //     none of the failpoint machinery.
 //

@@ -14,10 +14,12 @@ import (
 
 // chaosRecord is what the clients learned about one idempotency key.
 type chaosRecord struct {
-	user   *chaosUser
-	key    string
-	flow   string // "ride.create" or "ride.refund"
-	rideID int64  // the ride refunded, for ride.refund
+	user *chaosUser
+	key  string
+	flow string // "ride.create" or "ride.refund"
+	// req is the request every client of the key sent.
+	req    chaosRequest
+	rideID int64 // the ride refunded, for ride.refund
 	// answers holds the last answer of every client that used the key
 	// (several in a burst).
 	answers []chaosAnswer
@@ -84,6 +86,9 @@ type chaosLoad struct {
 	run   string // distinguishes this run's keys
 	max   int64
 	seq   atomic.Int64
+	// scenarios is the mix the clients draw from; nil means
+	// chaosScenarios.
+	scenarios []chaosScenario
 }
 
 // chaosScenario is one kind of client behaviour and its weight in the mix.
@@ -109,8 +114,12 @@ var chaosScenarios = []chaosScenario{
 // scenarios has started; each scenario runs to its end (bounded by the
 // clients' own limits).
 func (l *chaosLoad) work(ctx context.Context, stop <-chan struct{}) {
+	mix := l.scenarios
+	if mix == nil {
+		mix = chaosScenarios
+	}
 	total := 0
-	for _, s := range chaosScenarios {
+	for _, s := range mix {
 		total += s.weight
 	}
 	for {
@@ -125,7 +134,7 @@ func (l *chaosLoad) work(ctx context.Context, stop <-chan struct{}) {
 			return
 		}
 		n := rand.IntN(total)
-		for _, s := range chaosScenarios {
+		for _, s := range mix {
 			if n -= s.weight; n < 0 {
 				l.book.ran(s.name)
 				s.run(l, ctx, l.users[rand.IntN(len(l.users))])
@@ -168,7 +177,8 @@ func (l *chaosLoad) refundRequest(u *chaosUser, key string, rideID int64) chaosR
 // the ride's id when it was charged.
 func (l *chaosLoad) bookOnce(ctx context.Context, u *chaosUser) int64 {
 	rec := &chaosRecord{user: u, key: l.newKey(), flow: "ride.create"}
-	ans := l.rider.retry(ctx, l.rideRequest(u, rec.key, chaosRideBody()))
+	rec.req = l.rideRequest(u, rec.key, chaosRideBody())
+	ans := l.rider.retry(ctx, rec.req)
 	rec.answers = append(rec.answers, ans)
 	l.book.add(rec)
 	return chargedRide(ans)
@@ -194,11 +204,12 @@ func (l *chaosLoad) bookingRefund(ctx context.Context, u *chaosUser) {
 		return
 	}
 	rec := &chaosRecord{user: u, key: l.newKey(), flow: "ride.refund", rideID: rideID}
+	rec.req = l.refundRequest(u, rec.key, rideID)
 	attempts := chaosMaxAttempts
 	if rand.IntN(3) == 0 {
 		attempts = 1 // this client gives up after one failure
 	}
-	ans := l.rider.retryUpTo(ctx, l.refundRequest(u, rec.key, rideID), attempts)
+	ans := l.rider.retryUpTo(ctx, rec.req, attempts)
 	rec.answers = append(rec.answers, ans)
 	l.settle(rec, ans, attempts)
 }
@@ -221,6 +232,7 @@ func (l *chaosLoad) settle(rec *chaosRecord, ans chaosAnswer, attempts int) {
 func (l *chaosLoad) sameKeyBurst(ctx context.Context, u *chaosUser) {
 	rec := &chaosRecord{user: u, key: l.newKey(), flow: "ride.create"}
 	req := l.rideRequest(u, rec.key, chaosRideBody())
+	rec.req = req
 	answers := make([]chaosAnswer, 3+rand.IntN(3))
 	var wg sync.WaitGroup
 	for i := range answers {
@@ -239,8 +251,9 @@ func (l *chaosLoad) sameBodyBurst(ctx context.Context, u *chaosUser) {
 	var wg sync.WaitGroup
 	for range 2 + rand.IntN(2) {
 		rec := &chaosRecord{user: u, key: l.newKey(), flow: "ride.create"}
+		rec.req = l.rideRequest(u, rec.key, body)
 		wg.Go(func() {
-			rec.answers = append(rec.answers, l.rider.retry(ctx, l.rideRequest(u, rec.key, body)))
+			rec.answers = append(rec.answers, l.rider.retry(ctx, rec.req))
 			l.book.add(rec)
 		})
 	}
@@ -257,8 +270,9 @@ func (l *chaosLoad) refundBurst(ctx context.Context, u *chaosUser) {
 	var wg sync.WaitGroup
 	for range 2 + rand.IntN(2) {
 		rec := &chaosRecord{user: u, key: l.newKey(), flow: "ride.refund", rideID: rideID}
+		rec.req = l.refundRequest(u, rec.key, rideID)
 		wg.Go(func() {
-			rec.answers = append(rec.answers, l.rider.retry(ctx, l.refundRequest(u, rec.key, rideID)))
+			rec.answers = append(rec.answers, l.rider.retry(ctx, rec.req))
 			l.book.add(rec)
 		})
 	}
@@ -269,9 +283,10 @@ func (l *chaosLoad) refundBurst(ctx context.Context, u *chaosUser) {
 // comes back; whatever the server started, the completer finishes.
 func (l *chaosLoad) quitMidRequest(ctx context.Context, u *chaosUser) {
 	rec := &chaosRecord{user: u, key: l.newKey(), flow: "ride.create"}
-	status, body, hdr := l.rider.do(ctx, l.rideRequest(u, rec.key, chaosRideBody()), time.Duration(2+rand.IntN(40))*time.Millisecond)
+	rec.req = l.rideRequest(u, rec.key, chaosRideBody())
+	status, body, hdr := l.rider.do(ctx, rec.req, time.Duration(2+rand.IntN(40))*time.Millisecond)
 	ans := chaosAnswer{Status: status, Body: body, Attempts: 1, Definitive: !chaosTransient(status, body),
-		Replayed: hdr.Get("Idempotent-Replayed") == "true"}
+		Replayed: hdr.Get("Idempotent-Replayed") == "true", At: time.Now()}
 	rec.answers = append(rec.answers, ans)
 	rec.quit = !ans.Definitive
 	if rec.quit {
@@ -284,7 +299,8 @@ func (l *chaosLoad) quitMidRequest(ctx context.Context, u *chaosUser) {
 // definitive answer.
 func (l *chaosLoad) quitAfterFailure(ctx context.Context, u *chaosUser) {
 	rec := &chaosRecord{user: u, key: l.newKey(), flow: "ride.create"}
-	ans := l.rider.retryUpTo(ctx, l.rideRequest(u, rec.key, chaosRideBody()), 1)
+	rec.req = l.rideRequest(u, rec.key, chaosRideBody())
+	ans := l.rider.retryUpTo(ctx, rec.req, 1)
 	rec.answers = append(rec.answers, ans)
 	l.settle(rec, ans, 1)
 }
@@ -302,7 +318,8 @@ func (l *chaosLoad) quitUnder(ctx context.Context, f chaosStripeFault) {
 			return
 		}
 		rec := &chaosRecord{user: charged, key: l.newKey(), flow: "ride.refund", rideID: rideID}
-		ans := l.rider.retryUpTo(ctx, l.refundRequest(charged, rec.key, rideID), 1)
+		rec.req = l.refundRequest(charged, rec.key, rideID)
+		ans := l.rider.retryUpTo(ctx, rec.req, 1)
 		rec.answers = append(rec.answers, ans)
 		l.settle(rec, ans, 1)
 	case "customer.create":
@@ -363,7 +380,8 @@ func (l *chaosLoad) malformed(ctx context.Context, u *chaosUser) {
 	if c.name == "same key, another body" {
 		// The key's first request books a ride; the second reuses the key.
 		rec := &chaosRecord{user: u, key: c.req.key, flow: "ride.create"}
-		rec.answers = append(rec.answers, l.rider.retry(ctx, l.rideRequest(u, c.req.key, chaosRideBody())))
+		rec.req = l.rideRequest(u, c.req.key, chaosRideBody())
+		rec.answers = append(rec.answers, l.rider.retry(ctx, rec.req))
 		l.book.add(rec)
 		if !rec.answers[0].Definitive {
 			return

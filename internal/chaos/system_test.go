@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -51,6 +50,15 @@ type chaosSystem struct {
 	// starts, under the test's t.TempDir().
 	workDir string
 	cluster *pgenv.Cluster
+	// standby is the synchronous standby of cluster (chaosDBSyncStandby).
+	standby *pgenv.Cluster
+	// spareDir and sparePort are where a restore of cluster starts
+	// (chaosDBRestore): the second host of dbURL.
+	spareDir  string
+	sparePort int
+	spare     *pgenv.Cluster // the backup, once taken
+	// dbURL names every server that may be the primary, with
+	// target_session_attrs=read-write.
 	dbURL   string
 	stripe  string // base URL of the fake Stripe process
 	sink    *mailsink.Sink
@@ -58,8 +66,22 @@ type chaosSystem struct {
 	serves  []*chaosServe
 }
 
+// chaosDB is the shape of the PostgreSQL of a chaos run.
+type chaosDB int
+
+const (
+	// chaosDBSingle is one server, restarted in place.
+	chaosDBSingle chaosDB = iota
+	// chaosDBSyncStandby is a primary with a synchronous streaming
+	// standby, promoted when the primary dies.
+	chaosDBSyncStandby
+	// chaosDBRestore is a primary whose base backup, taken during the run,
+	// is started in its place when it dies, on a port of its own.
+	chaosDBRestore
+)
+
 // startChaosSystem starts every process and waits until each answers.
-func startChaosSystem(t *testing.T, ctx context.Context, logDir string) *chaosSystem {
+func startChaosSystem(t *testing.T, ctx context.Context, logDir string, db chaosDB) *chaosSystem {
 	t.Helper()
 	// The command with failpoints compiled in.
 	sys := &chaosSystem{logDir: logDir, workDir: t.TempDir(), bin: binrun.Build(t, "failpoints")}
@@ -67,24 +89,40 @@ func startChaosSystem(t *testing.T, ctx context.Context, logDir string) *chaosSy
 	// PostgreSQL: its own cluster on its own port, crash-safe so that
 	// committed work survives the immediate restarts.
 	pgDir := t.TempDir()
-	cluster, err := pgenv.StartClusterWith(ctx, pgDir, pgenv.ClusterOptions{Port: binrun.FreePort(t), CrashSafe: true})
+	cluster, err := pgenv.StartClusterWith(ctx, pgDir, pgenv.ClusterOptions{Port: binrun.FreePort(t), CrashSafe: true,
+		Replication: db != chaosDBSingle})
 	require.NoError(t, err)
-	t.Cleanup(func() {
-		stopCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := pgenv.StopCluster(stopCtx, pgDir); err != nil {
-			t.Errorf("stop the chaos cluster: %v", err)
-		}
-		_ = os.RemoveAll(cluster.Root)
-	})
+	stopCluster(t, pgDir, func() string { return cluster.Root })
 	sys.cluster = cluster
 	conn, err := pgx.Connect(ctx, cluster.URL)
 	require.NoError(t, err)
 	_, err = conn.Exec(ctx, "CREATE DATABASE chaos")
 	require.NoError(t, err)
 	require.NoError(t, conn.Close(ctx))
-	sys.dbURL = strings.Replace(cluster.URL, "/postgres?", "/chaos?", 1)
-	require.NotEqual(t, cluster.URL, sys.dbURL)
+	hosts := fmt.Sprintf("127.0.0.1:%d", cluster.Port)
+	switch db {
+	case chaosDBSyncStandby:
+		dir := t.TempDir()
+		stopCluster(t, dir, func() string {
+			if sys.standby == nil {
+				return ""
+			}
+			return sys.standby.Root
+		})
+		sys.standby, err = pgenv.StartStandby(ctx, dir, cluster, pgenv.StandbyOptions{Port: binrun.FreePort(t), Synchronous: true})
+		require.NoError(t, err)
+		hosts += fmt.Sprintf(",127.0.0.1:%d", sys.standby.Port)
+	case chaosDBRestore:
+		sys.spareDir, sys.sparePort = t.TempDir(), binrun.FreePort(t)
+		stopCluster(t, sys.spareDir, func() string {
+			if sys.spare == nil {
+				return ""
+			}
+			return sys.spare.Root
+		})
+		hosts += fmt.Sprintf(",127.0.0.1:%d", sys.sparePort)
+	}
+	sys.dbURL = fmt.Sprintf("postgres://%s@%s/chaos?sslmode=disable&target_session_attrs=read-write", pgenv.Superuser, hosts)
 
 	// The fake Stripe, as its own process.
 	stripeAddr := binrun.FreeAddr(t)
@@ -110,6 +148,21 @@ func startChaosSystem(t *testing.T, ctx context.Context, logDir string) *chaosSy
 		require.NoError(t, s.start(ctx, ""))
 	}
 	return sys
+}
+
+// stopCluster stops the cluster kept in dir when the test ends, and removes
+// its files (root() says where they are, "" if nowhere).
+func stopCluster(t *testing.T, dir string, root func() string) {
+	t.Cleanup(func() {
+		stopCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := pgenv.StopCluster(stopCtx, dir); err != nil {
+			t.Errorf("stop the chaos cluster in %s: %v", dir, err)
+		}
+		if r := root(); r != "" {
+			_ = os.RemoveAll(r)
+		}
+	})
 }
 
 // env is the environment of a serve process (and of the operator CLI).

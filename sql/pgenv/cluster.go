@@ -46,6 +46,13 @@ type Cluster struct {
 	binDir    string
 	acct      *account
 	crashSafe bool
+	// replication lets standbys stream the server's WAL (wal_level
+	// replica, WAL senders); syncStandby, when set, is the
+	// application_name of the standby whose flush every commit waits for.
+	replication bool
+	syncStandby string
+	// primaryConninfo, on a standby, is how it reaches its primary.
+	primaryConninfo string
 }
 
 // ClusterOptions adjust the server that StartClusterWith starts; a server
@@ -60,6 +67,11 @@ type ClusterOptions struct {
 	// RestartImmediate. fsync stays off: a crash of the machine may still
 	// lose them.
 	CrashSafe bool
+	// Replication lets standbys stream from the server (wal_level =
+	// replica, WAL senders; initdb's pg_hba.conf already lets replication
+	// connections in by trust from 127.0.0.1), and lets BaseBackup copy it
+	// while it runs. See StartStandby.
+	Replication bool
 }
 
 // StartCluster returns the cluster kept in dir, running: it reuses the
@@ -84,7 +96,7 @@ func StartClusterWith(ctx context.Context, dir string, opts ClusterOptions) (*Cl
 		return nil, err
 	}
 	defer unlock()
-	c.crashSafe = opts.CrashSafe
+	c.crashSafe, c.replication = opts.CrashSafe, opts.Replication
 
 	running, err := c.attach(ctx)
 	if err != nil {

@@ -138,6 +138,10 @@ func (c *Cluster) writeConf(port int) error {
 	if c.crashSafe {
 		syncCommit = "on"
 	}
+	walLevel, walSenders := "minimal", 0
+	if c.replication {
+		walLevel, walSenders = "replica", 10
+	}
 	conf := fmt.Sprintf(`# Written by pgenv at every start; edits are lost.
 listen_addresses = '127.0.0.1'
 port = %d
@@ -147,11 +151,21 @@ shared_buffers = 64MB
 fsync = off
 synchronous_commit = %s
 full_page_writes = off
-wal_level = minimal
-max_wal_senders = 0
+wal_level = %s
+max_wal_senders = %d
 max_wal_size = 512MB
 wal_buffers = 16MB
-`, port, confQuote(sockDir), syncCommit)
+`, port, confQuote(sockDir), syncCommit, walLevel, walSenders)
+	if c.replication {
+		// A standby that falls behind for a while still finds the WAL it
+		// needs; a commit waits for the named standby's flush.
+		conf += fmt.Sprintf("wal_keep_size = 512MB\nsynchronous_standby_names = '%s'\n", confQuote(c.syncStandby))
+	}
+	if c.primaryConninfo != "" {
+		// Read only while the server is a standby (standby.signal);
+		// ignored once promoted.
+		conf += fmt.Sprintf("primary_conninfo = '%s'\nhot_standby = on\n", confQuote(c.primaryConninfo))
+	}
 	path := filepath.Join(c.DataDir, confFileName)
 	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 		return fmt.Errorf("pgenv: %w", err)

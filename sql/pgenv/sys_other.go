@@ -18,3 +18,5 @@ func fileUID(fs.FileInfo) (int, bool) { return 0, false }
 func postmasterAlive(int, string) bool { return false }
 
 func lockFile(context.Context, string) (func(), error) { return nil, errUnsupported }
+
+func killServer(context.Context, int) error { return errUnsupported }

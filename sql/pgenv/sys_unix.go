@@ -105,3 +105,63 @@ func lockFile(ctx context.Context, path string) (func(), error) {
 		delay = min(2*delay, 200*time.Millisecond)
 	}
 }
+
+// killServer SIGKILLs the postmaster pid and every process it forked, as
+// the loss of the machine would end them, and waits until all are gone.
+// The postmaster is stopped first, so that it forks nothing while its
+// children are listed (each child is a session leader of its own, out of
+// reach of a signal to the postmaster's group).
+func killServer(ctx context.Context, pid int) error {
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("pgenv: stop postmaster %d: %w", pid, err)
+	}
+	procs := append(childPIDs(pid), pid)
+	for _, p := range procs {
+		_ = syscall.Kill(p, syscall.SIGKILL)
+	}
+	deadline := time.Now().Add(readyTimeout)
+	for _, p := range procs {
+		for delay := time.Millisecond; postmasterAlive(p, ""); delay = min(2*delay, 50*time.Millisecond) {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("pgenv: process %d of postmaster %d still runs %s after SIGKILL", p, pid, readyTimeout)
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(delay):
+			}
+		}
+	}
+	return nil
+}
+
+// childPIDs lists the processes whose parent is pid, from /proc (none
+// where /proc is missing: the postmaster's children then exit on their
+// own once they notice it died).
+func childPIDs(pid int) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// "pid (comm) S ppid ...": look after the last ')'.
+		end := bytes.LastIndexByte(stat, ')')
+		if end < 0 {
+			continue
+		}
+		fields := bytes.Fields(stat[end+1:])
+		if len(fields) >= 2 && string(fields[1]) == strconv.Itoa(pid) {
+			out = append(out, p)
+		}
+	}
+	return out
+}

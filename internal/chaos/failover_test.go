@@ -1,0 +1,405 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/atomicrides/atomicrides/sql/pgenv"
+)
+
+// failoverPlan bounds one failover run: load, the primary's death, the new
+// primary, more load, then the checks.
+type failoverPlan struct {
+	name    string
+	logs    string // subdirectory of -chaos.logs
+	db      chaosDB
+	users   int
+	clients int
+	// scenarios is the clients' mix; nil means chaosScenarios.
+	scenarios []chaosScenario
+	// before is how long the clients run before the primary dies; with a
+	// restore, the backup is taken lead before that.
+	before, lead time.Duration
+	// after is how long they run once the new primary takes writes.
+	after  time.Duration
+	settle time.Duration
+	bound  time.Duration
+}
+
+// TestChaosFailoverShort is a failover to a synchronous standby under
+// load, in short: part of `go tool task test`.
+func TestChaosFailoverShort(t *testing.T) {
+	runFailover(t, failoverPlan{
+		name: "short: failover to a synchronous standby", logs: "failover", db: chaosDBSyncStandby,
+		users: 5, clients: 8, before: 6 * time.Second, after: 6 * time.Second,
+		settle: 60 * time.Second, bound: 3 * time.Minute,
+	})
+}
+
+// TestChaosFailover is the failover to a synchronous standby with more
+// load: `go tool task chaos` runs it.
+func TestChaosFailover(t *testing.T) {
+	if !*chaosFullFlag {
+		t.Skip("the full failover run needs -chaos.full (go tool task chaos); TestChaosFailoverShort is its short form")
+	}
+	runFailover(t, failoverPlan{
+		name: "full: failover to a synchronous standby", logs: "failover", db: chaosDBSyncStandby,
+		users: 10, clients: 12, before: 30 * time.Second, after: 30 * time.Second,
+		settle: 80 * time.Second, bound: 5 * time.Minute,
+	})
+}
+
+// failoverFigures is what happened around the failover.
+type failoverFigures struct {
+	// killed: the primary's every process got SIGKILL; promoted: the new
+	// primary takes writes (promotion, or the restore started).
+	killed, promoted time.Time
+	// promotedDB is the new primary's clock at promotion.
+	promotedDB time.Time
+	// restore only: when the backup began and ended (a commit acknowledged
+	// before it began is in it; one acknowledged before it ended may not
+	// be: the backup stops at a point a moment before it ends), and the
+	// transaction ids the primary had assigned once it ended and just
+	// before its death.
+	backupStart, backupEnd time.Time
+	xidBackup, xidKill     int64
+}
+
+func runFailover(t *testing.T, plan failoverPlan) {
+	begin := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), plan.bound)
+	defer cancel()
+	logDir := chaosLogDir(t, plan.logs)
+	sys := startChaosSystem(t, ctx, logDir, plan.db)
+	users, err := chaosCreateUsers(ctx, sys, plan.users)
+	require.NoError(t, err)
+	setup := time.Since(begin)
+
+	stats := &chaosStats{}
+	load := &chaosLoad{
+		rider:     newChaosRider(sys.bases(), stats),
+		users:     users,
+		book:      &chaosBook{},
+		run:       fmt.Sprintf("%08x", rand.Uint32()),
+		max:       1 << 30,
+		scenarios: plan.scenarios,
+	}
+	stop := make(chan struct{})
+	var clients sync.WaitGroup
+	for range plan.clients {
+		clients.Go(func() { load.work(ctx, stop) })
+	}
+	flog := newChaosFaultLog()
+	loadStart := time.Now()
+
+	fig := &failoverFigures{}
+	require.NoError(t, pause(ctx, plan.before-plan.lead))
+	if plan.db == chaosDBRestore {
+		fig.backupStart = time.Now()
+		sys.spare, err = sys.cluster.BaseBackup(ctx, sys.spareDir)
+		require.NoError(t, err)
+		fig.backupEnd = time.Now()
+		fig.xidBackup, err = nextXID(ctx, sys.cluster.URL)
+		require.NoError(t, err)
+		flog.event("base backup taken (next transaction id %d)", fig.xidBackup)
+		require.NoError(t, pause(ctx, plan.lead))
+		fig.xidKill, err = nextXID(ctx, sys.cluster.URL)
+		require.NoError(t, err)
+	}
+
+	fig.killed = time.Now()
+	require.NoError(t, sys.cluster.Kill(ctx))
+	flog.event("primary killed (SIGKILL, every process)")
+	newPrimary := sys.standby
+	switch plan.db {
+	case chaosDBSyncStandby:
+		require.NoError(t, sys.standby.Promote(ctx))
+		flog.event("standby promoted")
+	case chaosDBRestore:
+		newPrimary, err = pgenv.StartClusterWith(ctx, sys.spareDir, pgenv.ClusterOptions{Port: sys.sparePort, CrashSafe: true})
+		require.NoError(t, err)
+		flog.event("backup started as the primary")
+	}
+	fig.promoted = time.Now()
+	fig.promotedDB, err = dbNow(ctx, newPrimary.URL)
+	require.NoError(t, err)
+
+	require.NoError(t, pause(ctx, plan.after))
+	close(stop)
+	clients.Wait()
+	loadTook := time.Since(loadStart)
+	flog.event("clients done")
+
+	var returned []chaosReturned
+	if plan.db == chaosDBRestore {
+		// Clients that come back: every other key answered before the
+		// primary died asks again; the others never do.
+		returned = returningClients(ctx, load, fig.killed)
+		flog.event("%d clients came back with their keys", len(returned))
+	}
+
+	settleStart := time.Now()
+	deadline, _ := ctx.Deadline()
+	settleErr := chaosSettle(ctx, sys, min(plan.settle, time.Until(deadline)-30*time.Second))
+	settled := time.Since(settleStart)
+	flog.event("settled in %s (%v)", settled.Round(time.Millisecond), settleErr)
+
+	state := chaosReadState(t, ctx, sys, load)
+	var checks []chaosCheck
+	var notes []string
+	switch plan.db {
+	case chaosDBSyncStandby:
+		checks = chaosCheckAll(state)
+		checks = append(checks,
+			checkAnswersReplayed(ctx, load, state.records, fig.killed),
+			checkServedThrough(sys),
+			checkRiverAfterFailover(ctx, sys, fig.promotedDB),
+		)
+	case chaosDBRestore:
+		rec, err := sys.reconcile(ctx)
+		checks, notes = restoreChecks(state, rec, err, returned, fig)
+	}
+	notes = append(notes, state.notes()[1])
+	report := failoverReport(plan, load, stats, fig, checks, notes, map[string]time.Duration{
+		"setup": setup, "load": loadTook, "settle": settled, "total": time.Since(begin),
+	})
+	fmt.Print(report)
+	events := filepath.Join(logDir, "events.log")
+	if err := os.WriteFile(events, []byte(strings.Join(flog.events, "\n")+"\n"), 0o644); err != nil {
+		t.Errorf("write %s: %v", events, err)
+	}
+	if settleErr != nil {
+		t.Errorf("the system did not settle within %s: %v (logs in %s)", plan.settle, settleErr, logDir)
+	}
+	for _, c := range checks {
+		t.Run(c.id, func(t *testing.T) {
+			if !c.ok {
+				t.Errorf("invariant violated: %s: expected %s, got %s (logs in %s)", c.name, c.expected, c.actual, logDir)
+			}
+		})
+	}
+	if time.Since(begin) > plan.bound {
+		t.Errorf("the run took %s, over its bound of %s", time.Since(begin), plan.bound)
+	}
+}
+
+// pause lets the load run for d.
+func pause(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
+// nextXID returns the next transaction id the server at url will assign
+// (assigning none itself).
+func nextXID(ctx context.Context, url string) (int64, error) {
+	var xid int64
+	return xid, queryRow(ctx, url, `SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint`, &xid)
+}
+
+// dbNow returns the clock of the server at url.
+func dbNow(ctx context.Context, url string) (time.Time, error) {
+	var now time.Time
+	return now, queryRow(ctx, url, `SELECT now()`, &now)
+}
+
+// queryRow scans the one row of query, run on a connection of its own to
+// url, into dest.
+func queryRow(ctx context.Context, url, query string, dest ...any) error {
+	return withConn(ctx, url, func(ctx context.Context, conn *pgx.Conn) error {
+		return conn.QueryRow(ctx, query).Scan(dest...)
+	})
+}
+
+// withConn runs f on a connection of its own to url, bounded in time.
+func withConn(ctx context.Context, url string, f func(context.Context, *pgx.Conn) error) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	return f(ctx, conn)
+}
+
+// checkAnswersReplayed sends every request once more whose stored answer a
+// client saw, and expects that answer again, byte for byte, as a replay:
+// nothing a client saw before the failover was lost with the primary, and
+// nothing after it either.
+func checkAnswersReplayed(ctx context.Context, load *chaosLoad, records []*chaosRecord, killed time.Time) chaosCheck {
+	before, after, sameBefore, sameAfter := 0, 0, 0, 0
+	for _, r := range records {
+		var seen *chaosAnswer
+		for i := range r.answers {
+			if a := &r.answers[i]; a.Definitive && storedAnswer(*a) {
+				seen = a
+				break
+			}
+		}
+		if seen == nil || r.req.path == "" {
+			continue
+		}
+		ans := load.rider.retry(ctx, r.req)
+		same := ans.Definitive && ans.Replayed && ans.Status == seen.Status && bytes.Equal(ans.Body, seen.Body)
+		if seen.At.Before(killed) {
+			before++
+			if same {
+				sameBefore++
+			}
+		} else {
+			after++
+			if same {
+				sameAfter++
+			}
+		}
+	}
+	return chaosCheck{id: "answers_replayed", name: "every stored answer a client saw, before or after the failover, is replayed identically",
+		expected: fmt.Sprintf("%d before, %d after", before, after),
+		actual:   fmt.Sprintf("%d before, %d after", sameBefore, sameAfter),
+		ok:       sameBefore == before && sameAfter == after && before > 0 && after > 0}
+}
+
+// checkServedThrough: the serve processes ran through the failover, each
+// started once: their pools and River reached the new primary on their
+// own.
+func checkServedThrough(sys *chaosSystem) chaosCheck {
+	restarted, exited := 0, 0
+	for _, s := range sys.serves {
+		s.mu.Lock()
+		if s.starts != 1 {
+			restarted++
+		}
+		select {
+		case <-s.proc.Done():
+			exited++
+		default:
+		}
+		s.mu.Unlock()
+	}
+	return chaosCheck{id: "served_through", name: "every serve process ran through the failover, never restarted",
+		expected: fmt.Sprintf("%d running, 0 restarted", len(sys.serves)),
+		actual:   fmt.Sprintf("%d running, %d restarted", len(sys.serves)-exited, restarted),
+		ok:       restarted == 0 && exited == 0}
+}
+
+// checkRiverAfterFailover: River worked on the new primary: the leader's
+// periodic completer ran there, and so did job workers (receipts).
+func checkRiverAfterFailover(ctx context.Context, sys *chaosSystem, since time.Time) chaosCheck {
+	var completer, receipts int
+	err := withConn(ctx, sys.dbURL, func(ctx context.Context, conn *pgx.Conn) error {
+		return conn.QueryRow(ctx, `
+			SELECT count(*) FILTER (WHERE kind = 'key_completer'),
+			       count(*) FILTER (WHERE kind IN ('ride_receipt', 'refund_receipt'))
+			FROM river_job WHERE state = 'completed' AND finalized_at > $1`, since).Scan(&completer, &receipts)
+	})
+	actual := fmt.Sprintf("%d completer passes, %d receipts", completer, receipts)
+	if err != nil {
+		actual = err.Error()
+	}
+	return chaosCheck{id: "river_after_failover", name: "River's leader and workers ran on the new primary (jobs completed after promotion)",
+		expected: "≥ 1 completer pass, ≥ 1 receipt", actual: actual, ok: err == nil && completer > 0 && receipts > 0}
+}
+
+// failoverReport renders what the clients saw around the failover, the
+// run's figures and the invariants table.
+func failoverReport(plan failoverPlan, load *chaosLoad, stats *chaosStats, fig *failoverFigures, checks []chaosCheck, notes []string, took map[string]time.Duration) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n=== chaos failover (%s)\n", plan.name)
+	fmt.Fprintf(&b, "time: setup %s, load %s, settle %s, total %s (bound %s)\n",
+		took["setup"].Round(100*time.Millisecond), took["load"].Round(100*time.Millisecond),
+		took["settle"].Round(100*time.Millisecond), took["total"].Round(100*time.Millisecond), plan.bound)
+	load.book.mu.Lock()
+	scenarios := 0
+	for _, n := range load.book.scenarios {
+		scenarios += n
+	}
+	load.book.mu.Unlock()
+	fmt.Fprintf(&b, "clients: %d concurrent, %d riders, %d scenarios; %d attempts, %d retries\n",
+		plan.clients, plan.users, scenarios, stats.attempts.Load(), stats.retries.Load())
+
+	switch plan.db {
+	case chaosDBSyncStandby:
+		fmt.Fprintf(&b, "failover: primary SIGKILLed (every process) after %s of load; standby promoted %s later\n",
+			plan.before, fig.promoted.Sub(fig.killed).Round(time.Millisecond))
+	case chaosDBRestore:
+		fmt.Fprintf(&b, "restore: base backup taken after %s of load, primary SIGKILLed %s after the backup ended, backup started as the primary %s later\n",
+			plan.before-plan.lead, fig.killed.Sub(fig.backupEnd).Round(time.Millisecond), fig.promoted.Sub(fig.killed).Round(time.Millisecond))
+	}
+	fmt.Fprintln(&b, clientView(stats.attemptsSoFar(), fig.killed))
+	for _, n := range notes {
+		fmt.Fprintln(&b, n)
+	}
+	fmt.Fprintf(&b, "\ninvariants:\n")
+	fmt.Fprint(&b, chaosTable(checks))
+	return b.String()
+}
+
+// clientView summarises what the clients saw around the kill at killed:
+// the errors (no answer, 5xx, 429; not the hang-ups of clients that cut
+// themselves off on purpose) and busy keys (409) after it, and when
+// the first new booking was committed again.
+func clientView(attempts []chaosAttempt, killed time.Time) string {
+	var first, last, recovered time.Duration
+	errorsBefore, busyBefore, busy := 0, 0, 0
+	seen := map[string]int{}
+	for _, a := range attempts {
+		isError := (a.status == 0 && !a.cut) || a.status >= 500 || a.status == http.StatusTooManyRequests
+		inUse := a.status == http.StatusConflict && a.problem == "/problems/idempotency-key-in-use"
+		if a.done.Before(killed) {
+			if isError {
+				errorsBefore++
+			}
+			if inUse {
+				busyBefore++
+			}
+			continue
+		}
+		at := a.done.Sub(killed)
+		if isError {
+			if first == 0 || at < first {
+				first = at
+			}
+			last = max(last, at)
+			name := fmt.Sprint(a.status)
+			if a.status == 0 {
+				name = "no answer"
+			}
+			seen[name]++
+		}
+		if inUse {
+			busy++
+		}
+		if a.status == http.StatusCreated && !a.replayed && a.path == "/rides" && !a.sent.Before(killed) &&
+			(recovered == 0 || at < recovered) {
+			recovered = at
+		}
+	}
+	var parts []string
+	for _, k := range sortedKeys(seen) {
+		parts = append(parts, fmt.Sprintf("%s×%d", k, seen[k]))
+	}
+	if len(parts) == 0 {
+		parts = []string{"none"}
+	}
+	return fmt.Sprintf("clients saw: before the kill, %d errors and %d × 409 key in use (same-key bursts); "+
+		"after it, errors from +%s to +%s (%s: %s) and %d × 409 key in use (bursts, and keys whose request the "+
+		"failover cut short, until their lease expires); first new ride booked and committed +%s after the kill",
+		errorsBefore, busyBefore, first.Round(time.Millisecond), last.Round(time.Millisecond),
+		(last - first).Round(100*time.Millisecond), strings.Join(parts, " "), busy, recovered.Round(time.Millisecond))
+}
