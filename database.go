@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -22,7 +23,8 @@ const failoverConnectTimeout = 5 * time.Second
 func poolConfig(url string) (*pgxpool.Config, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, err
+		// pgx's message may hold the password.
+		return nil, errors.New("DATABASE_URL: not a valid PostgreSQL connection string")
 	}
 	if hosts(cfg) > 1 && cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = failoverConnectTimeout

@@ -149,8 +149,7 @@ func connect(ctx context.Context, cfg *config, logger *slog.Logger, start bool) 
 	}
 	poolCfg, err := poolConfig(url)
 	if err != nil {
-		// Checked by loadConfig; pgx's message may hold the password.
-		return nil, errors.New("DATABASE_URL: not a valid PostgreSQL connection string")
+		return nil, err
 	}
 	poolCfg.ConnConfig.Tracer = telemetry.PgxTracer{} // queries of traced requests and jobs only
 	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
