@@ -114,7 +114,12 @@ type configError struct {
 	msg  string
 }
 
-func (e *configError) Error() string { return e.name + ": " + e.msg }
+func (e *configError) Error() string {
+	if e.name == "" { // msg names the variable itself
+		return e.msg
+	}
+	return e.name + ": " + e.msg
+}
 
 func invalid(name, format string, args ...any) error {
 	return &configError{name: name, msg: fmt.Sprintf(format, args...)}

@@ -54,6 +54,8 @@ func TestInvalidConfiguration(t *testing.T) {
 		{"JOB_TIMEOUT", "forever", nil, "not a positive duration", nil},
 		{"JOB_RESCUE_AFTER", "2m", []string{"JOB_TIMEOUT=5m"}, "must outlast JOB_TIMEOUT (5m0s)", nil},
 		{"JOB_RESCUE_AFTER", "30s", nil, "must outlast JOB_TIMEOUT (1m0s)", nil},
+		{"OTEL_TRACES_EXPORTER", "bogus", nil, "want otlp or none", nil},
+		{"OTEL_EXPORTER_OTLP_PROTOCOL", "carrier-pigeon", []string{"OTEL_TRACES_EXPORTER=otlp"}, "want http/protobuf or grpc", nil},
 		{"FAKESTRIPE_ADDR", "12111", nil, "not a listen address", []string{"fakestripe"}},
 		{"MAILSINK_ADDR", "host:port", nil, "not a listen address", []string{"mailsink"}},
 		{"ATOMICRIDES_URL", "localhost:8080", []string{"ATOMICRIDES_API_KEY=ar_key"}, "absolute http or https URL", []string{"book", "--from", "1,2", "--to", "3,4"}},

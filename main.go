@@ -200,16 +200,16 @@ func serve(ctx context.Context, args []string, stdout io.Writer, logger *slog.Lo
 	if err != nil {
 		return err
 	}
-	adminToken, generated := cfg.AdminToken, cfg.AdminTokenGenerated
-	if generated {
-		logger.Warn("ADMIN_TOKEN not set: generated one for this run, printed in the banner", "admin_token_sha256", fingerprint(adminToken))
-	}
-
 	stopTracing, err := setupTracing(ctx, logger)
 	if err != nil {
 		return err
 	}
 	defer stopTracing() // after everything that makes spans has stopped
+
+	adminToken, generated := cfg.AdminToken, cfg.AdminTokenGenerated
+	if generated {
+		logger.Warn("ADMIN_TOKEN not set: generated one for this run, printed in the banner", "admin_token_sha256", fingerprint(adminToken))
+	}
 
 	pool, err := connect(ctx, cfg, logger, true)
 	if err != nil {
@@ -321,7 +321,8 @@ func serve(ctx context.Context, args []string, stdout io.Writer, logger *slog.Lo
 func setupTracing(ctx context.Context, logger *slog.Logger) (stop func(), err error) {
 	tracing, err := telemetry.Setup(ctx, os.Getenv)
 	if err != nil {
-		return nil, err
+		// Its message names the OTEL_* variable at fault.
+		return nil, &configError{msg: err.Error()}
 	}
 	if !tracing.Enabled {
 		return func() {}, nil

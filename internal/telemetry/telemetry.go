@@ -98,7 +98,7 @@ func Setup(ctx context.Context, getenv func(string) string) (*Tracing, error) {
 		return &Tracing{Provider: noop.NewTracerProvider()}, nil
 	case "otlp":
 	default:
-		return nil, fmt.Errorf("OTEL_TRACES_EXPORTER=%q: want otlp or none", exporterName)
+		return nil, fmt.Errorf("OTEL_TRACES_EXPORTER: %q: want otlp or none", exporterName)
 	}
 	protocol := strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"))
 	if protocol == "" {
@@ -131,7 +131,7 @@ func Setup(ctx context.Context, getenv func(string) string) (*Tracing, error) {
 		}
 		client = otlptracegrpc.NewClient(opts...)
 	default:
-		return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL=%q: want http/protobuf or grpc", protocol)
+		return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL: %q: want http/protobuf or grpc", protocol)
 	}
 	if where == "" {
 		where = "the default endpoint"
