@@ -28,7 +28,7 @@ func keysCommand(ctx context.Context, args []string, out io.Writer, logger *slog
 	if len(args) == 0 {
 		return errors.New(keysUsage)
 	}
-	pool, err := connect(ctx, logger, false)
+	pool, err := connect(ctx, logger, false, nil)
 	if err != nil {
 		return err
 	}

@@ -28,6 +28,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -99,8 +100,8 @@ func databaseURL(ctx context.Context, logger *slog.Logger, start bool) (string, 
 }
 
 // connect opens a pool on the database of databaseURL and checks that it
-// answers.
-func connect(ctx context.Context, logger *slog.Logger, start bool) (*pgxpool.Pool, error) {
+// answers. A non-nil tracer traces every connection of the pool.
+func connect(ctx context.Context, logger *slog.Logger, start bool, tracer pgx.QueryTracer) (*pgxpool.Pool, error) {
 	url, err := databaseURL(ctx, logger, start)
 	if err != nil {
 		return nil, err
@@ -108,6 +109,9 @@ func connect(ctx context.Context, logger *slog.Logger, start bool) (*pgxpool.Poo
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	if tracer != nil {
+		cfg.ConnConfig.Tracer = tracer
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -123,7 +127,7 @@ func connect(ctx context.Context, logger *slog.Logger, start bool) (*pgxpool.Poo
 }
 
 func migrate(ctx context.Context, logger *slog.Logger) error {
-	pool, err := connect(ctx, logger, true)
+	pool, err := connect(ctx, logger, true, nil)
 	if err != nil {
 		return err
 	}
@@ -149,7 +153,9 @@ func serve(ctx context.Context, args []string, logger *slog.Logger) error {
 		logger.Warn("ADMIN_TOKEN not set: generated one for this run", "admin_token", adminToken)
 	}
 
-	pool, err := connect(ctx, logger, true)
+	// Statements and round trips to the database, on /metrics.
+	dbCounter := &service.DBCounter{}
+	pool, err := connect(ctx, logger, true, dbCounter)
 	if err != nil {
 		return err
 	}
@@ -162,7 +168,7 @@ func serve(ctx context.Context, args []string, logger *slog.Logger) error {
 	}
 
 	registry := prometheus.NewRegistry()
-	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), dbCounter)
 	svc, stopDeps, err := newService(pool, registry, logger)
 	if err != nil {
 		return err
@@ -389,13 +395,16 @@ func newService(pool *pgxpool.Pool, reg prometheus.Registerer, logger *slog.Logg
 
 // mailerFromEnv returns the SMTP mailer of SMTP_URL; without it, a mail sink
 // on a loopback port of this process that writes every receipt to MAIL_DIR
-// (default .mail/) as an .eml file.
+// (default .mail/) as an .eml file, or to no file with MAIL_DIR=off.
 func mailerFromEnv(logger *slog.Logger) (service.Mailer, func(), error) {
 	if u := os.Getenv("SMTP_URL"); u != "" {
 		m, err := mail.New(mail.Config{URL: u})
 		return m, func() {}, err
 	}
 	dir := envOr("MAIL_DIR", ".mail")
+	if dir == "off" {
+		dir = ""
+	}
 	sink := mailsink.New(mailsink.Options{Dir: dir, Logger: logger})
 	url, stop, err := sink.Start("127.0.0.1:0")
 	if err != nil {

@@ -96,6 +96,11 @@ func BenchmarkRides(b *testing.B) {
 				b.ReportMetric(p.New.CommitsPerOK, "commits/ride")
 				b.ReportMetric(float64(p.New.PeakRSS)/mib, "rss-MB")
 				b.ReportMetric(p.Floor.TPS, "floor-rides/s")
+				b.ReportMetric(p.FloorReceipt.TPS, "floor-receipt-rides/s")
+				b.ReportMetric(float64(p.New.CPU.Postgres)/1e6, "pg-cpu-ms/ride")
+				b.ReportMetric(float64(p.New.CPU.Server)/1e6, "server-cpu-ms/ride")
+				b.ReportMetric(float64(p.FloorReceipt.CPU.Postgres)/1e6, "floor-receipt-pg-cpu-ms/ride")
+				b.ReportMetric(p.New.RoundTrips, "round-trips/ride")
 				b.ReportMetric(p.Seed.TPS, "seed-rides/s")
 				b.ReportMetric(p.SeedNow.TPS, "seed-now-rides/s")
 				b.ReportMetric(p.SQL.TPS, "sql-rides/s")
@@ -176,11 +181,27 @@ func TestBenchSmoke(t *testing.T) {
 	require.Zero(t, p.FirstReplay.Errors, "first replays: %v", p.FirstReplay.ErrorSample)
 	require.Positive(t, p.Slow.OK, "rides with Stripe latency: %v", p.Slow.ErrorSample)
 	require.GreaterOrEqual(t, p.Slow.P50, cfg.StripeLatency, "the fake Stripe's latency was not applied")
-	for name, r := range map[string]pgbenchRun{"floor": p.Floor, "seed": p.Seed, "seed retrying at once": p.SeedNow, "service's SQL": p.SQL, "select": p.Select} {
+	for name, r := range map[string]pgbenchRun{"floor": p.Floor, "floor with receipt": p.FloorReceipt, "seed": p.Seed, "seed retrying at once": p.SeedNow, "service's SQL": p.SQL, "select": p.Select} {
 		require.Positive(t, r.TPS, name)
 		require.Positive(t, r.Done, name)
+		require.Positive(t, r.CPU.Postgres, "%s: PostgreSQL CPU per run", name)
+		require.Positive(t, r.CPU.Load, "%s: pgbench's CPU per run", name)
 	}
 	require.InDelta(t, 2, p.Floor.CommitsPerRun, 0.5, "the floor commits twice per ride")
+	require.InDelta(t, 4, p.FloorReceipt.CommitsPerRun, 0.5, "the floor with its receipt commits four times per ride")
+
+	// Where the CPU went, process by process, and what the server sent to
+	// the database.
+	for name, r := range map[string]loadRun{"new rides": p.New, "rides with Stripe latency": p.Slow} {
+		require.Positive(t, r.CPU.Postgres, "%s: PostgreSQL CPU per ride", name)
+		require.Positive(t, r.CPU.Server, "%s: the server's CPU per ride", name)
+		require.Positive(t, r.CPU.Stripe, "%s: the fake Stripe's CPU per ride", name)
+		require.Positive(t, r.CPU.Load, "%s: the load generator's CPU per ride", name)
+		require.Positive(t, r.RoundTrips, "%s: round trips per ride", name)
+		require.Positive(t, r.Statements, "%s: statements per ride", name)
+	}
+	require.Positive(t, p.Replay.CPU.Server, "replays: the server's CPU")
+	require.Positive(t, p.FirstReplay.RoundTrips, "first replays reach the database")
 	require.InDelta(t, 2, p.SQL.CommitsPerRun, 0.5, "the service's SQL commits twice per ride")
 
 	// What the rides left behind is whole: every finished key has its
@@ -199,6 +220,7 @@ func TestBenchSmoke(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(report), "| 3 |")
 	require.Contains(t, string(report), "## Targets")
+	require.Contains(t, string(report), "## Where the CPU goes")
 	img, err := os.ReadFile(filepath.Join(cfg.OutDir, "throughput.png"))
 	require.NoError(t, err)
 	decoded, err := png.Decode(bytes.NewReader(img))

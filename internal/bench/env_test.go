@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/atomicrides/atomicrides/internal/binrun"
+	"github.com/atomicrides/atomicrides/service"
 	"github.com/atomicrides/atomicrides/service/payments/fakestripe"
 	"github.com/atomicrides/atomicrides/sql/dbtest"
 )
@@ -62,15 +63,16 @@ type benchEnv struct {
 	// maintenance database, so that reading them commits nothing in the
 	// databases measured.
 	admin                        *pgxpool.Pool
-	floorURL, seedURL, sqlURL    string
-	floorName, seedName, sqlName string
-	stripeBase                   string
+	floorURL, seedURL, sqlURL, receiptURL     string
+	floorName, seedName, sqlName, receiptName string
+	stripeBase                                string
+	// stripe is the fake Stripe's process.
+	stripe *binrun.Process
 	// serveLog and stripeLog are the processes' log files in OutDir.
 	serveLog, stripeLog string
 	// workDir is the working directory of every process the harness
-	// starts, and mailDir the built-in mail sink's directory: both under
-	// the test's t.TempDir(), whatever OutDir is.
-	workDir, mailDir string
+	// starts, under the test's t.TempDir(), whatever OutDir is.
+	workDir string
 	// pgbenchClients caps the clients of every pgbench run.
 	pgbenchClients int
 	// spareDBs are fresh databases for deployments, made up front so that
@@ -93,12 +95,11 @@ func newBenchEnv(tb testing.TB, cfg benchConfig) *benchEnv {
 	e.bin = binrun.Build(tb)
 	e.workDir = tb.TempDir()
 	e.serveLog, e.stripeLog = benchLog(tb, cfg.OutDir, "serve.log"), benchLog(tb, cfg.OutDir, "fakestripe.log")
-	e.mailDir = tb.TempDir()
 	e.admin = benchPool(tb, dbtest.AdminURL(tb))
 
-	e.floorURL, e.seedURL, e.sqlURL = dbtest.NewURL(tb), dbtest.NewURL(tb), dbtest.NewURL(tb)
-	e.floorName, e.seedName, e.sqlName = benchDBName(tb, e.floorURL), benchDBName(tb, e.seedURL), benchDBName(tb, e.sqlURL)
-	for _, url := range []string{e.floorURL, e.seedURL, e.sqlURL} {
+	e.floorURL, e.seedURL, e.sqlURL, e.receiptURL = dbtest.NewURL(tb), dbtest.NewURL(tb), dbtest.NewURL(tb), dbtest.NewURL(tb)
+	e.floorName, e.seedName, e.sqlName, e.receiptName = benchDBName(tb, e.floorURL), benchDBName(tb, e.seedURL), benchDBName(tb, e.sqlURL), benchDBName(tb, e.receiptURL)
+	for _, url := range []string{e.floorURL, e.seedURL, e.sqlURL, e.receiptURL} {
 		benchExec(tb, url, `
 			INSERT INTO users (email, payment_source, stripe_customer_id)
 			SELECT 'rider' || i || '@bench.example.com', 'tok_visa', 'cus_bench_' || i FROM generate_series(1, $1::int) i`,
@@ -112,9 +113,9 @@ func newBenchEnv(tb testing.TB, cfg benchConfig) *benchEnv {
 	}
 
 	stripeAddr := binrun.FreeAddr(tb)
-	stripe := binrun.Start(tb, binrun.Cmd{Bin: e.bin, Args: []string{"fakestripe", "-addr", stripeAddr}, Dir: e.workDir, LogPath: e.stripeLog})
+	e.stripe = binrun.Start(tb, binrun.Cmd{Bin: e.bin, Args: []string{"fakestripe", "-addr", stripeAddr}, Dir: e.workDir, LogPath: e.stripeLog})
 	e.stripeBase = "http://" + stripeAddr
-	if err := stripe.Ready(context.Background(), e.stripeBase+"/_fake/faults", time.Minute); err != nil {
+	if err := e.stripe.Ready(context.Background(), e.stripeBase+"/_fake/faults", time.Minute); err != nil {
 		tb.Fatalf("the fake Stripe: %v (see %s)", err, e.stripeLog)
 	}
 
@@ -181,7 +182,9 @@ func (d *deployment) start(tb testing.TB) *servingProcess {
 		"ADMIN_TOKEN=" + benchAdminToken,
 		"STRIPE_API_BASE=" + d.e.stripeBase,
 		"STRIPE_SECRET_KEY=sk_test_bench",
-		"MAIL_DIR=" + d.e.mailDir,
+		// The built-in mail sink writes no file per receipt: the floor
+		// does not pay for one.
+		"MAIL_DIR=off",
 	}})
 	s := &servingProcess{Process: p, base: "http://" + addr}
 	if err := p.Ready(context.Background(), s.base+"/readyz", time.Minute); err != nil {
@@ -373,4 +376,43 @@ func peakRSS(pid int) int64 {
 		}
 	}
 	return 0
+}
+
+// scrapeDBCounts reads the server's database counters (service.DBCounter)
+// from its /metrics.
+func scrapeDBCounts(tb testing.TB, base string) service.DBCounts {
+	tb.Helper()
+	req, _ := http.NewRequest(http.MethodGet, base+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+benchAdminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		tb.Fatalf("GET /metrics: %d %v", resp.StatusCode, err)
+	}
+	var c service.DBCounts
+	for _, line := range strings.Split(string(b), "\n") {
+		name, value, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err != nil {
+			continue
+		}
+		switch name {
+		case `atomicrides_db_round_trips_total{path="request"}`:
+			c.RequestRoundTrips = int64(n)
+		case `atomicrides_db_statements_total{path="request"}`:
+			c.RequestStatements = int64(n)
+		case `atomicrides_db_round_trips_total{path="background"}`:
+			c.BackgroundRoundTrips = int64(n)
+		case `atomicrides_db_statements_total{path="background"}`:
+			c.BackgroundStatements = int64(n)
+		}
+	}
+	return c
 }
