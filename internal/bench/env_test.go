@@ -62,7 +62,7 @@ type benchEnv struct {
 	// admin reads pg_stat_database and pg_stat_activity from the
 	// maintenance database, so that reading them commits nothing in the
 	// databases measured.
-	admin                        *pgxpool.Pool
+	admin                                     *pgxpool.Pool
 	floorURL, seedURL, sqlURL, receiptURL     string
 	floorName, seedName, sqlName, receiptName string
 	stripeBase                                string

@@ -132,7 +132,9 @@ func benchTargets(cfg benchConfig, points []*benchPoint) []benchTarget {
 		})
 	at("no error, no 409",
 		func(p *benchPoint) bool { return p.New.Conflicts == 0 && p.New.Errors == 0 },
-		func(p *benchPoint) string { return fmt.Sprintf("%d × 409, %d other errors", p.New.Conflicts, p.New.Errors) })
+		func(p *benchPoint) string {
+			return fmt.Sprintf("%d × 409, %d other errors", p.New.Conflicts, p.New.Errors)
+		})
 	at(fmt.Sprintf("replays ≥ %.1f × the single-row primary-key select", targetSelectRatio),
 		func(p *benchPoint) bool { return ratio(p.Replay.PerSec(), p.Select.TPS) >= targetSelectRatio },
 		func(p *benchPoint) string {
