@@ -175,28 +175,11 @@ func serve(ctx context.Context, args []string, logger *slog.Logger) error {
 	}
 	defer stopDeps()
 
-	jobsCfg := jobs.Config{}
-	if jobsCfg.CompleterInterval, err = envDuration("COMPLETER_INTERVAL", time.Minute); err != nil {
+	jobsCfg, err := jobsConfigFromEnv(logger)
+	if err != nil {
 		return err
 	}
-	if jobsCfg.ReaperInterval, err = envDuration("REAPER_INTERVAL", time.Hour); err != nil {
-		return err
-	}
-	riverCfg := &river.Config{
-		Logger:       logger,
-		Queues:       map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 20}},
-		Workers:      river.NewWorkers(),
-		PeriodicJobs: jobs.PeriodicJobs(jobsCfg),
-	}
-	jobs.Register(riverCfg.Workers, svc)
-	// Zero keeps River's defaults: a minute per job, and a job left running
-	// by a process that died is retried after an hour.
-	if riverCfg.JobTimeout, err = envDuration("JOB_TIMEOUT", 0); err != nil {
-		return err
-	}
-	if riverCfg.RescueStuckJobsAfter, err = envDuration("JOB_RESCUE_AFTER", 0); err != nil {
-		return err
-	}
+	riverCfg := jobs.RiverConfig(jobsCfg, svc)
 	riverClient, err := river.NewClient(riverpgxv5.New(pool), riverCfg)
 	if err != nil {
 		return err
@@ -307,7 +290,7 @@ func paymentsFromEnv(logger *slog.Logger) (service.Payments, func(), error) {
 	if key == "" {
 		key = "sk_test_123" // stripe-mock and most fakes accept any key
 	}
-	timeout, err := envDuration("STRIPE_TIMEOUT", payments.DefaultTimeout)
+	timeout, err := envDuration("STRIPE_TIMEOUT")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -377,13 +360,13 @@ func newService(pool *pgxpool.Pool, reg prometheus.Registerer, logger *slog.Logg
 	}
 	stops = append(stops, stopMail)
 	cfg := service.Config{Pool: pool, Payments: pay, Mailer: mailer, MailFrom: os.Getenv("MAIL_FROM"), Logger: logger, Registerer: reg}
-	if cfg.AbandonedAfter, err = envDuration("COMPLETER_IDLE", 5*time.Minute); err != nil {
+	if cfg.AbandonedAfter, err = envDuration("COMPLETER_IDLE"); err != nil {
 		return nil, nil, err
 	}
-	if cfg.KeyRetention, err = envDuration("KEY_RETENTION", 72*time.Hour); err != nil {
+	if cfg.KeyRetention, err = envDuration("KEY_RETENTION"); err != nil {
 		return nil, nil, err
 	}
-	if cfg.Lease, err = envDuration("LEASE", 0); err != nil { // zero: derived from the Stripe budget
+	if cfg.Lease, err = envDuration("LEASE"); err != nil {
 		return nil, nil, err
 	}
 	svc, err = service.New(cfg)
@@ -393,6 +376,31 @@ func newService(pool *pgxpool.Pool, reg prometheus.Registerer, logger *slog.Logg
 	return svc, stop, nil
 }
 
+// jobsConfigFromEnv reads the configuration of the River client: the
+// periodic jobs' intervals and River's job limits. Unset variables stay
+// zero, and package jobs applies its defaults.
+func jobsConfigFromEnv(logger *slog.Logger) (cfg jobs.Config, err error) {
+	cfg.Logger = logger
+	for _, v := range []struct {
+		name string
+		dst  *time.Duration
+	}{
+		{"COMPLETER_INTERVAL", &cfg.CompleterInterval},
+		{"REAPER_INTERVAL", &cfg.ReaperInterval},
+		{"JOB_TIMEOUT", &cfg.JobTimeout},
+		{"JOB_RESCUE_AFTER", &cfg.RescueStuckJobsAfter},
+	} {
+		if *v.dst, err = envDuration(v.name); err != nil {
+			return jobs.Config{}, err
+		}
+	}
+	return cfg, nil
+}
+
+// defaultMailDir is where the built-in mail sink writes receipts when
+// MAIL_DIR is unset.
+const defaultMailDir = ".mail"
+
 // mailerFromEnv returns the SMTP mailer of SMTP_URL; without it, a mail sink
 // on a loopback port of this process that writes every receipt to MAIL_DIR
 // (default .mail/) as an .eml file, or to no file with MAIL_DIR=off.
@@ -401,7 +409,7 @@ func mailerFromEnv(logger *slog.Logger) (service.Mailer, func(), error) {
 		m, err := mail.New(mail.Config{URL: u})
 		return m, func() {}, err
 	}
-	dir := envOr("MAIL_DIR", ".mail")
+	dir := envOr("MAIL_DIR", defaultMailDir)
 	if dir == "off" {
 		dir = ""
 	}
@@ -418,7 +426,7 @@ func mailerFromEnv(logger *slog.Logger) (service.Mailer, func(), error) {
 func serveMailSink(ctx context.Context, args []string, logger *slog.Logger) error {
 	fs := flag.NewFlagSet("mailsink", flag.ContinueOnError)
 	addr := fs.String("addr", envOr("MAILSINK_ADDR", "127.0.0.1:2525"), "listen address")
-	dir := fs.String("dir", envOr("MAIL_DIR", ".mail"), "directory receiving each message as an .eml file (empty: none)")
+	dir := fs.String("dir", envOr("MAIL_DIR", defaultMailDir), "directory receiving each message as an .eml file (empty: none)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -451,11 +459,12 @@ func servePprof(addr string, logger *slog.Logger) (stop func(), err error) {
 	return func() { _ = srv.Close() }, nil
 }
 
-// envDuration parses the environment variable name as a Go duration.
-func envDuration(name string, def time.Duration) (time.Duration, error) {
+// envDuration parses the environment variable name as a Go duration. Unset,
+// it is zero: the package configured with it applies its own default.
+func envDuration(name string) (time.Duration, error) {
 	v := os.Getenv(name)
 	if v == "" {
-		return def, nil
+		return 0, nil
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d <= 0 {

@@ -5,6 +5,7 @@ package jobs
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -22,25 +23,67 @@ func Register(workers *river.Workers, svc *service.Service) {
 	river.AddWorker(workers, &KeyReaperWorker{svc: svc})
 }
 
-// Config sets how often the periodic jobs run.
+// Defaults of Config, applied to its zero fields.
+const (
+	// DefaultCompleterInterval is how often the completer runs.
+	DefaultCompleterInterval = time.Minute
+	// DefaultReaperInterval is how often the reaper runs.
+	DefaultReaperInterval = time.Hour
+	// DefaultMaxWorkers is how many jobs a process works at once.
+	DefaultMaxWorkers = 20
+)
+
+// Config configures the service's River client: its workers, its periodic
+// jobs and its limits. Zero fields take the defaults documented on them.
 type Config struct {
 	// CompleterInterval is how often the completer looks for abandoned
-	// requests. Default one minute.
+	// requests. Default DefaultCompleterInterval.
 	CompleterInterval time.Duration
 	// ReaperInterval is how often the reaper deletes old finished keys.
-	// Default one hour.
+	// Default DefaultReaperInterval.
 	ReaperInterval time.Duration
+	// MaxWorkers is how many jobs of the default queue one process works
+	// at once. Default DefaultMaxWorkers.
+	MaxWorkers int
+	// JobTimeout bounds a job whose worker sets no timeout of its own.
+	// Default River's (river.JobTimeoutDefault, one minute).
+	JobTimeout time.Duration
+	// RescueStuckJobsAfter is how long a job may stay running before River
+	// takes it for abandoned (its process died) and retries it; it must
+	// outlast every job's timeout. Default River's (one hour).
+	RescueStuckJobsAfter time.Duration
+	// Logger receives River's logs. Default River's.
+	Logger *slog.Logger
 }
 
-// PeriodicJobs returns the completer and the reaper as River periodic jobs.
-// River runs periodic jobs on its elected leader only, so any number of
-// processes may register them.
+// RiverConfig returns the configuration of the River client that works the
+// service's jobs: every worker (Register), the periodic jobs
+// (PeriodicJobs), and cfg's limits with their defaults.
+func RiverConfig(cfg Config, svc *service.Service) *river.Config {
+	if cfg.MaxWorkers == 0 {
+		cfg.MaxWorkers = DefaultMaxWorkers
+	}
+	workers := river.NewWorkers()
+	Register(workers, svc)
+	return &river.Config{
+		Logger:               cfg.Logger,
+		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.MaxWorkers}},
+		Workers:              workers,
+		PeriodicJobs:         PeriodicJobs(cfg),
+		JobTimeout:           cfg.JobTimeout,
+		RescueStuckJobsAfter: cfg.RescueStuckJobsAfter,
+	}
+}
+
+// PeriodicJobs returns the completer and the reaper as River periodic jobs,
+// at cfg's intervals. River runs periodic jobs on its elected leader only,
+// so any number of processes may register them.
 func PeriodicJobs(cfg Config) []*river.PeriodicJob {
 	if cfg.CompleterInterval == 0 {
-		cfg.CompleterInterval = time.Minute
+		cfg.CompleterInterval = DefaultCompleterInterval
 	}
 	if cfg.ReaperInterval == 0 {
-		cfg.ReaperInterval = time.Hour
+		cfg.ReaperInterval = DefaultReaperInterval
 	}
 	return []*river.PeriodicJob{
 		river.NewPeriodicJob(river.PeriodicInterval(cfg.CompleterInterval),
@@ -69,10 +112,7 @@ func (w *CustomerCreateWorker) Work(ctx context.Context, job *river.Job[service.
 	if err == nil {
 		return nil
 	}
-	switch {
-	case service.PaymentErrorKindOf(err) == service.PaymentDeclined,
-		service.PaymentErrorKindOf(err) == service.PaymentInvalid,
-		service.ErrorCode(err) == service.CodeNotFound:
+	if service.PaymentFinal(err) != nil || service.ErrorCode(err) == service.CodeNotFound {
 		return river.JobCancel(err)
 	}
 	return err

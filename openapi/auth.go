@@ -2,6 +2,7 @@ package openapi
 
 import (
 	"crypto/subtle"
+	"errors"
 	"net/http"
 	"strings"
 
@@ -42,14 +43,18 @@ func (h *handlers) requireAdmin(ctx huma.Context, next func(huma.Context)) {
 	next(ctx)
 }
 
+// unauthorized answers a failed authentication: 401 with the domain's
+// message for missing or unknown credentials (err wrapped or not), 500 for
+// anything else, which is logged.
 func (h *handlers) unauthorized(ctx huma.Context, err error) {
-	if service.ErrorCode(err) != service.CodeUnauthenticated {
-		h.logger.ErrorContext(ctx.Context(), "authenticate", "err", err)
+	var e *service.Error
+	if !errors.As(err, &e) || e.Code != service.CodeUnauthenticated {
+		h.logger.ErrorContext(ctx.Context(), "authenticate", "request_id", RequestID(ctx.Context()), "err", err)
 		_ = huma.WriteErr(h.api, ctx, http.StatusInternalServerError, "internal error")
 		return
 	}
 	ctx.SetHeader("WWW-Authenticate", `Bearer realm="atomic-rides"`)
-	_ = huma.WriteErr(h.api, ctx, http.StatusUnauthorized, err.(*service.Error).Message)
+	_ = huma.WriteErr(h.api, ctx, http.StatusUnauthorized, e.Message)
 }
 
 func riderFrom(ctx interface{ Value(any) any }) *service.User {

@@ -5,59 +5,76 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/atomicrides/atomicrides/service"
 )
 
-// statusOf is the one table from domain error codes to HTTP statuses.
-var statusOf = map[service.Code]int{
-	service.CodeInvalid:              http.StatusUnprocessableEntity,
-	service.CodeBadRequest:           http.StatusBadRequest,
-	service.CodeUnauthenticated:      http.StatusUnauthorized,
-	service.CodeNotFound:             http.StatusNotFound,
-	service.CodeNotRefundable:        http.StatusConflict,
-	service.CodeKeyInUse:             http.StatusConflict,
-	service.CodeKeyReused:            http.StatusUnprocessableEntity,
-	service.CodeProcessorUnavailable: http.StatusServiceUnavailable,
-	service.CodeInternal:             http.StatusInternalServerError,
+// Problem types of the errors that are never stored on a key, as URI
+// references relative to the service. The types of stored responses
+// (service.ProblemCardDeclined, …) are the domain's.
+const (
+	// ProblemKeyInUse: another request holds the idempotency key (409).
+	ProblemKeyInUse = "/problems/idempotency-key-in-use"
+	// ProblemKeyReused: the idempotency key was first used with another
+	// request (422).
+	ProblemKeyReused = "/problems/idempotency-key-reused"
+	// ProblemProcessorDown: the payment processor gave no definitive
+	// answer (503).
+	ProblemProcessorDown = "/problems/processor-unavailable"
+	// ProblemInvalidKeyHeader: the Idempotency-Key header is malformed (400).
+	ProblemInvalidKeyHeader = "/problems/invalid-idempotency-key"
+	// ProblemRideNotRefundable: the ride has no charge to refund (409).
+	ProblemRideNotRefundable = "/problems/ride-not-refundable"
+)
+
+// httpError is how a domain error code is answered over HTTP.
+type httpError struct {
+	status int
+	// problemType names the problem type when the status alone is
+	// ambiguous; empty means about:blank.
+	problemType string
 }
 
-// problemTypeOf names the problem type of codes whose status alone is
-// ambiguous.
-var problemTypeOf = map[service.Code]string{
-	service.CodeKeyInUse:             service.ProblemKeyInUse,
-	service.CodeKeyReused:            service.ProblemKeyReused,
-	service.CodeProcessorUnavailable: service.ProblemProcessorDown,
-	service.CodeNotRefundable:        service.ProblemRideNotRefundable,
+// httpErrors is the one table from domain error codes to HTTP. Every
+// service.Codes() has an entry (TestEveryCodeHasAStatus).
+var httpErrors = map[service.Code]httpError{
+	service.CodeInvalid:              {status: http.StatusUnprocessableEntity},
+	service.CodeKeyInvalid:           {status: http.StatusBadRequest, problemType: ProblemInvalidKeyHeader},
+	service.CodeUnauthenticated:      {status: http.StatusUnauthorized},
+	service.CodeNotFound:             {status: http.StatusNotFound},
+	service.CodeNotRefundable:        {status: http.StatusConflict, problemType: ProblemRideNotRefundable},
+	service.CodeKeyInUse:             {status: http.StatusConflict, problemType: ProblemKeyInUse},
+	service.CodeKeyReused:            {status: http.StatusUnprocessableEntity, problemType: ProblemKeyReused},
+	service.CodeProcessorUnavailable: {status: http.StatusServiceUnavailable, problemType: ProblemProcessorDown},
+	service.CodeInternal:             {status: http.StatusInternalServerError},
 }
 
-// toHTTP translates a domain error into the problem+json error Huma writes.
-// Internal causes are logged by the caller and never shown.
+// toHTTP translates a domain error, wrapped or not, into the problem+json
+// error Huma writes. Internal causes are logged by the caller and never
+// shown.
 func toHTTP(err error) error {
 	var e *service.Error
 	if !errors.As(err, &e) {
 		e = &service.Error{Code: service.CodeInternal, Message: "internal error"}
 	}
-	status, ok := statusOf[e.Code]
+	he, ok := httpErrors[e.Code]
 	if !ok {
-		status = http.StatusInternalServerError
+		he = httpErrors[service.CodeInternal]
 	}
 	model := &huma.ErrorModel{
-		Type:   problemTypeOf[e.Code],
-		Title:  http.StatusText(status),
-		Status: status,
+		Type:   he.problemType,
+		Title:  http.StatusText(he.status),
+		Status: he.status,
 		Detail: e.Message,
 	}
 	if e.Field != "" {
 		model.Errors = []*huma.ErrorDetail{{Message: e.Message, Location: e.Field}}
 	}
-	if e.Code == service.CodeBadRequest && e.Field == "header.Idempotency-Key" {
-		model.Type = service.ProblemInvalidKeyHeader
-	}
 	if e.RetryAfter > 0 {
-		secs := int((e.RetryAfter + 999_999_999) / 1_000_000_000)
+		secs := int((e.RetryAfter + time.Second - 1) / time.Second)
 		return huma.ErrorWithHeaders(model, http.Header{"Retry-After": {strconv.Itoa(secs)}})
 	}
 	return model
@@ -75,8 +92,8 @@ func init() {
 // whose every detail is about a header becomes a 400. Everything else is
 // Huma's problem+json unchanged.
 func headersAreBadRequests(model huma.StatusError, status int) huma.StatusError {
-	em, ok := model.(*huma.ErrorModel)
-	if !ok || status != http.StatusUnprocessableEntity || len(em.Errors) == 0 {
+	var em *huma.ErrorModel
+	if !errors.As(model, &em) || status != http.StatusUnprocessableEntity || len(em.Errors) == 0 {
 		return model
 	}
 	for _, d := range em.Errors {

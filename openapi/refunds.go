@@ -20,8 +20,8 @@ func (h *handlers) registerRefunds() {
 	replayHeader := replayHeaders()
 	op := huma.Operation{
 		OperationID: "ride-refund",
-		Method:      http.MethodPost,
-		Path:        "/rides/{id}/refund",
+		Method:      service.RideRefundMethod,
+		Path:        service.RideRefundPath,
 		Summary:     "Refund a charged ride in full, at most once per ride",
 		Description: "Refunds the ride's whole charge and queues the refund receipt. A ride is refunded at most once, " +
 			"whatever idempotency keys are used: Stripe is called with the entity-level key ride-<id>-refund, so " +

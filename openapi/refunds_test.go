@@ -100,7 +100,7 @@ func TestRefundRefusalsHTTP(t *testing.T) {
 	key := "http-refund-key-0000004"
 	refused := b.do(t, http.MethodPost, "/rides/"+itoa(declined)+"/refund", rider(declinedKey, key), "")
 	refused.problem(t, http.StatusConflict)
-	require.Equal(t, service.ProblemRideNotRefundable, refused.json(t)["type"])
+	require.Equal(t, openapi.ProblemRideNotRefundable, refused.json(t)["type"])
 	require.Empty(t, refused.header.Get("Retry-After"))
 	require.Empty(t, refused.header.Get("Idempotent-Replayed"))
 	require.Equal(t, 0, b.Count(t, `SELECT count(*) FROM idempotency_keys WHERE flow = 'ride.refund'`))

@@ -63,8 +63,8 @@ func (h *handlers) registerRides() {
 	replayHeader := replayHeaders()
 	op := huma.Operation{
 		OperationID:   "ride-create",
-		Method:        http.MethodPost,
-		Path:          "/rides",
+		Method:        service.RideCreateMethod,
+		Path:          service.RideCreatePath,
 		Summary:       "Book and charge a ride, exactly once per idempotency key",
 		Description:   "Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key. 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.",
 		Tags:          []string{"rides"},

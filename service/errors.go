@@ -17,8 +17,9 @@ type Code string
 const (
 	// CodeInvalid: the input is invalid; Field names the offending field.
 	CodeInvalid Code = "invalid"
-	// CodeBadRequest: the request is malformed outside its body (a header).
-	CodeBadRequest Code = "bad_request"
+	// CodeKeyInvalid: the Idempotency-Key header is missing or malformed;
+	// Field names it.
+	CodeKeyInvalid Code = "idempotency_key_invalid"
 	// CodeUnauthenticated: missing or unknown credentials.
 	CodeUnauthenticated Code = "unauthenticated"
 	// CodeNotFound: the resource does not exist or is not the caller's.
@@ -37,6 +38,22 @@ const (
 	// the same key.
 	CodeInternal Code = "internal"
 )
+
+// Codes returns every Code the domain uses, so that an adapter can prove
+// that it translates each of them. A new Code is added here too.
+func Codes() []Code {
+	return []Code{
+		CodeInvalid,
+		CodeKeyInvalid,
+		CodeUnauthenticated,
+		CodeNotFound,
+		CodeNotRefundable,
+		CodeKeyInUse,
+		CodeKeyReused,
+		CodeProcessorUnavailable,
+		CodeInternal,
+	}
+}
 
 // Error is the domain's error. Message is safe to show to a client; Err
 // carries the internal cause, which is logged and never shown.

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -88,6 +90,11 @@ type Flow[S any] struct {
 	// Name identifies the flow on the key row, so that a stored request can
 	// be driven on by something other than its client.
 	Name string
+	// Method and Path are the route of the flow's requests, Path as a
+	// pattern with "{id}" for a path parameter: the HTTP adapter registers
+	// the operation under the same constants, and every request of the flow
+	// is stored and fingerprinted with them (requestPath).
+	Method, Path string
 	// Load rebuilds the flow's state from the key and the database. It runs
 	// in the claim transaction, before any phase.
 	Load  func(ctx context.Context, tx pgx.Tx, key *Key) (*S, error)
@@ -468,6 +475,13 @@ func keyFromRow(row *dbgen.IdempotencyKey, token uuid.UUID) *Key {
 		IP:        row.RequestIP,
 		token:     token,
 	}
+}
+
+// requestPath is a flow's path pattern with its "{id}" parameter set to
+// id, as the request is stored and fingerprinted: "/rides/{id}/refund"
+// becomes "/rides/42/refund".
+func requestPath(pattern string, id int64) string {
+	return strings.Replace(pattern, "{id}", strconv.FormatInt(id, 10), 1)
 }
 
 // fingerprint identifies a request: its method, path and normalised body.

@@ -14,22 +14,22 @@ const (
 func ParseIdempotencyKey(header string) (string, error) {
 	const field = "header.Idempotency-Key"
 	if header == "" {
-		return "", &Error{Code: CodeBadRequest, Field: field, Message: "the Idempotency-Key header is required"}
+		return "", &Error{Code: CodeKeyInvalid, Field: field, Message: "the Idempotency-Key header is required"}
 	}
 	key := header
 	if len(header) >= 2 && header[0] == '"' {
 		var ok bool
 		if key, ok = unquoteSFString(header); !ok {
-			return "", &Error{Code: CodeBadRequest, Field: field, Message: "Idempotency-Key is not a valid quoted string"}
+			return "", &Error{Code: CodeKeyInvalid, Field: field, Message: "Idempotency-Key is not a valid quoted string"}
 		}
 	}
 	if len(key) < IdempotencyKeyMinLength || len(key) > IdempotencyKeyMaxLength {
-		return "", &Error{Code: CodeBadRequest, Field: field,
+		return "", &Error{Code: CodeKeyInvalid, Field: field,
 			Message: "Idempotency-Key must be 20 to 255 characters long"}
 	}
 	for i := 0; i < len(key); i++ {
 		if key[i] < 0x21 || key[i] > 0x7e {
-			return "", &Error{Code: CodeBadRequest, Field: field,
+			return "", &Error{Code: CodeKeyInvalid, Field: field,
 				Message: "Idempotency-Key must be printable ASCII without spaces"}
 		}
 	}

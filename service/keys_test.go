@@ -46,7 +46,7 @@ func TestCompleter(t *testing.T) {
 		require.Equal(t, http.StatusCreated, resp.Status)
 		require.False(t, resp.Replayed)
 		ride := testkit.DecodeRide(t, resp.Body)
-		require.Equal(t, "charged", ride.ChargeStatus)
+		require.Equal(t, service.RideChargeCharged, ride.ChargeStatus)
 		require.Equal(t, 1, b.succeededCharges())
 		require.Len(t, b.Stripe.ChargesForRide(jsonInt(ride.ID)), 1)
 

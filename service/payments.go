@@ -11,9 +11,9 @@ import (
 // (package payments) is the production implementation; every call carries an
 // explicit idempotency key and is bounded in time by the adapter.
 //
-// Implementations return a *PaymentError for every failure, classified by
-// PaymentErrorKind so the engine can tell a definitive answer from an
-// indeterminate one.
+// Implementations return a *PaymentError for every failure, with its
+// PaymentClass and PaymentErrorKind set, so that the engine can tell a
+// definitive answer from an indeterminate one (PaymentFinal).
 type Payments interface {
 	// CustomerCreate creates the customer of a user with a payment source.
 	CustomerCreate(ctx context.Context, params CustomerCreateParams) (*Customer, error)
@@ -27,8 +27,8 @@ type Payments interface {
 	ChargeFind(ctx context.Context, rideID int64) (*Charge, error)
 	// RefundCreate refunds a charge in full. A refund the processor accepts
 	// (succeeded, or pending settlement) is returned; one it answers as
-	// failed or canceled is a PaymentInvalid error, and a charge with nothing
-	// left to refund is a PaymentInvalid error with Code
+	// failed or canceled is a PaymentClassRefusal, and a charge with nothing
+	// left to refund is a PaymentClassRefusal with Code
 	// RefundCodeChargeAlreadyRefunded.
 	RefundCreate(ctx context.Context, params RefundCreateParams) (*Refund, error)
 	// RefundList returns every refund of a charge, newest first, whatever
@@ -87,7 +87,7 @@ type RefundCreateParams struct {
 	RideID         int64
 }
 
-// RefundCodeChargeAlreadyRefunded is the Code of the PaymentInvalid error
+// RefundCodeChargeAlreadyRefunded is the Code of the PaymentClassRefusal
 // of RefundCreate for a charge with nothing left to refund: after the
 // processor has forgotten an entity-level refund key, repeating the refund
 // answers this instead of the refund it made.
@@ -115,25 +115,57 @@ type Refund struct {
 // is returned or on its way back.
 func (r *Refund) Accepted() bool { return r.Status == RefundSucceeded || r.Status == RefundPending }
 
-// PaymentErrorKind classifies a processor failure by what it means for the
-// request that caused it.
+// PaymentClass is what a processor failure means: whose outcome it is, and
+// whether the operation may have taken effect. It is the one classification
+// of processor failures; the adapter sets it on every *PaymentError, and the
+// flows, the customer creation and the jobs ask PaymentClassOf or
+// PaymentFinal instead of reading the processor's codes.
+type PaymentClass string
+
+const (
+	// PaymentClassDecline: the rider's card was declined (a card error or a
+	// failed charge). It is the rider's outcome, stored on the key.
+	PaymentClassDecline PaymentClass = "decline"
+	// PaymentClassRefusal: the processor refused the operation itself (an
+	// invalid request, a refund answered as failed or canceled, a charge
+	// already refunded). Stored on the key.
+	PaymentClassRefusal PaymentClass = "refusal"
+	// PaymentClassConfiguration: the processor refused how the service
+	// called it — authentication, permission, an object the service created
+	// that it does not know (resource_missing), an idempotency key reused
+	// with other parameters, a call without a key. It is not the rider's
+	// outcome. Its Kind says how it is treated: some are final
+	// (PaymentInvalid), some retried (PaymentUnavailable).
+	PaymentClassConfiguration PaymentClass = "configuration"
+	// PaymentClassUnavailable: no answer (a timeout, a connection error, a
+	// 5xx, a 429, a 409 for a key in use). The operation may or may not have
+	// taken effect; retrying with the same key is safe.
+	PaymentClassUnavailable PaymentClass = "unavailable"
+)
+
+// PaymentErrorKind is how the engine treats a processor failure: as a
+// definitive answer, stored on the key and replayed, or as indeterminate.
+// It is also the failure's outcome in metrics and audit records.
 type PaymentErrorKind string
 
 const (
 	// PaymentDeclined is definitive: the card was declined. Retrying with
-	// the same source will not succeed.
+	// the same source will not succeed. Always PaymentClassDecline.
 	PaymentDeclined PaymentErrorKind = "declined"
-	// PaymentInvalid is definitive: the processor rejected the request as
-	// invalid (other than an idempotency conflict).
+	// PaymentInvalid is definitive: the processor rejected the request
+	// (PaymentClassRefusal, or a final PaymentClassConfiguration).
 	PaymentInvalid PaymentErrorKind = "invalid"
-	// PaymentUnavailable is indeterminate: a timeout, a connection error, a
-	// 5xx, a 429, a 409 (key in use) or an idempotency mismatch. The call may
-	// or may not have taken effect; retrying with the same key is safe.
+	// PaymentUnavailable is indeterminate: the call may or may not have
+	// taken effect; retrying with the same key is safe
+	// (PaymentClassUnavailable, or a retried PaymentClassConfiguration).
 	PaymentUnavailable PaymentErrorKind = "unavailable"
 )
 
 // PaymentError is the error every Payments implementation returns.
 type PaymentError struct {
+	// Class is what the failure means; see PaymentClass.
+	Class PaymentClass
+	// Kind is how the engine treats the failure; see PaymentErrorKind.
 	Kind PaymentErrorKind
 	// Code is the processor's error code, e.g. "card_declined", when known.
 	Code string
@@ -147,17 +179,30 @@ type PaymentError struct {
 }
 
 func (e *PaymentError) Error() string {
-	return fmt.Sprintf("payment %s (status %d, code %q): %s", e.Kind, e.HTTPStatus, e.Code, e.Message)
+	return fmt.Sprintf("payment %s (%s, status %d, code %q): %s", e.Kind, e.Class, e.HTTPStatus, e.Code, e.Message)
 }
 
 func (e *PaymentError) Unwrap() error { return e.Err }
 
-// PaymentErrorKindOf returns the kind of err, or PaymentUnavailable when err
-// is not a *PaymentError (an unknown failure is never taken as definitive).
-func PaymentErrorKindOf(err error) PaymentErrorKind {
+// PaymentClassOf returns the class of any error from the processor:
+// PaymentClassUnavailable when err is not a *PaymentError (an unknown
+// failure is never taken as an answer).
+func PaymentClassOf(err error) PaymentClass {
 	var pe *PaymentError
 	if errors.As(err, &pe) {
-		return pe.Kind
+		return pe.Class
 	}
-	return PaymentUnavailable
+	return PaymentClassUnavailable
+}
+
+// PaymentFinal returns the processor's failure in err when it is a
+// definitive answer to the request — recorded, stored on the key and
+// replayed, never retried — and nil for every other error: indeterminate
+// processor failures and the service's own errors alike.
+func PaymentFinal(err error) *PaymentError {
+	var pe *PaymentError
+	if errors.As(err, &pe) && (pe.Kind == PaymentDeclined || pe.Kind == PaymentInvalid) {
+		return pe
+	}
+	return nil
 }

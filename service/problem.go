@@ -1,7 +1,8 @@
 package service
 
 // Problem is an RFC 9457 problem detail. Finished requests that failed
-// definitively (a declined card) store one as their response body.
+// definitively (a declined card, a refused refund) store one as their
+// response body.
 type Problem struct {
 	Type   string `json:"type"`
 	Title  string `json:"title"`
@@ -9,18 +10,16 @@ type Problem struct {
 	Detail string `json:"detail,omitempty"`
 }
 
-// Problem types of the stored responses and of the HTTP errors, as URI
-// references relative to the service.
+// Problem types of the stored responses, as URI references relative to the
+// service. They are part of what a finished key replays; the problem types
+// of errors that are never stored belong to the HTTP adapter.
 const (
-	ProblemCardDeclined     = "/problems/card-declined"
-	ProblemPaymentRejected  = "/problems/payment-rejected"
-	ProblemKeyReused        = "/problems/idempotency-key-reused"
-	ProblemKeyInUse         = "/problems/idempotency-key-in-use"
-	ProblemProcessorDown    = "/problems/processor-unavailable"
-	ProblemInvalidKeyHeader = "/problems/invalid-idempotency-key"
-	// ProblemRideNotRefundable: the ride has no charge to refund.
-	ProblemRideNotRefundable = "/problems/ride-not-refundable"
+	// ProblemCardDeclined: the rider's card was declined (402).
+	ProblemCardDeclined = "/problems/card-declined"
+	// ProblemPaymentRejected: the payment processor rejected the charge
+	// for a reason other than the card (402).
+	ProblemPaymentRejected = "/problems/payment-rejected"
 	// ProblemRefundRejected: the payment processor refused the refund
-	// definitively; stored on the key and replayed.
+	// definitively (409).
 	ProblemRefundRejected = "/problems/refund-rejected"
 )

@@ -30,7 +30,7 @@ func ReceiptMessageID(kind ReceiptKind, rideID int64, from string) string {
 // failure in between resends it under the same Message-ID.
 func (s *Service) RideReceiptSend(ctx context.Context, rideID int64) (bool, error) {
 	return s.receiptSend(ctx, ReceiptRide, rideID, func(ride *dbgen.Ride) (string, string, error) {
-		if ride.ChargeStatus != "charged" || ride.StripeChargeID == nil {
+		if RideChargeStatus(ride.ChargeStatus) != RideChargeCharged || ride.StripeChargeID == nil {
 			return "", "", &Error{Code: CodeInvalid, Message: fmt.Sprintf("ride %d is not charged", ride.ID)}
 		}
 		var b strings.Builder
@@ -50,7 +50,7 @@ func (s *Service) RideReceiptSend(ctx context.Context, rideID int64) (bool, erro
 func (s *Service) RefundReceiptSend(ctx context.Context, rideID int64) (bool, error) {
 	return s.receiptSend(ctx, ReceiptRefund, rideID, func(ride *dbgen.Ride) (string, string, error) {
 		refund, err := s.queries.RefundGetByRide(ctx, s.pool, rideID)
-		if isNoRows(err) || (err == nil && (refund.Status != "refunded" || refund.StripeRefundID == nil)) {
+		if isNoRows(err) || (err == nil && (RideRefundStatus(refund.Status) != RideRefundRefunded || refund.StripeRefundID == nil)) {
 			return "", "", &Error{Code: CodeInvalid, Message: fmt.Sprintf("ride %d is not refunded", ride.ID)}
 		} else if err != nil {
 			return "", "", internal(err)

@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/netip"
@@ -18,18 +17,28 @@ import (
 // record are committed; the processor's refund comes next.
 const RecoveryPointRefundCreated RecoveryPoint = "refund_created"
 
-// The refund state of a ride, as Ride.RefundStatus shows it.
+// The route of a ride refund, POST /rides/{id}/refund.
+const (
+	RideRefundMethod = http.MethodPost
+	RideRefundPath   = "/rides/{id}/refund"
+)
+
+// RideRefundStatus is the refund state of a ride, as Ride.RefundStatus
+// shows it. The database's CHECK on refunds.status lists the same values
+// but none, which is the state of a ride without a refund row.
+type RideRefundStatus string
+
 const (
 	// RideRefundNone: no refund was asked for.
-	RideRefundNone = "none"
+	RideRefundNone RideRefundStatus = "none"
 	// RideRefundPending: a refund was asked for; the processor's answer is
 	// not recorded yet.
-	RideRefundPending = "pending"
+	RideRefundPending RideRefundStatus = "pending"
 	// RideRefundRefunded: the processor made the refund; its id is recorded.
-	RideRefundRefunded = "refunded"
+	RideRefundRefunded RideRefundStatus = "refunded"
 	// RideRefundFailed: the processor refused the refund definitively. A
 	// later request (under a new key) asks again.
-	RideRefundFailed = "failed"
+	RideRefundFailed RideRefundStatus = "failed"
 )
 
 // RideRefundParams is the input of a ride refund: the ride, from the path.
@@ -40,12 +49,12 @@ type RideRefundParams struct {
 // RideRefundResult is the refund of a ride, as POST /rides/{id}/refund answers it.
 // Every request that refunds a ride answers the same refund.
 type RideRefundResult struct {
-	RideID         int64     `json:"ride_id"`
-	Status         string    `json:"status" enum:"refunded" doc:"refunded: the processor made the refund (it may still be settling)."`
-	AmountCents    int64     `json:"amount_cents" doc:"The whole charge of the ride."`
-	Currency       string    `json:"currency"`
-	StripeRefundID string    `json:"stripe_refund_id"`
-	CreatedAt      time.Time `json:"created_at" doc:"When the refund was first asked for."`
+	RideID         int64            `json:"ride_id"`
+	Status         RideRefundStatus `json:"status" enum:"refunded" doc:"refunded: the processor made the refund (it may still be settling)."`
+	AmountCents    int64            `json:"amount_cents" doc:"The whole charge of the ride."`
+	Currency       string           `json:"currency"`
+	StripeRefundID string           `json:"stripe_refund_id"`
+	CreatedAt      time.Time        `json:"created_at" doc:"When the refund was first asked for."`
 }
 
 // rideRefundKey is the entity-level processor key of a ride's refund: every
@@ -68,8 +77,8 @@ func (s *Service) RideRefundCreate(ctx context.Context, userID int64, idempotenc
 	return run(ctx, s, s.refunds, Request{
 		UserID: userID,
 		Key:    idempotencyKey,
-		Method: http.MethodPost,
-		Path:   fmt.Sprintf("/rides/%d/refund", rideID),
+		Method: s.refunds.Method,
+		Path:   requestPath(s.refunds.Path, rideID),
 		Params: RideRefundParams{RideID: rideID},
 		IP:     ip,
 	})
@@ -89,8 +98,10 @@ type refundState struct {
 
 func (s *Service) refundFlow() *Flow[refundState] {
 	return &Flow[refundState]{
-		Name: "ride.refund",
-		Load: s.refundLoad,
+		Name:   "ride.refund",
+		Method: RideRefundMethod,
+		Path:   RideRefundPath,
+		Load:   s.refundLoad,
 		Steps: map[RecoveryPoint]Step[refundState]{
 			RecoveryPointStarted:       {Phase: s.refundRequestPhase},
 			RecoveryPointRefundCreated: {Call: s.refundCall, Phase: s.refundRecordPhase},
@@ -131,9 +142,9 @@ func (s *Service) refundRequestPhase(ctx context.Context, tx pgx.Tx, key *Key, s
 	if err != nil {
 		return Outcome{}, err
 	}
-	switch ride.ChargeStatus {
-	case "charged":
-	case "pending":
+	switch RideChargeStatus(ride.ChargeStatus) {
+	case RideChargeCharged:
+	case RideChargePending:
 		return Outcome{}, &Error{Code: CodeNotRefundable,
 			Message: "the ride's charge is not decided yet; a ride can be refunded once it is charged"}
 	default:
@@ -155,10 +166,10 @@ func (s *Service) refundRequestPhase(ctx context.Context, tx pgx.Tx, key *Key, s
 			Currency:         ride.Currency,
 		})
 	case err != nil:
-	case ref.Status == RideRefundRefunded:
+	case RideRefundStatus(ref.Status) == RideRefundRefunded:
 		st.refund = ref
 		return refundAnswer(key, ref), nil
-	case ref.Status == RideRefundFailed:
+	case RideRefundStatus(ref.Status) == RideRefundFailed:
 		ref, err = s.queries.RefundRetry(ctx, tx, &key.ID, ride.ID)
 	default:
 		// Pending under another key: this request drives the same refund
@@ -185,7 +196,7 @@ func (s *Service) refundRequestPhase(ctx context.Context, tx pgx.Tx, key *Key, s
 // refunded, the refund this service made is looked up and adopted.
 func (s *Service) refundCall(ctx context.Context, key *Key, st *refundState) error {
 	st.result, st.failure = nil, nil
-	if st.refund.Status == RideRefundRefunded {
+	if RideRefundStatus(st.refund.Status) == RideRefundRefunded {
 		return nil
 	}
 	if st.ride.StripeChargeID == nil {
@@ -214,8 +225,8 @@ func (s *Service) refundCall(ctx context.Context, key *Key, st *refundState) err
 		st.result = r
 		return nil
 	}
-	var pe *PaymentError
-	if !errors.As(err, &pe) || (pe.Kind != PaymentDeclined && pe.Kind != PaymentInvalid) {
+	pe := PaymentFinal(err)
+	if pe == nil {
 		return err
 	}
 	if pe.Code == RefundCodeChargeAlreadyRefunded {
@@ -277,17 +288,17 @@ func (s *Service) refundRecordPhase(ctx context.Context, tx pgx.Tx, key *Key, st
 		if _, err := s.jobs.InsertTx(ctx, tx, RefundReceiptArgs{RideID: st.ride.ID}, nil); err != nil {
 			return Outcome{}, err
 		}
-		ref.Status, ref.StripeRefundID, ref.FailureCode = RideRefundRefunded, &st.result.ID, nil
+		ref.Status, ref.StripeRefundID, ref.FailureCode = string(RideRefundRefunded), &st.result.ID, nil
 
 	case st.failure != nil:
-		if ref.Status == RideRefundRefunded {
+		if RideRefundStatus(ref.Status) == RideRefundRefunded {
 			break // another request recorded the refund meanwhile
 		}
 		code := st.failure.Code
 		if code == "" {
 			code = string(st.failure.Kind)
 		}
-		if ref.Status == RideRefundPending {
+		if RideRefundStatus(ref.Status) == RideRefundPending {
 			if _, err := s.queries.RefundSetFailed(ctx, tx, code, st.ride.ID); err != nil {
 				return Outcome{}, err
 			}
@@ -304,7 +315,7 @@ func (s *Service) refundRecordPhase(ctx context.Context, tx pgx.Tx, key *Key, st
 			Detail: "the payment processor refused the refund (" + code + ")",
 		}), nil
 
-	case ref.Status != RideRefundRefunded:
+	case RideRefundStatus(ref.Status) != RideRefundRefunded:
 		return Outcome{}, fmt.Errorf("ride %d: refund is %s and the processor was not asked", st.ride.ID, ref.Status)
 	}
 	return refundAnswer(key, ref), nil

@@ -64,7 +64,7 @@ func TestRideRefundCreate(t *testing.T) {
 		require.False(t, resp.Replayed)
 		ref := decodeRefund(t, resp.Body)
 		require.Equal(t, ride.ID, ref.RideID)
-		require.Equal(t, "refunded", ref.Status)
+		require.Equal(t, service.RideRefundRefunded, ref.Status)
 		require.EqualValues(t, 2000, ref.AmountCents)
 		require.Equal(t, "usd", ref.Currency)
 
@@ -96,7 +96,7 @@ func TestRideRefundCreate(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, service.RideRefundRefunded, got.RefundStatus)
 		require.Equal(t, ref.StripeRefundID, *got.StripeRefundID)
-		require.Equal(t, "charged", got.ChargeStatus)
+		require.Equal(t, service.RideChargeCharged, got.ChargeStatus)
 	})
 
 	t.Run("ReplayIsByteIdenticalAndNeverReachesStripe", func(t *testing.T) {

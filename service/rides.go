@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -18,6 +17,28 @@ import (
 // RecoveryPointRideCreated: the ride and its audit record are committed; the
 // charge comes next.
 const RecoveryPointRideCreated RecoveryPoint = "ride_created"
+
+// The route of a ride booking, POST /rides.
+const (
+	RideCreateMethod = http.MethodPost
+	RideCreatePath   = "/rides"
+)
+
+// RideChargeStatus is the state of a ride's charge: RideChargePending until
+// the processor's answer is recorded, then RideChargeCharged or
+// RideChargeDeclined for good. The database's CHECK on rides.charge_status
+// and the enum of Ride.ChargeStatus in the spec list the same values.
+type RideChargeStatus string
+
+const (
+	// RideChargePending: the ride is booked; the charge is not decided yet.
+	RideChargePending RideChargeStatus = "pending"
+	// RideChargeCharged: the processor charged the ride; its charge id is
+	// recorded.
+	RideChargeCharged RideChargeStatus = "charged"
+	// RideChargeDeclined: the processor declined or rejected the charge.
+	RideChargeDeclined RideChargeStatus = "declined"
+)
 
 // Every ride costs the same for now.
 const (
@@ -55,20 +76,18 @@ func (p RideCreateParams) Validate() error {
 
 // Ride is a booked ride as its owner sees it.
 type Ride struct {
-	ID           int64     `json:"id"`
-	CreatedAt    time.Time `json:"created_at"`
-	OriginLat    float64   `json:"origin_lat"`
-	OriginLon    float64   `json:"origin_lon"`
-	TargetLat    float64   `json:"target_lat"`
-	TargetLon    float64   `json:"target_lon"`
-	AmountCents  int64     `json:"amount_cents"`
-	Currency     string    `json:"currency"`
-	ChargeStatus string    `json:"charge_status" enum:"pending,charged,declined" doc:"pending until the charge is decided"`
+	ID           int64            `json:"id"`
+	CreatedAt    time.Time        `json:"created_at"`
+	OriginLat    float64          `json:"origin_lat"`
+	OriginLon    float64          `json:"origin_lon"`
+	TargetLat    float64          `json:"target_lat"`
+	TargetLon    float64          `json:"target_lon"`
+	AmountCents  int64            `json:"amount_cents"`
+	Currency     string           `json:"currency"`
+	ChargeStatus RideChargeStatus `json:"charge_status" enum:"pending,charged,declined" doc:"pending until the charge is decided"`
 	// StripeChargeID is set once the ride is charged.
-	StripeChargeID *string `json:"stripe_charge_id" nullable:"true"`
-	// RefundStatus is one of RideRefundNone, RideRefundPending,
-	// RideRefundRefunded and RideRefundFailed.
-	RefundStatus string `json:"refund_status" enum:"none,pending,refunded,failed" doc:"none until a refund is asked for; pending until the processor's answer is recorded; failed when the processor refused it"`
+	StripeChargeID *string          `json:"stripe_charge_id" nullable:"true"`
+	RefundStatus   RideRefundStatus `json:"refund_status" enum:"none,pending,refunded,failed" doc:"none until a refund is asked for; pending until the processor's answer is recorded; failed when the processor refused it"`
 	// StripeRefundID is set once the ride is refunded.
 	StripeRefundID *string `json:"stripe_refund_id" nullable:"true"`
 }
@@ -83,7 +102,7 @@ func rideFromRow(r *dbgen.Ride) *Ride {
 		TargetLon:      r.TargetLon,
 		AmountCents:    r.AmountCents,
 		Currency:       r.Currency,
-		ChargeStatus:   r.ChargeStatus,
+		ChargeStatus:   RideChargeStatus(r.ChargeStatus),
 		StripeChargeID: r.StripeChargeID,
 		RefundStatus:   RideRefundNone,
 	}
@@ -100,8 +119,8 @@ func (s *Service) RideCreate(ctx context.Context, userID int64, idempotencyKey s
 	return run(ctx, s, s.rides, Request{
 		UserID: userID,
 		Key:    idempotencyKey,
-		Method: http.MethodPost,
-		Path:   "/rides",
+		Method: s.rides.Method,
+		Path:   s.rides.Path,
 		Params: params,
 		IP:     ip,
 	})
@@ -125,7 +144,7 @@ func (s *Service) RideGet(ctx context.Context, userID, rideID int64) (*Ride, err
 	case err != nil:
 		return nil, internal(err)
 	default:
-		ride.RefundStatus, ride.StripeRefundID = ref.Status, ref.StripeRefundID
+		ride.RefundStatus, ride.StripeRefundID = RideRefundStatus(ref.Status), ref.StripeRefundID
 	}
 	return ride, nil
 }
@@ -149,8 +168,10 @@ func rideChargeKey(keyID int64) string { return fmt.Sprintf("ride-charge-%d", ke
 
 func (s *Service) rideFlow() *Flow[rideState] {
 	return &Flow[rideState]{
-		Name: "ride.create",
-		Load: s.rideLoad,
+		Name:   "ride.create",
+		Method: RideCreateMethod,
+		Path:   RideCreatePath,
+		Load:   s.rideLoad,
 		Steps: map[RecoveryPoint]Step[rideState]{
 			RecoveryPointStarted:     {Phase: s.rideCreatePhase},
 			RecoveryPointRideCreated: {Call: s.rideChargeCall, Phase: s.rideChargePhase},
@@ -243,8 +264,7 @@ func (s *Service) rideChargeCall(ctx context.Context, key *Key, st *rideState) e
 // definitive keeps a definitive payment failure for the phase to record and
 // passes every other error on.
 func (st *rideState) definitive(err error) error {
-	var pe *PaymentError
-	if errors.As(err, &pe) && (pe.Kind == PaymentDeclined || pe.Kind == PaymentInvalid) {
+	if pe := PaymentFinal(err); pe != nil {
 		st.failure = pe
 		return nil
 	}
@@ -263,7 +283,7 @@ func (s *Service) rideChargePhase(ctx context.Context, tx pgx.Tx, key *Key, st *
 		}
 		p := Problem{Type: ProblemCardDeclined, Title: "Card declined", Status: http.StatusPaymentRequired,
 			Detail: "the card was declined: " + st.failure.Message}
-		if st.failure.Kind == PaymentInvalid {
+		if st.failure.Class != PaymentClassDecline {
 			p.Type, p.Title = ProblemPaymentRejected, "Payment rejected"
 			p.Detail = "the payment processor rejected the charge"
 		}
@@ -286,7 +306,7 @@ func (s *Service) rideChargePhase(ctx context.Context, tx pgx.Tx, key *Key, st *
 		return Outcome{}, err
 	}
 	ride := rideFromRow(st.ride)
-	ride.ChargeStatus, ride.StripeChargeID = "charged", &st.charge.ID
+	ride.ChargeStatus, ride.StripeChargeID = RideChargeCharged, &st.charge.ID
 	return Finish(http.StatusCreated, ride), nil
 }
 

@@ -29,7 +29,7 @@ func TestRideCreate(t *testing.T) {
 		require.Equal(t, http.StatusCreated, resp.Status)
 		require.False(t, resp.Replayed)
 		ride := testkit.DecodeRide(t, resp.Body)
-		require.Equal(t, "charged", ride.ChargeStatus)
+		require.Equal(t, service.RideChargeCharged, ride.ChargeStatus)
 		require.NotNil(t, ride.StripeChargeID)
 		require.EqualValues(t, 2000, ride.AmountCents)
 
@@ -454,7 +454,7 @@ func TestParseIdempotencyKey(t *testing.T) {
 			require.NoError(t, err, tc.header)
 			require.Equal(t, tc.want, got)
 		} else {
-			requireCode(t, err, service.CodeBadRequest)
+			requireCode(t, err, service.CodeKeyInvalid)
 		}
 	}
 }

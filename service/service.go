@@ -15,7 +15,23 @@ import (
 	"github.com/atomicrides/atomicrides/dbgen"
 )
 
-// Config configures a Service.
+// Defaults of Config, applied to its zero fields.
+const (
+	// DefaultProcessorKeyMargin is subtracted from ProcessorKeyWindow when
+	// judging whether the processor may have forgotten a key.
+	DefaultProcessorKeyMargin = time.Hour
+	// DefaultAbandonedAfter is how long an unfinished request is idle
+	// before the completer drives it on.
+	DefaultAbandonedAfter = 5 * time.Minute
+	// DefaultKeyRetention is how long finished keys are kept.
+	DefaultKeyRetention = 72 * time.Hour
+	// leaseSlack is what the default lease adds to twice the processor's
+	// budget.
+	leaseSlack = 30 * time.Second
+)
+
+// Config configures a Service. Zero fields take the defaults documented on
+// them.
 type Config struct {
 	// Pool is the database. Required.
 	Pool *pgxpool.Pool
@@ -31,7 +47,8 @@ type Config struct {
 	// twice the budget plus 30 seconds.
 	Lease time.Duration
 	// ProcessorKeyMargin is subtracted from ProcessorKeyWindow when deciding
-	// whether the processor may have forgotten a key. Default one hour.
+	// whether the processor may have forgotten a key. Default
+	// DefaultProcessorKeyMargin.
 	ProcessorKeyMargin time.Duration
 	// Mailer sends receipts. Without one, receipt jobs fail and are retried.
 	Mailer Mailer
@@ -39,10 +56,11 @@ type Config struct {
 	MailFrom string
 	// AbandonedAfter is how long an unfinished request must be idle (and its
 	// lease expired) before the completer drives it on, so that its client
-	// gets to retry first. Default five minutes.
+	// gets to retry first. Default DefaultAbandonedAfter.
 	AbandonedAfter time.Duration
 	// KeyRetention is how long finished idempotency keys are kept before the
-	// reaper deletes them. Default 72 hours.
+	// reaper deletes them; it must outlast ProcessorKeyWindow. Default
+	// DefaultKeyRetention.
 	KeyRetention time.Duration
 	// Registerer receives the service's Prometheus collectors. Default a
 	// private registry.
@@ -97,22 +115,22 @@ func New(cfg Config) (*Service, error) {
 		cfg.Clock = time.Now
 	}
 	if cfg.Lease == 0 {
-		cfg.Lease = 2*cfg.Payments.Budget() + 30*time.Second
+		cfg.Lease = 2*cfg.Payments.Budget() + leaseSlack
 	}
 	if cfg.Lease <= cfg.Payments.Budget() {
 		return nil, errors.New("service: Config.Lease must outlast Payments.Budget()")
 	}
 	if cfg.ProcessorKeyMargin == 0 {
-		cfg.ProcessorKeyMargin = time.Hour
+		cfg.ProcessorKeyMargin = DefaultProcessorKeyMargin
 	}
 	if cfg.MailFrom == "" {
 		cfg.MailFrom = DefaultMailFrom
 	}
 	if cfg.AbandonedAfter == 0 {
-		cfg.AbandonedAfter = 5 * time.Minute
+		cfg.AbandonedAfter = DefaultAbandonedAfter
 	}
 	if cfg.KeyRetention == 0 {
-		cfg.KeyRetention = 72 * time.Hour
+		cfg.KeyRetention = DefaultKeyRetention
 	}
 	if cfg.KeyRetention <= ProcessorKeyWindow {
 		return nil, errors.New("service: Config.KeyRetention must outlast the processor's key window")

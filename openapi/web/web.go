@@ -340,7 +340,7 @@ func (wb *Pages) ridePage(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.URL.Query().Get("again") != "":
 		data.Notice, data.NoticeKind = "This form had already been submitted: it booked this one ride, and you were charged once.", "ok"
-	case ride.ChargeStatus == "charged":
+	case ride.ChargeStatus == service.RideChargeCharged:
 		data.Notice, data.NoticeKind = "Booked and paid.", "ok"
 	}
 	wb.render(w, r, http.StatusOK, "private, no-cache", "ride", data)

@@ -17,13 +17,16 @@ import (
 	"github.com/atomicrides/atomicrides/service"
 )
 
+// DefaultTimeout bounds one send when Config.Timeout is zero.
+const DefaultTimeout = 30 * time.Second
+
 // Config configures an SMTP mailer.
 type Config struct {
 	// URL is the SMTP server: smtp://[user:password@]host[:port] (port 587
 	// by default; STARTTLS is used when the server offers it, and required
 	// when ?starttls=required), or smtps://… for implicit TLS (port 465).
 	URL string
-	// Timeout bounds one send, connection included. Default 30 seconds.
+	// Timeout bounds one send, connection included. Default DefaultTimeout.
 	Timeout time.Duration
 	// TLSConfig overrides the TLS settings (tests use it for a private CA).
 	TLSConfig *tls.Config
@@ -50,7 +53,7 @@ func New(cfg Config) (*Mailer, error) {
 	}
 	m := &Mailer{host: u.Hostname(), timeout: cfg.Timeout, startTLS: u.Query().Get("starttls")}
 	if m.timeout == 0 {
-		m.timeout = 30 * time.Second
+		m.timeout = DefaultTimeout
 	}
 	port := u.Port()
 	switch u.Scheme {

@@ -10,9 +10,9 @@ import (
 )
 
 // ChargeCreate charges params.CustomerID with metadata ride_id, under
-// params.IdempotencyKey. A declined card is a PaymentDeclined error; a
+// params.IdempotencyKey. A declined card is a PaymentClassDecline error; a
 // charge Stripe answers without error but not as succeeded (a pending
-// charge) is PaymentUnavailable, to be settled later through ChargeFind.
+// charge) is PaymentClassUnavailable, to be settled later through ChargeFind.
 func (c *Client) ChargeCreate(ctx context.Context, params service.ChargeCreateParams) (*service.Charge, error) {
 	if err := checkKey(params.IdempotencyKey); err != nil {
 		return nil, err
@@ -71,6 +71,7 @@ func succeeded(ch *stripe.Charge) (*service.Charge, error) {
 		return toCharge(ch), nil
 	case stripe.ChargeStatusFailed:
 		return nil, &service.PaymentError{
+			Class:      service.PaymentClassDecline,
 			Kind:       service.PaymentDeclined,
 			Code:       ch.FailureCode,
 			Message:    ch.FailureMessage,
@@ -78,12 +79,7 @@ func succeeded(ch *stripe.Charge) (*service.Charge, error) {
 			Err:        errChargeNotSucceeded,
 		}
 	default:
-		return nil, &service.PaymentError{
-			Kind:       service.PaymentUnavailable,
-			Message:    "charge " + ch.ID + " is " + string(ch.Status),
-			HTTPStatus: statusOf(ch.LastResponse),
-			Err:        errChargeNotSucceeded,
-		}
+		return nil, unavailable("charge "+ch.ID+" is "+string(ch.Status), statusOf(ch.LastResponse), errChargeNotSucceeded)
 	}
 }
 

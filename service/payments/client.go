@@ -40,9 +40,9 @@ const maxIdleConnsPerHost = 256
 // maxIdempotencyKeyLen is Stripe's limit on the Idempotency-Key header.
 const maxIdempotencyKeyLen = 255
 
-// ErrMissingIdempotencyKey is the underlying error of the PaymentInvalid
-// returned when a mutating call has no idempotency key (or one longer than
-// Stripe accepts). No request is sent.
+// ErrMissingIdempotencyKey is the underlying error of the final
+// PaymentClassConfiguration error returned when a mutating call has no
+// idempotency key (or one longer than Stripe accepts). No request is sent.
 var ErrMissingIdempotencyKey = errors.New("payments: an idempotency key of 1 to 255 characters is required")
 
 // Config configures a Client.
@@ -94,7 +94,14 @@ func New(cfg Config) *Client {
 	if cfg.HTTPClient != nil {
 		httpClient = *cfg.HTTPClient
 	} else {
-		transport := http.DefaultTransport.(*http.Transport).Clone()
+		// A clone of net/http's defaults (proxy, dialer, HTTP/2), unless
+		// the process replaced http.DefaultTransport with another type.
+		transport, ok := http.DefaultTransport.(*http.Transport)
+		if ok {
+			transport = transport.Clone()
+		} else {
+			transport = &http.Transport{Proxy: http.ProxyFromEnvironment, ForceAttemptHTTP2: true}
+		}
 		transport.MaxIdleConns = maxIdleConnsPerHost
 		transport.MaxIdleConnsPerHost = maxIdleConnsPerHost
 		httpClient.Transport = transport
@@ -134,6 +141,7 @@ func (c *Client) bound(ctx context.Context) (context.Context, context.CancelFunc
 func checkKey(key string) error {
 	if n := len(key); n == 0 || n > maxIdempotencyKeyLen {
 		return &service.PaymentError{
+			Class:   service.PaymentClassConfiguration,
 			Kind:    service.PaymentInvalid,
 			Message: ErrMissingIdempotencyKey.Error(),
 			Err:     ErrMissingIdempotencyKey,

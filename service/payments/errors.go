@@ -11,23 +11,29 @@ import (
 
 // translateError turns any error from stripe-go into a
 // *service.PaymentError, wrapping the original. It is the only place that
-// classifies processor failures:
+// reads Stripe's error types, codes and statuses; it sets the failure's
+// service.PaymentClass and the engine's treatment of it:
 //
-//   - 409 (idempotency key in use, lock), 429, 5xx, api_error and
-//     idempotency_error are PaymentUnavailable: the request may or may not
-//     have taken effect, and retrying with the same key is safe;
-//   - card_error is PaymentDeclined;
-//   - any other invalid_request_error is PaymentInvalid;
+//   - 409 (idempotency key in use, lock), 429, 5xx and api_error are
+//     unavailable: the request may or may not have taken effect, and
+//     retrying with the same key is safe;
+//   - 401 and 403 (the secret key) and idempotency_error (a key reused with
+//     other parameters) are configuration errors, retried: an operator
+//     fixes them and the request goes on;
+//   - card_error is a decline;
+//   - resource_missing (every object the service names is one it created)
+//     is a configuration error, final;
+//   - any other invalid_request_error is a refusal, final;
 //   - anything that is not a Stripe error (timeouts, connection resets,
-//     EOF, context cancellation, undecodable answers) is PaymentUnavailable,
-//     as is an error of a type Stripe has not documented.
+//     EOF, context cancellation, undecodable answers) is unavailable, as is
+//     an error of a type Stripe has not documented.
 func translateError(err error) error {
 	if err == nil {
 		return nil
 	}
 	var se *stripe.Error
 	if !errors.As(err, &se) {
-		return &service.PaymentError{Kind: service.PaymentUnavailable, Message: err.Error(), Err: err}
+		return unavailable(err.Error(), 0, err)
 	}
 	pe := &service.PaymentError{
 		Code:       string(se.Code),
@@ -38,20 +44,32 @@ func translateError(err error) error {
 	switch status := se.HTTPStatusCode; {
 	case status == http.StatusConflict,
 		status == http.StatusTooManyRequests,
-		// A rejected secret key is our configuration, not the rider's
-		// request: an operator fixes it and the request is retried.
-		status == http.StatusUnauthorized,
-		status == http.StatusForbidden,
 		status >= http.StatusInternalServerError,
-		se.Type == stripe.ErrorTypeAPI,
+		se.Type == stripe.ErrorTypeAPI:
+		pe.Class, pe.Kind = service.PaymentClassUnavailable, service.PaymentUnavailable
+	case status == http.StatusUnauthorized,
+		status == http.StatusForbidden,
 		se.Type == stripe.ErrorTypeIdempotency:
-		pe.Kind = service.PaymentUnavailable
+		pe.Class, pe.Kind = service.PaymentClassConfiguration, service.PaymentUnavailable
 	case se.Type == stripe.ErrorTypeCard:
-		pe.Kind = service.PaymentDeclined
+		pe.Class, pe.Kind = service.PaymentClassDecline, service.PaymentDeclined
+	case se.Type == stripe.ErrorTypeInvalidRequest && se.Code == stripe.ErrorCodeResourceMissing:
+		pe.Class, pe.Kind = service.PaymentClassConfiguration, service.PaymentInvalid
 	case se.Type == stripe.ErrorTypeInvalidRequest:
-		pe.Kind = service.PaymentInvalid
+		pe.Class, pe.Kind = service.PaymentClassRefusal, service.PaymentInvalid
 	default:
-		pe.Kind = service.PaymentUnavailable
+		pe.Class, pe.Kind = service.PaymentClassUnavailable, service.PaymentUnavailable
 	}
 	return pe
+}
+
+// unavailable is the error of a call whose effect is unknown.
+func unavailable(message string, status int, err error) *service.PaymentError {
+	return &service.PaymentError{
+		Class:      service.PaymentClassUnavailable,
+		Kind:       service.PaymentUnavailable,
+		Message:    message,
+		HTTPStatus: status,
+		Err:        err,
+	}
 }

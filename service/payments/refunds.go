@@ -12,9 +12,9 @@ import (
 
 // RefundCreate refunds params.ChargeID in full with metadata ride_id, under
 // params.IdempotencyKey. A refund Stripe accepts (succeeded or pending) is
-// returned; one it answers as failed or canceled is PaymentInvalid; any
-// other status (requires_action) is PaymentUnavailable, to be settled by a
-// retry or through RefundList.
+// returned; one it answers as failed or canceled is a PaymentClassRefusal;
+// any other status (requires_action) is PaymentClassUnavailable, to be
+// settled by a retry or through RefundList.
 func (c *Client) RefundCreate(ctx context.Context, params service.RefundCreateParams) (*service.Refund, error) {
 	if err := checkKey(params.IdempotencyKey); err != nil {
 		return nil, err
@@ -35,6 +35,7 @@ func (c *Client) RefundCreate(ctx context.Context, params service.RefundCreatePa
 		return ref, nil
 	case stripe.RefundStatusFailed, stripe.RefundStatusCanceled:
 		return nil, &service.PaymentError{
+			Class:      service.PaymentClassRefusal,
 			Kind:       service.PaymentInvalid,
 			Code:       "refund_" + string(r.Status),
 			Message:    "refund " + r.ID + " is " + string(r.Status),
@@ -42,12 +43,7 @@ func (c *Client) RefundCreate(ctx context.Context, params service.RefundCreatePa
 			Err:        errRefundNotAccepted,
 		}
 	default:
-		return nil, &service.PaymentError{
-			Kind:       service.PaymentUnavailable,
-			Message:    "refund " + r.ID + " is " + string(r.Status),
-			HTTPStatus: statusOf(r.LastResponse),
-			Err:        errRefundNotAccepted,
-		}
+		return nil, unavailable("refund "+r.ID+" is "+string(r.Status), statusOf(r.LastResponse), errRefundNotAccepted)
 	}
 }
 

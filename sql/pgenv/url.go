@@ -1,6 +1,7 @@
 package pgenv
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -30,7 +31,8 @@ func WithDatabase(connString, name string) (string, error) {
 // redactURLError drops the URL (which may hold a password) from a
 // *url.Error.
 func redactURLError(err error) error {
-	if ue, ok := err.(*url.Error); ok {
+	var ue *url.Error
+	if errors.As(err, &ue) {
 		return ue.Err
 	}
 	return err
