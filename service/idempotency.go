@@ -293,10 +293,12 @@ func claim[S any](ctx context.Context, s *Service, flow *Flow[S], req Request, p
 		if outcome, err = step.Phase(ctx, tx, key, state); err != nil {
 			return err
 		}
+		// The record carries the commit (commitWith): the phase's writes are
+		// done and nothing is committed yet.
+		crashPoint(flow.Name, phased, atBeforeCommit)
 		if resp, err = s.record(ctx, tx, key, outcome); err != nil {
 			return err
 		}
-		crashPoint(flow.Name, phased, atBeforeCommit)
 		return nil
 	})
 	if err == nil {
@@ -354,10 +356,10 @@ func drive[S any](ctx context.Context, s *Service, flow *Flow[S], key *Key, stat
 			if outcome, err = step.Phase(ctx, tx, key, state); err != nil {
 				return err
 			}
+			crashPoint(flow.Name, key.Point, atBeforeCommit)
 			if resp, err = s.record(ctx, tx, key, outcome); err != nil {
 				return err
 			}
-			crashPoint(flow.Name, key.Point, atBeforeCommit)
 			return nil
 		})
 		if err != nil {
@@ -377,11 +379,16 @@ func drive[S any](ctx context.Context, s *Service, flow *Flow[S], key *Key, stat
 	return nil, internal(fmt.Errorf("flow %s: key %d finished without a response", flow.Name, key.ID))
 }
 
-// record writes a phase's outcome onto the key, under the key's lease.
+// record writes a phase's outcome onto the key, under the key's lease, as
+// the last statement of the phase's transaction: the statement and the
+// COMMIT travel together (commitWith), so the phase costs no round trip for
+// its commit. The key's row is locked from the claim's insert or lock, or
+// the drive's fence, to the commit, so the update always finds the key under
+// this request's token; an update that did not would report the lease lost.
 func (s *Service) record(ctx context.Context, tx pgx.Tx, key *Key, o Outcome) (*Response, error) {
 	switch o.kind {
 	case outcomeMoveTo:
-		n, err := s.queries.IdempotencyKeySetRecoveryPoint(ctx, tx, dbgen.IdempotencyKeySetRecoveryPointParams{
+		n, err := s.queries.IdempotencyKeySetRecoveryPoint(ctx, commitWith(tx), dbgen.IdempotencyKeySetRecoveryPointParams{
 			RecoveryPoint: string(o.point), ID: key.ID, LockToken: key.token,
 		})
 		if err == nil && n != 1 {
@@ -394,7 +401,7 @@ func (s *Service) record(ctx context.Context, tx pgx.Tx, key *Key, o Outcome) (*
 			return nil, fmt.Errorf("marshal response: %w", err)
 		}
 		code := int32(o.status)
-		n, err := s.queries.IdempotencyKeyFinish(ctx, tx, dbgen.IdempotencyKeyFinishParams{
+		n, err := s.queries.IdempotencyKeyFinish(ctx, commitWith(tx), dbgen.IdempotencyKeyFinishParams{
 			ResponseCode: &code, ResponseBody: body, ID: key.ID, LockToken: key.token,
 		})
 		if err == nil && n != 1 {

@@ -198,7 +198,9 @@ func (s *Service) rideLoad(ctx context.Context, tx pgx.Tx, key *Key) (*rideState
 
 // rideCreatePhase: the ride and its audit record.
 func (s *Service) rideCreatePhase(ctx context.Context, tx pgx.Tx, key *Key, st *rideState) (Outcome, error) {
-	ride, err := s.queries.RideCreate(ctx, tx, dbgen.RideCreateParams{
+	// The audit record's data is the request's stored input: the ride's
+	// coordinates, as normalised.
+	row, err := s.queries.RideCreateAudited(ctx, tx, dbgen.RideCreateAuditedParams{
 		IdempotencyKeyID: &key.ID,
 		OriginLat:        st.params.OriginLat,
 		OriginLon:        st.params.OriginLon,
@@ -207,14 +209,14 @@ func (s *Service) rideCreatePhase(ctx context.Context, tx pgx.Tx, key *Key, st *
 		AmountCents:      RideAmountCents,
 		Currency:         RideCurrency,
 		UserID:           key.UserID,
+		AuditAction:      "ride.created",
+		AuditData:        key.Params,
+		OriginIP:         key.IP,
 	})
 	if err != nil {
 		return Outcome{}, err
 	}
-	if err := s.audit(ctx, tx, "ride.created", "ride", ride.ID, key.UserID, key.IP, st.params); err != nil {
-		return Outcome{}, err
-	}
-	st.ride = ride
+	st.ride = &row.Ride
 	return MoveTo(RecoveryPointRideCreated), nil
 }
 
