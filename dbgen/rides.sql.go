@@ -76,7 +76,8 @@ WITH ride AS (
     INSERT INTO audit_records (action, data, origin_ip, resource_id, resource_type, user_id)
     SELECT $9, $10, $11, ride.id, 'ride', ride.user_id FROM ride
 )
-SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id FROM ride AS rides
+SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, users.id, users.created_at, users.email, users.payment_source, users.stripe_customer_id
+FROM ride AS rides JOIN users ON users.id = rides.user_id
 `
 
 type RideCreateAuditedParams struct {
@@ -95,10 +96,12 @@ type RideCreateAuditedParams struct {
 
 type RideCreateAuditedRow struct {
 	Ride Ride
+	User User
 }
 
-// Books a ride and writes its audit record in one statement: the ride
-// phase's writes in one round trip.
+// Books a ride and writes its audit record in one statement, and returns the
+// ride with its rider (whom the charge needs): the ride phase in one round
+// trip.
 func (q *Queries) RideCreateAudited(ctx context.Context, db DBTX, arg RideCreateAuditedParams) (*RideCreateAuditedRow, error) {
 	row := db.QueryRow(ctx, rideCreateAudited,
 		arg.IdempotencyKeyID,
@@ -127,6 +130,11 @@ func (q *Queries) RideCreateAudited(ctx context.Context, db DBTX, arg RideCreate
 		&i.Ride.AmountCents,
 		&i.Ride.Currency,
 		&i.Ride.UserID,
+		&i.User.ID,
+		&i.User.CreatedAt,
+		&i.User.Email,
+		&i.User.PaymentSource,
+		&i.User.StripeCustomerID,
 	)
 	return &i, err
 }
