@@ -45,6 +45,9 @@ type benchConfig struct {
 	// with a jittered pause of up to SeedBackoff before each retry.
 	SeedMaxTries int
 	SeedBackoff  time.Duration
+	// GrowKeys is how many finished keys the cost-as-the-data-grows
+	// measurement loads (0: none).
+	GrowKeys int
 	// OutDir receives the report, the plot and the processes' logs.
 	OutDir string
 }
@@ -107,8 +110,8 @@ func newBenchEnv(tb testing.TB, cfg benchConfig) *benchEnv {
 	}
 
 	// Two deployments per point: new rides (and their replays), and new
-	// rides with Stripe latency.
-	for range 2 * len(cfg.Clients) {
+	// rides with Stripe latency; one for the grown tables.
+	for range 2*len(cfg.Clients) + 1 {
 		e.spareDBs = append(e.spareDBs, dbtest.NewURL(tb))
 	}
 
@@ -175,8 +178,14 @@ type servingProcess struct {
 // capped at the configured size, and waits until it is ready.
 func (d *deployment) start(tb testing.TB) *servingProcess {
 	tb.Helper()
+	return d.startEnv(tb)
+}
+
+// startEnv is start with more environment variables.
+func (d *deployment) startEnv(tb testing.TB, env ...string) *servingProcess {
+	tb.Helper()
 	addr := binrun.FreeAddr(tb)
-	p := binrun.Start(tb, binrun.Cmd{Bin: d.e.bin, Args: []string{"serve", "-no-migrate"}, Dir: d.e.workDir, LogPath: d.e.serveLog, Env: []string{
+	p := binrun.Start(tb, binrun.Cmd{Bin: d.e.bin, Args: []string{"serve", "-no-migrate"}, Dir: d.e.workDir, LogPath: d.e.serveLog, Env: append([]string{
 		"DATABASE_URL=" + withPoolMaxConns(d.url, d.e.cfg.PoolMaxConns),
 		"ADDR=" + addr,
 		"ADMIN_TOKEN=" + benchAdminToken,
@@ -185,7 +194,7 @@ func (d *deployment) start(tb testing.TB) *servingProcess {
 		// The built-in mail sink writes no file per receipt: the floor
 		// does not pay for one.
 		"MAIL_DIR=off",
-	}})
+	}, env...)})
 	s := &servingProcess{Process: p, base: "http://" + addr}
 	if err := p.Ready(context.Background(), s.base+"/readyz", time.Minute); err != nil {
 		tb.Fatalf("serve: %v (see %s)", err, d.e.serveLog)
@@ -378,9 +387,9 @@ func peakRSS(pid int) int64 {
 	return 0
 }
 
-// scrapeDBCounts reads the server's database counters (service.DBCounter)
-// from its /metrics.
-func scrapeDBCounts(tb testing.TB, base string) service.DBCounts {
+// scrapeMetrics reads the server's /metrics: each sample by its full name,
+// labels included.
+func scrapeMetrics(tb testing.TB, base string) map[string]float64 {
 	tb.Helper()
 	req, _ := http.NewRequest(http.MethodGet, base+"/metrics", nil)
 	req.Header.Set("Authorization", "Bearer "+benchAdminToken)
@@ -393,26 +402,31 @@ func scrapeDBCounts(tb testing.TB, base string) service.DBCounts {
 	if err != nil || resp.StatusCode != http.StatusOK {
 		tb.Fatalf("GET /metrics: %d %v", resp.StatusCode, err)
 	}
-	var c service.DBCounts
+	samples := map[string]float64{}
 	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
 		name, value, ok := strings.Cut(line, " ")
 		if !ok {
 			continue
 		}
-		n, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
-		if err != nil {
-			continue
-		}
-		switch name {
-		case `atomicrides_db_round_trips_total{path="request"}`:
-			c.RequestRoundTrips = int64(n)
-		case `atomicrides_db_statements_total{path="request"}`:
-			c.RequestStatements = int64(n)
-		case `atomicrides_db_round_trips_total{path="background"}`:
-			c.BackgroundRoundTrips = int64(n)
-		case `atomicrides_db_statements_total{path="background"}`:
-			c.BackgroundStatements = int64(n)
+		if n, err := strconv.ParseFloat(strings.TrimSpace(value), 64); err == nil {
+			samples[name] = n
 		}
 	}
-	return c
+	return samples
+}
+
+// scrapeDBCounts reads the server's database counters (service.DBCounter)
+// from its /metrics.
+func scrapeDBCounts(tb testing.TB, base string) service.DBCounts {
+	tb.Helper()
+	m := scrapeMetrics(tb, base)
+	return service.DBCounts{
+		RequestRoundTrips:    int64(m[`atomicrides_db_round_trips_total{path="request"}`]),
+		RequestStatements:    int64(m[`atomicrides_db_statements_total{path="request"}`]),
+		BackgroundRoundTrips: int64(m[`atomicrides_db_round_trips_total{path="background"}`]),
+		BackgroundStatements: int64(m[`atomicrides_db_statements_total{path="background"}`]),
+	}
 }

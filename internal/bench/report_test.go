@@ -57,6 +57,8 @@ const (
 	mib                    = 1 << 20
 	targetRSSBytes         = targetMaxRSS * mib
 	targetRSSClients       = 256 // the memory target's concurrency
+	targetGrowthRatio      = 1.15 // cost on grown tables ≤ 1.15 × on empty ones
+	targetReapP99Ratio     = 1.5  // p99 during a reaper pass ≤ 1.5 × without
 )
 
 // benchTarget is one target and whether this run met it.
@@ -96,7 +98,7 @@ func pointAt(points []*benchPoint, clients int) *benchPoint {
 
 func cpuMS(d time.Duration) string { return fmt.Sprintf("%.3f", float64(d)/float64(time.Millisecond)) }
 
-func benchTargets(cfg benchConfig, points []*benchPoint) []benchTarget {
+func benchTargets(cfg benchConfig, points []*benchPoint, growth *growthRun) []benchTarget {
 	var ts []benchTarget
 	p := pointAt(points, targetClients)
 	judged := p != nil && p.New.Requests > 0
@@ -160,6 +162,27 @@ func benchTargets(cfg benchConfig, points []*benchPoint) []benchTarget {
 		ts = append(ts, t)
 	}
 
+	if growth != nil {
+		if p := pointAt(points, growth.New.Clients); p != nil {
+			cost := func(r loadRun) float64 { return float64(r.CPU.Postgres + r.CPU.Server) }
+			name := fmt.Sprintf("%d finished keys, %d clients", growth.Keys, growth.New.Clients)
+			x := ratio(cost(growth.New), cost(p.New))
+			ts = append(ts, benchTarget{Name: fmt.Sprintf("%s: a new ride costs ≤ %.2f × its cost on empty tables (PostgreSQL + server CPU)", name, targetGrowthRatio),
+				Judged: true, Met: x > 0 && x <= targetGrowthRatio,
+				Got: fmt.Sprintf("%.2f × (%s ms against %s ms; PostgreSQL alone %s against %s ms)", x,
+					cpuMS(time.Duration(cost(growth.New))), cpuMS(time.Duration(cost(p.New))), cpuMS(growth.New.CPU.Postgres), cpuMS(p.New.CPU.Postgres))})
+			x = ratio(cost(growth.FirstReplay), cost(p.FirstReplay))
+			ts = append(ts, benchTarget{Name: fmt.Sprintf("%s: a replay from the database costs ≤ %.2f × its cost on empty tables", name, targetGrowthRatio),
+				Judged: true, Met: x > 0 && x <= targetGrowthRatio,
+				Got: fmt.Sprintf("%.2f × (%s ms against %s ms; PostgreSQL alone %s against %s ms)", x,
+					cpuMS(time.Duration(cost(growth.FirstReplay))), cpuMS(time.Duration(cost(p.FirstReplay))), cpuMS(growth.FirstReplay.CPU.Postgres), cpuMS(p.FirstReplay.CPU.Postgres))})
+		}
+		x := ratio(float64(growth.Reaping.P99), float64(growth.New.P99))
+		ts = append(ts, benchTarget{Name: fmt.Sprintf("%d finished keys: POST /rides p99 during a reaper pass ≤ %.1f × without", growth.Keys, targetReapP99Ratio),
+			Judged: true, Met: x > 0 && x <= targetReapP99Ratio && growth.Reaped > 0,
+			Got: fmt.Sprintf("%.2f × (%s ms against %s ms); the reaper deleted %.0f keys/s meanwhile", x, ms(growth.Reaping.P99), ms(growth.New.P99), growth.ReapedPerSec)})
+	}
+
 	t := benchTarget{Name: fmt.Sprintf("peak RSS of the server at %d clients ≤ %d MB", targetRSSClients, targetMaxRSS)}
 	if p := pointAt(points, targetRSSClients); p != nil {
 		peak := max(p.New.PeakRSS, p.Replay.PeakRSS, p.FirstReplay.PeakRSS, p.Slow.PeakRSS, p.Healthz.PeakRSS)
@@ -174,8 +197,8 @@ func benchTargets(cfg benchConfig, points []*benchPoint) []benchTarget {
 
 // writeBenchReport writes report.md, results.json and throughput.png into
 // dir.
-func writeBenchReport(dir string, info benchInfo, cfg benchConfig, points []*benchPoint) error {
-	md := benchMarkdown(info, cfg, points)
+func writeBenchReport(dir string, info benchInfo, cfg benchConfig, points []*benchPoint, growth *growthRun) error {
+	md := benchMarkdown(info, cfg, points, growth)
 	if err := os.WriteFile(filepath.Join(dir, "report.md"), []byte(md), 0o644); err != nil {
 		return err
 	}
@@ -183,7 +206,8 @@ func writeBenchReport(dir string, info benchInfo, cfg benchConfig, points []*ben
 		Info   benchInfo
 		Config benchConfig
 		Points []*benchPoint
-	}{info, cfg, points}, "", "  ")
+		Growth *growthRun
+	}{info, cfg, points, growth}, "", "  ")
 	if err != nil {
 		return err
 	}
@@ -212,7 +236,7 @@ func mb(b int64) string {
 
 // benchMarkdown renders the run as markdown: conditions, three tables and
 // the targets.
-func benchMarkdown(info benchInfo, cfg benchConfig, points []*benchPoint) string {
+func benchMarkdown(info benchInfo, cfg benchConfig, points []*benchPoint, growth *growthRun) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Atomic Rides benchmark\n\n")
 	fmt.Fprintf(&b, "%s · %s, %d cores · PostgreSQL %s · %s · %s per measurement after a %s warm-up · pool_max_conns=%d · %d riders · pgbench clients capped at %d\n\n",
@@ -277,7 +301,28 @@ func benchMarkdown(info benchInfo, cfg benchConfig, points []*benchPoint) string
 	}
 
 	fmt.Fprintf(&b, "\n## Targets\n\n")
-	for _, t := range benchTargets(cfg, points) {
+	if growth != nil {
+		fmt.Fprintf(&b, "\n## Cost as the data grows\n\n")
+		fmt.Fprintf(&b, "%d finished keys, each with its ride and audit record, loaded with SQL over %s (in %s); then new rides and first replays at %d clients, and new rides while a reaper pass deletes the keys older than %s. CPU in ms per request.\n\n",
+			growth.Keys, growthSpan, growth.Load.Round(time.Second), growth.New.Clients, growthReapTo)
+		fmt.Fprintf(&b, "| run | per s | p50 ms | p99 ms | errors | PostgreSQL ms | server ms | on empty tables: per s | p99 ms | PostgreSQL ms | server ms |\n")
+		fmt.Fprintf(&b, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		var empty *benchPoint
+		if p := pointAt(points, growth.New.Clients); p != nil {
+			empty = p
+		} else {
+			empty = &benchPoint{}
+		}
+		row := func(name string, r, e loadRun) {
+			fmt.Fprintf(&b, "| %s | %.0f | %s | %s | %d | %s | %s | %.0f | %s | %s | %s |\n", name, r.PerSec(), ms(r.P50), ms(r.P99), r.Errors,
+				cpuMS(r.CPU.Postgres), cpuMS(r.CPU.Server), e.PerSec(), ms(e.P99), cpuMS(e.CPU.Postgres), cpuMS(e.CPU.Server))
+		}
+		row("new rides", growth.New, empty.New)
+		row("first replays", growth.FirstReplay, empty.FirstReplay)
+		row(fmt.Sprintf("new rides, reaper deleting (%.0f keys/s)", growth.ReapedPerSec), growth.Reaping, empty.New)
+	}
+
+	for _, t := range benchTargets(cfg, points, growth) {
 		verdict := "not judged (the sweep lacks its concurrency)"
 		if t.Judged {
 			verdict = "**missed**"
