@@ -109,16 +109,18 @@ func (s *Service) receiptSend(ctx context.Context, kind ReceiptKind, rideID int6
 	// The message is out: record it even if the job's context ends now.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
 	defer cancel()
+	// What recorded writes goes first, with the BEGIN; the record goes last,
+	// with the COMMIT (commitWith): two round trips.
 	err = s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
-		if _, err := s.queries.ReceiptRecord(ctx, tx, dbgen.ReceiptRecordParams{
+		if recorded != nil {
+			if err := recorded(ctx, tx); err != nil {
+				return err
+			}
+		}
+		_, err := s.queries.ReceiptRecord(ctx, commitWith(tx), dbgen.ReceiptRecordParams{
 			Kind: string(kind), RideID: rideID, MessageID: msg.MessageID, Recipient: msg.To, SentAt: msg.Date,
-		}); err != nil {
-			return err
-		}
-		if recorded == nil {
-			return nil
-		}
-		return recorded(ctx, tx)
+		})
+		return err
 	})
 	if err != nil {
 		return true, internal(err)

@@ -55,13 +55,15 @@ type cpuShare struct {
 	Server time.Duration
 	// Stripe is the fake Stripe's process.
 	Stripe time.Duration
+	// Mail is the mail sink's process, which receives the receipts.
+	Mail time.Duration
 	// Load is the load generator: the harness's own process for the
 	// service, pgbench for the baselines.
 	Load time.Duration
 }
 
 // Total is the CPU of every process counted.
-func (c cpuShare) Total() time.Duration { return c.Postgres + c.Server + c.Stripe + c.Load }
+func (c cpuShare) Total() time.Duration { return c.Postgres + c.Server + c.Stripe + c.Mail + c.Load }
 
 // cpuSampler follows the CPU of the processes of one measurement: the
 // backends of one database (found in pg_stat_activity as they come and go)
@@ -73,7 +75,7 @@ type cpuSampler struct {
 	db       string
 	server   int
 	stripe   int
-	load     func() int // 0: the harness's own process
+	mail     int
 	interval time.Duration
 
 	mu sync.Mutex
@@ -89,10 +91,11 @@ type cpuSampler struct {
 }
 
 // startCPU starts sampling the CPU of db's backends and of the given
-// processes (0: not measured; load 0: the harness's process).
-func startCPU(admin *pgxpool.Pool, db string, server, stripe int, load func() int) *cpuSampler {
+// processes (0: not measured), the harness's own process as the load
+// generator.
+func startCPU(admin *pgxpool.Pool, db string, server, stripe, mail int) *cpuSampler {
 	s := &cpuSampler{
-		admin: admin, db: db, server: server, stripe: stripe, load: load, interval: 50 * time.Millisecond,
+		admin: admin, db: db, server: server, stripe: stripe, mail: mail, interval: 50 * time.Millisecond,
 		first: map[int]time.Duration{}, last: map[int]time.Duration{},
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
@@ -160,13 +163,10 @@ func (s *cpuSampler) fixed() cpuShare {
 	if s.stripe > 0 {
 		c.Stripe, _ = procCPU(s.stripe)
 	}
-	pid := os.Getpid()
-	if s.load != nil {
-		if p := s.load(); p > 0 {
-			pid = p
-		}
+	if s.mail > 0 {
+		c.Mail, _ = procCPU(s.mail)
 	}
-	c.Load, _ = procCPU(pid)
+	c.Load, _ = procCPU(os.Getpid())
 	return c
 }
 
@@ -183,10 +183,10 @@ func (s *cpuSampler) finish(units int) (cpuShare, time.Duration) {
 	for pid, last := range s.last {
 		c.Postgres += last - s.first[pid]
 	}
-	c.Server, c.Stripe, c.Load = end.Server-s.base.Server, end.Stripe-s.base.Stripe, end.Load-s.base.Load
+	c.Server, c.Stripe, c.Mail, c.Load = end.Server-s.base.Server, end.Stripe-s.base.Stripe, end.Mail-s.base.Mail, end.Load-s.base.Load
 	if units > 0 {
 		n := time.Duration(units)
-		c = cpuShare{Postgres: c.Postgres / n, Server: c.Server / n, Stripe: c.Stripe / n, Load: c.Load / n}
+		c = cpuShare{Postgres: c.Postgres / n, Server: c.Server / n, Stripe: c.Stripe / n, Mail: c.Mail / n, Load: c.Load / n}
 	}
 	return c, time.Since(s.startAt)
 }

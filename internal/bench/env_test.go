@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -69,8 +70,10 @@ type benchEnv struct {
 	floorURL, seedURL, sqlURL, receiptURL     string
 	floorName, seedName, sqlName, receiptName string
 	stripeBase                                string
-	// stripe is the fake Stripe's process.
-	stripe *binrun.Process
+	// stripe is the fake Stripe's process, mail the mail sink's (at
+	// mailAddr).
+	stripe, mail *binrun.Process
+	mailAddr     string
 	// serveLog and stripeLog are the processes' log files in OutDir.
 	serveLog, stripeLog string
 	// workDir is the working directory of every process the harness
@@ -120,6 +123,21 @@ func newBenchEnv(tb testing.TB, cfg benchConfig) *benchEnv {
 	e.stripeBase = "http://" + stripeAddr
 	if err := e.stripe.Ready(context.Background(), e.stripeBase+"/_fake/faults", time.Minute); err != nil {
 		tb.Fatalf("the fake Stripe: %v (see %s)", err, e.stripeLog)
+	}
+
+	// The receipts go to a mail sink in a process of its own, which keeps
+	// no file: what receiving them costs is the recipient's, counted apart
+	// from the server's.
+	e.mailAddr = binrun.FreeAddr(tb)
+	e.mail = binrun.Start(tb, binrun.Cmd{Bin: e.bin, Args: []string{"mailsink", "-addr", e.mailAddr, "-dir", ""}, Dir: e.workDir, LogPath: benchLog(tb, cfg.OutDir, "mailsink.log")})
+	if err := binrun.Poll(context.Background(), time.Minute, func() error {
+		c, err := net.DialTimeout("tcp", e.mailAddr, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}); err != nil {
+		tb.Fatalf("the mail sink: %v", err)
 	}
 
 	var maxConns, inUse int
@@ -191,9 +209,7 @@ func (d *deployment) startEnv(tb testing.TB, env ...string) *servingProcess {
 		"ADMIN_TOKEN=" + benchAdminToken,
 		"STRIPE_API_BASE=" + d.e.stripeBase,
 		"STRIPE_SECRET_KEY=sk_test_bench",
-		// The built-in mail sink writes no file per receipt: the floor
-		// does not pay for one.
-		"MAIL_DIR=off",
+		"SMTP_URL=smtp://" + d.e.mailAddr,
 	}, env...)})
 	s := &servingProcess{Process: p, base: "http://" + addr}
 	if err := p.Ready(context.Background(), s.base+"/readyz", time.Minute); err != nil {

@@ -78,7 +78,7 @@ func (e *benchEnv) measureGrowth(tb testing.TB, keys, clients int) *growthRun {
 		tb.Fatalf("warm-up while reaping got no answer it wanted: %v", warm.ErrorSample)
 	}
 	before := scrapeCounter(tb, srv.base, "atomicrides_reaper_deleted_keys_total")
-	cpu := startCPU(e.admin, d.name, srv.Pid(), e.stripe.Pid(), nil)
+	cpu := startCPU(e.admin, d.name, srv.Pid(), e.stripe.Pid(), e.mail.Pid())
 	g.Reaping = runLoad(context.Background(), loadSpec{base: srv.base, clients: clients, duration: e.cfg.Duration, apiKeys: d.apiKeys, key: key})
 	g.Reaping.CPU, _ = cpu.finish(g.Reaping.OK)
 	after := scrapeCounter(tb, srv.base, "atomicrides_reaper_deleted_keys_total")

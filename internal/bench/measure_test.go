@@ -149,7 +149,7 @@ func (e *benchEnv) serviceRun(tb testing.TB, d *deployment, latency time.Duratio
 	pid := srv.Pid()
 	rssReset := resetPeakRSS(pid)
 	dbBefore := scrapeDBCounts(tb, srv.base)
-	cpu := startCPU(e.admin, d.name, pid, e.stripe.Pid(), nil)
+	cpu := startCPU(e.admin, d.name, pid, e.stripe.Pid(), e.mail.Pid())
 	run := runLoad(context.Background(), measured)
 	run.CPU, _ = cpu.finish(run.OK)
 	dbAfter := scrapeDBCounts(tb, srv.base)
@@ -175,7 +175,7 @@ func (e *benchEnv) serviceRun(tb testing.TB, d *deployment, latency time.Duratio
 func (e *benchEnv) pgbench(tb testing.TB, db string, a pgbenchArgs, clients int) pgbenchRun {
 	tb.Helper()
 	a.bin, a.duration, a.clients = e.pgbenchBin, e.cfg.Duration, min(clients, e.pgbenchClients)
-	cpu := startCPU(e.admin, db, 0, 0, nil)
+	cpu := startCPU(e.admin, db, 0, 0, 0)
 	run, err := runPgbench(context.Background(), a)
 	if err != nil {
 		cpu.finish(0)
