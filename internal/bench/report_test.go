@@ -56,7 +56,7 @@ const (
 	targetMaxRSS           = 150
 	mib                    = 1 << 20
 	targetRSSBytes         = targetMaxRSS * mib
-	targetRSSClients       = 256 // the memory target's concurrency
+	targetRSSClients       = 256  // the memory target's concurrency
 	targetGrowthRatio      = 1.15 // cost on grown tables ≤ 1.15 × on empty ones
 	targetReapP99Ratio     = 1.5  // p99 during a reaper pass ≤ 1.5 × without
 )
