@@ -227,57 +227,25 @@ func (s *Service) judgeExisting(row *dbgen.IdempotencyKey, fp []byte) (*Response
 // claim takes the key's lease (inserting the key if it is new) and, when the
 // step from its recovery point makes no foreign call, runs that step's phase
 // in the same transaction. A new key costs no read before its insert; an
-// existing one is judged as last committed and locked only when it can be
-// claimed, so that a replay or a conflict writes nothing.
+// existing one is read as last committed, with the COMMIT that ends the
+// insert's transaction (a replay or a conflict writes nothing and takes two
+// round trips), and when it can be claimed it is locked, judged again and
+// leased in a transaction of its own, which runs the phase.
 func claim[S any](ctx context.Context, s *Service, flow *Flow[S], req Request, params, fp []byte) (*Key, *S, *Response, error) {
 	var (
-		key     *Key
-		state   *S
-		resp    *Response
-		outcome Outcome
+		key       *Key
+		state     *S
+		resp      *Response
+		outcome   Outcome
+		claimable bool
 	)
 	token := uuid.New()
 	start, phased := time.Now(), RecoveryPoint("claim")
-	err := s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
-		key, state, resp, outcome = nil, nil, nil, Outcome{}
-		now := s.now()
-		row, err := s.queries.IdempotencyKeyInsert(ctx, tx, dbgen.IdempotencyKeyInsertParams{
-			IdempotencyKey:     req.Key,
-			Now:                now,
-			LockToken:          token,
-			Flow:               flow.Name,
-			RequestMethod:      req.Method,
-			RequestPath:        req.Path,
-			RequestParams:      params,
-			RequestFingerprint: fp,
-			RequestIP:          req.IP,
-			UserID:             req.UserID,
-		})
-		if isNoRows(err) {
-			// The key exists, committed: the insert waited for any claim of
-			// it in progress. Replays, mismatches and live leases are
-			// answered from this read.
-			if row, err = s.queries.IdempotencyKeyGet(ctx, tx, req.UserID, req.Key); err != nil {
-				return err
-			}
-			if resp, err = s.judgeExisting(row, fp); resp != nil || err != nil {
-				return err
-			}
-			// Claimable: lock it and judge it again, now that no other
-			// claim can interleave.
-			row, err = s.queries.IdempotencyKeyLockByUserKey(ctx, tx, req.UserID, req.Key)
-			if err != nil {
-				return err
-			}
-			if resp, err = s.judgeExisting(row, fp); resp != nil || err != nil {
-				return err
-			}
-			row, err = s.queries.IdempotencyKeyLease(ctx, tx, dbgen.IdempotencyKeyLeaseParams{Now: now, LockToken: token, ID: row.ID})
-		}
-		if err != nil {
-			return err
-		}
+	// proceed runs, in the claiming transaction, what follows the lease:
+	// the flow's state, and the phase when the step makes no call.
+	proceed := func(ctx context.Context, tx pgx.Tx, row *dbgen.IdempotencyKey) error {
 		key = keyFromRow(row, token)
+		var err error
 		if state, err = flow.Load(ctx, tx, key); err != nil {
 			return err
 		}
@@ -296,11 +264,59 @@ func claim[S any](ctx context.Context, s *Service, flow *Flow[S], req Request, p
 		// The record carries the commit (commitWith): the phase's writes are
 		// done and nothing is committed yet.
 		crashPoint(flow.Name, phased, atBeforeCommit)
-		if resp, err = s.record(ctx, tx, key, outcome); err != nil {
+		resp, err = s.record(ctx, tx, key, outcome)
+		return err
+	}
+	err := s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
+		key, state, resp, outcome, claimable, phased = nil, nil, nil, Outcome{}, false, "claim"
+		row, err := s.queries.IdempotencyKeyInsert(ctx, tx, dbgen.IdempotencyKeyInsertParams{
+			IdempotencyKey:     req.Key,
+			Now:                s.now(),
+			LockToken:          token,
+			Flow:               flow.Name,
+			RequestMethod:      req.Method,
+			RequestPath:        req.Path,
+			RequestParams:      params,
+			RequestFingerprint: fp,
+			RequestIP:          req.IP,
+			UserID:             req.UserID,
+		})
+		if isNoRows(err) {
+			// The key exists, committed: the insert waited for any claim of
+			// it in progress. Replays, mismatches and live leases are
+			// answered from this read, which ends the transaction.
+			if row, err = s.queries.IdempotencyKeyGet(ctx, commitWith(tx), req.UserID, req.Key); err != nil {
+				return err
+			}
+			if resp, err = s.judgeExisting(row, fp); resp != nil || err != nil {
+				return err
+			}
+			claimable = true
+			return nil
+		}
+		if err != nil {
 			return err
 		}
-		return nil
+		return proceed(ctx, tx, row)
 	})
+	if err == nil && claimable {
+		err = s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
+			key, state, resp, outcome, phased = nil, nil, nil, Outcome{}, "claim"
+			// Lock the key and judge it again, now that no other claim can
+			// interleave.
+			row, err := s.queries.IdempotencyKeyLockByUserKey(ctx, tx, req.UserID, req.Key)
+			if err != nil {
+				return err
+			}
+			if resp, err = s.judgeExisting(row, fp); resp != nil || err != nil {
+				return err
+			}
+			if row, err = s.queries.IdempotencyKeyLease(ctx, tx, dbgen.IdempotencyKeyLeaseParams{Now: s.now(), LockToken: token, ID: row.ID}); err != nil {
+				return err
+			}
+			return proceed(ctx, tx, row)
+		})
+	}
 	if err == nil {
 		s.metrics.phase(flow.Name, phased, time.Since(start))
 		crashPoint(flow.Name, phased, atAfterCommit)

@@ -176,12 +176,12 @@ func (t *pipeTx) Rollback(ctx context.Context) error {
 }
 
 // commitWith returns where to send the last statement of tx: for a pipeTx,
-// a dbgen.DBTX whose Exec sends the statement and COMMIT in one pipeline,
-// the transaction's last round trip; for any other transaction, tx itself.
-// Only Exec may be used on it, once, and nothing on tx after it: the
-// statement's command tag is known only once the commit is sent, so what
-// must hold for the transaction to commit is made to hold before it (a lock
-// on the row it updates, say).
+// a dbgen.DBTX whose Exec or QueryRow sends the statement and COMMIT in one
+// pipeline, the transaction's last round trip; for any other transaction,
+// tx itself. Only Exec or QueryRow may be used on it, once, and nothing on
+// tx after it: the statement's result is known only once the commit is
+// sent, so what must hold for the transaction to commit is made to hold
+// before it (a lock on the row it updates, say).
 func commitWith(tx pgx.Tx) dbgen.DBTX {
 	if t, ok := tx.(*pipeTx); ok {
 		return pipeCommit{t}
@@ -232,14 +232,62 @@ func (c pipeCommit) Exec(ctx context.Context, sql string, args ...any) (pgconn.C
 	return tag, err
 }
 
-// Query is not supported: the last statement of a phase is an Exec.
+// Query is not supported: the last statement is an Exec or a QueryRow.
 func (c pipeCommit) Query(context.Context, string, ...any) (pgx.Rows, error) {
-	return nil, errors.New("service: commitWith carries an Exec only")
+	return nil, errors.New("service: commitWith carries an Exec or a QueryRow only")
 }
 
-// QueryRow is not supported: the last statement of a phase is an Exec.
-func (c pipeCommit) QueryRow(context.Context, string, ...any) pgx.Row {
-	return &pipeRow{err: errors.New("service: commitWith carries an Exec only")}
+// QueryRow sends the query and COMMIT (and the BEGIN if still pending) in
+// one pipeline; the row is read, then the COMMIT's answer, when it is
+// scanned.
+func (c pipeCommit) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	t := c.t
+	if t.ended {
+		return &pipeRow{err: pgx.ErrTxClosed}
+	}
+	b := &pgx.Batch{}
+	hadBegin := t.begin != ""
+	if hadBegin {
+		b.Queue(t.begin)
+	}
+	b.Queue(sql, args...)
+	b.Queue("COMMIT")
+	t.begin = ""
+	return &commitRow{t: t, br: t.conn.SendBatch(ctx, b), hadBegin: hadBegin}
+}
+
+// commitRow is the row of a query sent with COMMIT behind it.
+type commitRow struct {
+	t        *pipeTx
+	br       pgx.BatchResults
+	hadBegin bool
+}
+
+func (r *commitRow) Scan(dest ...any) error {
+	var err error
+	if r.hadBegin {
+		_, err = r.br.Exec()
+	}
+	if err == nil {
+		err = r.br.QueryRow().Scan(dest...)
+	}
+	// No row is still an answer: the COMMIT follows it.
+	if err == nil || errors.Is(err, pgx.ErrNoRows) {
+		ctag, cerr := r.br.Exec()
+		switch {
+		case cerr != nil:
+			err = cerr
+		case ctag.String() == "ROLLBACK":
+			err = pgx.ErrTxCommitRollback
+		}
+	}
+	if cerr := r.br.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil || errors.Is(err, pgx.ErrNoRows) {
+		r.t.ended = r.t.conn.Conn().PgConn().TxStatus() == 'I'
+	}
+	return err
 }
 
 // batchRows are the rows of a query sent in a pipeline: closing them closes

@@ -300,7 +300,6 @@ func benchMarkdown(info benchInfo, cfg benchConfig, points []*benchPoint, growth
 		}
 	}
 
-	fmt.Fprintf(&b, "\n## Targets\n\n")
 	if growth != nil {
 		fmt.Fprintf(&b, "\n## Cost as the data grows\n\n")
 		fmt.Fprintf(&b, "%d finished keys, each with its ride and audit record, loaded with SQL over %s (in %s); then new rides and first replays at %d clients, and new rides while a reaper pass deletes the keys older than %s. CPU in ms per request.\n\n",
@@ -322,6 +321,7 @@ func benchMarkdown(info benchInfo, cfg benchConfig, points []*benchPoint, growth
 		row(fmt.Sprintf("new rides, reaper deleting (%.0f keys/s)", growth.ReapedPerSec), growth.Reaping, empty.New)
 	}
 
+	fmt.Fprintf(&b, "\n## Targets\n\n")
 	for _, t := range benchTargets(cfg, points, growth) {
 		verdict := "not judged (the sweep lacks its concurrency)"
 		if t.Judged {
