@@ -4,10 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -28,16 +26,12 @@ type bookOutput struct {
 // idempotency key (--key, or a fresh one) for every attempt. The rider's API
 // key comes from ATOMICRIDES_API_KEY, the server from ATOMICRIDES_URL.
 func book(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("book", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	from := fs.String("from", "", "origin as LAT,LON, e.g. 37.7749,-122.4194 (required)")
-	to := fs.String("to", "", "destination as LAT,LON (required)")
-	key := fs.String("key", "", "idempotency key: pass the key of an earlier attempt to retry that booking (default: a fresh key)")
-	if err := fs.Parse(args); err != nil {
+	cmd := newCommand("book", "book --from LAT,LON --to LAT,LON [--key KEY]\n\nBooks one ride through the API with safe retries (one idempotency key for every attempt).\nThe rider's API key comes from ATOMICRIDES_API_KEY, the server from ATOMICRIDES_URL\n(default http://127.0.0.1:8080).", stdout)
+	from := cmd.fs.String("from", "", "origin as LAT,LON, e.g. 37.7749,-122.4194 (required)")
+	to := cmd.fs.String("to", "", "destination as LAT,LON (required)")
+	key := cmd.fs.String("key", "", "idempotency key: pass the key of an earlier attempt to retry that booking (default: a fresh key)")
+	if err := cmd.parse(args, 0); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("book: unexpected arguments %q", fs.Args())
 	}
 	var body client.RideCreateBody
 	var err error
@@ -47,12 +41,14 @@ func book(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if body.TargetLat, body.TargetLon, err = parseLatLon("--to", *to); err != nil {
 		return err
 	}
-	apiKey := os.Getenv("ATOMICRIDES_API_KEY")
-	if apiKey == "" {
+	cfg, err := bookConfigFromEnv()
+	if err != nil {
+		return err
+	}
+	if cfg.APIKey == "" {
 		return errors.New("book: set ATOMICRIDES_API_KEY to the rider's API key (PUT /users/{email} mints one)")
 	}
-	base := envOr("ATOMICRIDES_URL", "http://127.0.0.1:8080")
-	c, err := client.NewClient(base, client.WithBearer(apiKey))
+	c, err := client.NewClient(cfg.URL, client.WithBearer(cfg.APIKey))
 	if err != nil {
 		return fmt.Errorf("book: %w", err)
 	}
@@ -93,7 +89,7 @@ func parseLatLon(flagName, v string) (lat, lon float64, err error) {
 		}
 	}
 	if !ok || err != nil {
-		return 0, 0, fmt.Errorf("book: %s must be LAT,LON in degrees, e.g. 37.7749,-122.4194; got %q", flagName, v)
+		return 0, 0, usagef("book: %s must be LAT,LON in degrees, e.g. 37.7749,-122.4194; got %q", flagName, v)
 	}
 	return lat, lon, nil
 }

@@ -49,7 +49,10 @@ func TestBookCommand(t *testing.T) {
 	t.Cleanup(srv.Close)
 	rider, err := svc.UserUpsert(ctx, service.UserUpsertParams{Email: "cli@example.com"})
 	require.NoError(t, err)
-	env := []string{"ATOMICRIDES_URL=" + srv.URL, "ATOMICRIDES_API_KEY=" + rider.APIKey}
+	// book, a client, reads only its own variables: a server's, even
+	// invalid, do not stand in its way.
+	env := []string{"ATOMICRIDES_URL=" + srv.URL, "ATOMICRIDES_API_KEY=" + rider.APIKey,
+		"LEASE=bogus", "ADMIN_TOKEN=short", "STRIPE_SECRET_KEY=pk_test_not_secret", "DATABASE_URL=postgres://x@:notaport/db"}
 
 	fake.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultStatus, Status: http.StatusServiceUnavailable, Times: 1})
 	first := runBook(t, env, "--from", "37.7749,-122.4194", "--to", "37.8044, -122.2712")
@@ -94,7 +97,7 @@ func TestBookCommand(t *testing.T) {
 	require.Contains(t, noKey.stderr, "ATOMICRIDES_API_KEY")
 
 	badFrom := runBook(t, env, "--from", "north", "--to", "2,2")
-	require.Equal(t, 1, badFrom.exit)
+	require.Equal(t, 2, badFrom.exit, "a usage error")
 	require.Contains(t, badFrom.stderr, "--from must be LAT,LON")
 
 	outOfRange := runBook(t, env, "--from", "91,0", "--to", "2,2")

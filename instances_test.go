@@ -26,6 +26,7 @@ import (
 type instance struct {
 	base string
 	logs *binrun.Buffer
+	proc *binrun.Process
 }
 
 // startServe runs `serve` with env added to the test's environment and waits
@@ -39,9 +40,9 @@ func startServe(t *testing.T, env ...string) *instance {
 			t.Logf("logs of %s:\n%s", in.base, in.logs.String())
 		}
 	})
-	p := binrun.Start(t, binrun.Cmd{Bin: binrun.Build(t), Args: []string{"serve"}, Output: in.logs,
+	in.proc = binrun.Start(t, binrun.Cmd{Bin: binrun.Build(t), Args: []string{"serve"}, Output: in.logs,
 		Env: append([]string{"ADDR=" + addr}, env...)})
-	require.NoError(t, p.Ready(context.Background(), in.base+"/readyz", time.Minute), "logs:\n%s", in.logs.String())
+	require.NoError(t, in.proc.Ready(context.Background(), in.base+"/readyz", time.Minute), "logs:\n%s", in.logs.String())
 	return in
 }
 
@@ -85,7 +86,7 @@ func TestTwoInstancesShareOneDatabase(t *testing.T) {
 	t.Cleanup(func() { _ = stopSink(ctx) })
 
 	env := []string{
-		"DATABASE_URL=" + dbURL, "ADMIN_TOKEN=two-admin",
+		"DATABASE_URL=" + dbURL, "ADMIN_TOKEN=two-instances-admin-token-0123456789abcdef",
 		"STRIPE_API_BASE=" + stripeSrv.URL, "STRIPE_SECRET_KEY=sk_test_two",
 		"SMTP_URL=" + smtpURL, "COMPLETER_INTERVAL=250ms", "COMPLETER_IDLE=1s",
 	}
@@ -97,7 +98,7 @@ func TestTwoInstancesShareOneDatabase(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode, "PPROF_ADDR serves the runtime profiles")
 
-	status, body := a.do(t, http.MethodPut, "/users/two@example.com", "two-admin", nil, `{"payment_source":"tok_visa"}`)
+	status, body := a.do(t, http.MethodPut, "/users/two@example.com", "two-instances-admin-token-0123456789abcdef", nil, `{"payment_source":"tok_visa"}`)
 	require.Equal(t, http.StatusCreated, status, "%s", body)
 	var created struct {
 		APIKey string `json:"api_key"`
@@ -166,7 +167,7 @@ func TestTwoInstancesShareOneDatabase(t *testing.T) {
 	finished := func() float64 {
 		sum := 0.0
 		for _, in := range []*instance{a, b} {
-			status, body := in.do(t, http.MethodGet, "/metrics", "two-admin", nil, "")
+			status, body := in.do(t, http.MethodGet, "/metrics", "two-instances-admin-token-0123456789abcdef", nil, "")
 			require.Equal(t, http.StatusOK, status)
 			require.Contains(t, string(body), `atomicrides_http_requests_total{route="POST /rides",status="201"}`)
 			sum += metricValue(string(body), `atomicrides_completer_completions_total{outcome="finished"}`)

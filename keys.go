@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,37 +16,113 @@ import (
 	"github.com/atomicrides/atomicrides/service"
 )
 
-const keysUsage = `usage:
+const keysUsage = `keys list|show|complete|reconcile ...
+
   keys list [-dead] [-limit N] [-json]   unfinished requests idle past COMPLETER_IDLE or past KEY_RETENTION;
                                          -dead: those whose completion was discarded after its last attempt
   keys show [-json] ID                   one key, its stored request and its completion job
-  keys complete ID                       drive the request to completion now, as its client's retry would`
+  keys complete ID                       drive the request to completion now, as its client's retry would
+  keys reconcile [-since 48h] [-json]    charges and refunds at Stripe of this deployment that no ride records,
+                                         and rides recorded as charged that Stripe lacks; exit 1 when any`
 
-// keysCommand is the operators' view of idempotency keys.
+// errReconcileFindings is the error (exit status 1) of a reconciliation
+// that found something for an operator to look at.
+var errReconcileFindings = errors.New("reconciliation found orphans or missing charges (listed above)")
+
+// keysCommand is the operators' view of idempotency keys. The command line
+// is checked in full before the database is touched.
 func keysCommand(ctx context.Context, args []string, out io.Writer, logger *slog.Logger) error {
 	if len(args) == 0 {
-		return errors.New(keysUsage)
+		return usagef("keys: missing subcommand: list, show, complete or reconcile (see atomicrides keys --help)")
 	}
-	pool, err := connect(ctx, logger, false, nil)
+	sub := args[0]
+	if isHelp(sub) {
+		fmt.Fprintln(out, "usage: atomicrides "+keysUsage)
+		return errHelpShown
+	}
+	var cmd *command
+	var dead, asJSON *bool
+	var limit *int
+	var since *time.Duration
+	var id int64
+	switch sub {
+	case "list":
+		cmd = newCommand("keys list", "keys list [-dead] [-limit N] [-json]\n\nLists unfinished requests idle past COMPLETER_IDLE or past KEY_RETENTION.", out)
+		dead = cmd.fs.Bool("dead", false, "list dead-lettered requests only: those whose completion was discarded after its last attempt")
+		limit = cmd.fs.Int("limit", 100, "list at most this many")
+		asJSON = cmd.fs.Bool("json", false, "print JSON")
+		if err := cmd.parse(args[1:], 0); err != nil {
+			return err
+		}
+		if *limit <= 0 {
+			return usagef("keys list: -limit %d: want a positive number", *limit)
+		}
+	case "reconcile":
+		cmd = newCommand("keys reconcile", "keys reconcile [-since 48h] [-json]\n\nLists the charges and refunds at Stripe of this deployment that no ride records, and the rides\nrecorded as charged that Stripe lacks; exits 1 when there is any.", out)
+		since = cmd.fs.Duration("since", 48*time.Hour, "how far back to look")
+		asJSON = cmd.fs.Bool("json", false, "print JSON")
+		if err := cmd.parse(args[1:], 0); err != nil {
+			return err
+		}
+		if *since <= 0 {
+			return usagef("keys reconcile: -since %s: want a positive duration such as 48h", *since)
+		}
+	case "show", "complete":
+		if sub == "show" {
+			cmd = newCommand("keys show", "keys show [-json] ID\n\nShows one key, its stored request and its completion job.", out)
+			asJSON = cmd.fs.Bool("json", false, "print JSON")
+		} else {
+			cmd = newCommand("keys complete", "keys complete ID\n\nDrives the request to completion now, as its client's retry would.", out)
+		}
+		if err := cmd.parse(args[1:], 1); err != nil {
+			return err
+		}
+		if cmd.fs.NArg() != 1 {
+			return usagef("keys %s: missing the key's ID (see atomicrides keys %s --help)", sub, sub)
+		}
+		var err error
+		if id, err = strconv.ParseInt(cmd.fs.Arg(0), 10, 64); err != nil || id <= 0 {
+			return usagef("keys %s: key id %q: want a positive integer", sub, cmd.fs.Arg(0))
+		}
+	default:
+		return usagef("keys: unknown subcommand %q: want list, show, complete or reconcile (see atomicrides keys --help)", sub)
+	}
+
+	// complete and reconcile reach Stripe: they refuse to run without its
+	// configuration, before touching anything. None of them sends mail.
+	needs := backends{stripe: sub == "complete" || sub == "reconcile"}
+	cfg, err := configFromEnv(needs)
+	if err != nil {
+		return err
+	}
+	pool, err := connect(ctx, cfg, logger, false, nil)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	svc, stop, err := newService(pool, prometheus.NewRegistry(), logger)
+	svc, _, stop, err := newService(pool, cfg, prometheus.NewRegistry(), logger, needs)
 	if err != nil {
 		return err
 	}
 	defer stop()
 
-	fs := flag.NewFlagSet("keys "+args[0], flag.ContinueOnError)
-	fs.SetOutput(out)
-	dead := fs.Bool("dead", false, "list dead-lettered requests only")
-	limit := fs.Int("limit", 100, "list at most this many")
-	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args[1:]); err != nil {
-		return err
-	}
-	switch args[0] {
+	switch sub {
+	case "reconcile":
+		rep, err := svc.Reconcile(ctx, *since)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			if err := printJSON(out, rep); err != nil {
+				return err
+			}
+		} else {
+			printReconcile(out, rep)
+		}
+		if !rep.Clean() {
+			return errReconcileFindings
+		}
+		return nil
 	case "list":
 		var keys []*service.KeyInfo
 		if *dead {
@@ -63,26 +138,18 @@ func keysCommand(ctx context.Context, args []string, out io.Writer, logger *slog
 		}
 		printKeys(out, keys)
 		return nil
-	case "show", "complete":
-		if fs.NArg() != 1 {
-			return errors.New(keysUsage)
+	case "complete":
+		resp, err := svc.KeyComplete(ctx, id)
+		if err != nil {
+			return fmt.Errorf("key %d not completed: %w", id, err)
 		}
-		id, err := strconv.ParseInt(fs.Arg(0), 10, 64)
-		if err != nil || id <= 0 {
-			return fmt.Errorf("key id %q: want a positive integer", fs.Arg(0))
+		verb := "finished"
+		if resp.Replayed {
+			verb = "was already finished"
 		}
-		if args[0] == "complete" {
-			resp, err := svc.KeyComplete(ctx, id)
-			if err != nil {
-				return fmt.Errorf("key %d not completed: %w", id, err)
-			}
-			verb := "finished"
-			if resp.Replayed {
-				verb = "was already finished"
-			}
-			fmt.Fprintf(out, "key %d %s: %d %s\n", id, verb, resp.Status, resp.Body)
-			return nil
-		}
+		fmt.Fprintf(out, "key %d %s: %d %s\n", id, verb, resp.Status, resp.Body)
+		return nil
+	default: // show
 		k, err := svc.KeyGet(ctx, id)
 		if err != nil {
 			return err
@@ -93,7 +160,6 @@ func keysCommand(ctx context.Context, args []string, out io.Writer, logger *slog
 		printKey(out, k)
 		return nil
 	}
-	return errors.New(keysUsage)
 }
 
 func printKeys(out io.Writer, keys []*service.KeyInfo) {
@@ -148,4 +214,23 @@ func printJSON(out io.Writer, v any) error {
 	enc := json.NewEncoder(out)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+func printReconcile(out io.Writer, r *service.ReconcileReport) {
+	fmt.Fprintf(out, "namespace %s, since %s: %d charges, %d refunds of this deployment at Stripe\n",
+		r.Namespace, r.Since.Format(time.RFC3339), r.Charges, r.Refunds)
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KIND\tID\tCHARGE\tAMOUNT\tCREATED\tRIDER\tRIDE")
+	for _, o := range r.OrphanCharges {
+		fmt.Fprintf(tw, "orphan charge\t%s\t-\t%d\t%s\t%s\t-\n", o.ID, o.AmountCents, o.Created.Format(time.RFC3339), o.Rider)
+	}
+	for _, o := range r.OrphanRefunds {
+		fmt.Fprintf(tw, "orphan refund\t%s\t%s\t%d\t%s\t%s\t-\n", o.ID, o.ChargeID, o.AmountCents, o.Created.Format(time.RFC3339), o.Rider)
+	}
+	for _, m := range r.MissingCharges {
+		fmt.Fprintf(tw, "missing charge\t-\t%s\t-\t-\t-\t%d\n", m.ChargeID, m.RideID)
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(out, "%d orphan charges, %d orphan refunds, %d missing charges\n",
+		len(r.OrphanCharges), len(r.OrphanRefunds), len(r.MissingCharges))
 }

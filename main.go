@@ -1,9 +1,9 @@
 // Command atomicrides books rides and charges riders exactly once.
 //
-//	atomicrides serve        run the HTTP API and the River workers
+//	atomicrides serve [-dev] run the HTTP API and the River workers (-dev: with the built-in fake Stripe and mail sink)
 //	atomicrides migrate      apply pending migrations (the service's and River's)
 //	atomicrides openapi      print the OpenAPI spec (YAML)
-//	atomicrides keys …       list, show and complete stuck requests (operators)
+//	atomicrides keys …       list, show and complete stuck requests; reconcile with Stripe (operators)
 //	atomicrides fakestripe   serve the built-in fake Stripe on its own address
 //	atomicrides mailsink     serve an SMTP server that keeps what it receives
 //	atomicrides db up|down|url   manage the throwaway development PostgreSQL
@@ -15,27 +15,30 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
-	"net/http"
-	"net/http/pprof"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/multitracer"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
+	"go.opentelemetry.io/otel"
 	"riverqueue.com/riverui"
 
+	"github.com/atomicrides/atomicrides/internal/telemetry"
 	"github.com/atomicrides/atomicrides/jobs"
 	"github.com/atomicrides/atomicrides/openapi"
 	"github.com/atomicrides/atomicrides/openapi/web"
@@ -49,50 +52,89 @@ import (
 )
 
 func main() {
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	// Log lines written under a span carry its trace_id and span_id.
+	logger := slog.New(telemetry.LogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	if err := runCommand(ctx, os.Args[1:], logger); err != nil {
+	err := runCommand(ctx, os.Args[1:], os.Stdout, os.Stderr, logger)
+	stop()
+	var usage *usageError
+	var invalidConfig *configError
+	switch {
+	case err == nil, errors.Is(err, errHelpShown):
+	case errors.As(err, &usage):
+		fmt.Fprintln(os.Stderr, "atomicrides: "+oneLine(usage.msg))
+		os.Exit(2)
+	case errors.As(err, &invalidConfig):
+		// One line per invalid variable.
+		for _, e := range joined(err) {
+			fmt.Fprintln(os.Stderr, "atomicrides: "+oneLine(e.Error()))
+		}
+		os.Exit(1)
+	default:
 		logger.Error("exit", "err", err)
 		os.Exit(1)
 	}
 }
 
-func runCommand(ctx context.Context, args []string, logger *slog.Logger) error {
+// joined returns the errors joined in err (errors.Join), or err alone.
+func joined(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+// runCommand runs the command of args (serve when there is none).
+func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
 	if len(args) == 0 {
 		args = []string{"serve"}
 	}
 	switch args[0] {
+	case "-h", "-help", "--help":
+		printMainUsage(stdout)
+		return errHelpShown
+	case "help":
+		if len(args) > 1 {
+			return runCommand(ctx, []string{args[1], "--help"}, stdout, stderr, logger)
+		}
+		printMainUsage(stdout)
+		return errHelpShown
 	case "serve":
-		return serve(ctx, args[1:], logger)
+		return serve(ctx, args[1:], stdout, logger)
 	case "migrate":
-		return migrate(ctx, logger)
+		return migrate(ctx, args[1:], stdout, logger)
 	case "openapi":
+		if err := newCommand("openapi", "openapi\n\nPrints the OpenAPI spec of the API (YAML) to stdout.", stdout).parse(args[1:], 0); err != nil {
+			return err
+		}
 		spec, err := openapi.Spec()
 		if err != nil {
 			return err
 		}
-		_, err = os.Stdout.Write(spec)
+		_, err = stdout.Write(spec)
 		return err
 	case "fakestripe":
-		return serveFakeStripe(ctx, args[1:], logger)
+		return serveFakeStripe(ctx, args[1:], stdout, logger)
 	case "mailsink":
-		return serveMailSink(ctx, args[1:], logger)
+		return serveMailSink(ctx, args[1:], stdout, logger)
 	case "keys":
-		return keysCommand(ctx, args[1:], os.Stdout, logger)
+		return keysCommand(ctx, args[1:], stdout, logger)
 	case "db":
-		return dbCommand(ctx, args[1:], logger)
+		return dbCommand(ctx, args[1:], stdout, logger)
 	case "book":
-		return book(ctx, args[1:], os.Stdout, os.Stderr)
+		return book(ctx, args[1:], stdout, stderr)
 	default:
-		return fmt.Errorf("unknown command %q: want serve, migrate, openapi, keys, book, fakestripe, mailsink or db", args[0])
+		return usagef("unknown command %q (see atomicrides --help)", args[0])
 	}
 }
 
-// databaseURL is DATABASE_URL, or else a local server or throwaway cluster
-// found (and, when start, started) by pgenv.
-func databaseURL(ctx context.Context, logger *slog.Logger, start bool) (string, error) {
-	db, err := pgenv.Resolve(ctx, pgenv.Options{Start: start, Logger: logger})
+// databaseURL is the configured DATABASE_URL, or else a local server or
+// throwaway cluster found (and, when start, started) by pgenv.
+func databaseURL(ctx context.Context, cfg *config, logger *slog.Logger, start bool) (string, error) {
+	if cfg.DatabaseURL != "" {
+		return cfg.DatabaseURL, nil
+	}
+	db, err := pgenv.Resolve(ctx, pgenv.Options{Start: start, Logger: logger, EnvVars: []string{}})
 	if err != nil {
 		return "", err
 	}
@@ -100,20 +142,26 @@ func databaseURL(ctx context.Context, logger *slog.Logger, start bool) (string, 
 }
 
 // connect opens a pool on the database of databaseURL and checks that it
-// answers. A non-nil tracer traces every connection of the pool.
-func connect(ctx context.Context, logger *slog.Logger, start bool, tracer pgx.QueryTracer) (*pgxpool.Pool, error) {
-	url, err := databaseURL(ctx, logger, start)
+// answers. Every connection traces its queries for the request or job in
+// their context, and a non-nil counter counts its statements and round trips
+// too.
+func connect(ctx context.Context, cfg *config, logger *slog.Logger, start bool, counter *service.DBCounter) (*pgxpool.Pool, error) {
+	url, err := databaseURL(ctx, cfg, logger, start)
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := pgxpool.ParseConfig(url)
+	poolCfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, fmt.Errorf("DATABASE_URL: %w", err)
+		// Checked by loadConfig; pgx's message may hold the password.
+		return nil, errors.New("DATABASE_URL: not a valid PostgreSQL connection string")
 	}
-	if tracer != nil {
-		cfg.ConnConfig.Tracer = tracer
+	// Query spans of traced requests and jobs only.
+	poolCfg.ConnConfig.Tracer = telemetry.PgxTracer{}
+	if counter != nil {
+		// Both see every query and batch, in this order.
+		poolCfg.ConnConfig.Tracer = multitracer.New(telemetry.PgxTracer{}, counter)
 	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
 	if err != nil {
 		return nil, err
 	}
@@ -126,8 +174,15 @@ func connect(ctx context.Context, logger *slog.Logger, start bool, tracer pgx.Qu
 	return pool, nil
 }
 
-func migrate(ctx context.Context, logger *slog.Logger) error {
-	pool, err := connect(ctx, logger, true, nil)
+func migrate(ctx context.Context, args []string, stdout io.Writer, logger *slog.Logger) error {
+	if err := newCommand("migrate", "migrate\n\nApplies the pending migrations, the service's and River's, to DATABASE_URL.", stdout).parse(args, 0); err != nil {
+		return err
+	}
+	cfg, err := configFromEnv(backends{})
+	if err != nil {
+		return err
+	}
+	pool, err := connect(ctx, cfg, logger, true, nil)
 	if err != nil {
 		return err
 	}
@@ -140,22 +195,34 @@ func migrate(ctx context.Context, logger *slog.Logger) error {
 	return nil
 }
 
-func serve(ctx context.Context, args []string, logger *slog.Logger) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	noMigrate := fs.Bool("no-migrate", false, "do not apply pending migrations at start")
-	if err := fs.Parse(args); err != nil {
+func serve(ctx context.Context, args []string, stdout io.Writer, logger *slog.Logger) error {
+	cmd := newCommand("serve", "serve [-no-migrate] [-dev]\n\nServes the HTTP API, the booking pages and River UI, and runs the River workers.\nConfiguration comes from the environment: see README.md. Without -dev, STRIPE_SECRET_KEY\nand SMTP_URL are required.", stdout)
+	noMigrate := cmd.fs.Bool("no-migrate", false, "do not apply pending migrations at start")
+	dev := cmd.fs.Bool("dev", false, "development: without STRIPE_SECRET_KEY use the built-in fake Stripe, without SMTP_URL the built-in mail sink")
+	if err := cmd.parse(args, 0); err != nil {
 		return err
 	}
-	addr := envOr("ADDR", "127.0.0.1:8080")
-	adminToken := os.Getenv("ADMIN_TOKEN")
-	if adminToken == "" {
-		adminToken = randomToken()
-		logger.Warn("ADMIN_TOKEN not set: generated one for this run", "admin_token", adminToken)
+	// A missing or invalid configuration is refused before anything is
+	// touched.
+	needs := backends{stripe: true, mail: true, dev: *dev}
+	cfg, err := configFromEnv(needs)
+	if err != nil {
+		return err
 	}
+	adminToken, generated := cfg.AdminToken, cfg.AdminTokenGenerated
+	if generated {
+		logger.Warn("ADMIN_TOKEN not set: generated one for this run, printed in the banner", "admin_token_sha256", fingerprint(adminToken))
+	}
+
+	stopTracing, err := setupTracing(ctx, logger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing() // after everything that makes spans has stopped
 
 	// Statements and round trips to the database, on /metrics.
 	dbCounter := &service.DBCounter{}
-	pool, err := connect(ctx, logger, true, dbCounter)
+	pool, err := connect(ctx, cfg, logger, true, dbCounter)
 	if err != nil {
 		return err
 	}
@@ -169,17 +236,18 @@ func serve(ctx context.Context, args []string, logger *slog.Logger) error {
 
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), dbCounter)
-	svc, stopDeps, err := newService(pool, registry, logger)
+	svc, devNote, stopDeps, err := newService(pool, cfg, registry, logger, needs)
 	if err != nil {
 		return err
 	}
 	defer stopDeps()
+	// Revoked API keys are forgotten by this process's auth cache as they are
+	// announced; the goroutine ends with ctx.
+	go func() { _ = svc.ListenAPIKeyRevocations(ctx) }()
 
-	jobsCfg, err := jobsConfigFromEnv(logger)
-	if err != nil {
-		return err
-	}
-	riverCfg := jobs.RiverConfig(jobsCfg, svc)
+	riverCfg := jobs.RiverConfig(cfg.jobsConfig(logger), svc)
+	// A job's run continues the trace of the phase that inserted it.
+	riverCfg.Plugins = []rivertype.Plugin{telemetry.NewRiverMiddleware(nil)}
 	riverClient, err := river.NewClient(riverpgxv5.New(pool), riverCfg)
 	if err != nil {
 		return err
@@ -207,34 +275,33 @@ func serve(ctx context.Context, args []string, logger *slog.Logger) error {
 		Ready:      func(ctx context.Context) error { return ready(ctx, pool) },
 		Logger:     logger,
 		Metrics:    registry,
-		Pages:      web.New(web.Config{Service: svc, Secret: adminToken, Logger: logger}),
+		Pages:      web.New(web.Config{Service: svc, Secret: adminToken, Logger: logger, PublicURL: cfg.PublicURL}),
 	})
-	if metricsAddr := os.Getenv("METRICS_ADDR"); metricsAddr != "" {
+	if metricsAddr := cfg.MetricsAddr; metricsAddr != "" {
 		mln, err := net.Listen("tcp", metricsAddr)
 		if err != nil {
 			return err
 		}
-		msrv := &http.Server{Handler: openapi.MetricsHandler(registry), ReadHeaderTimeout: 10 * time.Second}
+		msrv := newHTTPServer(openapi.MetricsHandler(registry))
 		go func() { _ = msrv.Serve(mln) }()
 		defer msrv.Close()
 		logger.Info("metrics serving", "url", "http://"+mln.Addr().String()+"/metrics")
 	}
-	if pprofAddr := os.Getenv("PPROF_ADDR"); pprofAddr != "" {
+	if pprofAddr := cfg.PprofAddr; pprofAddr != "" {
 		stopPprof, err := servePprof(pprofAddr, logger)
 		if err != nil {
 			return err
 		}
 		defer stopPprof()
 	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	srv := newHTTPServer(handler)
 	base := "http://" + ln.Addr().String()
-	logger.Info("serving", "url", base, "river_ui", base+"/riverui/", "openapi", base+"/openapi.yaml")
-	fmt.Fprintf(os.Stderr, "\nAtomic Rides is serving on %s\n  admin token: %s\n  River UI:    %s/riverui/  (any user name, the admin token as password)\n  metrics:     %s/metrics  (Bearer admin token)\n  try:\n    curl -s -X PUT -H 'Authorization: Bearer %s' %s/users/rider@example.com\n\n",
-		base, adminToken, base, base, adminToken, base)
+	logger.Info("serving", "url", base, "river_ui", base+"/riverui/", "openapi", base+"/openapi.yaml", "docs", base+"/docs", "admin_token_sha256", fingerprint(adminToken))
+	printBanner(os.Stderr, base, adminToken, generated, devNote)
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
@@ -257,6 +324,30 @@ func serve(ctx context.Context, args []string, logger *slog.Logger) error {
 	return nil
 }
 
+// setupTracing installs the tracer provider that the OTEL_* variables
+// describe as the global one, which the service, the HTTP handler and River's
+// middleware use; stop flushes the spans not yet exported. The OTEL_*
+// variables are read by package telemetry, as the OpenTelemetry
+// specification defines them.
+func setupTracing(ctx context.Context, logger *slog.Logger) (stop func(), err error) {
+	tracing, err := telemetry.Setup(ctx, os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	if !tracing.Enabled {
+		return func() {}, nil
+	}
+	otel.SetTracerProvider(tracing.Provider)
+	logger.Info("tracing", "exporter", tracing.Exporter)
+	return func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := tracing.Shutdown(ctx); err != nil {
+			logger.Warn("tracing: flush at exit", "err", err)
+		}
+	}, nil
+}
+
 // ready is the readiness check: the database answers and every migration is
 // applied.
 func ready(ctx context.Context, pool *pgxpool.Pool) error {
@@ -272,36 +363,40 @@ func ready(ctx context.Context, pool *pgxpool.Pool) error {
 	return nil
 }
 
-// paymentsFromEnv returns the Stripe adapter pointed at STRIPE_API_BASE (any
-// Stripe-compatible API) with STRIPE_SECRET_KEY; with neither set, at the
-// built-in fake Stripe served on a loopback port for this process.
-func paymentsFromEnv(logger *slog.Logger) (service.Payments, func(), error) {
-	key, base := os.Getenv("STRIPE_SECRET_KEY"), os.Getenv("STRIPE_API_BASE")
-	if key == "" && base == "" {
+// paymentsFrom returns the Stripe adapter with STRIPE_SECRET_KEY, pointed
+// at STRIPE_API_BASE when set (any Stripe-compatible API). Without a key,
+// and only with dev, it starts the built-in fake Stripe on a loopback port
+// for this process, and says so loudly.
+func paymentsFrom(cfg *config, logger *slog.Logger, dev bool) (pay service.Payments, note string, stop func(), err error) {
+	if cfg.StripeSecretKey == "" {
+		if !dev {
+			return nil, "", nil, errors.New("STRIPE_SECRET_KEY: not set") // refused by loadConfig first
+		}
 		fake := fakestripe.New(fakestripe.Options{Logger: logger})
 		url, stop, err := fake.Start("127.0.0.1:0")
 		if err != nil {
-			return nil, nil, err
+			return nil, "", nil, err
 		}
-		logger.Info("STRIPE_SECRET_KEY and STRIPE_API_BASE not set: using the built-in fake Stripe", "url", url, "ledger", url+"/_fake/ledger")
-		return payments.New(payments.Config{SecretKey: "sk_test_fake", APIBase: url}),
-			func() { _ = stop(context.Background()) }, nil
+		logger.Warn("-dev: STRIPE_SECRET_KEY not set, charges go to the built-in FAKE Stripe; never use this mode for real riders",
+			"url", url, "ledger", url+"/_fake/ledger")
+		return payments.New(payments.Config{SecretKey: "sk_test_fake", APIBase: url, Timeout: cfg.StripeTimeout}),
+			"fake Stripe at " + url, func() { _ = stop(context.Background()) }, nil
 	}
-	if key == "" {
-		key = "sk_test_123" // stripe-mock and most fakes accept any key
-	}
-	timeout, err := envDuration("STRIPE_TIMEOUT")
-	if err != nil {
-		return nil, nil, err
-	}
-	return payments.New(payments.Config{SecretKey: key, APIBase: base, Timeout: timeout}), func() {}, nil
+	return payments.New(payments.Config{SecretKey: cfg.StripeSecretKey, APIBase: cfg.StripeAPIBase, Timeout: cfg.StripeTimeout}), "", func() {}, nil
 }
 
-func serveFakeStripe(ctx context.Context, args []string, logger *slog.Logger) error {
-	fs := flag.NewFlagSet("fakestripe", flag.ContinueOnError)
-	addr := fs.String("addr", envOr("FAKESTRIPE_ADDR", "127.0.0.1:12111"), "listen address")
-	if err := fs.Parse(args); err != nil {
+func serveFakeStripe(ctx context.Context, args []string, stdout io.Writer, logger *slog.Logger) error {
+	cmd := newCommand("fakestripe", "fakestripe [-addr HOST:PORT]\n\nServes the built-in fake Stripe (for development and tests) until interrupted.", stdout)
+	addr := cmd.fs.String("addr", "", "listen address (default FAKESTRIPE_ADDR, else "+defaultFakeStripeAddr+")")
+	if err := cmd.parse(args, 0); err != nil {
 		return err
+	}
+	cfg, err := configFromEnv(backends{})
+	if err != nil {
+		return err
+	}
+	if *addr == "" {
+		*addr = cfg.FakeStripeAddr
 	}
 	fake := fakestripe.New(fakestripe.Options{Logger: logger})
 	url, stop, err := fake.Start(*addr)
@@ -313,17 +408,30 @@ func serveFakeStripe(ctx context.Context, args []string, logger *slog.Logger) er
 	return stop(context.WithoutCancel(ctx))
 }
 
-func dbCommand(ctx context.Context, args []string, logger *slog.Logger) error {
-	if len(args) != 1 {
-		return errors.New("usage: db up|down|url")
+func dbCommand(ctx context.Context, args []string, stdout io.Writer, logger *slog.Logger) error {
+	cmd := newCommand("db", "db up|down|url\n\n  up    start the throwaway development PostgreSQL if needed, and print its URL\n  url   the same: print the URL of the database the service uses\n  down  stop the throwaway development PostgreSQL", stdout)
+	if err := cmd.parse(args, 1); err != nil {
+		return err
 	}
-	switch args[0] {
+	if cmd.fs.NArg() != 1 {
+		return usagef("db: missing subcommand: up, down or url (see atomicrides db --help)")
+	}
+	switch cmd.fs.Arg(0) {
+	case "up", "url", "down":
+	default:
+		return usagef("db: unknown subcommand %q: want up, down or url", cmd.fs.Arg(0))
+	}
+	cfg, err := configFromEnv(backends{})
+	if err != nil {
+		return err
+	}
+	switch cmd.fs.Arg(0) {
 	case "up", "url":
-		url, err := databaseURL(ctx, logger, true)
+		url, err := databaseURL(ctx, cfg, logger, true)
 		if err != nil {
 			return err
 		}
-		fmt.Println(url)
+		fmt.Fprintln(stdout, url)
 		return nil
 	case "down":
 		root, err := pgenv.FindProjectRoot(".")
@@ -332,103 +440,115 @@ func dbCommand(ctx context.Context, args []string, logger *slog.Logger) error {
 		}
 		return pgenv.StopCluster(ctx, root+"/.pgdata")
 	}
-	return fmt.Errorf("unknown db command %q: want up, down or url", args[0])
+	return usagef("db: unknown subcommand %q: want up, down or url", cmd.fs.Arg(0))
 }
 
-// newService builds the service over pool with the payment processor and the
-// mailer configured by the environment; stop releases what it started.
-func newService(pool *pgxpool.Pool, reg prometheus.Registerer, logger *slog.Logger) (svc *service.Service, stop func(), err error) {
+// newService builds the service over pool with what needs asks for: the
+// payment processor and the mailer of cfg, or with needs.dev the built-in
+// fakes in place of those cfg lacks. A command that reaches neither (keys
+// list, keys show) gets a Stripe client it never calls. devNote says which
+// fakes run; stop releases what was started.
+func newService(pool *pgxpool.Pool, cfg *config, reg prometheus.Registerer, logger *slog.Logger, needs backends) (svc *service.Service, devNote string, stop func(), err error) {
 	var stops []func()
-	stop = func() {
+	stopAll := func() {
 		for i := len(stops) - 1; i >= 0; i-- {
 			stops[i]()
 		}
 	}
 	defer func() {
 		if err != nil {
-			stop()
+			stopAll()
 		}
 	}()
-	pay, stopStripe, err := paymentsFromEnv(logger)
-	if err != nil {
-		return nil, nil, err
-	}
-	stops = append(stops, stopStripe)
-	mailer, stopMail, err := mailerFromEnv(logger)
-	if err != nil {
-		return nil, nil, err
-	}
-	stops = append(stops, stopMail)
-	cfg := service.Config{Pool: pool, Payments: pay, Mailer: mailer, MailFrom: os.Getenv("MAIL_FROM"), Logger: logger, Registerer: reg}
-	if cfg.AbandonedAfter, err = envDuration("COMPLETER_IDLE"); err != nil {
-		return nil, nil, err
-	}
-	if cfg.KeyRetention, err = envDuration("KEY_RETENTION"); err != nil {
-		return nil, nil, err
-	}
-	if cfg.Lease, err = envDuration("LEASE"); err != nil {
-		return nil, nil, err
-	}
-	svc, err = service.New(cfg)
-	if err != nil {
-		return nil, nil, err
-	}
-	return svc, stop, nil
-}
-
-// jobsConfigFromEnv reads the configuration of the River client: the
-// periodic jobs' intervals and River's job limits. Unset variables stay
-// zero, and package jobs applies its defaults.
-func jobsConfigFromEnv(logger *slog.Logger) (cfg jobs.Config, err error) {
-	cfg.Logger = logger
-	for _, v := range []struct {
-		name string
-		dst  *time.Duration
-	}{
-		{"COMPLETER_INTERVAL", &cfg.CompleterInterval},
-		{"REAPER_INTERVAL", &cfg.ReaperInterval},
-		{"JOB_TIMEOUT", &cfg.JobTimeout},
-		{"JOB_RESCUE_AFTER", &cfg.RescueStuckJobsAfter},
-	} {
-		if *v.dst, err = envDuration(v.name); err != nil {
-			return jobs.Config{}, err
+	var notes []string
+	// Never called; its budget (from STRIPE_TIMEOUT) sizes the lease as in serve.
+	var pay service.Payments = payments.New(payments.Config{Timeout: cfg.StripeTimeout})
+	if needs.stripe {
+		p, note, stopStripe, err := paymentsFrom(cfg, logger, needs.dev)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		stops = append(stops, stopStripe)
+		pay = p
+		if note != "" {
+			notes = append(notes, note)
 		}
 	}
-	return cfg, nil
-}
-
-// defaultMailDir is where the built-in mail sink writes receipts when
-// MAIL_DIR is unset.
-const defaultMailDir = ".mail"
-
-// mailerFromEnv returns the SMTP mailer of SMTP_URL; without it, a mail sink
-// on a loopback port of this process that writes every receipt to MAIL_DIR
-// (default .mail/) as an .eml file, or to no file with MAIL_DIR=off.
-func mailerFromEnv(logger *slog.Logger) (service.Mailer, func(), error) {
-	if u := os.Getenv("SMTP_URL"); u != "" {
-		m, err := mail.New(mail.Config{URL: u})
-		return m, func() {}, err
+	var mailer service.Mailer
+	if needs.mail {
+		m, note, stopMail, err := mailerFrom(cfg, logger, needs.dev)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		stops = append(stops, stopMail)
+		mailer = m
+		if note != "" {
+			notes = append(notes, note)
+		}
 	}
-	dir := envOr("MAIL_DIR", defaultMailDir)
-	if dir == "off" {
-		dir = ""
-	}
-	sink := mailsink.New(mailsink.Options{Dir: dir, Logger: logger})
-	url, stop, err := sink.Start("127.0.0.1:0")
+	svc, err = service.New(service.Config{
+		Pool: pool, Payments: pay, Mailer: mailer, MailFrom: cfg.MailFrom, Logger: logger, Registerer: reg,
+		// Zero values take the service's defaults.
+		AbandonedAfter: cfg.CompleterIdle, KeyRetention: cfg.KeyRetention, Lease: cfg.Lease,
+	})
 	if err != nil {
-		return nil, nil, err
+		return nil, "", nil, err
 	}
-	logger.Info("SMTP_URL not set: receipts go to the built-in mail sink", "smtp", url, "dir", dir)
-	m, err := mail.New(mail.Config{URL: url})
-	return m, func() { _ = stop(context.Background()) }, err
+	return svc, strings.Join(notes, "; "), stopAll, nil
 }
 
-func serveMailSink(ctx context.Context, args []string, logger *slog.Logger) error {
-	fs := flag.NewFlagSet("mailsink", flag.ContinueOnError)
-	addr := fs.String("addr", envOr("MAILSINK_ADDR", "127.0.0.1:2525"), "listen address")
-	dir := fs.String("dir", envOr("MAIL_DIR", defaultMailDir), "directory receiving each message as an .eml file (empty: none)")
-	if err := fs.Parse(args); err != nil {
+// mailerFrom returns the SMTP mailer of SMTP_URL. Without it, and only with
+// dev, it starts a mail sink on a loopback port of this process that writes
+// every receipt to MAIL_DIR (default .mail/) as an .eml file, or to no file
+// with MAIL_DIR=off, and says so loudly.
+func mailerFrom(cfg *config, logger *slog.Logger, dev bool) (m service.Mailer, note string, stop func(), err error) {
+	if cfg.SMTPURL != "" {
+		m, err := mail.New(mail.Config{URL: cfg.SMTPURL})
+		if err != nil {
+			return nil, "", nil, fmt.Errorf("SMTP_URL: %w", err)
+		}
+		return m, "", func() {}, nil
+	}
+	if !dev {
+		return nil, "", nil, errors.New("SMTP_URL: not set") // refused by loadConfig first
+	}
+	sink := mailsink.New(mailsink.Options{Dir: cfg.MailDir, Logger: logger})
+	url, stopSink, err := sink.Start("127.0.0.1:0")
+	if err != nil {
+		return nil, "", nil, err
+	}
+	logger.Warn("-dev: SMTP_URL not set, receipts go to the built-in mail sink, not to riders", "smtp", url, "dir", cfg.MailDir)
+	mailer, err := mail.New(mail.Config{URL: url})
+	if err != nil {
+		_ = stopSink(context.Background())
+		return nil, "", nil, err
+	}
+	note = "receipts in " + cfg.MailDir + "/"
+	if cfg.MailDir == "" {
+		note = "receipts kept in no file (MAIL_DIR=off)"
+	}
+	return mailer, note, func() { _ = stopSink(context.Background()) }, nil
+}
+
+func serveMailSink(ctx context.Context, args []string, stdout io.Writer, logger *slog.Logger) error {
+	cmd := newCommand("mailsink", "mailsink [-addr HOST:PORT] [-dir DIR]\n\nServes an SMTP server that keeps what it receives (for development) until interrupted.", stdout)
+	addr := cmd.fs.String("addr", "", "listen address (default MAILSINK_ADDR, else "+defaultMailSinkAddr+")")
+	dir := cmd.fs.String("dir", "", "directory receiving each message as an .eml file (default MAIL_DIR, else "+defaultMailDir+"; \"-\": none)")
+	if err := cmd.parse(args, 0); err != nil {
 		return err
+	}
+	cfg, err := configFromEnv(backends{})
+	if err != nil {
+		return err
+	}
+	if *addr == "" {
+		*addr = cfg.MailSinkAddr
+	}
+	switch *dir {
+	case "":
+		*dir = cfg.MailDir
+	case "-":
+		*dir = ""
 	}
 	sink := mailsink.New(mailsink.Options{Dir: *dir, Logger: logger})
 	url, stop, err := sink.Start(*addr)
@@ -447,37 +567,41 @@ func servePprof(addr string, logger *slog.Logger) (stop func(), err error) {
 	if err != nil {
 		return nil, err
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := newHTTPServer(pprofHandlers())
 	go func() { _ = srv.Serve(ln) }()
 	logger.Info("pprof serving", "url", "http://"+ln.Addr().String()+"/debug/pprof/")
 	return func() { _ = srv.Close() }, nil
 }
 
-// envDuration parses the environment variable name as a Go duration. Unset,
-// it is zero: the package configured with it applies its own default.
-func envDuration(name string) (time.Duration, error) {
-	v := os.Getenv(name)
-	if v == "" {
-		return 0, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("%s=%q: want a positive duration such as 90s or 5m", name, v)
-	}
-	return d, nil
+// minAdminTokenLen is the shortest ADMIN_TOKEN accepted: 32 characters,
+// e.g. `openssl rand -hex 24` (48).
+const minAdminTokenLen = 32
+
+// fingerprint tells operator tokens apart in logs without revealing them:
+// the first 8 hex digits of the token's SHA-256.
+func fingerprint(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:4])
 }
 
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
+// printBanner tells the person who started the server where everything is.
+// The admin token itself is printed only when this process generated it
+// (there is no other way to learn it); a supplied one is referred to as
+// $ADMIN_TOKEN, so that the banner never copies an operator's secret into
+// a log.
+//
+// devNote, when set, says which built-in fakes stand in for Stripe and SMTP
+// (serve -dev).
+func printBanner(w io.Writer, base, adminToken string, generated bool, devNote string) {
+	token, shown := "$ADMIN_TOKEN", "from ADMIN_TOKEN (sha256 "+fingerprint(adminToken)+"…)"
+	if generated {
+		token, shown = adminToken, adminToken+"  (generated for this run: set ADMIN_TOKEN to keep one)"
 	}
-	return def
+	if devNote != "" {
+		devNote = "  DEVELOPMENT MODE (-dev): " + devNote + "\n"
+	}
+	fmt.Fprintf(w, "\nAtomic Rides is serving on %s\n%s  admin token: %s\n  API docs:    %s/docs  (the reference, rendered from %s/openapi.yaml)\n  River UI:    %s/riverui/  (any user name, the admin token as password)\n  metrics:     %s/metrics  (Bearer admin token)\n  try:\n    curl -s -X PUT -H \"Authorization: Bearer %s\" %s/users/rider@example.com\n\n",
+		base, devNote, shown, base, base, base, base, token, base)
 }
 
 func randomToken() string {

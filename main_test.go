@@ -38,20 +38,20 @@ func TestServeShutsDownGracefully(t *testing.T) {
 
 	addr := binrun.FreeAddr(t)
 	logs := &binrun.Buffer{}
-	proc := binrun.Start(t, binrun.Cmd{Bin: bin, Args: []string{"serve"}, Output: logs, Env: []string{
+	proc := binrun.Start(t, binrun.Cmd{Bin: bin, Args: []string{"serve", "-dev"}, Output: logs, Env: []string{
 		"DATABASE_URL=" + dbtest.NewURL(t),
 		"ADDR=" + addr,
-		"ADMIN_TOKEN=shutdown-admin",
+		"ADMIN_TOKEN=shutdown-admin-token-0123456789abcdef0123",
 		"STRIPE_API_BASE=" + stripeSrv.URL,
 		"STRIPE_SECRET_KEY=sk_test_shutdown",
 		"MAIL_DIR=" + t.TempDir(),
-	}})
+	}}) // -dev: receipts to the built-in mail sink
 
 	base := "http://" + addr
 	require.NoError(t, proc.Ready(ctx, base+"/readyz", time.Minute), "logs:\n%s", logs.String())
 
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPut, base+"/users/shutdown@example.com", nil)
-	req.Header.Set("Authorization", "Bearer shutdown-admin")
+	req.Header.Set("Authorization", "Bearer shutdown-admin-token-0123456789abcdef0123")
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	var created struct {

@@ -10,6 +10,44 @@ import (
 	"time"
 )
 
+const aPIKeyAuthenticate = `-- name: APIKeyAuthenticate :one
+WITH used AS (
+    UPDATE api_keys
+    SET last_used_at = now()
+    WHERE api_keys.key_hash = $1
+      AND api_keys.revoked_at IS NULL
+      AND (api_keys.last_used_at IS NULL OR api_keys.last_used_at < now() - interval '1 minute')
+)
+SELECT users.id, users.created_at, users.email, users.payment_source, users.stripe_customer_id, api_keys.id AS api_key_id
+FROM api_keys
+JOIN users ON users.id = api_keys.user_id
+WHERE api_keys.key_hash = $1
+  AND api_keys.revoked_at IS NULL
+`
+
+type APIKeyAuthenticateRow struct {
+	User     User
+	APIKeyID int64
+}
+
+// The rider of a live key, found by the key's hash. Recording the use is
+// folded in, and writes only when the recorded use is over a minute old, so a
+// key in constant use costs one row update a minute and every other lookup
+// stays a read.
+func (q *Queries) APIKeyAuthenticate(ctx context.Context, db DBTX, keyHash []byte) (*APIKeyAuthenticateRow, error) {
+	row := db.QueryRow(ctx, aPIKeyAuthenticate, keyHash)
+	var i APIKeyAuthenticateRow
+	err := row.Scan(
+		&i.User.ID,
+		&i.User.CreatedAt,
+		&i.User.Email,
+		&i.User.PaymentSource,
+		&i.User.StripeCustomerID,
+		&i.APIKeyID,
+	)
+	return &i, err
+}
+
 const aPIKeyCreate = `-- name: APIKeyCreate :one
 INSERT INTO api_keys (key_hash, user_id)
 VALUES ($1, $2)
@@ -26,5 +64,103 @@ func (q *Queries) APIKeyCreate(ctx context.Context, db DBTX, keyHash []byte, use
 	row := db.QueryRow(ctx, aPIKeyCreate, keyHash, userID)
 	var i APIKeyCreateRow
 	err := row.Scan(&i.ID, &i.CreatedAt, &i.UserID)
+	return &i, err
+}
+
+const aPIKeyGetForUser = `-- name: APIKeyGetForUser :one
+SELECT id, created_at, last_used_at, revoked_at
+FROM api_keys
+WHERE id = $1 AND user_id = $2
+`
+
+type APIKeyGetForUserRow struct {
+	ID         int64
+	CreatedAt  time.Time
+	LastUsedAt *time.Time
+	RevokedAt  *time.Time
+}
+
+func (q *Queries) APIKeyGetForUser(ctx context.Context, db DBTX, iD int64, userID int64) (*APIKeyGetForUserRow, error) {
+	row := db.QueryRow(ctx, aPIKeyGetForUser, iD, userID)
+	var i APIKeyGetForUserRow
+	err := row.Scan(
+		&i.ID,
+		&i.CreatedAt,
+		&i.LastUsedAt,
+		&i.RevokedAt,
+	)
+	return &i, err
+}
+
+const aPIKeyList = `-- name: APIKeyList :many
+SELECT id, created_at, last_used_at, revoked_at
+FROM api_keys
+WHERE user_id = $1
+ORDER BY id
+`
+
+type APIKeyListRow struct {
+	ID         int64
+	CreatedAt  time.Time
+	LastUsedAt *time.Time
+	RevokedAt  *time.Time
+}
+
+// Every key of the user, revoked ones included, oldest first; never the hash.
+func (q *Queries) APIKeyList(ctx context.Context, db DBTX, userID int64) ([]*APIKeyListRow, error) {
+	rows, err := db.Query(ctx, aPIKeyList, userID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*APIKeyListRow
+	for rows.Next() {
+		var i APIKeyListRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.CreatedAt,
+			&i.LastUsedAt,
+			&i.RevokedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const aPIKeyLive = `-- name: APIKeyLive :one
+SELECT EXISTS (SELECT 1 FROM api_keys WHERE id = $1 AND revoked_at IS NULL)
+`
+
+// Whether the key exists and is not revoked.
+func (q *Queries) APIKeyLive(ctx context.Context, db DBTX, id int64) (bool, error) {
+	row := db.QueryRow(ctx, aPIKeyLive, id)
+	var exists bool
+	err := row.Scan(&exists)
+	return exists, err
+}
+
+const aPIKeyRevoke = `-- name: APIKeyRevoke :one
+UPDATE api_keys
+SET revoked_at = now()
+WHERE id = $1 AND user_id = $2 AND revoked_at IS NULL
+RETURNING id, revoked_at
+`
+
+type APIKeyRevokeRow struct {
+	ID        int64
+	RevokedAt *time.Time
+}
+
+// Revokes a live key of the user. No row: the key is unknown, another user's,
+// or already revoked.
+func (q *Queries) APIKeyRevoke(ctx context.Context, db DBTX, iD int64, userID int64) (*APIKeyRevokeRow, error) {
+	row := db.QueryRow(ctx, aPIKeyRevoke, iD, userID)
+	var i APIKeyRevokeRow
+	err := row.Scan(&i.ID, &i.RevokedAt)
 	return &i, err
 }

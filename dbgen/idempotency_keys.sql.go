@@ -16,11 +16,12 @@ import (
 
 const idempotencyKeyCountUnfinishedBefore = `-- name: IdempotencyKeyCountUnfinishedBefore :one
 SELECT count(*)::bigint FROM idempotency_keys
-WHERE recovery_point <> 'finished' AND created_at < $1::timestamptz
+WHERE recovery_point <> 'finished'
+  AND created_at < now() - make_interval(secs => $1::float8)
 `
 
-func (q *Queries) IdempotencyKeyCountUnfinishedBefore(ctx context.Context, db DBTX, createdBefore time.Time) (int64, error) {
-	row := db.QueryRow(ctx, idempotencyKeyCountUnfinishedBefore, createdBefore)
+func (q *Queries) IdempotencyKeyCountUnfinishedBefore(ctx context.Context, db DBTX, retentionSeconds float64) (int64, error) {
+	row := db.QueryRow(ctx, idempotencyKeyCountUnfinishedBefore, retentionSeconds)
 	var column_1 int64
 	err := row.Scan(&column_1)
 	return column_1, err
@@ -30,17 +31,19 @@ const idempotencyKeyDeleteFinished = `-- name: IdempotencyKeyDeleteFinished :exe
 DELETE FROM idempotency_keys
 WHERE id IN (
     SELECT id FROM idempotency_keys
-    WHERE recovery_point = 'finished' AND created_at < $1::timestamptz
+    WHERE recovery_point = 'finished'
+      AND created_at < now() - make_interval(secs => $1::float8)
     ORDER BY created_at
     LIMIT $2
     FOR UPDATE SKIP LOCKED
 )
 `
 
-// Deletes one batch of finished keys created before created_before, oldest
-// first, through the partial index idempotency_keys_finished_created_at.
-func (q *Queries) IdempotencyKeyDeleteFinished(ctx context.Context, db DBTX, createdBefore time.Time, maxKeys int32) (int64, error) {
-	result, err := db.Exec(ctx, idempotencyKeyDeleteFinished, createdBefore, maxKeys)
+// Deletes one batch of finished keys older than retention_seconds by the
+// database's clock, oldest first, through the partial index
+// idempotency_keys_finished_created_at.
+func (q *Queries) IdempotencyKeyDeleteFinished(ctx context.Context, db DBTX, retentionSeconds float64, maxKeys int32) (int64, error) {
+	result, err := db.Exec(ctx, idempotencyKeyDeleteFinished, retentionSeconds, maxKeys)
 	if err != nil {
 		return 0, err
 	}
@@ -92,31 +95,39 @@ func (q *Queries) IdempotencyKeyFinish(ctx context.Context, db DBTX, arg Idempot
 }
 
 const idempotencyKeyGet = `-- name: IdempotencyKeyGet :one
-SELECT id, created_at, idempotency_key, last_run_at, locked_at, lock_token, flow, request_method, request_path, request_params, request_fingerprint, request_ip, response_code, response_body, recovery_point, user_id FROM idempotency_keys
+SELECT idempotency_keys.id, idempotency_keys.created_at, idempotency_keys.idempotency_key, idempotency_keys.last_run_at, idempotency_keys.locked_at, idempotency_keys.lock_token, idempotency_keys.flow, idempotency_keys.request_method, idempotency_keys.request_path, idempotency_keys.request_params, idempotency_keys.request_fingerprint, idempotency_keys.request_ip, idempotency_keys.response_code, idempotency_keys.response_body, idempotency_keys.recovery_point, idempotency_keys.user_id, now()::timestamptz AS db_now
+FROM idempotency_keys
 WHERE user_id = $1 AND idempotency_key = $2
 `
 
-// A read without a lock, for replays and for deciding whether a claim is needed.
-func (q *Queries) IdempotencyKeyGet(ctx context.Context, db DBTX, userID int64, idempotencyKey string) (*IdempotencyKey, error) {
+type IdempotencyKeyGetRow struct {
+	IdempotencyKey IdempotencyKey
+	DbNow          time.Time
+}
+
+// A read without a lock, for replays and for deciding whether a claim is
+// needed, with the database's clock (db_now) that judges the key's lease.
+func (q *Queries) IdempotencyKeyGet(ctx context.Context, db DBTX, userID int64, idempotencyKey string) (*IdempotencyKeyGetRow, error) {
 	row := db.QueryRow(ctx, idempotencyKeyGet, userID, idempotencyKey)
-	var i IdempotencyKey
+	var i IdempotencyKeyGetRow
 	err := row.Scan(
-		&i.ID,
-		&i.CreatedAt,
-		&i.IdempotencyKey,
-		&i.LastRunAt,
-		&i.LockedAt,
-		&i.LockToken,
-		&i.Flow,
-		&i.RequestMethod,
-		&i.RequestPath,
-		&i.RequestParams,
-		&i.RequestFingerprint,
-		&i.RequestIP,
-		&i.ResponseCode,
-		&i.ResponseBody,
-		&i.RecoveryPoint,
-		&i.UserID,
+		&i.IdempotencyKey.ID,
+		&i.IdempotencyKey.CreatedAt,
+		&i.IdempotencyKey.IdempotencyKey,
+		&i.IdempotencyKey.LastRunAt,
+		&i.IdempotencyKey.LockedAt,
+		&i.IdempotencyKey.LockToken,
+		&i.IdempotencyKey.Flow,
+		&i.IdempotencyKey.RequestMethod,
+		&i.IdempotencyKey.RequestPath,
+		&i.IdempotencyKey.RequestParams,
+		&i.IdempotencyKey.RequestFingerprint,
+		&i.IdempotencyKey.RequestIP,
+		&i.IdempotencyKey.ResponseCode,
+		&i.IdempotencyKey.ResponseBody,
+		&i.IdempotencyKey.RecoveryPoint,
+		&i.IdempotencyKey.UserID,
+		&i.DbNow,
 	)
 	return &i, err
 }
@@ -155,9 +166,9 @@ INSERT INTO idempotency_keys (
     flow, request_method, request_path, request_params, request_fingerprint, request_ip,
     recovery_point, user_id
 ) VALUES (
-    $1, $2, $2, $3::uuid,
-    $4, $5, $6, $7, $8, $9,
-    'started', $10
+    $1, now(), now(), $2::uuid,
+    $3, $4, $5, $6, $7, $8,
+    'started', $9
 )
 ON CONFLICT (user_id, idempotency_key) DO NOTHING
 RETURNING id, created_at, idempotency_key, last_run_at, locked_at, lock_token, flow, request_method, request_path, request_params, request_fingerprint, request_ip, response_code, response_body, recovery_point, user_id
@@ -165,7 +176,6 @@ RETURNING id, created_at, idempotency_key, last_run_at, locked_at, lock_token, f
 
 type IdempotencyKeyInsertParams struct {
 	IdempotencyKey     string
-	Now                time.Time
 	LockToken          uuid.UUID
 	Flow               string
 	RequestMethod      string
@@ -176,13 +186,12 @@ type IdempotencyKeyInsertParams struct {
 	UserID             int64
 }
 
-// Inserts a new key already leased to the caller. On a conflict it returns no
-// row; a concurrent inserter blocks here until the first one commits or rolls
-// back.
+// Inserts a new key already leased to the caller, at the database's clock.
+// On a conflict it returns no row; a concurrent inserter blocks here until
+// the first one commits or rolls back.
 func (q *Queries) IdempotencyKeyInsert(ctx context.Context, db DBTX, arg IdempotencyKeyInsertParams) (*IdempotencyKey, error) {
 	row := db.QueryRow(ctx, idempotencyKeyInsert,
 		arg.IdempotencyKey,
-		arg.Now,
 		arg.LockToken,
 		arg.Flow,
 		arg.RequestMethod,
@@ -216,20 +225,15 @@ func (q *Queries) IdempotencyKeyInsert(ctx context.Context, db DBTX, arg Idempot
 
 const idempotencyKeyLease = `-- name: IdempotencyKeyLease :one
 UPDATE idempotency_keys
-SET locked_at = $1::timestamptz, lock_token = $2::uuid, last_run_at = $1
-WHERE id = $3 AND recovery_point <> 'finished'
+SET locked_at = now(), lock_token = $1::uuid, last_run_at = now()
+WHERE id = $2 AND recovery_point <> 'finished'
 RETURNING id, created_at, idempotency_key, last_run_at, locked_at, lock_token, flow, request_method, request_path, request_params, request_fingerprint, request_ip, response_code, response_body, recovery_point, user_id
 `
 
-type IdempotencyKeyLeaseParams struct {
-	Now       time.Time
-	LockToken uuid.UUID
-	ID        int64
-}
-
-// Takes the lease of a locked (FOR UPDATE) unfinished key.
-func (q *Queries) IdempotencyKeyLease(ctx context.Context, db DBTX, arg IdempotencyKeyLeaseParams) (*IdempotencyKey, error) {
-	row := db.QueryRow(ctx, idempotencyKeyLease, arg.Now, arg.LockToken, arg.ID)
+// Takes the lease of a locked (FOR UPDATE) unfinished key, at the database's
+// clock.
+func (q *Queries) IdempotencyKeyLease(ctx context.Context, db DBTX, lockToken uuid.UUID, iD int64) (*IdempotencyKey, error) {
+	row := db.QueryRow(ctx, idempotencyKeyLease, lockToken, iD)
 	var i IdempotencyKey
 	err := row.Scan(
 		&i.ID,
@@ -255,22 +259,23 @@ func (q *Queries) IdempotencyKeyLease(ctx context.Context, db DBTX, arg Idempote
 const idempotencyKeyList = `-- name: IdempotencyKeyList :many
 SELECT id, created_at, idempotency_key, last_run_at, locked_at, lock_token, flow, request_method, request_path, request_params, request_fingerprint, request_ip, response_code, response_body, recovery_point, user_id FROM idempotency_keys
 WHERE recovery_point <> 'finished'
-  AND (last_run_at < $1::timestamptz OR created_at < $2::timestamptz)
+  AND (last_run_at < now() - make_interval(secs => $1::float8)
+       OR created_at < now() - make_interval(secs => $2::float8))
 ORDER BY last_run_at
 LIMIT $3
 `
 
 type IdempotencyKeyListParams struct {
-	IdleBefore    time.Time
-	CreatedBefore time.Time
-	MaxKeys       int32
+	IdleSeconds      float64
+	RetentionSeconds float64
+	MaxKeys          int32
 }
 
-// Unfinished keys for an operator, oldest activity first: those idle since
-// idle_before (stuck) or created before created_before (past the retention
-// horizon, which the reaper never deletes).
+// Unfinished keys for an operator, oldest activity first: those idle for
+// idle_seconds (stuck) or older than retention_seconds (past the retention
+// horizon, which the reaper never deletes), by the database's clock.
 func (q *Queries) IdempotencyKeyList(ctx context.Context, db DBTX, arg IdempotencyKeyListParams) ([]*IdempotencyKey, error) {
-	rows, err := db.Query(ctx, idempotencyKeyList, arg.IdleBefore, arg.CreatedBefore, arg.MaxKeys)
+	rows, err := db.Query(ctx, idempotencyKeyList, arg.IdleSeconds, arg.RetentionSeconds, arg.MaxKeys)
 	if err != nil {
 		return nil, err
 	}
@@ -309,25 +314,26 @@ func (q *Queries) IdempotencyKeyList(ctx context.Context, db DBTX, arg Idempoten
 const idempotencyKeyListAbandoned = `-- name: IdempotencyKeyListAbandoned :many
 SELECT id FROM idempotency_keys
 WHERE recovery_point <> 'finished'
-  AND last_run_at < $1::timestamptz
-  AND (locked_at IS NULL OR locked_at < $2::timestamptz)
+  AND last_run_at < now() - make_interval(secs => $1::float8)
+  AND (locked_at IS NULL OR locked_at < now() - make_interval(secs => $2::float8))
 ORDER BY last_run_at
 LIMIT $3
 FOR UPDATE SKIP LOCKED
 `
 
 type IdempotencyKeyListAbandonedParams struct {
-	IdleBefore         time.Time
-	LeaseExpiredBefore time.Time
-	MaxKeys            int32
+	IdleSeconds  float64
+	LeaseSeconds float64
+	MaxKeys      int32
 }
 
-// Unfinished keys that nobody works on: no live lease, and idle since
-// idle_before, so that their clients had their chance to retry first. Served
+// Unfinished keys that nobody works on: no live lease (lease_seconds), and
+// idle for idle_seconds, so that their clients had their chance to retry
+// first; both judged by the database's clock. Served
 // by the partial index idempotency_keys_unfinished; SKIP LOCKED passes over
 // keys that a request or another completer holds at this moment.
 func (q *Queries) IdempotencyKeyListAbandoned(ctx context.Context, db DBTX, arg IdempotencyKeyListAbandonedParams) ([]int64, error) {
-	rows, err := db.Query(ctx, idempotencyKeyListAbandoned, arg.IdleBefore, arg.LeaseExpiredBefore, arg.MaxKeys)
+	rows, err := db.Query(ctx, idempotencyKeyListAbandoned, arg.IdleSeconds, arg.LeaseSeconds, arg.MaxKeys)
 	if err != nil {
 		return nil, err
 	}
@@ -387,6 +393,40 @@ func (q *Queries) IdempotencyKeyListByIDs(ctx context.Context, db DBTX, ids []in
 	return items, nil
 }
 
+const idempotencyKeyListUnfinishedRides = `-- name: IdempotencyKeyListUnfinishedRides :many
+SELECT k.idempotency_key, u.email
+FROM idempotency_keys k
+JOIN users u ON u.id = k.user_id
+WHERE k.recovery_point <> 'finished' AND k.flow = $1
+`
+
+type IdempotencyKeyListUnfinishedRidesRow struct {
+	IdempotencyKey string
+	Email          string
+}
+
+// The client keys and riders of unfinished ride requests: their charges may
+// be made at the processor and not recorded yet (reconciliation).
+func (q *Queries) IdempotencyKeyListUnfinishedRides(ctx context.Context, db DBTX, flow string) ([]*IdempotencyKeyListUnfinishedRidesRow, error) {
+	rows, err := db.Query(ctx, idempotencyKeyListUnfinishedRides, flow)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*IdempotencyKeyListUnfinishedRidesRow
+	for rows.Next() {
+		var i IdempotencyKeyListUnfinishedRidesRow
+		if err := rows.Scan(&i.IdempotencyKey, &i.Email); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const idempotencyKeyLockByID = `-- name: IdempotencyKeyLockByID :one
 SELECT id, created_at, idempotency_key, last_run_at, locked_at, lock_token, flow, request_method, request_path, request_params, request_fingerprint, request_ip, response_code, response_body, recovery_point, user_id FROM idempotency_keys WHERE id = $1 FOR UPDATE
 `
@@ -416,31 +456,40 @@ func (q *Queries) IdempotencyKeyLockByID(ctx context.Context, db DBTX, id int64)
 }
 
 const idempotencyKeyLockByUserKey = `-- name: IdempotencyKeyLockByUserKey :one
-SELECT id, created_at, idempotency_key, last_run_at, locked_at, lock_token, flow, request_method, request_path, request_params, request_fingerprint, request_ip, response_code, response_body, recovery_point, user_id FROM idempotency_keys
+SELECT idempotency_keys.id, idempotency_keys.created_at, idempotency_keys.idempotency_key, idempotency_keys.last_run_at, idempotency_keys.locked_at, idempotency_keys.lock_token, idempotency_keys.flow, idempotency_keys.request_method, idempotency_keys.request_path, idempotency_keys.request_params, idempotency_keys.request_fingerprint, idempotency_keys.request_ip, idempotency_keys.response_code, idempotency_keys.response_body, idempotency_keys.recovery_point, idempotency_keys.user_id, now()::timestamptz AS db_now
+FROM idempotency_keys
 WHERE user_id = $1 AND idempotency_key = $2
 FOR UPDATE
 `
 
-func (q *Queries) IdempotencyKeyLockByUserKey(ctx context.Context, db DBTX, userID int64, idempotencyKey string) (*IdempotencyKey, error) {
+type IdempotencyKeyLockByUserKeyRow struct {
+	IdempotencyKey IdempotencyKey
+	DbNow          time.Time
+}
+
+// Locks the key for a claim, with the database's clock (db_now) that judges
+// the key's lease.
+func (q *Queries) IdempotencyKeyLockByUserKey(ctx context.Context, db DBTX, userID int64, idempotencyKey string) (*IdempotencyKeyLockByUserKeyRow, error) {
 	row := db.QueryRow(ctx, idempotencyKeyLockByUserKey, userID, idempotencyKey)
-	var i IdempotencyKey
+	var i IdempotencyKeyLockByUserKeyRow
 	err := row.Scan(
-		&i.ID,
-		&i.CreatedAt,
-		&i.IdempotencyKey,
-		&i.LastRunAt,
-		&i.LockedAt,
-		&i.LockToken,
-		&i.Flow,
-		&i.RequestMethod,
-		&i.RequestPath,
-		&i.RequestParams,
-		&i.RequestFingerprint,
-		&i.RequestIP,
-		&i.ResponseCode,
-		&i.ResponseBody,
-		&i.RecoveryPoint,
-		&i.UserID,
+		&i.IdempotencyKey.ID,
+		&i.IdempotencyKey.CreatedAt,
+		&i.IdempotencyKey.IdempotencyKey,
+		&i.IdempotencyKey.LastRunAt,
+		&i.IdempotencyKey.LockedAt,
+		&i.IdempotencyKey.LockToken,
+		&i.IdempotencyKey.Flow,
+		&i.IdempotencyKey.RequestMethod,
+		&i.IdempotencyKey.RequestPath,
+		&i.IdempotencyKey.RequestParams,
+		&i.IdempotencyKey.RequestFingerprint,
+		&i.IdempotencyKey.RequestIP,
+		&i.IdempotencyKey.ResponseCode,
+		&i.IdempotencyKey.ResponseBody,
+		&i.IdempotencyKey.RecoveryPoint,
+		&i.IdempotencyKey.UserID,
+		&i.DbNow,
 	)
 	return &i, err
 }

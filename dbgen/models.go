@@ -13,10 +13,12 @@ import (
 )
 
 type APIKey struct {
-	ID        int64
-	CreatedAt time.Time
-	KeyHash   []byte
-	UserID    int64
+	ID         int64
+	CreatedAt  time.Time
+	KeyHash    []byte
+	UserID     int64
+	RevokedAt  *time.Time
+	LastUsedAt *time.Time
 }
 
 type AuditRecord struct {
@@ -28,6 +30,19 @@ type AuditRecord struct {
 	ResourceID   int64
 	ResourceType string
 	UserID       int64
+}
+
+type BookingSession struct {
+	IDHash    []byte
+	APIKeyID  int64
+	CreatedAt time.Time
+	ExpiresAt time.Time
+}
+
+type Deployment struct {
+	Singleton bool
+	CreatedAt time.Time
+	Namespace string
 }
 
 type IdempotencyKey struct {
@@ -69,6 +84,7 @@ type Refund struct {
 	FailureCode      *string
 	AmountCents      int64
 	Currency         string
+	Attempt          int32
 }
 
 type Ride struct {

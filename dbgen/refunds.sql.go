@@ -12,7 +12,7 @@ import (
 const refundCreate = `-- name: RefundCreate :one
 INSERT INTO refunds (ride_id, idempotency_key_id, amount_cents, currency)
 VALUES ($1, $2, $3, $4)
-RETURNING id, created_at, updated_at, ride_id, idempotency_key_id, status, stripe_refund_id, failure_code, amount_cents, currency
+RETURNING id, created_at, updated_at, ride_id, idempotency_key_id, status, stripe_refund_id, failure_code, amount_cents, currency, attempt
 `
 
 type RefundCreateParams struct {
@@ -41,12 +41,13 @@ func (q *Queries) RefundCreate(ctx context.Context, db DBTX, arg RefundCreatePar
 		&i.FailureCode,
 		&i.AmountCents,
 		&i.Currency,
+		&i.Attempt,
 	)
 	return &i, err
 }
 
 const refundGetByRide = `-- name: RefundGetByRide :one
-SELECT id, created_at, updated_at, ride_id, idempotency_key_id, status, stripe_refund_id, failure_code, amount_cents, currency FROM refunds WHERE ride_id = $1
+SELECT id, created_at, updated_at, ride_id, idempotency_key_id, status, stripe_refund_id, failure_code, amount_cents, currency, attempt FROM refunds WHERE ride_id = $1
 `
 
 func (q *Queries) RefundGetByRide(ctx context.Context, db DBTX, rideID int64) (*Refund, error) {
@@ -63,12 +64,69 @@ func (q *Queries) RefundGetByRide(ctx context.Context, db DBTX, rideID int64) (*
 		&i.FailureCode,
 		&i.AmountCents,
 		&i.Currency,
+		&i.Attempt,
 	)
 	return &i, err
 }
 
+const refundListPendingCharges = `-- name: RefundListPendingCharges :many
+SELECT rides.stripe_charge_id::text
+FROM refunds
+JOIN rides ON rides.id = refunds.ride_id
+WHERE refunds.status = 'pending' AND rides.stripe_charge_id IS NOT NULL
+`
+
+// The processor charges of rides whose refund is pending: their refunds may
+// be made at the processor and not recorded yet (reconciliation).
+func (q *Queries) RefundListPendingCharges(ctx context.Context, db DBTX) ([]string, error) {
+	rows, err := db.Query(ctx, refundListPendingCharges)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var rides_stripe_charge_id string
+		if err := rows.Scan(&rides_stripe_charge_id); err != nil {
+			return nil, err
+		}
+		items = append(items, rides_stripe_charge_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const refundListRecorded = `-- name: RefundListRecorded :many
+SELECT stripe_refund_id::text FROM refunds
+WHERE stripe_refund_id = ANY($1::text[])
+`
+
+// Of the given processor refund ids, those a refund records
+// (reconciliation).
+func (q *Queries) RefundListRecorded(ctx context.Context, db DBTX, stripeRefundIds []string) ([]string, error) {
+	rows, err := db.Query(ctx, refundListRecorded, stripeRefundIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var stripe_refund_id string
+		if err := rows.Scan(&stripe_refund_id); err != nil {
+			return nil, err
+		}
+		items = append(items, stripe_refund_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const refundLockByRide = `-- name: RefundLockByRide :one
-SELECT id, created_at, updated_at, ride_id, idempotency_key_id, status, stripe_refund_id, failure_code, amount_cents, currency FROM refunds WHERE ride_id = $1 FOR UPDATE
+SELECT id, created_at, updated_at, ride_id, idempotency_key_id, status, stripe_refund_id, failure_code, amount_cents, currency, attempt FROM refunds WHERE ride_id = $1 FOR UPDATE
 `
 
 func (q *Queries) RefundLockByRide(ctx context.Context, db DBTX, rideID int64) (*Refund, error) {
@@ -85,18 +143,22 @@ func (q *Queries) RefundLockByRide(ctx context.Context, db DBTX, rideID int64) (
 		&i.FailureCode,
 		&i.AmountCents,
 		&i.Currency,
+		&i.Attempt,
 	)
 	return &i, err
 }
 
 const refundRetry = `-- name: RefundRetry :one
 UPDATE refunds
-SET status = 'pending', failure_code = NULL, idempotency_key_id = $1, updated_at = now()
+SET status = 'pending', failure_code = NULL, idempotency_key_id = $1,
+    attempt = attempt + 1, updated_at = now()
 WHERE ride_id = $2 AND status = 'failed'
-RETURNING id, created_at, updated_at, ride_id, idempotency_key_id, status, stripe_refund_id, failure_code, amount_cents, currency
+RETURNING id, created_at, updated_at, ride_id, idempotency_key_id, status, stripe_refund_id, failure_code, amount_cents, currency, attempt
 `
 
-// Asks again for a refund Stripe refused, on behalf of a new request.
+// Asks again for a refund Stripe refused, on behalf of a new request, as the
+// next attempt: the processor key changes with it, so the processor hears
+// the request anew instead of replaying its refusal.
 func (q *Queries) RefundRetry(ctx context.Context, db DBTX, idempotencyKeyID *int64, rideID int64) (*Refund, error) {
 	row := db.QueryRow(ctx, refundRetry, idempotencyKeyID, rideID)
 	var i Refund
@@ -111,6 +173,7 @@ func (q *Queries) RefundRetry(ctx context.Context, db DBTX, idempotencyKeyID *in
 		&i.FailureCode,
 		&i.AmountCents,
 		&i.Currency,
+		&i.Attempt,
 	)
 	return &i, err
 }

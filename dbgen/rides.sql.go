@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/netip"
+	"time"
 )
 
 const rideCreate = `-- name: RideCreate :one
@@ -185,6 +186,67 @@ func (q *Queries) RideGetForUser(ctx context.Context, db DBTX, iD int64, userID 
 		&i.UserID,
 	)
 	return &i, err
+}
+
+const rideListChargedSince = `-- name: RideListChargedSince :many
+SELECT id, stripe_charge_id::text AS stripe_charge_id, created_at FROM rides
+WHERE charge_status = 'charged'
+  AND created_at >= now() - make_interval(secs => $1::float8)
+ORDER BY id
+`
+
+type RideListChargedSinceRow struct {
+	ID             int64
+	StripeChargeID string
+	CreatedAt      time.Time
+}
+
+// Rides recorded as charged that were created within since_seconds by the
+// database's clock (reconciliation).
+func (q *Queries) RideListChargedSince(ctx context.Context, db DBTX, sinceSeconds float64) ([]*RideListChargedSinceRow, error) {
+	rows, err := db.Query(ctx, rideListChargedSince, sinceSeconds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*RideListChargedSinceRow
+	for rows.Next() {
+		var i RideListChargedSinceRow
+		if err := rows.Scan(&i.ID, &i.StripeChargeID, &i.CreatedAt); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const rideListRecordedCharges = `-- name: RideListRecordedCharges :many
+SELECT stripe_charge_id::text FROM rides
+WHERE stripe_charge_id = ANY($1::text[])
+`
+
+// Of the given processor charge ids, those a ride records (reconciliation).
+func (q *Queries) RideListRecordedCharges(ctx context.Context, db DBTX, stripeChargeIds []string) ([]string, error) {
+	rows, err := db.Query(ctx, rideListRecordedCharges, stripeChargeIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var stripe_charge_id string
+		if err := rows.Scan(&stripe_charge_id); err != nil {
+			return nil, err
+		}
+		items = append(items, stripe_charge_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const rideLockForUser = `-- name: RideLockForUser :one

@@ -45,30 +45,12 @@ func (q *Queries) UserGet(ctx context.Context, db DBTX, id int64) (*User, error)
 	return &i, err
 }
 
-const userGetByAPIKeyHash = `-- name: UserGetByAPIKeyHash :one
-SELECT users.id, users.created_at, users.email, users.payment_source, users.stripe_customer_id
-FROM api_keys
-JOIN users ON users.id = api_keys.user_id
-WHERE api_keys.key_hash = $1
-`
-
-func (q *Queries) UserGetByAPIKeyHash(ctx context.Context, db DBTX, keyHash []byte) (*User, error) {
-	row := db.QueryRow(ctx, userGetByAPIKeyHash, keyHash)
-	var i User
-	err := row.Scan(
-		&i.ID,
-		&i.CreatedAt,
-		&i.Email,
-		&i.PaymentSource,
-		&i.StripeCustomerID,
-	)
-	return &i, err
-}
-
 const userGetByEmail = `-- name: UserGetByEmail :one
-SELECT id, created_at, email, payment_source, stripe_customer_id FROM users WHERE email = $1
+SELECT id, created_at, email, payment_source, stripe_customer_id FROM users WHERE lower(email) = lower($1)
 `
 
+// Addresses are unique case-insensitively (users_email_lower): a rider
+// stored before addresses were lower-cased is found by any case.
 func (q *Queries) UserGetByEmail(ctx context.Context, db DBTX, email string) (*User, error) {
 	row := db.QueryRow(ctx, userGetByEmail, email)
 	var i User

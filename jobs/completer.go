@@ -8,17 +8,28 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/failpoint"
 )
 
 // CompleterBatch is the most abandoned requests one completer pass queues.
 const CompleterBatch = 500
 
-// onePassAtATime makes a periodic job unique while it is queued or running,
-// but not once it completed, so that the next period inserts it again.
-var onePassAtATime = river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{
-	rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
-	rivertype.JobStateRetryable, rivertype.JobStateScheduled,
-}}
+// onePassPerPeriod makes a periodic job unique within one period of its
+// interval while it is queued or running. A pass left running by a process
+// that died counts only for its own period: the next period's pass is
+// inserted and runs, whatever River's rescuer has yet to do with the dead
+// one. (River insists that uniqueness by state counts running jobs; the
+// period is what keeps a dead pass from blocking every later one.)
+func onePassPerPeriod(interval time.Duration) *river.InsertOpts {
+	return &river.InsertOpts{UniqueOpts: river.UniqueOpts{
+		ByArgs:   true,
+		ByPeriod: max(interval, time.Second),
+		ByState: []rivertype.JobState{
+			rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
+			rivertype.JobStateRetryable, rivertype.JobStateScheduled,
+		},
+	}}
+}
 
 // KeyCompleterArgs is the periodic job of the completer.
 type KeyCompleterArgs struct{}
@@ -26,9 +37,9 @@ type KeyCompleterArgs struct{}
 // Kind is the job's kind in River.
 func (KeyCompleterArgs) Kind() string { return "key_completer" }
 
-// InsertOpts keeps one pass queued at a time.
+// InsertOpts: one attempt; a failed pass is followed by the next period's.
 func (KeyCompleterArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{MaxAttempts: 1, UniqueOpts: onePassAtATime}
+	return river.InsertOpts{MaxAttempts: 1}
 }
 
 // KeyCompleterWorker queues a completion job for every abandoned request.
@@ -39,7 +50,15 @@ type KeyCompleterWorker struct {
 
 // Work runs one pass of the completer.
 func (w *KeyCompleterWorker) Work(ctx context.Context, _ *river.Job[KeyCompleterArgs]) error {
-	_, err := w.svc.KeysAbandonedEnqueue(ctx, CompleterBatch)
+	if failpoint.Enabled {
+		// A build with failpoints can die here, holding the pass as running.
+		failpoint.Hit("jobs:key_completer:work")
+	}
+	if _, err := w.svc.KeysAbandonedEnqueue(ctx, CompleterBatch); err != nil {
+		return err
+	}
+	// The dead letters gauge follows the pass, for the alert on them.
+	_, err := w.svc.DeadLettersMeasure(ctx)
 	return err
 }
 
@@ -50,10 +69,14 @@ type KeyCompleteWorker struct {
 	svc *service.Service
 }
 
+// KeyCompleteTimeoutMargin is how much longer than a request's lease a
+// completion may run.
+const KeyCompleteTimeoutMargin = 10 * time.Second
+
 // Timeout lets the job outlast one request's lease, its processor calls
 // included.
 func (w *KeyCompleteWorker) Timeout(*river.Job[service.KeyCompleteArgs]) time.Duration {
-	return w.svc.Lease() + 10*time.Second
+	return w.svc.Lease() + KeyCompleteTimeoutMargin
 }
 
 // Work completes the key. A finished key (by its client or an earlier

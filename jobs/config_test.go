@@ -7,21 +7,33 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 
+	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/jobs"
 )
 
-// TestRiverConfigDefaults: zero fields take the package's defaults, and
-// River's own defaults stay River's.
+// TestRiverConfigDefaults: zero fields take the package's defaults, River's
+// job timeout stays River's, and a job held by a dead process is rescued
+// within minutes, never while a live one could still be running.
 func TestRiverConfigDefaults(t *testing.T) {
 	t.Parallel()
-	cfg := jobs.RiverConfig(jobs.Config{}, nil)
+	svc := testkit.New(t).Service
+	cfg := jobs.RiverConfig(jobs.Config{}, svc)
 	require.Equal(t, jobs.DefaultMaxWorkers, cfg.Queues[river.QueueDefault].MaxWorkers)
-	require.Len(t, cfg.PeriodicJobs, 2)
+	require.Len(t, cfg.PeriodicJobs, 3)
 	require.NotNil(t, cfg.Workers)
 	require.Zero(t, cfg.JobTimeout)
-	require.Zero(t, cfg.RescueStuckJobsAfter)
 
-	cfg = jobs.RiverConfig(jobs.Config{MaxWorkers: 3, JobTimeout: time.Minute, RescueStuckJobsAfter: 2 * time.Hour}, nil)
+	rescue := cfg.RescueStuckJobsAfter
+	require.Equal(t, jobs.DefaultRescueStuckJobsAfter(0, svc.Lease()), rescue)
+	require.GreaterOrEqual(t, rescue, jobs.MinRescueStuckJobsAfter)
+	require.Less(t, rescue, 15*time.Minute, "within minutes, not River's hour")
+	for _, timeout := range []time.Duration{river.JobTimeoutDefault, svc.Lease() + jobs.KeyCompleteTimeoutMargin, jobs.ReconcileTimeout} {
+		require.Greater(t, rescue, timeout, "no live job is taken for a dead one")
+	}
+	require.Equal(t, 21*time.Minute, jobs.DefaultRescueStuckJobsAfter(20*time.Minute, svc.Lease()),
+		"a longer job timeout pushes the rescue past it")
+
+	cfg = jobs.RiverConfig(jobs.Config{MaxWorkers: 3, JobTimeout: time.Minute, RescueStuckJobsAfter: 2 * time.Hour}, svc)
 	require.Equal(t, 3, cfg.Queues[river.QueueDefault].MaxWorkers)
 	require.Equal(t, time.Minute, cfg.JobTimeout)
 	require.Equal(t, 2*time.Hour, cfg.RescueStuckJobsAfter)

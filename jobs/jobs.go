@@ -21,6 +21,7 @@ func Register(workers *river.Workers, svc *service.Service) {
 	river.AddWorker(workers, &KeyCompleterWorker{svc: svc})
 	river.AddWorker(workers, &KeyCompleteWorker{svc: svc})
 	river.AddWorker(workers, &KeyReaperWorker{svc: svc})
+	river.AddWorker(workers, &ReconcileWorker{svc: svc})
 }
 
 // Defaults of Config, applied to its zero fields.
@@ -29,6 +30,8 @@ const (
 	DefaultCompleterInterval = time.Minute
 	// DefaultReaperInterval is how often the reaper runs.
 	DefaultReaperInterval = time.Hour
+	// DefaultReconcileInterval is how often the reconciliation runs.
+	DefaultReconcileInterval = 24 * time.Hour
 	// DefaultMaxWorkers is how many jobs a process works at once.
 	DefaultMaxWorkers = 20
 )
@@ -42,6 +45,10 @@ type Config struct {
 	// ReaperInterval is how often the reaper deletes old finished keys.
 	// Default DefaultReaperInterval.
 	ReaperInterval time.Duration
+	// ReconcileInterval is how often the service is reconciled with the
+	// payment processor, over the last ReconcileWindow. Default
+	// DefaultReconcileInterval.
+	ReconcileInterval time.Duration
 	// MaxWorkers is how many jobs of the default queue one process works
 	// at once. Default DefaultMaxWorkers.
 	MaxWorkers int
@@ -50,10 +57,31 @@ type Config struct {
 	JobTimeout time.Duration
 	// RescueStuckJobsAfter is how long a job may stay running before River
 	// takes it for abandoned (its process died) and retries it; it must
-	// outlast every job's timeout. Default River's (one hour).
+	// outlast every job's timeout. Default DefaultRescueStuckJobsAfter of
+	// JobTimeout and the service's lease: a few minutes, so that the jobs a
+	// killed process held are retried soon after it restarts (River's own
+	// default is an hour).
 	RescueStuckJobsAfter time.Duration
 	// Logger receives River's logs. Default River's.
 	Logger *slog.Logger
+}
+
+// MinRescueStuckJobsAfter is the shortest default of
+// Config.RescueStuckJobsAfter.
+const MinRescueStuckJobsAfter = 5 * time.Minute
+
+// DefaultRescueStuckJobsAfter is the default of Config.RescueStuckJobsAfter
+// for a River JobTimeout (zero: River's default) and a service whose
+// requests hold their key for lease: MinRescueStuckJobsAfter, or a minute
+// more than the longest job timeout (JobTimeout, a completion's, the
+// reconciliation's) when that is longer, so that no live job is ever taken
+// for a dead one.
+func DefaultRescueStuckJobsAfter(jobTimeout, lease time.Duration) time.Duration {
+	if jobTimeout == 0 {
+		jobTimeout = river.JobTimeoutDefault
+	}
+	longest := max(jobTimeout, lease+KeyCompleteTimeoutMargin, ReconcileTimeout)
+	return max(MinRescueStuckJobsAfter, longest+time.Minute)
 }
 
 // RiverConfig returns the configuration of the River client that works the
@@ -62,6 +90,9 @@ type Config struct {
 func RiverConfig(cfg Config, svc *service.Service) *river.Config {
 	if cfg.MaxWorkers == 0 {
 		cfg.MaxWorkers = DefaultMaxWorkers
+	}
+	if cfg.RescueStuckJobsAfter == 0 {
+		cfg.RescueStuckJobsAfter = DefaultRescueStuckJobsAfter(cfg.JobTimeout, svc.Lease())
 	}
 	workers := river.NewWorkers()
 	Register(workers, svc)
@@ -75,9 +106,11 @@ func RiverConfig(cfg Config, svc *service.Service) *river.Config {
 	}
 }
 
-// PeriodicJobs returns the completer and the reaper as River periodic jobs,
-// at cfg's intervals. River runs periodic jobs on its elected leader only,
-// so any number of processes may register them.
+// PeriodicJobs returns the completer, the reaper and the reconciliation as
+// River periodic jobs, at cfg's intervals. River runs periodic jobs on its
+// elected leader only, so any number of processes may register them. Each
+// is unique within one period of its interval, so a pass held by a process
+// that died never keeps the next one from running.
 func PeriodicJobs(cfg Config) []*river.PeriodicJob {
 	if cfg.CompleterInterval == 0 {
 		cfg.CompleterInterval = DefaultCompleterInterval
@@ -85,13 +118,25 @@ func PeriodicJobs(cfg Config) []*river.PeriodicJob {
 	if cfg.ReaperInterval == 0 {
 		cfg.ReaperInterval = DefaultReaperInterval
 	}
+	if cfg.ReconcileInterval == 0 {
+		cfg.ReconcileInterval = DefaultReconcileInterval
+	}
 	return []*river.PeriodicJob{
 		river.NewPeriodicJob(river.PeriodicInterval(cfg.CompleterInterval),
-			func() (river.JobArgs, *river.InsertOpts) { return KeyCompleterArgs{}, nil },
+			func() (river.JobArgs, *river.InsertOpts) {
+				return KeyCompleterArgs{}, onePassPerPeriod(cfg.CompleterInterval)
+			},
 			&river.PeriodicJobOpts{ID: "key_completer", RunOnStart: true}),
 		river.NewPeriodicJob(river.PeriodicInterval(cfg.ReaperInterval),
-			func() (river.JobArgs, *river.InsertOpts) { return KeyReaperArgs{}, nil },
+			func() (river.JobArgs, *river.InsertOpts) {
+				return KeyReaperArgs{}, onePassPerPeriod(cfg.ReaperInterval)
+			},
 			&river.PeriodicJobOpts{ID: "key_reaper", RunOnStart: true}),
+		river.NewPeriodicJob(river.PeriodicInterval(cfg.ReconcileInterval),
+			func() (river.JobArgs, *river.InsertOpts) {
+				return ReconcileArgs{}, onePassPerPeriod(cfg.ReconcileInterval)
+			},
+			&river.PeriodicJobOpts{ID: "reconcile"}),
 	}
 }
 

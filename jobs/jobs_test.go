@@ -43,7 +43,7 @@ func TestCustomerCreateWorker(t *testing.T) {
 			final := b.waitFinal(t, service.CustomerCreateArgs{}.Kind(), 1)[0]
 			require.Equal(t, tc.wantEvent, final.Kind)
 			require.Equal(t, tc.faults+1, final.Job.Attempt)
-			require.Len(t, b.Stripe.CustomersForUser(itoa(uid)), tc.customers)
+			require.Len(t, b.Stripe.CustomersWithMetadata("ar_key", service.CustomerKey(b.Service.Namespace(), "job@example.com")), tc.customers)
 
 			var stored *string
 			require.NoError(t, b.Pool.QueryRow(b.Ctx, `SELECT stripe_customer_id FROM users WHERE id = $1`, uid).Scan(&stored))
@@ -138,7 +138,7 @@ func TestCompleterJobs(t *testing.T) {
 		uid := b.Rider(t, "completer@example.com", "tok_visa").ID
 		b.waitFinal(t, service.CustomerCreateArgs{}.Kind(), 1)
 		keyID := b.AbandonRide(t, uid, "completer-key-0000000001")
-		b.Clock.Advance(testkit.AbandonedAfter + time.Second)
+		b.Age(t, testkit.AbandonedAfter+time.Second)
 
 		_, err := b.client.Insert(b.Ctx, jobs.KeyCompleterArgs{}, nil)
 		require.NoError(t, err)
@@ -165,7 +165,7 @@ func TestCompleterJobs(t *testing.T) {
 		b.waitFinal(t, service.CustomerCreateArgs{}.Kind(), 1)
 		keyID := b.AbandonRide(t, uid, "dead-letter-key-00000001")
 		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultStatus, Status: 503, Times: 1000})
-		b.Clock.Advance(testkit.AbandonedAfter + time.Second)
+		b.Age(t, testkit.AbandonedAfter+time.Second)
 
 		n, err := b.Service.KeysAbandonedEnqueue(b.Ctx, 100)
 		require.NoError(t, err)
@@ -206,7 +206,7 @@ func TestReaperJob(t *testing.T) {
 	b.waitFinal(t, service.CustomerCreateArgs{}.Kind(), 1)
 	_, err := b.Service.RideCreate(b.Ctx, uid, "reaper-job-key-000000001", testkit.SomeRide, nil)
 	require.NoError(t, err)
-	b.Clock.Advance(73 * time.Hour)
+	b.Age(t, 73*time.Hour)
 
 	_, err = b.client.Insert(b.Ctx, jobs.KeyReaperArgs{}, nil)
 	require.NoError(t, err)
@@ -242,7 +242,7 @@ func TestRefundJobs(t *testing.T) {
 	b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpRefundCreate, Kind: fakestripe.FaultStatus, Status: 503, Times: 1})
 	_, err = b.Service.RideRefundCreate(b.Ctx, uid, "refund-jobs-refund-key-01", ride.ID, nil)
 	require.Equal(t, service.CodeProcessorUnavailable, service.ErrorCode(err), "err: %v", err)
-	b.Clock.Advance(testkit.AbandonedAfter + time.Second)
+	b.Age(t, testkit.AbandonedAfter+time.Second)
 	_, err = b.client.Insert(b.Ctx, jobs.KeyCompleterArgs{}, nil)
 	require.NoError(t, err)
 	require.Equal(t, river.EventKindJobCompleted, b.waitFinal(t, service.KeyCompleteArgs{}.Kind(), 1)[0].Kind)

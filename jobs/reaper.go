@@ -17,9 +17,9 @@ type KeyReaperArgs struct{}
 // Kind is the job's kind in River.
 func (KeyReaperArgs) Kind() string { return "key_reaper" }
 
-// InsertOpts keeps one pass queued at a time.
+// InsertOpts retries a failed pass a few times.
 func (KeyReaperArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{MaxAttempts: 3, UniqueOpts: onePassAtATime}
+	return river.InsertOpts{MaxAttempts: 3}
 }
 
 // KeyReaperWorker deletes finished keys past their retention. Unfinished

@@ -15,6 +15,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/atomicrides/atomicrides/service"
 )
@@ -26,7 +27,8 @@ type Config struct {
 	// AdminToken is the operator credential: Bearer on the admin operations,
 	// the password of HTTP Basic on River UI.
 	AdminToken string
-	// RiverUI, when set, is served under /riverui/ to operators only.
+	// RiverUI, when set, is served under /riverui/ to operators only, and
+	// only to same-origin requests; its API takes JSON only.
 	RiverUI http.Handler
 	// Ready reports whether the service can serve (database reachable,
 	// migrations applied); nil means always ready.
@@ -40,6 +42,9 @@ type Config struct {
 	// on the handler's mux, behind the same request ids, access logs,
 	// metrics and problem+json answers to unknown routes.
 	Pages Routes
+	// TracerProvider receives a span per request, continuing the client's
+	// traceparent. Default the global provider (a no-op unless set).
+	TracerProvider trace.TracerProvider
 }
 
 // Routes is a set of HTTP handlers that registers itself on a mux.
@@ -62,19 +67,24 @@ func NewHandler(cfg Config) http.Handler {
 		cfg.Logger = slog.Default()
 	}
 	mux := http.NewServeMux()
+	registerDocs(mux)
 	register(mux, cfg)
 	if cfg.Pages != nil {
 		cfg.Pages.Register(mux)
 	}
 	if cfg.RiverUI != nil {
-		mux.Handle("/riverui/", requireAdminBasic(cfg.AdminToken, cfg.RiverUI))
+		mux.Handle(riverUIPrefix, requireAdminBasic(cfg.AdminToken, guardRiverUI(cfg.RiverUI)))
 	}
 	var hm *httpMetrics
 	if cfg.Metrics != nil {
 		hm = newHTTPMetrics(cfg.Metrics)
 		mux.Handle("GET /metrics", metricsHandler(cfg.AdminToken, cfg.Metrics))
 	}
-	return requestContext(cfg.Logger, hm, unmatched(mux))
+	var h http.Handler = unmatched(mux)
+	if cfg.Service != nil {
+		h = paymentDeadlines(mux, cfg.Service.Lease(), h)
+	}
+	return traceRequests(cfg.TracerProvider, requestContext(cfg.Logger, hm, routeSpan(h)))
 }
 
 // Spec returns the OpenAPI document of the API as YAML.
@@ -89,7 +99,7 @@ func register(mux *http.ServeMux, cfg Config) huma.API {
 		"Multi-step requests take an Idempotency-Key; a finished request is replayed byte for byte with " +
 		"`Idempotent-Replayed: true`."
 	config.CreateHooks = nil // no $schema property, no Link header
-	config.DocsPath = ""     // the docs page needs a CDN; the spec endpoints suffice
+	config.DocsPath = ""     // Huma's page loads from a CDN; /docs is ours (docs.go)
 	config.OpenAPIPath = "/openapi"
 	config.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
 		schemeRider: {Type: "http", Scheme: "bearer", Description: "A rider's API key, as minted by PUT /users/{email}."},
@@ -97,10 +107,12 @@ func register(mux *http.ServeMux, cfg Config) huma.API {
 	}
 	api := humago.New(mux, config)
 	h := &handlers{svc: cfg.Service, api: api, logger: cfg.Logger, adminToken: cfg.AdminToken}
+	api.UseMiddleware(h.requireContentType)
 	h.registerUsers()
 	h.registerRides()
 	h.registerRefunds()
 	h.registerHealth(cfg.Ready)
+	finishExamples(api.OpenAPI())
 	return api
 }
 
@@ -140,6 +152,7 @@ func (h *handlers) errorResponses(op *huma.Operation, codes ...int) {
 				Schema:      &huma.Schema{Type: "integer"},
 			}}
 		}
+		resp.Content["application/problem+json"].Examples = problemExamples[code]
 		op.Responses[itoa(code)] = resp
 	}
 }
@@ -151,6 +164,7 @@ var statusDescriptions = map[int]string{
 	http.StatusNotFound:              "No such resource for this caller.",
 	http.StatusConflict:              "Another request with the same idempotency key is in progress.",
 	http.StatusRequestEntityTooLarge: "The body is larger than 16 KiB.",
+	http.StatusUnsupportedMediaType:  "The body is not declared as application/json (a missing Content-Type included).",
 	http.StatusUnprocessableEntity:   "Invalid input (the errors name the field), or an idempotency key reused with a different request.",
 	http.StatusInternalServerError:   "Internal error. Not stored: retry with the same idempotency key.",
 	http.StatusServiceUnavailable:    "The payment processor gave no definitive answer. Not stored: retry with the same idempotency key.",

@@ -25,8 +25,9 @@ func clientIP(ctx context.Context) *netip.Addr { return httpctx.ClientIP(ctx) }
 
 // requestContext gives every request an id (the client's X-Request-Id when it
 // is sane), its client address, the mark of the request path for the
-// database counters (service.RequestContext), one access log line and, when metrics is
-// set, its count and duration.
+// database counters (service.RequestContext), one access log line and, when
+// metrics is set, its count and duration; every response gets
+// X-Content-Type-Options: nosniff.
 func requestContext(logger *slog.Logger, metrics *httpMetrics, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -37,6 +38,9 @@ func requestContext(logger *slog.Logger, metrics *httpMetrics, next http.Handler
 			id = hex.EncodeToString(b[:])
 		}
 		w.Header().Set("X-Request-Id", id)
+		// No response of this server is meant to be sniffed into another
+		// type: API JSON, problem+json, pages, River UI and metrics alike.
+		w.Header().Set("X-Content-Type-Options", "nosniff")
 		var ip *netip.Addr
 		if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
 			addr := ap.Addr().Unmap()
@@ -127,7 +131,6 @@ func (w *problemWriter) Write(b []byte) (int, error) {
 }
 
 func writeProblem(w http.ResponseWriter, status int, detail string) {
-	w.Header().Del("X-Content-Type-Options")
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(map[string]any{

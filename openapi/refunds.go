@@ -11,8 +11,8 @@ import (
 )
 
 type rideRefundInput struct {
-	ID             int64  `path:"id" minimum:"1" doc:"The ride's id."`
-	IdempotencyKey string `header:"Idempotency-Key" required:"true" doc:"20 to 255 printable ASCII characters, bare or as a quoted structured-field string. Retry with the same key; any other key refunding the same ride gets the same refund."`
+	ID             int64  `path:"id" minimum:"1" example:"42" doc:"The ride's id."`
+	IdempotencyKey string `header:"Idempotency-Key" required:"true" example:"RJ6Q3ZK7W2HXN5TBY4MVC8PLDA" doc:"20 to 255 printable ASCII characters, bare or as a quoted structured-field string. Retry with the same key; any other key refunding the same ride gets the same refund."`
 }
 
 func (h *handlers) registerRefunds() {
@@ -39,12 +39,16 @@ func (h *handlers) registerRefunds() {
 			"201": {
 				Description: "The ride is refunded; this request asked for the refund. Stored.",
 				Headers:     replayHeader,
-				Content:     map[string]*huma.MediaType{"application/json": {Schema: schema}},
+				Content: map[string]*huma.MediaType{"application/json": {Schema: schema, Examples: map[string]*huma.Example{
+					"refunded": example("Refunded by this request (the same bytes on every replay)", exampleRefund),
+				}}},
 			},
 			"200": {
 				Description: "The ride was already refunded, or is being refunded, by a request under another key: the same refund. Stored.",
 				Headers:     replayHeader,
-				Content:     map[string]*huma.MediaType{"application/json": {Schema: schema}},
+				Content: map[string]*huma.MediaType{"application/json": {Schema: schema, Examples: map[string]*huma.Example{
+					"already-refunded": example("Refunded by a request under another key: the same refund", exampleRefund),
+				}}},
 			},
 		},
 	}
@@ -53,6 +57,14 @@ func (h *handlers) registerRefunds() {
 		"is in progress (Retry-After; not stored). /problems/ride-not-refundable: the ride's charge is pending or " +
 		"declined (not stored). /problems/refund-rejected: the payment processor refused the refund (stored, replayed)."
 	op.Responses["409"].Headers["Idempotent-Replayed"] = replayHeader["Idempotent-Replayed"]
+	withExamples(&op, "409", map[string]*huma.Example{
+		"key-in-use": problemExamples[http.StatusConflict]["key-in-use"],
+		"not-refundable": example("The ride's charge is not decided yet (not stored)",
+			problem(409, ProblemRideNotRefundable, "the ride's charge is not decided yet; a ride can be refunded once it is charged")),
+		"refund-rejected": example("The processor refused the refund (stored, replayed)",
+			problem(409, service.ProblemRefundRejected, "the payment processor refused the refund (charge_disputed)")),
+	})
+	withExamples(&op, "422", map[string]*huma.Example{"key-reused": keyReusedExample})
 	huma.Register(h.api, op, h.rideRefund)
 }
 

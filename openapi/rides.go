@@ -11,7 +11,7 @@ import (
 )
 
 type rideCreateInput struct {
-	IdempotencyKey string `header:"Idempotency-Key" required:"true" doc:"20 to 255 printable ASCII characters, bare or as a quoted structured-field string. One key per logical booking: retry with the same key."`
+	IdempotencyKey string `header:"Idempotency-Key" required:"true" example:"MVUB2FKCT3XG5OSXEUDMPBZTIZ" doc:"20 to 255 printable ASCII characters, bare or as a quoted structured-field string. One key per logical booking: retry with the same key."`
 	Body           rideCreateBody
 }
 
@@ -50,7 +50,7 @@ func storedResponse(r *service.Response) *storedOutput {
 }
 
 type rideGetInput struct {
-	ID int64 `path:"id" minimum:"1" doc:"The ride's id."`
+	ID int64 `path:"id" minimum:"1" example:"42" doc:"The ride's id."`
 }
 
 type rideGetOutput struct {
@@ -76,12 +76,19 @@ func (h *handlers) registerRides() {
 			"201": {
 				Description: "The ride, booked and charged. Stored.",
 				Headers:     replayHeader,
-				Content:     map[string]*huma.MediaType{"application/json": {Schema: rideSchema}},
+				Content: map[string]*huma.MediaType{"application/json": {Schema: rideSchema, Examples: map[string]*huma.Example{
+					"charged": example("Booked and charged (the same bytes on every replay)", exampleRide(false)),
+				}}},
 			},
 		},
 	}
-	h.errorResponses(&op, 400, 401, 402, 409, 413, 422, 500, 503)
+	jsonRequestExamples(&op, map[string]*huma.Example{"ride": example("From San Francisco to Oakland", exampleRideBody)})
+	h.errorResponses(&op, 400, 401, 402, 409, 413, 415, 422, 500, 503)
 	op.Responses["402"].Headers = replayHeader
+	withExamples(&op, "422", map[string]*huma.Example{
+		"invalid-field": problemExamples[http.StatusUnprocessableEntity]["invalid-field"],
+		"key-reused":    keyReusedExample,
+	})
 	huma.Register(h.api, op, h.rideCreate)
 
 	op = huma.Operation{
@@ -89,11 +96,22 @@ func (h *handlers) registerRides() {
 		Method:      http.MethodGet,
 		Path:        "/rides/{id}",
 		Summary:     "Get one of the rider's rides, with its charge and refund",
+		Description: "Reads the ride as it is now: charge_status is pending until the charge is decided, and refund_status follows a refund. " +
+			"Read-only and safe to retry at any time; it takes no Idempotency-Key. Another rider's ride is 404, as if it did not exist.",
 		Tags:        []string{"rides"},
 		Security:    []map[string][]string{{schemeRider: {}}},
 		Middlewares: huma.Middlewares{h.requireRider},
+		Responses: map[string]*huma.Response{
+			"200": {Description: "The ride.", Content: map[string]*huma.MediaType{"application/json": {Examples: map[string]*huma.Example{
+				"charged":  example("Booked and charged", exampleRide(false)),
+				"refunded": example("Charged, then refunded", exampleRide(true)),
+			}}}},
+		},
 	}
 	h.errorResponses(&op, 401, 404, 422, 500)
+	withExamples(&op, "422", map[string]*huma.Example{"invalid-id": example("The id is not a positive integer",
+		problem(422, "", "validation failed", &huma.ErrorDetail{Message: "expected number >= 1", Location: "path.id", Value: 0}))})
+	withExamples(&op, "500", map[string]*huma.Example{"internal": example("Our failure: retry", problem(500, "", "internal error"))})
 	huma.Register(h.api, op, h.rideGet)
 }
 

@@ -11,7 +11,7 @@ import (
 )
 
 type userPutInput struct {
-	Email string       `path:"email" maxLength:"255" doc:"The rider's email address."`
+	Email string       `path:"email" maxLength:"255" example:"rider@example.com" doc:"The rider's email address: ASCII only (receipts are sent without SMTPUTF8), no control or formatting characters; compared and stored lower-cased, so addresses that differ only in case are one rider."`
 	Body  *userPutBody `required:"false"`
 }
 
@@ -24,6 +24,8 @@ type UserPutResponse struct {
 	User *service.User `json:"user"`
 	// APIKey is only present when the user was created.
 	APIKey string `json:"api_key,omitempty" doc:"The rider's API key, only when the user was created. Shown once; stored hashed."`
+	// APIKeyID is the id of APIKey, only when the user was created.
+	APIKeyID int64 `json:"api_key_id,omitempty" doc:"The id of api_key, by which it is listed and revoked; only when the user was created."`
 }
 
 type userPutOutput struct {
@@ -35,10 +37,26 @@ type userPutOutput struct {
 type APIKeyResponse struct {
 	User   *service.User `json:"user"`
 	APIKey string        `json:"api_key" doc:"A new API key for the rider. Shown once; stored hashed."`
+	// APIKeyID identifies the new key.
+	APIKeyID int64 `json:"api_key_id" doc:"The id of api_key, by which it is listed and revoked."`
 }
 
 type apiKeyInput struct {
-	Email string `path:"email" maxLength:"255"`
+	Email string `path:"email" maxLength:"255" example:"rider@example.com" doc:"The rider's email address, in any case."`
+}
+
+// APIKeyListResponse is the body of GET /users/{email}/api_keys.
+type APIKeyListResponse struct {
+	APIKeys []*service.APIKey `json:"api_keys" doc:"Every key of the rider, revoked ones included, oldest first. Never a secret."`
+}
+
+type apiKeyListOutput struct {
+	Body APIKeyListResponse
+}
+
+type apiKeyRevokeInput struct {
+	Email string `path:"email" maxLength:"255" example:"rider@example.com" doc:"The rider's email address, in any case."`
+	ID    int64  `path:"id" minimum:"1" example:"11" doc:"The key's id (api_key_id)."`
 }
 
 type apiKeyOutput struct {
@@ -48,36 +66,97 @@ type apiKeyOutput struct {
 func (h *handlers) registerUsers() {
 	schema := h.api.OpenAPI().Components.Schemas.Schema(reflect.TypeOf(UserPutResponse{}), true, "UserPutResponse")
 	op := huma.Operation{
-		OperationID:   "user-put",
-		Method:        http.MethodPut,
-		Path:          "/users/{email}",
-		Summary:       "Create a rider unless one exists",
-		Description:   "One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent: a repeat returns 200 with the existing user and no key; an existing user is not changed.",
+		OperationID: "user-put",
+		Method:      http.MethodPut,
+		Path:        "/users/{email}",
+		Summary:     "Create a rider unless one exists",
+		Description: "One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. " +
+			"Idempotent by its URL, with no Idempotency-Key: a repeat (a retry after a lost answer included) returns 200 with the existing user and no key, " +
+			"and an existing user is not changed. If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.",
 		Tags:          []string{"users"},
 		DefaultStatus: http.StatusCreated,
 		MaxBodyBytes:  maxBodyBytes,
 		Security:      []map[string][]string{{schemeAdmin: {}}},
 		Middlewares:   huma.Middlewares{h.requireAdmin},
 		Responses: map[string]*huma.Response{
-			"201": {Description: "Created, with the rider's first API key.", Content: map[string]*huma.MediaType{"application/json": {Schema: schema}}},
-			"200": {Description: "The rider already existed (no API key).", Content: map[string]*huma.MediaType{"application/json": {Schema: schema}}},
+			"201": {Description: "Created, with the rider's first API key.", Content: map[string]*huma.MediaType{"application/json": {Schema: schema, Examples: map[string]*huma.Example{
+				"created": example("Created; the key is shown this once", UserPutResponse{User: exampleUserNew(), APIKey: exampleAPIKey}),
+			}}}},
+			"200": {Description: "The rider already existed (no API key).", Content: map[string]*huma.MediaType{"application/json": {Schema: schema, Examples: map[string]*huma.Example{
+				"existed": example("The rider existed: unchanged, no key", UserPutResponse{User: exampleUser()}),
+			}}}},
 		},
 	}
-	h.errorResponses(&op, 400, 401, 413, 422, 500)
+	jsonRequestExamples(&op, map[string]*huma.Example{
+		"visa":    example("Pay with a test Visa card", userPutBody{PaymentSource: "tok_visa"}),
+		"decline": example("A card whose every charge is declined", userPutBody{PaymentSource: "tok_chargeCustomerFail"}),
+	})
+	h.errorResponses(&op, 400, 401, 413, 415, 422, 500)
+	withExamples(&op, "400", map[string]*huma.Example{"malformed-json": problemExamples[http.StatusBadRequest]["malformed-json"]})
+	withExamples(&op, "422", map[string]*huma.Example{"invalid-source": example("The payment source has characters outside [A-Za-z0-9_]",
+		problem(422, "", "validation failed", &huma.ErrorDetail{Message: "expected string to match pattern ^[A-Za-z0-9_]+$", Location: "body.payment_source", Value: "tok visa"}))})
+	withExamples(&op, "500", map[string]*huma.Example{"internal": example("Our failure: nothing was created; retry", problem(500, "", "internal error"))})
 	huma.Register(h.api, op, h.userPut)
 
 	op = huma.Operation{
-		OperationID:   "api-key-create",
-		Method:        http.MethodPost,
-		Path:          "/users/{email}/api_keys",
-		Summary:       "Mint another API key for a rider",
+		OperationID: "api-key-create",
+		Method:      http.MethodPost,
+		Path:        "/users/{email}/api_keys",
+		Summary:     "Mint another API key for a rider",
+		Description: "Creates a new API key for an existing rider; the rider's other keys stay valid. Not idempotent: " +
+			"every request mints a key, so a retry after a lost answer mints another, and every minted key is valid. " +
+			"It has no side effect beyond the key and its audit record, so a retry is harmless: keep the key you receive.",
 		Tags:          []string{"users"},
 		DefaultStatus: http.StatusCreated,
 		Security:      []map[string][]string{{schemeAdmin: {}}},
 		Middlewares:   huma.Middlewares{h.requireAdmin},
+		Responses: map[string]*huma.Response{
+			"201": {Description: "A new key; shown this once.", Content: map[string]*huma.MediaType{"application/json": {Examples: map[string]*huma.Example{
+				"minted": example("A new key for the rider", APIKeyResponse{User: exampleUser(), APIKey: exampleAPIKey}),
+			}}}},
+		},
 	}
 	h.errorResponses(&op, 401, 404, 422, 500)
+	withExamples(&op, "404", map[string]*huma.Example{"no-user": example("No rider with this email", problem(404, "", "no user with this email"))})
+	withExamples(&op, "422", map[string]*huma.Example{"too-long": example("The email is longer than 255 characters",
+		problem(422, "", "validation failed", &huma.ErrorDetail{Message: "expected length <= 255", Location: "path.email", Value: "a…@example.com"}))})
+	withExamples(&op, "500", map[string]*huma.Example{"internal": example("Our failure: no key was minted; retry", problem(500, "", "internal error"))})
 	huma.Register(h.api, op, h.apiKeyCreate)
+
+	op = huma.Operation{
+		OperationID: "api-key-list",
+		Method:      http.MethodGet,
+		Path:        "/users/{email}/api_keys",
+		Summary:     "List a rider's API keys (ids and times, never secrets)",
+		Description: "Every key of the rider, revoked ones included, with when it was created, last used (to within a minute) and revoked. " +
+			"A read: safe to retry any number of times.",
+		Tags:        []string{"users"},
+		Security:    []map[string][]string{{schemeAdmin: {}}},
+		Middlewares: huma.Middlewares{h.requireAdmin},
+	}
+	op.Responses = map[string]*huma.Response{
+		"200": {Description: "The rider's keys, oldest first.", Content: map[string]*huma.MediaType{"application/json": {Examples: map[string]*huma.Example{
+			"keys": example("A live key and a revoked one", APIKeyListResponse{APIKeys: exampleAPIKeys()}),
+		}}}},
+	}
+	h.errorResponses(&op, 401, 404, 422, 500)
+	withExamples(&op, "404", map[string]*huma.Example{"no-user": example("No rider with this email", problem(404, "", "no user with this email"))})
+	huma.Register(h.api, op, h.apiKeyList)
+
+	op = huma.Operation{
+		OperationID:   "api-key-revoke",
+		Method:        http.MethodDelete,
+		Path:          "/users/{email}/api_keys/{id}",
+		Summary:       "Revoke one of a rider's API keys",
+		Description:   "The key is refused (401) by every instance within a second of the answer. Idempotent: revoking a revoked key answers 204 again, so a retry after a lost answer is safe. An unknown key, or another rider's, is 404.",
+		Tags:          []string{"users"},
+		DefaultStatus: http.StatusNoContent,
+		Security:      []map[string][]string{{schemeAdmin: {}}},
+		Middlewares:   huma.Middlewares{h.requireAdmin},
+	}
+	h.errorResponses(&op, 401, 404, 422, 500)
+	withExamples(&op, "404", map[string]*huma.Example{"no-key": example("No such key for this rider", problem(404, "", "no such API key for this user"))})
+	huma.Register(h.api, op, h.apiKeyRevoke)
 }
 
 func (h *handlers) userPut(ctx context.Context, in *userPutInput) (*userPutOutput, error) {
@@ -91,7 +170,7 @@ func (h *handlers) userPut(ctx context.Context, in *userPutInput) (*userPutOutpu
 	}
 	out := &userPutOutput{Status: http.StatusOK, Body: UserPutResponse{User: res.User}}
 	if res.Created {
-		out.Status, out.Body.APIKey = http.StatusCreated, res.APIKey
+		out.Status, out.Body.APIKey, out.Body.APIKeyID = http.StatusCreated, res.APIKey, res.APIKeyID
 	}
 	return out, nil
 }
@@ -101,5 +180,20 @@ func (h *handlers) apiKeyCreate(ctx context.Context, in *apiKeyInput) (*apiKeyOu
 	if err != nil {
 		return nil, h.fail(ctx, "api key create", err)
 	}
-	return &apiKeyOutput{Body: APIKeyResponse{User: user, APIKey: key}}, nil
+	return &apiKeyOutput{Body: APIKeyResponse{User: user, APIKey: key.Secret, APIKeyID: key.ID}}, nil
+}
+
+func (h *handlers) apiKeyList(ctx context.Context, in *apiKeyInput) (*apiKeyListOutput, error) {
+	keys, err := h.svc.APIKeyList(ctx, in.Email)
+	if err != nil {
+		return nil, h.fail(ctx, "api key list", err)
+	}
+	return &apiKeyListOutput{Body: APIKeyListResponse{APIKeys: keys}}, nil
+}
+
+func (h *handlers) apiKeyRevoke(ctx context.Context, in *apiKeyRevokeInput) (*struct{}, error) {
+	if err := h.svc.APIKeyRevoke(ctx, in.Email, in.ID, clientIP(ctx)); err != nil {
+		return nil, h.fail(ctx, "api key revoke", err)
+	}
+	return nil, nil
 }

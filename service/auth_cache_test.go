@@ -14,18 +14,37 @@ func TestAuthenticateCache(t *testing.T) {
 	t.Run("FoundKeyIsTrustedForTheTTLOnly", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
+		listen(t, b.Service)
 		res, err := b.Service.UserUpsert(b.Ctx, service.UserUpsertParams{Email: "cached@example.com"})
 		require.NoError(t, err)
 		u, err := b.Service.Authenticate(b.Ctx, res.APIKey)
 		require.NoError(t, err)
-		require.Equal(t, res.User.ID, u.ID)
+		require.Equal(t, "cached@example.com", u.Email)
 
-		b.Exec(t, `DELETE FROM api_keys WHERE user_id = $1`, res.User.ID)
+		// A change that revokes nothing is not announced: the cached read
+		// stands for the TTL.
+		b.Exec(t, `UPDATE users SET email = 'renamed@example.com' WHERE id = $1`, res.User.ID)
 		u, err = b.Service.Authenticate(b.Ctx, res.APIKey)
 		require.NoError(t, err, "within the TTL the key is not read again")
-		require.Equal(t, res.User.ID, u.ID)
+		require.Equal(t, "cached@example.com", u.Email)
 
 		b.Clock.Advance(service.DefaultAuthCacheTTL)
+		u, err = b.Service.Authenticate(b.Ctx, res.APIKey)
+		require.NoError(t, err)
+		require.Equal(t, "renamed@example.com", u.Email)
+	})
+
+	t.Run("WithoutListenerEveryCallReadsTheDatabase", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		res, err := b.Service.UserUpsert(b.Ctx, service.UserUpsertParams{Email: "unlistened@example.com"})
+		require.NoError(t, err)
+		_, err = b.Service.Authenticate(b.Ctx, res.APIKey)
+		require.NoError(t, err)
+		require.False(t, b.Service.APIKeyCacheTrusted())
+
+		b.Exec(t, `ALTER TABLE api_keys DISABLE TRIGGER USER`) // not even announced
+		b.Exec(t, `UPDATE api_keys SET revoked_at = now() WHERE user_id = $1`, res.User.ID)
 		_, err = b.Service.Authenticate(b.Ctx, res.APIKey)
 		requireCode(t, err, service.CodeUnauthenticated)
 	})

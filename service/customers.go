@@ -2,15 +2,10 @@ package service
 
 import (
 	"context"
-	"fmt"
+	"time"
 
 	"github.com/atomicrides/atomicrides/dbgen"
 )
-
-// customerKey is the entity-level processor key of a user's customer: every
-// path that creates the customer uses it with the same parameters, so the
-// processor creates one customer per user.
-func customerKey(userID int64) string { return fmt.Sprintf("user-%d-customer", userID) }
 
 // CustomerCreate makes sure the user has a customer at the payment processor
 // and returns its id. No transaction is open while the processor is called;
@@ -26,7 +21,11 @@ func (s *Service) CustomerCreate(ctx context.Context, userID int64) (string, err
 	if user.StripeCustomerID != nil {
 		return *user.StripeCustomerID, nil
 	}
-	customer, err := s.processorCustomer(ctx, user)
+	now, err := s.queries.ClockNow(ctx, s.pool)
+	if err != nil {
+		return "", internal(err)
+	}
+	customer, err := s.processorCustomer(ctx, user, now)
 	if err != nil {
 		return "", err
 	}
@@ -34,21 +33,50 @@ func (s *Service) CustomerCreate(ctx context.Context, userID int64) (string, err
 }
 
 // processorCustomer gets the user's customer from the processor, creating it
-// under the entity-level key. Once the processor may have forgotten that key
-// it looks the customer up first.
-func (s *Service) processorCustomer(ctx context.Context, user *dbgen.User) (*Customer, error) {
-	if s.pastProcessorWindow(user.CreatedAt) {
-		c, err := s.payments.CustomerFind(ctx, user.ID)
+// under the entity-level key derived from the namespace and the rider's
+// email. Once the processor may have forgotten that key (judged at now, by
+// the database's clock), or when it saw the key with other parameters (a
+// rider created again with another source after a restore), the customer
+// made for this rider by this deployment is looked up and adopted.
+func (s *Service) processorCustomer(ctx context.Context, user *dbgen.User, now time.Time) (*Customer, error) {
+	pkey := CustomerKey(s.namespace, user.Email)
+	if s.pastProcessorWindow(now, user.CreatedAt) {
+		c, err := s.processorCustomerOf(ctx, pkey, user.Email)
 		if err != nil || c != nil {
 			return c, err
 		}
 	}
-	return s.payments.CustomerCreate(ctx, CustomerCreateParams{
-		IdempotencyKey: customerKey(user.ID),
-		UserID:         user.ID,
+	c, err := s.payments.CustomerCreate(ctx, CustomerCreateParams{
+		IdempotencyKey: pkey,
 		Email:          user.Email,
 		Source:         user.PaymentSource,
+		Tag:            s.tag(user.Email, pkey),
 	})
+	if isIdempotencyMismatch(err) {
+		found, ferr := s.processorCustomerOf(ctx, pkey, user.Email)
+		if ferr != nil {
+			return nil, ferr
+		}
+		if found != nil {
+			return found, nil
+		}
+	}
+	return c, err
+}
+
+// processorCustomerOf returns the customer made under pkey by this
+// deployment for the rider with email, or nil when the processor has none.
+func (s *Service) processorCustomerOf(ctx context.Context, pkey, email string) (*Customer, error) {
+	customers, err := s.payments.CustomerFind(ctx, pkey)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range customers {
+		if c.Tag.Key == pkey && s.owns(c.Tag, email) {
+			return c, nil
+		}
+	}
+	return nil, nil
 }
 
 // customerStore records the customer id unless another is already recorded,

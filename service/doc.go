@@ -18,9 +18,11 @@
 //	               ▼
 //	started ──[ride + audit record]──► ride_created
 //	                                      │
-//	                          Stripe charge, key "ride-charge-<key id>"
-//	                          (no transaction open; past Stripe's 24 h
-//	                           key window, look the charge up first)
+//	                          Stripe charge, key ChargeKey(namespace, rider's
+//	                          email, client key) + "." + customer, tagged
+//	                          ar_ns/ar_rider/ar_key (no transaction open;
+//	                          past Stripe's 24 h key window, look the charge
+//	                          up by ar_key first and adopt it if it is ours)
 //	                 ┌────────────────────┼──────────────────────┐
 //	            charged│            declined│           indeterminate│
 //	                   ▼                    ▼                        ▼
@@ -31,8 +33,9 @@
 //
 // POST /rides/{id}/refund is the same engine with entity-level idempotency:
 // a ride has at most one refund row (ride_id UNIQUE) and the processor sees
-// one refund key per ride, so requests under any number of keys converge on
-// one refund:
+// one refund key per charge and attempt (the attempt rises only after a
+// recorded refusal), so requests under any number of keys converge on one
+// refund, and a refused refund asked for again reaches the processor again:
 //
 //	          claim + [lock the user's ride]  (not found: 404; not charged:
 //	               │                           409; rolled back, no key kept)
@@ -40,10 +43,12 @@
 //	started ──[refund row: create (or retry a refused one) + audit record,
 //	   │       or join a pending one]──► refund_created
 //	   │                                     │
-//	   │ already refunded          Stripe refund, key "ride-<id>-refund"
+//	   │ already refunded          Stripe refund, key RefundKey(namespace,
+//	   │                           charge, attempt), tagged as charges are
 //	   │                           (no transaction open; past Stripe's key
 //	   │                            window, or told the charge is already
-//	   │                            refunded: list its refunds, adopt ours)
+//	   │                            refunded: list its refunds, adopt the one
+//	   │                            of this deployment and rider)
 //	   │                      ┌──────────────────┼──────────────────────┐
 //	   │              refunded│           refused│           indeterminate│
 //	   ▼                      ▼                  ▼                        ▼

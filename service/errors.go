@@ -109,6 +109,7 @@ const (
 	sqlStateSerializationFailure = "40001"
 	sqlStateDeadlockDetected     = "40P01"
 	sqlStateUniqueViolation      = "23505"
+	sqlStateForeignKeyViolation  = "23503"
 )
 
 func sqlState(err error) string {
@@ -134,3 +135,7 @@ func isRetryable(err error) bool {
 }
 
 func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
+
+// isForeignKeyViolation reports whether err is a row referring to one that
+// does not exist (any longer).
+func isForeignKeyViolation(err error) bool { return sqlState(err) == sqlStateForeignKeyViolation }

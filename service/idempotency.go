@@ -61,9 +61,15 @@ func NoOp() Outcome { return Outcome{} }
 
 // Key is the state of a claimed idempotency key, as a flow sees it.
 type Key struct {
-	ID        int64
-	UserID    int64
+	ID     int64
+	UserID int64
+	// ClientKey is the client's idempotency key.
+	ClientKey string
+	// CreatedAt is when the key was first claimed, by the database's clock.
 	CreatedAt time.Time
+	// ClaimedAt is when this claim took the lease, by the database's clock:
+	// the present, as far as ages of the request's records go.
+	ClaimedAt time.Time
 	// Point is the recovery point the request resumes from.
 	Point RecoveryPoint
 	// Params is the normalised request input, as first received.
@@ -142,11 +148,21 @@ var errKeyReused = &Error{
 // run serves req with flow: replay, conflict, or claim and drive the request
 // from its recovery point as far as it goes.
 func run[S any](ctx context.Context, s *Service, flow *Flow[S], req Request) (*Response, error) {
-	params, err := json.Marshal(req.Params)
+	params, fp, err := requestForm(req)
 	if err != nil {
-		return nil, internal(fmt.Errorf("marshal params: %w", err))
+		return nil, internal(err)
 	}
-	return serve(ctx, s, flow, req, params, fingerprint(req.Method, req.Path, params))
+	return serve(ctx, s, flow, req, params, fp)
+}
+
+// requestForm returns what is stored of req (its params as JSON) and its
+// fingerprint. Requests whose params are equal get the same form.
+func requestForm(req Request) (params, fp []byte, err error) {
+	params, err = json.Marshal(req.Params)
+	if err != nil {
+		return nil, nil, fmt.Errorf("marshal params: %w", err)
+	}
+	return params, fingerprint(req.Method, req.Path, params), nil
 }
 
 // serve is run with the request's stored form and fingerprint already made.
@@ -206,8 +222,9 @@ func (s *Service) cachedReplay(req Request, fp []byte) (resp *Response, ok bool,
 
 // judgeExisting decides a request on an existing key without claiming it:
 // a replay, a mismatch, a live lease, or (nil, nil) when the key can be
-// claimed.
-func (s *Service) judgeExisting(row *dbgen.IdempotencyKey, fp []byte) (*Response, error) {
+// claimed. A lease is judged by the database's clock: now is read with the
+// row, in the same statement.
+func (s *Service) judgeExisting(row *dbgen.IdempotencyKey, now time.Time, fp []byte) (*Response, error) {
 	if string(row.RequestFingerprint) != string(fp) {
 		return nil, errKeyReused
 	}
@@ -216,7 +233,7 @@ func (s *Service) judgeExisting(row *dbgen.IdempotencyKey, fp []byte) (*Response
 		return &Response{Status: int(*row.ResponseCode), Body: row.ResponseBody, Replayed: true}, nil
 	}
 	if row.LockedAt != nil {
-		if left := row.LockedAt.Add(s.lease).Sub(s.now()); left > 0 {
+		if left := row.LockedAt.Add(s.lease).Sub(now); left > 0 {
 			s.metrics.conflicts.Add(1)
 			return nil, keyInUse(min(left, time.Second))
 		}
@@ -240,7 +257,8 @@ func claim[S any](ctx context.Context, s *Service, flow *Flow[S], req Request, p
 		claimable bool
 	)
 	token := uuid.New()
-	start, phased := time.Now(), RecoveryPoint("claim")
+	start, phased := time.Now(), phaseClaim
+	ctx, span := s.startPhase(ctx, flow.Name, phased, true)
 	// proceed runs, in the claiming transaction, what follows the lease:
 	// the flow's state, and the phase when the step makes no call.
 	proceed := func(ctx context.Context, tx pgx.Tx, row *dbgen.IdempotencyKey) error {
@@ -268,10 +286,9 @@ func claim[S any](ctx context.Context, s *Service, flow *Flow[S], req Request, p
 		return err
 	}
 	err := s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
-		key, state, resp, outcome, claimable, phased = nil, nil, nil, Outcome{}, false, "claim"
+		key, state, resp, outcome, claimable, phased = nil, nil, nil, Outcome{}, false, phaseClaim
 		row, err := s.queries.IdempotencyKeyInsert(ctx, tx, dbgen.IdempotencyKeyInsertParams{
 			IdempotencyKey:     req.Key,
-			Now:                s.now(),
 			LockToken:          token,
 			Flow:               flow.Name,
 			RequestMethod:      req.Method,
@@ -285,10 +302,11 @@ func claim[S any](ctx context.Context, s *Service, flow *Flow[S], req Request, p
 			// The key exists, committed: the insert waited for any claim of
 			// it in progress. Replays, mismatches and live leases are
 			// answered from this read, which ends the transaction.
-			if row, err = s.queries.IdempotencyKeyGet(ctx, commitWith(tx), req.UserID, req.Key); err != nil {
+			existing, err := s.queries.IdempotencyKeyGet(ctx, commitWith(tx), req.UserID, req.Key)
+			if err != nil {
 				return err
 			}
-			if resp, err = s.judgeExisting(row, fp); resp != nil || err != nil {
+			if resp, err = s.judgeExisting(&existing.IdempotencyKey, existing.DbNow, fp); resp != nil || err != nil {
 				return err
 			}
 			claimable = true
@@ -301,22 +319,24 @@ func claim[S any](ctx context.Context, s *Service, flow *Flow[S], req Request, p
 	})
 	if err == nil && claimable {
 		err = s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
-			key, state, resp, outcome, phased = nil, nil, nil, Outcome{}, "claim"
+			key, state, resp, outcome, phased = nil, nil, nil, Outcome{}, phaseClaim
 			// Lock the key and judge it again, now that no other claim can
 			// interleave.
-			row, err := s.queries.IdempotencyKeyLockByUserKey(ctx, tx, req.UserID, req.Key)
+			locked, err := s.queries.IdempotencyKeyLockByUserKey(ctx, tx, req.UserID, req.Key)
 			if err != nil {
 				return err
 			}
-			if resp, err = s.judgeExisting(row, fp); resp != nil || err != nil {
+			if resp, err = s.judgeExisting(&locked.IdempotencyKey, locked.DbNow, fp); resp != nil || err != nil {
 				return err
 			}
-			if row, err = s.queries.IdempotencyKeyLease(ctx, tx, dbgen.IdempotencyKeyLeaseParams{Now: s.now(), LockToken: token, ID: row.ID}); err != nil {
+			row, err := s.queries.IdempotencyKeyLease(ctx, tx, token, locked.IdempotencyKey.ID)
+			if err != nil {
 				return err
 			}
 			return proceed(ctx, tx, row)
 		})
 	}
+	endPhase(span, flow.Name, phased, key, outcome, resp, err)
 	if err == nil {
 		s.metrics.phase(flow.Name, phased, time.Since(start))
 		crashPoint(flow.Name, phased, atAfterCommit)
@@ -361,7 +381,8 @@ func drive[S any](ctx context.Context, s *Service, flow *Flow[S], key *Key, stat
 		}
 		var outcome Outcome
 		start := time.Now()
-		err = s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
+		phaseCtx, span := s.startPhase(ctx, flow.Name, key.Point, false)
+		err = s.inTx(phaseCtx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
 			resp = nil
 			if _, err := s.queries.IdempotencyKeyFence(ctx, tx, key.ID, key.token); err != nil {
 				if isNoRows(err) {
@@ -378,6 +399,7 @@ func drive[S any](ctx context.Context, s *Service, flow *Flow[S], key *Key, stat
 			}
 			return nil
 		})
+		endPhase(span, flow.Name, key.Point, key, outcome, resp, err)
 		if err != nil {
 			return nil, err
 		}
@@ -489,10 +511,16 @@ func (f *Flow[S]) step(p RecoveryPoint) (Step[S], error) {
 }
 
 func keyFromRow(row *dbgen.IdempotencyKey, token uuid.UUID) *Key {
+	claimedAt := row.CreatedAt
+	if row.LockedAt != nil {
+		claimedAt = *row.LockedAt
+	}
 	return &Key{
 		ID:        row.ID,
 		UserID:    row.UserID,
+		ClientKey: row.IdempotencyKey,
 		CreatedAt: row.CreatedAt,
+		ClaimedAt: claimedAt,
 		Point:     RecoveryPoint(row.RecoveryPoint),
 		Params:    row.RequestParams,
 		IP:        row.RequestIP,

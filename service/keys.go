@@ -47,7 +47,8 @@ type KeyCompletionJob struct {
 // Dead reports whether the completion was discarded after its last attempt.
 func (j *KeyCompletionJob) Dead() bool { return j != nil && j.State == rivertype.JobStateDiscarded }
 
-func (s *Service) keyInfo(row *dbgen.IdempotencyKey) *KeyInfo {
+// keyInfo is row as an operator sees it at now, by the database's clock.
+func (s *Service) keyInfo(row *dbgen.IdempotencyKey, now time.Time) *KeyInfo {
 	k := &KeyInfo{
 		ID:             row.ID,
 		UserID:         row.UserID,
@@ -62,7 +63,7 @@ func (s *Service) keyInfo(row *dbgen.IdempotencyKey) *KeyInfo {
 	}
 	if row.LockedAt != nil {
 		until := row.LockedAt.Add(s.lease).UTC()
-		if until.After(s.now()) {
+		if until.After(now) {
 			k.LeasedUntil = &until
 		}
 	}
@@ -82,11 +83,10 @@ func (s *Service) KeysAbandonedEnqueue(ctx context.Context, limit int) (int, err
 	inserted := 0
 	err := s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
 		inserted = 0
-		now := s.now()
 		ids, err := s.queries.IdempotencyKeyListAbandoned(ctx, tx, dbgen.IdempotencyKeyListAbandonedParams{
-			IdleBefore:         now.Add(-s.abandonedAfter),
-			LeaseExpiredBefore: now.Add(-s.lease),
-			MaxKeys:            int32(limit),
+			IdleSeconds:  s.abandonedAfter.Seconds(),
+			LeaseSeconds: s.lease.Seconds(),
+			MaxKeys:      int32(limit),
 		})
 		if err != nil || len(ids) == 0 {
 			return err
@@ -110,6 +110,7 @@ func (s *Service) KeysAbandonedEnqueue(ctx context.Context, limit int) (int, err
 		return 0, internal(err)
 	}
 	s.metrics.completerQueued.Add(float64(inserted))
+	s.metrics.ops.completerLastRun.SetToCurrentTime()
 	return inserted, nil
 }
 
@@ -161,14 +162,13 @@ type ReapResult struct {
 	UnfinishedPastRetention int64
 }
 
-// KeysReap deletes finished keys created more than Config.KeyRetention ago,
-// in batches of batch keys, each batch its own short transaction. Rides and
+// KeysReap deletes finished keys created more than Config.KeyRetention ago
+// by the database's clock, in batches of batch keys, each batch its own short transaction. Rides and
 // audit records stay; their reference to the key becomes null.
 func (s *Service) KeysReap(ctx context.Context, batch int) (ReapResult, error) {
 	var res ReapResult
-	before := s.now().Add(-s.retention)
 	for {
-		n, err := s.queries.IdempotencyKeyDeleteFinished(ctx, s.pool, before, int32(batch))
+		n, err := s.queries.IdempotencyKeyDeleteFinished(ctx, s.pool, s.retention.Seconds(), int32(batch))
 		if err != nil {
 			return res, internal(err)
 		}
@@ -178,12 +178,13 @@ func (s *Service) KeysReap(ctx context.Context, batch int) (ReapResult, error) {
 			break
 		}
 	}
-	n, err := s.queries.IdempotencyKeyCountUnfinishedBefore(ctx, s.pool, before)
+	n, err := s.queries.IdempotencyKeyCountUnfinishedBefore(ctx, s.pool, s.retention.Seconds())
 	if err != nil {
 		return res, internal(err)
 	}
 	res.UnfinishedPastRetention = n
 	s.metrics.pastHorizon.Set(float64(n))
+	s.metrics.ops.reaperLastRun.SetToCurrentTime()
 	if n > 0 {
 		s.logger.WarnContext(ctx, "unfinished idempotency keys past retention: list them with 'keys list'", "count", n)
 	}
@@ -194,18 +195,21 @@ func (s *Service) KeysReap(ctx context.Context, batch int) (ReapResult, error) {
 // idle for Config.AbandonedAfter, or older than the retention. Each carries
 // its latest completion job.
 func (s *Service) KeysStuck(ctx context.Context, limit int) ([]*KeyInfo, error) {
-	now := s.now()
 	rows, err := s.queries.IdempotencyKeyList(ctx, s.pool, dbgen.IdempotencyKeyListParams{
-		IdleBefore:    now.Add(-s.abandonedAfter),
-		CreatedBefore: now.Add(-s.retention),
-		MaxKeys:       int32(limit),
+		IdleSeconds:      s.abandonedAfter.Seconds(),
+		RetentionSeconds: s.retention.Seconds(),
+		MaxKeys:          int32(limit),
 	})
+	if err != nil {
+		return nil, internal(err)
+	}
+	now, err := s.queries.ClockNow(ctx, s.pool)
 	if err != nil {
 		return nil, internal(err)
 	}
 	keys := make([]*KeyInfo, len(rows))
 	for i, row := range rows {
-		keys[i] = s.keyInfo(row)
+		keys[i] = s.keyInfo(row, now)
 	}
 	return keys, s.attachCompletions(ctx, keys)
 }
@@ -235,12 +239,16 @@ func (s *Service) KeysDead(ctx context.Context, limit int) ([]*KeyInfo, error) {
 	if err != nil {
 		return nil, internal(err)
 	}
+	now, err := s.queries.ClockNow(ctx, s.pool)
+	if err != nil {
+		return nil, internal(err)
+	}
 	var keys []*KeyInfo
 	for _, row := range rows {
 		if RecoveryPoint(row.RecoveryPoint) == RecoveryPointFinished {
 			continue // finished since, by its client or an operator
 		}
-		k := s.keyInfo(row)
+		k := s.keyInfo(row, now)
 		k.Completion = completionJob(jobsByKey[row.ID])
 		keys = append(keys, k)
 	}
@@ -255,7 +263,11 @@ func (s *Service) KeyGet(ctx context.Context, keyID int64) (*KeyInfo, error) {
 	} else if err != nil {
 		return nil, internal(err)
 	}
-	k := s.keyInfo(row)
+	now, err := s.queries.ClockNow(ctx, s.pool)
+	if err != nil {
+		return nil, internal(err)
+	}
+	k := s.keyInfo(row, now)
 	return k, s.attachCompletions(ctx, []*KeyInfo{k})
 }
 

@@ -32,7 +32,7 @@ func TestCompleter(t *testing.T) {
 		require.NoError(t, err)
 		require.Zero(t, n, "the client gets its grace period to retry first")
 
-		b.Clock.Advance(testkit.AbandonedAfter + time.Second)
+		b.Age(t, testkit.AbandonedAfter+time.Second)
 		n, err = b.Service.KeysAbandonedEnqueue(b.Ctx, 100)
 		require.NoError(t, err)
 		require.Equal(t, 1, n)
@@ -48,7 +48,7 @@ func TestCompleter(t *testing.T) {
 		ride := testkit.DecodeRide(t, resp.Body)
 		require.Equal(t, service.RideChargeCharged, ride.ChargeStatus)
 		require.Equal(t, 1, b.succeededCharges())
-		require.Len(t, b.Stripe.ChargesForRide(jsonInt(ride.ID)), 1)
+		require.Len(t, b.ChargesOfRide(t, ride.ID), 1)
 
 		// The client's late retry gets the same bytes; so does a second
 		// completion.
@@ -131,7 +131,7 @@ func TestCompleter(t *testing.T) {
 
 		// A day later Stripe has forgotten the idempotency key: the completer
 		// must adopt the charge, not make another.
-		b.Clock.Advance(service.ProcessorKeyWindow)
+		b.Age(t, service.ProcessorKeyWindow)
 		b.Stripe.Advance(service.ProcessorKeyWindow)
 		searches := b.Stripe.RequestCount(http.MethodGet, "/v1/charges/search")
 		resp, err := b.Service.KeyComplete(b.Ctx, id)
@@ -167,7 +167,7 @@ func TestReaper(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, service.ReapResult{}, res, "nothing is old enough yet")
 
-	b.Clock.Advance(72*time.Hour + time.Minute)
+	b.Age(t, 72*time.Hour+time.Minute)
 	res, err = b.Service.KeysReap(b.Ctx, 2)
 	require.NoError(t, err)
 	require.Equal(t, service.ReapResult{Deleted: 3, UnfinishedPastRetention: 1}, res)
@@ -238,9 +238,4 @@ func explain(t *testing.T, b *testBundle, tx pgx.Tx, query string) string {
 	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
 	return strings.Join(lines, "\n")
-}
-
-func jsonInt(id int64) string {
-	b, _ := json.Marshal(id)
-	return string(b)
 }

@@ -1,7 +1,6 @@
 package service
 
 import (
-	"errors"
 	"sync/atomic"
 	"time"
 
@@ -23,6 +22,7 @@ type metrics struct {
 	reaped          prometheus.Counter
 	pastHorizon     prometheus.Gauge
 	receipts        *prometheus.CounterVec
+	ops             *opsMetrics
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -34,7 +34,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"flow", "from"}),
 		paymentCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "atomicrides_payment_calls_total",
-			Help: "Calls to the payment processor by operation and outcome (ok, declined, invalid, unavailable).",
+			Help: "Calls to the payment processor by operation and outcome (ok, declined, invalid, configuration, unavailable).",
 		}, []string{"op", "outcome"}),
 		paymentSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "atomicrides_payment_call_duration_seconds",
@@ -61,7 +61,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "atomicrides_receipts_total",
 			Help: "Receipt sends by kind and outcome (sent, already_sent, error).",
 		}, []string{"kind", "outcome"}),
+		ops: newOpsMetrics(),
 	}
+	m.initSeries()
 	collectors := []prometheus.Collector{
 		m.phaseSeconds, m.paymentCalls, m.paymentSeconds, m.completions, m.completerQueued,
 		m.reaped, m.pastHorizon, m.receipts,
@@ -78,7 +80,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Transactions rerun after a serialization failure or deadlock.",
 		}, func() float64 { return float64(m.txRetries.Load()) }),
 	}
-	for _, c := range collectors {
+	for _, c := range append(collectors, m.ops.collectors()...) {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -94,15 +96,7 @@ func (m *metrics) phase(flow string, from RecoveryPoint, d time.Duration) {
 
 func (m *metrics) payment(op string, d time.Duration, err error) {
 	m.paymentSeconds.WithLabelValues(op).Observe(d.Seconds())
-	outcome := "ok"
-	if err != nil {
-		var pe *PaymentError
-		outcome = "unavailable"
-		if errors.As(err, &pe) {
-			outcome = string(pe.Kind)
-		}
-	}
-	m.paymentCalls.WithLabelValues(op, outcome).Inc()
+	m.paymentCalls.WithLabelValues(op, paymentOutcome(err)).Inc()
 }
 
 func (m *metrics) receipt(kind ReceiptKind, sent bool, err error) {

@@ -17,14 +17,22 @@ import (
 type Payments interface {
 	// CustomerCreate creates the customer of a user with a payment source.
 	CustomerCreate(ctx context.Context, params CustomerCreateParams) (*Customer, error)
-	// CustomerFind looks the user's customer up by metadata. It returns
-	// (nil, nil) when the processor has none.
-	CustomerFind(ctx context.Context, userID int64) (*Customer, error)
+	// CustomerFind returns the customers made under the processor key
+	// (metadata ar_key), each with its tag. The caller checks whose they
+	// are.
+	CustomerFind(ctx context.Context, key string) ([]*Customer, error)
 	// ChargeCreate charges a customer.
 	ChargeCreate(ctx context.Context, params ChargeCreateParams) (*Charge, error)
-	// ChargeFind looks the charge of a ride up by metadata. It returns
-	// (nil, nil) when the processor has none.
-	ChargeFind(ctx context.Context, rideID int64) (*Charge, error)
+	// ChargeFind returns the succeeded charges made under the processor
+	// key (metadata ar_key), each with its tag. The caller checks whose
+	// they are.
+	ChargeFind(ctx context.Context, key string) ([]*Charge, error)
+	// ChargeGet returns one charge, or (nil, nil) when the processor has no
+	// charge of that id.
+	ChargeGet(ctx context.Context, id string) (*Charge, error)
+	// ChargeListSince returns every charge of the account created at or
+	// after since, whatever its status, with its tag.
+	ChargeListSince(ctx context.Context, since time.Time) ([]*Charge, error)
 	// RefundCreate refunds a charge in full. A refund the processor accepts
 	// (succeeded, or pending settlement) is returned; one it answers as
 	// failed or canceled is a PaymentClassRefusal, and a charge with nothing
@@ -34,6 +42,9 @@ type Payments interface {
 	// RefundList returns every refund of a charge, newest first, whatever
 	// its status. Unlike a search it sees a refund as soon as it is made.
 	RefundList(ctx context.Context, chargeID string) ([]*Refund, error)
+	// RefundListSince returns every refund of the account created at or
+	// after since, whatever its status, with its tag.
+	RefundListSince(ctx context.Context, since time.Time) ([]*Refund, error)
 	// Budget is the longest a single call may take, its retries included.
 	// Leases on idempotency keys are longer than this.
 	Budget() time.Duration
@@ -44,47 +55,74 @@ type Payments interface {
 // the processor to deduplicate it.
 const ProcessorKeyWindow = 24 * time.Hour
 
+// Tag is what the service writes as metadata on every object it makes at
+// the processor, so that it can recognise the object as its own: the
+// deployment's namespace (ar_ns), the rider (ar_rider, a digest of the
+// namespace and the rider's email) and the processor idempotency key the
+// object was made under (ar_key). Every field is a pure function of the
+// durable client request, never of an id our database hands out.
+type Tag struct {
+	Namespace string
+	Rider     string
+	Key       string
+}
+
 // CustomerCreateParams are the inputs of Payments.CustomerCreate.
 type CustomerCreateParams struct {
-	// IdempotencyKey is the entity-level key "user-<id>-customer".
+	// IdempotencyKey is the entity-level key of the rider's customer,
+	// derived from the namespace and the rider's email.
 	IdempotencyKey string
-	UserID         int64
 	Email          string
 	// Source is a payment source or test token, e.g. "tok_visa".
 	Source string
+	Tag    Tag
 }
 
 // Customer is the processor's customer.
 type Customer struct {
-	ID string
+	ID  string
+	Tag Tag
 }
 
 // ChargeCreateParams are the inputs of Payments.ChargeCreate.
 type ChargeCreateParams struct {
+	// IdempotencyKey is derived from the namespace, the rider and the
+	// client's idempotency key.
 	IdempotencyKey string
 	CustomerID     string
 	AmountCents    int64
 	// Currency is a lower-case ISO 4217 code.
 	Currency    string
 	Description string
-	// RideID is stored as the charge's metadata "ride_id" so that the charge
-	// can be found again after the processor has forgotten the key.
-	RideID int64
+	// Tag is stored as the charge's metadata so that the charge can be
+	// found again after the processor has forgotten the key.
+	Tag Tag
 }
 
-// Charge is a successful charge at the processor.
+// Charge statuses at the processor, as in Stripe's Charge.status.
+const (
+	ChargeSucceeded = "succeeded"
+)
+
+// Charge is a charge at the processor.
 type Charge struct {
 	ID          string
 	AmountCents int64
 	Currency    string
+	// Status is the processor's; ChargeCreate and ChargeFind return
+	// succeeded charges only.
+	Status  string
+	Created time.Time
+	Tag     Tag
 }
 
 // RefundCreateParams are the inputs of Payments.RefundCreate.
 type RefundCreateParams struct {
-	// IdempotencyKey is the entity-level key "ride-<id>-refund".
+	// IdempotencyKey is derived from the namespace, the charge and the
+	// refund's attempt.
 	IdempotencyKey string
 	ChargeID       string
-	RideID         int64
+	Tag            Tag
 }
 
 // RefundCodeChargeAlreadyRefunded is the Code of the PaymentClassRefusal
@@ -106,9 +144,9 @@ type Refund struct {
 	AmountCents int64
 	// Status is the processor's: RefundSucceeded, RefundPending, or
 	// (listed refunds only) another such as "failed" or "canceled".
-	Status string
-	// RideID is the refund's metadata "ride_id", 0 when it has none.
-	RideID int64
+	Status  string
+	Created time.Time
+	Tag     Tag
 }
 
 // Accepted reports whether the processor took the refund on: the money
@@ -119,7 +157,8 @@ func (r *Refund) Accepted() bool { return r.Status == RefundSucceeded || r.Statu
 // whether the operation may have taken effect. It is the one classification
 // of processor failures; the adapter sets it on every *PaymentError, and the
 // flows, the customer creation and the jobs ask PaymentClassOf or
-// PaymentFinal instead of reading the processor's codes.
+// PaymentFinal instead of reading the processor's codes. Only a decline and
+// a refusal are the rider's outcome.
 type PaymentClass string
 
 const (
@@ -132,10 +171,13 @@ const (
 	PaymentClassRefusal PaymentClass = "refusal"
 	// PaymentClassConfiguration: the processor refused how the service
 	// called it — authentication, permission, an object the service created
-	// that it does not know (resource_missing), an idempotency key reused
-	// with other parameters, a call without a key. It is not the rider's
-	// outcome. Its Kind says how it is treated: some are final
-	// (PaymentInvalid), some retried (PaymentUnavailable).
+	// that the account does not know (resource_missing: a test key against
+	// live data, a customer deleted in the dashboard), an idempotency key
+	// sent with other parameters. It is never the rider's outcome: it is
+	// indeterminate (Kind PaymentUnavailable), nothing is stored, it is
+	// logged and counted (atomicrides_stripe_config_errors_total), and once
+	// an operator fixes the configuration the request is retried with the
+	// same key.
 	PaymentClassConfiguration PaymentClass = "configuration"
 	// PaymentClassUnavailable: no answer (a timeout, a connection error, a
 	// 5xx, a 429, a 409 for a key in use). The operation may or may not have
@@ -145,21 +187,27 @@ const (
 
 // PaymentErrorKind is how the engine treats a processor failure: as a
 // definitive answer, stored on the key and replayed, or as indeterminate.
-// It is also the failure's outcome in metrics and audit records.
+// It follows from the PaymentClass.
 type PaymentErrorKind string
 
 const (
 	// PaymentDeclined is definitive: the card was declined. Retrying with
 	// the same source will not succeed. Always PaymentClassDecline.
 	PaymentDeclined PaymentErrorKind = "declined"
-	// PaymentInvalid is definitive: the processor rejected the request
-	// (PaymentClassRefusal, or a final PaymentClassConfiguration).
+	// PaymentInvalid is definitive: the processor refused the request
+	// itself. Always PaymentClassRefusal.
 	PaymentInvalid PaymentErrorKind = "invalid"
 	// PaymentUnavailable is indeterminate: the call may or may not have
-	// taken effect; retrying with the same key is safe
-	// (PaymentClassUnavailable, or a retried PaymentClassConfiguration).
+	// taken effect, or the service's configuration must be fixed first;
+	// retrying with the same key is safe (PaymentClassUnavailable and
+	// PaymentClassConfiguration).
 	PaymentUnavailable PaymentErrorKind = "unavailable"
 )
+
+// PaymentCodeIdempotencyMismatch is the Code of the
+// PaymentClassConfiguration error for an idempotency key the processor saw
+// with other parameters.
+const PaymentCodeIdempotencyMismatch = "idempotency_error"
 
 // PaymentError is the error every Payments implementation returns.
 type PaymentError struct {
@@ -195,13 +243,24 @@ func PaymentClassOf(err error) PaymentClass {
 	return PaymentClassUnavailable
 }
 
+// paymentKindOf returns how the engine treats err: PaymentUnavailable when
+// err is not a *PaymentError (an unknown failure is never taken as an answer).
+func paymentKindOf(err error) PaymentErrorKind {
+	var pe *PaymentError
+	if errors.As(err, &pe) {
+		return pe.Kind
+	}
+	return PaymentUnavailable
+}
+
 // PaymentFinal returns the processor's failure in err when it is a
-// definitive answer to the request — recorded, stored on the key and
-// replayed, never retried — and nil for every other error: indeterminate
-// processor failures and the service's own errors alike.
+// definitive answer to the request — a decline or a refusal, recorded,
+// stored on the key and replayed, never retried — and nil for every other
+// error: indeterminate and configuration-class processor failures and the
+// service's own errors alike.
 func PaymentFinal(err error) *PaymentError {
 	var pe *PaymentError
-	if errors.As(err, &pe) && (pe.Kind == PaymentDeclined || pe.Kind == PaymentInvalid) {
+	if errors.As(err, &pe) && (pe.Class == PaymentClassDecline || pe.Class == PaymentClassRefusal) {
 		return pe
 	}
 	return nil

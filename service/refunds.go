@@ -57,11 +57,6 @@ type RideRefundResult struct {
 	CreatedAt      time.Time        `json:"created_at" doc:"When the refund was first asked for."`
 }
 
-// rideRefundKey is the entity-level processor key of a ride's refund: every
-// request that refunds the ride, under whatever idempotency key of ours,
-// sends it with the same parameters, so the processor makes one refund.
-func rideRefundKey(rideID int64) string { return fmt.Sprintf("ride-%d-refund", rideID) }
-
 // RideRefundCreate refunds the user's ride in full under the client's
 // idempotency key. It returns the stored response of the request: 201 with
 // the refund for the request that asked for it first, 200 with the same
@@ -87,6 +82,7 @@ func (s *Service) RideRefundCreate(ctx context.Context, userID int64, idempotenc
 // refundState is what the refund flow knows while it runs.
 type refundState struct {
 	params RideRefundParams
+	user   *dbgen.User
 	ride   *dbgen.Ride
 	refund *dbgen.Refund
 
@@ -117,10 +113,13 @@ func (s *Service) refundLoad(ctx context.Context, tx pgx.Tx, key *Key) (*refundS
 	if err := json.Unmarshal(key.Params, &st.params); err != nil {
 		return nil, fmt.Errorf("refund params of key %d: %w", key.ID, err)
 	}
+	var err error
+	if st.user, err = s.queries.UserGet(ctx, tx, key.UserID); err != nil {
+		return nil, err
+	}
 	if key.Point == RecoveryPointStarted {
 		return st, nil
 	}
-	var err error
 	if st.ride, err = s.queries.RideGetForUser(ctx, tx, st.params.RideID, key.UserID); err != nil {
 		return nil, fmt.Errorf("ride %d of key %d at %s: %w", st.params.RideID, key.ID, key.Point, err)
 	}
@@ -189,8 +188,9 @@ func (s *Service) refundRequestPhase(ctx context.Context, tx pgx.Tx, key *Key, s
 	return MoveTo(RecoveryPointRefundCreated), nil
 }
 
-// refundCall asks the processor for the refund under the entity-level key.
-// No transaction is open here. A refund already recorded (by a request
+// refundCall asks the processor for the refund under the key of the
+// charge's current attempt, tagged with the namespace and the rider. No
+// transaction is open here. A refund already recorded (by a request
 // under another key) is not asked for again. Past the processor's key
 // window, or when the processor answers that the charge is already
 // refunded, the refund this service made is looked up and adopted.
@@ -203,10 +203,11 @@ func (s *Service) refundCall(ctx context.Context, key *Key, st *refundState) err
 		return fmt.Errorf("ride %d: refund asked for without a charge", st.ride.ID)
 	}
 
-	// The entity key was first sent after the refund row was created: past
-	// the window from then, the processor may have forgotten it.
-	if s.pastProcessorWindow(st.refund.CreatedAt) {
-		r, err := s.processorRefundOf(ctx, st.ride)
+	// The attempt's key was first sent after the refund row became pending
+	// for it: past the window from then, the processor may have forgotten
+	// it.
+	if s.pastProcessorWindow(key.ClaimedAt, st.refund.UpdatedAt) {
+		r, err := s.processorRefundOf(ctx, st)
 		if err != nil {
 			return err
 		}
@@ -216,21 +217,22 @@ func (s *Service) refundCall(ctx context.Context, key *Key, st *refundState) err
 		}
 	}
 
+	pkey := RefundKey(s.namespace, *st.ride.StripeChargeID, st.refund.Attempt)
 	r, err := s.payments.RefundCreate(ctx, RefundCreateParams{
-		IdempotencyKey: rideRefundKey(st.ride.ID),
+		IdempotencyKey: pkey,
 		ChargeID:       *st.ride.StripeChargeID,
-		RideID:         st.ride.ID,
+		Tag:            s.tag(st.user.Email, pkey),
 	})
 	if err == nil {
 		st.result = r
 		return nil
 	}
 	pe := PaymentFinal(err)
-	if pe == nil {
+	if pe == nil && !isIdempotencyMismatch(err) {
 		return err
 	}
-	if pe.Code == RefundCodeChargeAlreadyRefunded {
-		found, err := s.processorRefundOf(ctx, st.ride)
+	if (pe != nil && pe.Code == RefundCodeChargeAlreadyRefunded) || isIdempotencyMismatch(err) {
+		found, err := s.processorRefundOf(ctx, st)
 		if err != nil {
 			return err
 		}
@@ -239,19 +241,23 @@ func (s *Service) refundCall(ctx context.Context, key *Key, st *refundState) err
 			return nil
 		}
 	}
+	if pe == nil {
+		return err
+	}
 	st.failure = pe
 	return nil
 }
 
-// processorRefundOf returns the accepted refund this service made of the
-// ride's charge (metadata ride_id), or nil when the processor has none.
-func (s *Service) processorRefundOf(ctx context.Context, ride *dbgen.Ride) (*Refund, error) {
-	refunds, err := s.payments.RefundList(ctx, *ride.StripeChargeID)
+// processorRefundOf returns the accepted refund this deployment made of the
+// ride's charge for its rider (by the refund's tag), or nil when the
+// processor has none.
+func (s *Service) processorRefundOf(ctx context.Context, st *refundState) (*Refund, error) {
+	refunds, err := s.payments.RefundList(ctx, *st.ride.StripeChargeID)
 	if err != nil {
 		return nil, err
 	}
 	for _, r := range refunds {
-		if r.RideID == ride.ID && r.Accepted() {
+		if s.owns(r.Tag, st.user.Email) && r.Accepted() {
 			return r, nil
 		}
 	}

@@ -72,14 +72,17 @@ func TestRideRefundCreate(t *testing.T) {
 		require.Len(t, refunds, 1)
 		require.Equal(t, ref.StripeRefundID, refunds[0].ID)
 		require.EqualValues(t, 2000, refunds[0].Amount)
-		require.Equal(t, map[string]string{"ride_id": strconv.FormatInt(ride.ID, 10)}, refunds[0].Metadata)
+		refundKey := service.RefundKey(b.Service.Namespace(), *ride.StripeChargeID, 0)
+		require.Equal(t, refundKey, refunds[0].Metadata["ar_key"])
+		require.Equal(t, b.Service.Namespace(), refunds[0].Metadata["ar_ns"])
+		require.NotEmpty(t, refunds[0].Metadata["ar_rider"])
 		var keys []string
 		for _, r := range b.Stripe.Requests() {
 			if r.Method == http.MethodPost && r.Path == "/v1/refunds" {
 				keys = append(keys, r.IdempotencyKey)
 			}
 		}
-		require.Equal(t, []string{"ride-" + strconv.FormatInt(ride.ID, 10) + "-refund"}, keys, "the entity-level key")
+		require.Equal(t, []string{refundKey}, keys, "the entity-level key of the charge's first attempt")
 
 		require.Equal(t, "refunded", b.refundStatus(t, ride.ID))
 		require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM refunds WHERE stripe_refund_id = $1 AND idempotency_key_id = $2`,
@@ -199,7 +202,7 @@ func TestRideRefundCreate(t *testing.T) {
 		executed := 0
 		for _, r := range b.Stripe.Requests() {
 			if r.Method == http.MethodPost && r.Path == "/v1/refunds" {
-				require.Equal(t, "ride-"+strconv.FormatInt(ride.ID, 10)+"-refund", r.IdempotencyKey)
+				require.Equal(t, service.RefundKey(b.Service.Namespace(), *ride.StripeChargeID, 0), r.IdempotencyKey)
 				if r.Status == http.StatusOK && !r.Replayed {
 					executed++
 				}
@@ -368,7 +371,7 @@ func TestRideRefundCreate(t *testing.T) {
 		_, err = b.Service.KeyComplete(b.Ctx, id)
 		requireCode(t, err, service.CodeKeyInUse)
 
-		b.Clock.Advance(b.Service.Lease() + time.Second)
+		b.Age(t, b.Service.Lease()+time.Second)
 		posts := b.refundPosts()
 		resp, err := b.Service.KeyComplete(b.Ctx, id)
 		require.NoError(t, err)
@@ -420,7 +423,7 @@ func TestRideRefundCreate(t *testing.T) {
 		// A day later Stripe has forgotten the entity key; our refund row
 		// is as old.
 		b.Stripe.Advance(25 * time.Hour)
-		b.Exec(t, `UPDATE refunds SET created_at = created_at - interval '25 hours'`)
+		b.Age(t, 25*time.Hour)
 		posts, lists := b.refundPosts(), b.refundLists()
 
 		resp, err := b.Service.RideRefundCreate(b.Ctx, uid, key, ride.ID, nil)
@@ -461,7 +464,9 @@ func TestRideRefundCreate(t *testing.T) {
 		uid := b.Rider(t, "refund-refused@example.com", "tok_visa").ID
 		ride := b.Ride(t, uid)
 		key := testkit.NewKey()
-		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpRefundCreate, Kind: fakestripe.FaultStatus, Status: 400,
+		// Stripe saves the refusal under its idempotency key and replays it
+		// for that key: a later request must come under another one.
+		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpRefundCreate, Kind: fakestripe.FaultRefuse, Status: 400,
 			Type: "invalid_request_error", Code: "charge_disputed", Message: "Charge has been disputed.", Times: 1})
 
 		resp, err := b.Service.RideRefundCreate(b.Ctx, uid, key, ride.ID, nil)
@@ -489,6 +494,15 @@ func TestRideRefundCreate(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, http.StatusCreated, resp.Status, "the later request asked for the refund")
 		require.Len(t, b.Stripe.Refunds(), 1)
+		var refundKeys []string
+		for _, r := range b.Stripe.Requests() {
+			if r.Method == http.MethodPost && r.Path == "/v1/refunds" {
+				refundKeys = append(refundKeys, r.IdempotencyKey)
+			}
+		}
+		ns, charge := b.Service.Namespace(), *ride.StripeChargeID
+		require.Equal(t, []string{service.RefundKey(ns, charge, 0), service.RefundKey(ns, charge, 1)}, refundKeys,
+			"the refusal was recorded, so the next attempt is a new request at Stripe")
 		require.Equal(t, "refunded", b.refundStatus(t, ride.ID))
 		require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM refunds WHERE idempotency_key_id = $1`, b.keyID(t, uid, later)))
 		replayed, err := b.Service.RideRefundCreate(b.Ctx, uid, key, ride.ID, nil)

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -116,14 +117,24 @@ func (s *Service) RideCreate(ctx context.Context, userID int64, idempotencyKey s
 	if err := params.Validate(); err != nil {
 		return nil, err
 	}
-	return run(ctx, s, s.rides, Request{
+	return run(ctx, s, s.rides, rideCreateRequest(userID, idempotencyKey, params, ip))
+}
+
+// rideCreateRequest is the request of a ride booking, as stored and
+// fingerprinted. Coordinates are kept as sent except -0, which is 0: equal
+// coordinates make one request, however a client writes them.
+func rideCreateRequest(userID int64, idempotencyKey string, params RideCreateParams, ip *netip.Addr) Request {
+	for _, c := range []*float64{&params.OriginLat, &params.OriginLon, &params.TargetLat, &params.TargetLon} {
+		*c += 0 // IEEE 754: -0 + 0 = +0; every other value is unchanged
+	}
+	return Request{
 		UserID: userID,
 		Key:    idempotencyKey,
-		Method: s.rides.Method,
-		Path:   s.rides.Path,
+		Method: RideCreateMethod,
+		Path:   RideCreatePath,
 		Params: params,
 		IP:     ip,
-	})
+	}
 }
 
 // RideGet returns the user's ride with its charge and refund state. Another
@@ -161,10 +172,6 @@ type rideState struct {
 	charge      *Charge
 	failure     *PaymentError
 }
-
-// rideChargeKey is the processor key of a ride's charge, derived from our
-// key's row id so that it is unique across users and stable across retries.
-func rideChargeKey(keyID int64) string { return fmt.Sprintf("ride-charge-%d", keyID) }
 
 func (s *Service) rideFlow() *Flow[rideState] {
 	return &Flow[rideState]{
@@ -223,25 +230,34 @@ func (s *Service) rideCreatePhase(ctx context.Context, tx pgx.Tx, key *Key, st *
 	return MoveTo(RecoveryPointRideCreated), nil
 }
 
+// rideDescription is the description of every ride's charge: a constant,
+// so that the charge's parameters hold nothing a lost commit could change.
+const rideDescription = "Atomic Rides ride"
+
 // rideChargeCall charges the ride, creating the customer first if the
-// background job has not. No transaction is open here.
+// background job has not. No transaction is open here. The charge's
+// processor key and parameters are a pure function of the client's request
+// (namespace, rider, client key; amount and currency are the same for
+// every ride), so a retry after a lost commit sends the same request and
+// gets the same charge, never a second one.
 func (s *Service) rideChargeCall(ctx context.Context, key *Key, st *rideState) error {
 	st.customerID, st.newCustomer, st.charge, st.failure = "", false, nil, nil
 
 	if st.user.StripeCustomerID != nil {
 		st.customerID = *st.user.StripeCustomerID
 	} else {
-		c, err := s.processorCustomer(ctx, st.user)
+		c, err := s.processorCustomer(ctx, st.user, key.ClaimedAt)
 		if err != nil {
 			return st.definitive(err)
 		}
 		st.customerID, st.newCustomer = c.ID, true
 	}
 
+	pkey := ChargeKey(s.namespace, st.user.Email, key.ClientKey)
 	// Past the processor's key window a retried charge would not be
 	// deduplicated: adopt the charge if it was made.
-	if s.pastProcessorWindow(key.CreatedAt) {
-		ch, err := s.payments.ChargeFind(ctx, st.ride.ID)
+	if s.pastProcessorWindow(key.ClaimedAt, key.CreatedAt) {
+		ch, err := s.processorChargeOf(ctx, pkey, st.user.Email)
 		if err != nil {
 			return err
 		}
@@ -252,13 +268,25 @@ func (s *Service) rideChargeCall(ctx context.Context, key *Key, st *rideState) e
 	}
 
 	ch, err := s.payments.ChargeCreate(ctx, ChargeCreateParams{
-		IdempotencyKey: rideChargeKey(key.ID),
+		IdempotencyKey: chargeIdempotencyKey(pkey, st.customerID),
 		CustomerID:     st.customerID,
 		AmountCents:    st.ride.AmountCents,
 		Currency:       st.ride.Currency,
-		Description:    fmt.Sprintf("Ride %d", st.ride.ID),
-		RideID:         st.ride.ID,
+		Description:    rideDescription,
+		Tag:            s.tag(st.user.Email, pkey),
 	})
+	if isIdempotencyMismatch(err) {
+		// The key was used with other parameters, which none of ours
+		// should cause: whatever charge it made is this request's.
+		found, ferr := s.processorChargeOf(ctx, pkey, st.user.Email)
+		if ferr != nil {
+			return ferr
+		}
+		if found != nil {
+			st.charge = found
+			return nil
+		}
+	}
 	if err != nil {
 		return st.definitive(err)
 	}
@@ -266,8 +294,31 @@ func (s *Service) rideChargeCall(ctx context.Context, key *Key, st *rideState) e
 	return nil
 }
 
-// definitive keeps a definitive payment failure for the phase to record and
-// passes every other error on.
+// processorChargeOf returns the succeeded charge made under the processor
+// key pkey by this deployment for the rider with email, or nil when the
+// processor has none.
+func (s *Service) processorChargeOf(ctx context.Context, pkey, email string) (*Charge, error) {
+	charges, err := s.payments.ChargeFind(ctx, pkey)
+	if err != nil {
+		return nil, err
+	}
+	for _, ch := range charges {
+		if ch.Status == ChargeSucceeded && ch.Tag.Key == pkey && s.owns(ch.Tag, email) {
+			return ch, nil
+		}
+	}
+	return nil, nil
+}
+
+// isIdempotencyMismatch reports whether the processor refused a key it saw
+// with other parameters.
+func isIdempotencyMismatch(err error) bool {
+	var pe *PaymentError
+	return errors.As(err, &pe) && pe.Class == PaymentClassConfiguration && pe.Code == PaymentCodeIdempotencyMismatch
+}
+
+// definitive keeps a definitive payment failure — the rider's outcome — for
+// the phase to record and passes every other error on.
 func (st *rideState) definitive(err error) error {
 	if pe := PaymentFinal(err); pe != nil {
 		st.failure = pe
@@ -315,6 +366,8 @@ func (s *Service) rideChargePhase(ctx context.Context, tx pgx.Tx, key *Key, st *
 	return Finish(http.StatusCreated, ride), nil
 }
 
-func (s *Service) pastProcessorWindow(since time.Time) bool {
-	return s.now().Sub(since) > ProcessorKeyWindow-s.margin
+// pastProcessorWindow reports whether, at now, the processor may have
+// forgotten a key first sent at since (both by the database's clock).
+func (s *Service) pastProcessorWindow(now, since time.Time) bool {
+	return now.Sub(since) > ProcessorKeyWindow-s.margin
 }

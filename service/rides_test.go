@@ -33,7 +33,7 @@ func TestRideCreate(t *testing.T) {
 		require.NotNil(t, ride.StripeChargeID)
 		require.EqualValues(t, 2000, ride.AmountCents)
 
-		charges := b.Stripe.ChargesForRide(strconv.FormatInt(ride.ID, 10))
+		charges := b.ChargesOfRide(t, ride.ID)
 		require.Len(t, charges, 1)
 		require.Equal(t, *ride.StripeChargeID, charges[0].ID)
 		require.EqualValues(t, 2000, charges[0].Amount)
@@ -168,7 +168,7 @@ func TestRideCreate(t *testing.T) {
 		<-fired // A holds the lease, its charge is in flight at Stripe
 
 		// A's lease runs out while it waits.
-		b.Clock.Advance(b.Service.Lease() + time.Second)
+		b.Age(t, b.Service.Lease()+time.Second)
 
 		// B takes the key over; Stripe reports the charge key in use, so B
 		// answers 503 and gives the lease up.
@@ -478,8 +478,11 @@ func TestReplayFromMemory(t *testing.T) {
 	require.Equal(t, first.Body, again.Body)
 	require.Equal(t, 1, b.succeededCharges())
 
-	// … until the entry expires; then the database decides: a new request.
+	// … until the entry expires; then the database decides: a new request
+	// (reaped keys are older than Stripe's key window, so Stripe has
+	// forgotten the processor key too).
 	b.Clock.Advance(service.DefaultReplayCacheTTL)
+	b.Stripe.Advance(25 * time.Hour)
 	fresh, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
 	require.NoError(t, err)
 	require.False(t, fresh.Replayed)

@@ -84,9 +84,12 @@ func TestRideRoundTrips(t *testing.T) {
 	require.EqualValues(t, 7, n.RequestRoundTrips, "round trips of a new ride")
 	require.Zero(t, n.BackgroundRoundTrips, "a request's statements are counted as the request's")
 
-	// Another process (another Service) replays the key from the database.
+	// Another process (another Service, started before the measure: it
+	// reads the deployment's namespace as it starts) replays the key from
+	// the database.
+	other := newService()
 	n = measure(func() {
-		again, err := newService().RideCreate(ctx, uid, key, testkit.SomeRide, nil)
+		again, err := other.RideCreate(ctx, uid, key, testkit.SomeRide, nil)
 		require.NoError(t, err)
 		require.True(t, again.Replayed)
 		require.Equal(t, ride.Body, again.Body)

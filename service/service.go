@@ -1,7 +1,9 @@
 package service
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"time"
@@ -11,8 +13,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/atomicrides/atomicrides/dbgen"
+	"github.com/atomicrides/atomicrides/internal/telemetry"
 )
 
 // Defaults of Config, applied to its zero fields.
@@ -39,8 +44,10 @@ type Config struct {
 	Payments Payments
 	// Logger receives the service's logs. Defaults to discarding them.
 	Logger *slog.Logger
-	// Clock returns the current time. Defaults to time.Now. Leases and the
-	// processor's key window are judged by it.
+	// Clock returns the current time for the process's own caches (replays,
+	// API keys) and the Date of receipts. Defaults to time.Now. Leases, idle
+	// times and ages of keys are judged by the database's clock, never by
+	// this one.
 	Clock func() time.Time
 	// Lease is how long a request holds an idempotency key before another
 	// may take it over. It must outlast Payments.Budget(); the default is
@@ -66,41 +73,54 @@ type Config struct {
 	// private registry.
 	Registerer prometheus.Registerer
 	// AuthCacheTTL is how long Authenticate trusts an API key it found
-	// without reading it again. Default DefaultAuthCacheTTL; negative
-	// disables the cache.
+	// without reading it again, while ListenAPIKeyRevocations runs. Default
+	// DefaultAuthCacheTTL; negative disables the cache.
 	AuthCacheTTL time.Duration
 	// ReplayCacheTTL is how long the process answers replays of a key it
 	// saw finished from memory. Default DefaultReplayCacheTTL; negative
 	// disables the cache.
 	ReplayCacheTTL time.Duration
+	// TracerProvider receives the spans of atomic phases and processor
+	// calls, and of the jobs the service inserts. Default the global
+	// provider (a no-op unless the program set one).
+	TracerProvider trace.TracerProvider
 }
 
 // Service is the domain: every transaction of the application begins and
 // commits here. It is safe for concurrent use.
 type Service struct {
-	pool     *pgxpool.Pool
-	queries  *dbgen.Queries
-	payments Payments
-	jobs     *river.Client[pgx.Tx]
-	logger   *slog.Logger
-	now      func() time.Time
-	lease    time.Duration
-	margin   time.Duration
-	metrics  *metrics
-	mailer   Mailer
-	mailFrom string
+	// namespace is the deployment's, read from the database once at start.
+	namespace string
+	pool      *pgxpool.Pool
+	queries   *dbgen.Queries
+	payments  Payments
+	jobs      *river.Client[pgx.Tx]
+	logger    *slog.Logger
+	now       func() time.Time
+	lease     time.Duration
+	margin    time.Duration
+	metrics   *metrics
+	tracer    trace.Tracer
+	mailer    Mailer
+	mailFrom  string
 	// abandonedAfter and retention are the completer's and reaper's policy.
 	abandonedAfter time.Duration
 	retention      time.Duration
 	flows          map[string]flowRunner
 	rides          *Flow[rideState]
 	refunds        *Flow[refundState]
-	auth           *ttlCache[[32]byte, User]
+	auth           *ttlCache[[32]byte, authEntry]
+	revocations    *revocationWatch
 	replays        *ttlCache[replayKey, finishedResponse]
 }
 
-// New returns a Service. It inserts background jobs through an insert-only
-// River client on the same pool, always inside the caller's transaction.
+// namespaceReadTimeout bounds the read of the deployment's namespace in New.
+const namespaceReadTimeout = 10 * time.Second
+
+// New returns a Service. It reads the deployment's namespace from the
+// database (made by the migrations; New fails on a database without one),
+// and inserts background jobs through an insert-only River client on the
+// same pool, always inside the caller's transaction.
 func New(cfg Config) (*Service, error) {
 	if cfg.Pool == nil {
 		return nil, errors.New("service: Config.Pool is required")
@@ -148,27 +168,41 @@ func New(cfg Config) (*Service, error) {
 	if cfg.ReplayCacheTTL == 0 {
 		cfg.ReplayCacheTTL = DefaultReplayCacheTTL
 	}
-	jobs, err := river.NewClient(riverpgxv5.New(cfg.Pool), &river.Config{Logger: cfg.Logger})
+	jobs, err := river.NewClient(riverpgxv5.New(cfg.Pool), &river.Config{
+		Logger: cfg.Logger,
+		// Jobs carry the trace of the phase that inserts them.
+		Plugins: []rivertype.Plugin{telemetry.NewRiverMiddleware(cfg.TracerProvider)},
+	})
 	if err != nil {
 		return nil, err
 	}
+	queries := dbgen.New()
+	ctx, cancel := context.WithTimeout(context.Background(), namespaceReadTimeout)
+	defer cancel()
+	namespace, err := queries.DeploymentNamespace(ctx, cfg.Pool)
+	if err != nil {
+		return nil, fmt.Errorf("service: read the deployment namespace (is the database migrated?): %w", err)
+	}
 	s := &Service{
+		namespace:      namespace,
 		pool:           cfg.Pool,
-		queries:        dbgen.New(),
-		payments:       meteredPayments{p: cfg.Payments, m: m},
+		queries:        queries,
+		payments:       meteredPayments{p: cfg.Payments, m: m, tracer: telemetry.Tracer(cfg.TracerProvider), logger: cfg.Logger},
 		jobs:           jobs,
 		logger:         cfg.Logger,
 		now:            cfg.Clock,
 		lease:          cfg.Lease,
 		margin:         cfg.ProcessorKeyMargin,
 		metrics:        m,
+		tracer:         telemetry.Tracer(cfg.TracerProvider),
 		mailer:         cfg.Mailer,
 		mailFrom:       cfg.MailFrom,
 		abandonedAfter: cfg.AbandonedAfter,
 		retention:      cfg.KeyRetention,
-		auth:           newTTLCache[[32]byte, User](cfg.AuthCacheTTL),
+		auth:           newTTLCache[[32]byte, authEntry](cfg.AuthCacheTTL),
 		replays:        newTTLCache[replayKey, finishedResponse](cfg.ReplayCacheTTL),
 	}
+	s.revocations = newRevocationWatch(s.auth)
 	s.rides = s.rideFlow()
 	s.refunds = s.refundFlow()
 	s.flows = map[string]flowRunner{
@@ -177,6 +211,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	return s, nil
 }
+
+// Namespace returns the deployment's namespace at the payment processor.
+func (s *Service) Namespace() string { return s.namespace }
 
 // Lease returns how long a request holds an idempotency key.
 func (s *Service) Lease() time.Duration { return s.lease }

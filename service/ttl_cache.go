@@ -62,3 +62,17 @@ func (c *ttlCache[K, V]) put(k K, v V, now time.Time) {
 	}
 	c.entries[k] = ttlEntry[V]{value: v, expires: now.Add(c.ttl)}
 }
+
+// delete forgets k.
+func (c *ttlCache[K, V]) delete(k K) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.entries, k)
+}
+
+// clear forgets every entry.
+func (c *ttlCache[K, V]) clear() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	clear(c.entries)
+}

@@ -28,6 +28,7 @@ func (s *Service) inTx(ctx context.Context, iso pgx.TxIsoLevel, fn func(ctx cont
 			return err
 		}
 		s.metrics.txRetry()
+		traceTxAttempt(ctx, attempt, err)
 		if err := sleepCtx(ctx, backoff(attempt, 2*time.Millisecond, 200*time.Millisecond)); err != nil {
 			return err
 		}

@@ -2,15 +2,13 @@ package service
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
 	"net/mail"
 	"net/netip"
 	"regexp"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/jackc/pgx/v5"
 
@@ -58,21 +56,49 @@ type UserUpsertResult struct {
 	// APIKey is the user's first API key, only when Created. It is not
 	// stored and cannot be shown again.
 	APIKey string
+	// APIKeyID is the id of APIKey, only when Created.
+	APIKeyID int64
 }
 
 var paymentSourcePattern = regexp.MustCompile(`^[A-Za-z0-9_]{1,255}$`)
 
-// ValidateEmail checks that email is a plain address of at most 255
-// characters.
-func ValidateEmail(email string) error {
-	if email == "" || len(email) > 255 {
-		return invalid("path.email", "must be an email address of 3 to 255 characters")
+// Bounds of an email address, in bytes (it is ASCII).
+const (
+	EmailMinLength = 3
+	EmailMaxLength = 255
+)
+
+// NormalizeEmail validates a rider's email address and returns the form the
+// service stores and compares: lower-cased, so that Alice@Example.COM and
+// alice@example.com are one rider (mailboxes are case-insensitive in
+// practice, whatever RFC 5321 allows for the local part).
+//
+// The address must be a plain addr-spec (no display name, no comment, no
+// quoting that changes it) of 3 to 255 characters. Control and formatting
+// characters (Unicode Cc and Cf, such as U+202E RIGHT-TO-LEFT OVERRIDE) are
+// refused, and so is any other non-ASCII character: the service's SMTP client
+// does not use the SMTPUTF8 extension, so it could not deliver a receipt to
+// such an address. Every error is CodeInvalid on path.email.
+func NormalizeEmail(email string) (string, error) {
+	const field = "path.email"
+	for _, r := range email {
+		if unicode.In(r, unicode.Cc, unicode.Cf) {
+			return "", invalid(field, "must not contain control or formatting characters (found U+%04X)", r)
+		}
+	}
+	for _, r := range email {
+		if r > unicode.MaxASCII {
+			return "", invalid(field, "must be ASCII: addresses that need SMTPUTF8 (found U+%04X) cannot be delivered", r)
+		}
+	}
+	if len(email) < EmailMinLength || len(email) > EmailMaxLength {
+		return "", invalid(field, "must be an email address of 3 to 255 characters")
 	}
 	addr, err := mail.ParseAddress(email)
 	if err != nil || addr.Address != email || addr.Name != "" || !strings.Contains(email, "@") {
-		return invalid("path.email", "must be a plain email address like rider@example.com")
+		return "", invalid(field, "must be a plain email address like rider@example.com")
 	}
-	return nil
+	return strings.ToLower(email), nil
 }
 
 // UserUpsert creates the user unless one with the email exists: the 1:1
@@ -81,9 +107,11 @@ func ValidateEmail(email string) error {
 // the processor; it is rerun on serialization failures, and the UNIQUE email
 // is a second line of defence. An existing user is returned unchanged.
 func (s *Service) UserUpsert(ctx context.Context, p UserUpsertParams) (*UserUpsertResult, error) {
-	if err := ValidateEmail(p.Email); err != nil {
+	email, err := NormalizeEmail(p.Email)
+	if err != nil {
 		return nil, err
 	}
+	p.Email = email
 	if p.PaymentSource == "" {
 		p.PaymentSource = DefaultPaymentSource
 	}
@@ -92,7 +120,7 @@ func (s *Service) UserUpsert(ctx context.Context, p UserUpsertParams) (*UserUpse
 	}
 
 	var res *UserUpsertResult
-	err := s.inTx(ctx, pgx.Serializable, func(ctx context.Context, tx pgx.Tx) error {
+	err = s.inTx(ctx, pgx.Serializable, func(ctx context.Context, tx pgx.Tx) error {
 		res = nil
 		existing, err := s.queries.UserGetByEmail(ctx, tx, p.Email)
 		if err == nil {
@@ -123,7 +151,7 @@ func (s *Service) UserUpsert(ctx context.Context, p UserUpsertParams) (*UserUpse
 		if _, err := s.jobs.InsertTx(ctx, tx, CustomerCreateArgs{UserID: user.ID}, nil); err != nil {
 			return err
 		}
-		res = &UserUpsertResult{User: userFromRow(user), Created: true, APIKey: apiKey}
+		res = &UserUpsertResult{User: userFromRow(user), Created: true, APIKey: apiKey.Secret, APIKeyID: apiKey.ID}
 		return nil
 	})
 	if err != nil {
@@ -137,83 +165,6 @@ type serializationConflict struct{ err error }
 
 func (e *serializationConflict) Error() string { return e.err.Error() }
 func (e *serializationConflict) Unwrap() error { return e.err }
-
-// APIKeyMint mints another API key for the user with the email.
-func (s *Service) APIKeyMint(ctx context.Context, email string, ip *netip.Addr) (*User, string, error) {
-	if err := ValidateEmail(email); err != nil {
-		return nil, "", err
-	}
-	var (
-		user *dbgen.User
-		key  string
-	)
-	err := s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
-		var err error
-		if user, err = s.queries.UserGetByEmail(ctx, tx, email); err != nil {
-			return err
-		}
-		key, err = s.apiKeyCreate(ctx, tx, user.ID, ip)
-		return err
-	})
-	if err != nil {
-		if isNoRows(err) {
-			return nil, "", &Error{Code: CodeNotFound, Message: "no user with this email"}
-		}
-		return nil, "", internal(err)
-	}
-	return userFromRow(user), key, nil
-}
-
-// apiKeyPrefix marks the service's API keys, so that a leaked one is
-// recognisable.
-const apiKeyPrefix = "ark_"
-
-func (s *Service) apiKeyCreate(ctx context.Context, tx pgx.Tx, userID int64, ip *netip.Addr) (string, error) {
-	var raw [32]byte
-	_, _ = rand.Read(raw[:]) // crypto/rand.Read never fails
-	key := apiKeyPrefix + base64.RawURLEncoding.EncodeToString(raw[:])
-	row, err := s.queries.APIKeyCreate(ctx, tx, apiKeyHash(key), userID)
-	if err != nil {
-		return "", err
-	}
-	return key, s.audit(ctx, tx, "api_key.created", "api_key", row.ID, userID, ip, struct{}{})
-}
-
-func apiKeyHash(key string) []byte {
-	h := sha256.Sum256([]byte(key))
-	return h[:]
-}
-
-// DefaultAuthCacheTTL is how long Authenticate trusts a key it found in the
-// database, unless Config.AuthCacheTTL says otherwise.
-const DefaultAuthCacheTTL = 5 * time.Second
-
-// Authenticate returns the user an API key belongs to. A key found in the
-// database is trusted for Config.AuthCacheTTL without being read again, so a
-// removed key is refused at most that long after; the user returned is as
-// read then. The cache is keyed by the key's SHA-256, never the key, and
-// holds only keys found: an unknown key is looked up every time.
-func (s *Service) Authenticate(ctx context.Context, apiKey string) (*User, error) {
-	if !strings.HasPrefix(apiKey, apiKeyPrefix) || len(apiKey) > 128 {
-		return nil, errUnauthenticated
-	}
-	hash := sha256.Sum256([]byte(apiKey))
-	if user, ok := s.auth.get(hash, s.now()); ok {
-		return &user, nil
-	}
-	row, err := s.queries.UserGetByAPIKeyHash(ctx, s.pool, hash[:])
-	if err != nil {
-		if isNoRows(err) {
-			return nil, errUnauthenticated
-		}
-		return nil, internal(err)
-	}
-	user := userFromRow(row)
-	s.auth.put(hash, *user, s.now())
-	return user, nil
-}
-
-var errUnauthenticated = &Error{Code: CodeUnauthenticated, Message: "a valid API key is required"}
 
 // audit records what happened to a resource, in the caller's transaction.
 func (s *Service) audit(ctx context.Context, tx pgx.Tx, action, resourceType string, resourceID, userID int64, ip *netip.Addr, data any) error {

@@ -107,8 +107,9 @@ func TestAPIKeyMint(t *testing.T) {
 	user, key, err := b.Service.APIKeyMint(b.Ctx, "keys@example.com", nil)
 	require.NoError(t, err)
 	require.Equal(t, res.User.ID, user.ID)
-	require.NotEqual(t, res.APIKey, key)
-	for _, k := range []string{res.APIKey, key} {
+	require.NotEqual(t, res.APIKey, key.Secret)
+	require.NotEqual(t, res.APIKeyID, key.ID)
+	for _, k := range []string{res.APIKey, key.Secret} {
 		u, err := b.Service.Authenticate(b.Ctx, k)
 		require.NoError(t, err)
 		require.Equal(t, user.ID, u.ID)

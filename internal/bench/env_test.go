@@ -53,7 +53,7 @@ type benchConfig struct {
 	OutDir string
 }
 
-const benchAdminToken = "bench-admin-token"
+const benchAdminToken = "bench-admin-token-0123456789abcdef0123456789"
 
 // benchEnv is one benchmark run's world: the built binary, the fake Stripe
 // in its own process, and databases on the test server for the pgbench
@@ -129,7 +129,7 @@ func newBenchEnv(tb testing.TB, cfg benchConfig) *benchEnv {
 	// no file: what receiving them costs is the recipient's, counted apart
 	// from the server's.
 	e.mailAddr = binrun.FreeAddr(tb)
-	e.mail = binrun.Start(tb, binrun.Cmd{Bin: e.bin, Args: []string{"mailsink", "-addr", e.mailAddr, "-dir", ""}, Dir: e.workDir, LogPath: benchLog(tb, cfg.OutDir, "mailsink.log")})
+	e.mail = binrun.Start(tb, binrun.Cmd{Bin: e.bin, Args: []string{"mailsink", "-addr", e.mailAddr, "-dir", "-"}, Dir: e.workDir, LogPath: benchLog(tb, cfg.OutDir, "mailsink.log")})
 	if err := binrun.Poll(context.Background(), time.Minute, func() error {
 		c, err := net.DialTimeout("tcp", e.mailAddr, time.Second)
 		if err == nil {
@@ -193,7 +193,9 @@ type servingProcess struct {
 }
 
 // start runs `serve -no-migrate` on the deployment's database, its pool
-// capped at the configured size, and waits until it is ready.
+// capped at the configured size, with the benchmark's fake Stripe and mail
+// sink configured as a production deployment's would be, and waits until it
+// is ready.
 func (d *deployment) start(tb testing.TB) *servingProcess {
 	tb.Helper()
 	return d.startEnv(tb)

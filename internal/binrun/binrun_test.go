@@ -96,7 +96,7 @@ func TestLogPath(t *testing.T) {
 	require.Error(t, p.Err())
 	b, err := os.ReadFile(log)
 	require.NoError(t, err)
-	require.Regexp(t, `^before\n.*unknown command \\"no-such-command\\".*\n$`, string(b))
+	require.Regexp(t, `^before\natomicrides: unknown command "no-such-command".*\n$`, string(b))
 }
 
 // TestPoll retries until the condition holds, stops at once on GiveUp, and

@@ -230,7 +230,7 @@ var chaosInvariants = []struct {
 	{"abandoned_keys_finished", checkAbandonedKeysFinished},
 	{"riders_created", checkRidersCreated},
 	{"charges_match", checkChargesMatch},
-	{"no_ride_charged_twice", checkNoRideChargedTwice},
+	{"no_request_charged_twice", checkNoRequestChargedTwice},
 	{"no_ride_pending", checkNoRidePending},
 	{"one_customer_per_rider", checkOneCustomerPerRider},
 	{"refunds_match", checkRefundsMatch},
@@ -395,17 +395,18 @@ func checkChargesMatch(s *chaosState) chaosCheck {
 		ok: sameSet(stripeCharges, rideCharges) && sameSet(rideCharges, keyCharges)}
 }
 
-// checkNoRideChargedTwice: Stripe holds at most one succeeded charge per
-// ride (by the charge's metadata ride_id).
-func checkNoRideChargedTwice(s *chaosState) chaosCheck {
-	chargesPerRide := map[string]int{}
+// checkNoRequestChargedTwice: Stripe holds at most one succeeded charge per
+// client request (by the charge's metadata ar_key: one processor key per
+// client request).
+func checkNoRequestChargedTwice(s *chaosState) chaosCheck {
+	chargesPerKey := map[string]int{}
 	for _, c := range s.ledger.Charges {
 		if c.Status == "succeeded" {
-			chargesPerRide[c.Metadata["ride_id"]]++
+			chargesPerKey[c.Metadata["ar_key"]]++
 		}
 	}
-	twice := moreThanOnce(chargesPerRide)
-	return chaosCheck{name: "no ride charged twice (Stripe charges by metadata ride_id)", expected: "0",
+	twice := moreThanOnce(chargesPerKey)
+	return chaosCheck{name: "no client request charged twice (Stripe charges by metadata ar_key)", expected: "0",
 		actual: fmt.Sprint(twice), ok: twice == 0}
 }
 
@@ -421,21 +422,24 @@ func checkNoRidePending(s *chaosState) chaosCheck {
 		actual: fmt.Sprintf("%d pending of %d", pending, len(s.rides)), ok: pending == 0}
 }
 
-// checkOneCustomerPerRider: Stripe holds at most one customer per rider,
-// and the one stored on the rider is Stripe's.
+// checkOneCustomerPerRider: Stripe holds at most one customer per rider (by
+// the customer's metadata ar_rider), and the one stored on each rider is
+// one of Stripe's.
 func checkOneCustomerPerRider(s *chaosState) chaosCheck {
-	customersPerUser := map[string][]string{}
+	customersPerRider := map[string][]string{}
 	for _, c := range s.ledger.Customers {
-		customersPerUser[c.Metadata["user_id"]] = append(customersPerUser[c.Metadata["user_id"]], c.ID)
+		customersPerRider[c.Metadata["ar_rider"]] = append(customersPerRider[c.Metadata["ar_rider"]], c.ID)
 	}
 	twoCustomers, unknownCustomer := 0, 0
-	for uid, ids := range customersPerUser {
+	stripeCustomers := map[string]bool{}
+	for _, ids := range customersPerRider {
 		if len(ids) > 1 {
 			twoCustomers++
 		}
-		var id int64
-		_, _ = fmt.Sscan(uid, &id)
-		if cus := s.customerOf[id]; cus != nil && *cus != ids[0] {
+		stripeCustomers[ids[0]] = true
+	}
+	for _, cus := range s.customerOf {
+		if cus != nil && !stripeCustomers[*cus] {
 			unknownCustomer++
 		}
 	}

@@ -27,7 +27,7 @@ import (
 // the completer acts and River rescues the jobs of a killed process within
 // a bounded run.
 const (
-	chaosAdminToken = "chaos-admin-token"
+	chaosAdminToken = "chaos-admin-token-0123456789abcdef0123456789"
 	// chaosStripeTimeout bounds each Stripe attempt of the service; the
 	// latency faults hold requests longer than that.
 	chaosStripeTimeout = 600 * time.Millisecond

@@ -12,12 +12,15 @@
 //     service as the lost or failed answer it is;
 //   - its own SMTP mail sink (service/mail/mailsink), keeping messages in
 //     memory only, and a mailer sending to it;
-//   - a Clock that tests move forward past leases and grace periods;
+//   - a Clock for what the process keeps in memory (its caches); leases,
+//     grace periods and ages are judged by the database's clock, and
+//     tests move past them by ageing the world's records (Env.Age);
 //   - a service.Service over all of them.
 //
 // Fixtures create what a test starts from: a rider with an API key
 // (Env.Rider), a charged ride (Env.Ride), a request abandoned after a
-// processor outage (Env.AbandonRide), fresh idempotency keys (NewKey).
+// processor outage (Env.AbandonRide), fresh idempotency keys (NewKey), and
+// the charges at the fake Stripe of a ride's request (Env.ChargesOfRide).
 //
 // Each package keeps its own small bundle, River style, made of a world and
 // what that package adds to it (a River client, an HTTP server):

@@ -15,7 +15,7 @@ import (
 )
 
 // AbandonedAfter is the completer's grace period in every world; tests pass
-// it by advancing the Clock.
+// it by ageing the records (Env.Age).
 const AbandonedAfter = 5 * time.Minute
 
 // Env is one isolated world of a test: a database, a fake Stripe, a mail

@@ -77,11 +77,32 @@ func (e RideRefundResultStatus) Valid() bool {
 	}
 }
 
+// APIKey defines model for APIKey.
+type APIKey struct {
+	CreatedAt time.Time `json:"created_at"`
+	ID        int64     `json:"id"`
+
+	// LastUsedAt When the key last authenticated a request, to within a minute; null if never.
+	LastUsedAt *time.Time `json:"last_used_at"`
+
+	// RevokedAt When the key was revoked; null while it is live.
+	RevokedAt *time.Time `json:"revoked_at"`
+}
+
+// APIKeyListResponse defines model for APIKeyListResponse.
+type APIKeyListResponse struct {
+	// APIKeys Every key of the rider, revoked ones included, oldest first. Never a secret.
+	APIKeys *[]APIKey `json:"api_keys"`
+}
+
 // APIKeyResponse defines model for APIKeyResponse.
 type APIKeyResponse struct {
 	// APIKey A new API key for the rider. Shown once; stored hashed.
 	APIKey string `json:"api_key"`
-	User   User   `json:"user"`
+
+	// APIKeyID The id of api_key, by which it is listed and revoked.
+	APIKeyID int64 `json:"api_key_id"`
+	User     User  `json:"user"`
 }
 
 // ErrorDetail defines model for ErrorDetail.
@@ -213,7 +234,10 @@ type UserPutBody struct {
 type UserPutResponse struct {
 	// APIKey The rider's API key, only when the user was created. Shown once; stored hashed.
 	APIKey *string `json:"api_key,omitempty"`
-	User   User    `json:"user"`
+
+	// APIKeyID The id of api_key, by which it is listed and revoked; only when the user was created.
+	APIKeyID *int64 `json:"api_key_id,omitempty"`
+	User     User   `json:"user"`
 }
 
 // RideCreateParams defines parameters for RideCreate.
@@ -310,10 +334,14 @@ type ClientInterface interface {
 
 	// Healthz Liveness: the process serves HTTP
 	//
+	// Answers 200 as long as the process serves HTTP, without touching the database. Read-only: safe to call and retry at any time.
+	//
 	// Corresponds with GET /healthz (the `Healthz` operationId).
 	Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Readyz Readiness: the database is reachable and fully migrated
+	//
+	// Answers 200 when the instance can serve requests (database reachable, migrations applied), 503 otherwise. Read-only: safe to call and retry at any time.
 	//
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -338,6 +366,8 @@ type ClientInterface interface {
 
 	// RideGet Get one of the rider's rides, with its charge and refund
 	//
+	// Reads the ride as it is now: charge_status is pending until the charge is decided, and refund_status follows a refund. Read-only and safe to retry at any time; it takes no Idempotency-Key. Another rider's ride is 404, as if it did not exist.
+	//
 	// Corresponds with GET /rides/{id} (the `RideGet` operationId).
 	RideGet(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -350,7 +380,7 @@ type ClientInterface interface {
 
 	// UserPutWithBody Create a rider unless one exists
 	//
-	// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent: a repeat returns 200 with the existing user and no key; an existing user is not changed.
+	// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent by its URL, with no Idempotency-Key: a repeat (a retry after a lost answer included) returns 200 with the existing user and no key, and an existing user is not changed. If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -359,20 +389,38 @@ type ClientInterface interface {
 
 	// UserPut Create a rider unless one exists
 	//
-	// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent: a repeat returns 200 with the existing user and no key; an existing user is not changed.
+	// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent by its URL, with no Idempotency-Key: a repeat (a retry after a lost answer included) returns 200 with the existing user and no key, and an existing user is not changed. If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with PUT /users/{email} (the `UserPut` operationId).
 	UserPut(ctx context.Context, email string, body UserPutJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// APIKeyList List a rider's API keys (ids and times, never secrets)
+	//
+	// Every key of the rider, revoked ones included, with when it was created, last used (to within a minute) and revoked. A read: safe to retry any number of times.
+	//
+	// Corresponds with GET /users/{email}/api_keys (the `APIKeyList` operationId).
+	APIKeyList(ctx context.Context, email string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// APIKeyCreate Mint another API key for a rider
+	//
+	// Creates a new API key for an existing rider; the rider's other keys stay valid. Not idempotent: every request mints a key, so a retry after a lost answer mints another, and every minted key is valid. It has no side effect beyond the key and its audit record, so a retry is harmless: keep the key you receive.
 	//
 	// Corresponds with POST /users/{email}/api_keys (the `APIKeyCreate` operationId).
 	APIKeyCreate(ctx context.Context, email string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// APIKeyRevoke Revoke one of a rider's API keys
+	//
+	// The key is refused (401) by every instance within a second of the answer. Idempotent: revoking a revoked key answers 204 again, so a retry after a lost answer is safe. An unknown key, or another rider's, is 404.
+	//
+	// Corresponds with DELETE /users/{email}/api_keys/{id} (the `APIKeyRevoke` operationId).
+	APIKeyRevoke(ctx context.Context, email string, id int64, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // Healthz Liveness: the process serves HTTP
+//
+// Answers 200 as long as the process serves HTTP, without touching the database. Read-only: safe to call and retry at any time.
 //
 // Corresponds with GET /healthz (the `Healthz` operationId).
 func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -388,6 +436,8 @@ func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 }
 
 // Readyz Readiness: the database is reachable and fully migrated
+//
+// Answers 200 when the instance can serve requests (database reachable, migrations applied), 503 otherwise. Read-only: safe to call and retry at any time.
 //
 // Corresponds with GET /readyz (the `Readyz` operationId).
 func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -442,6 +492,8 @@ func (c *Client) RideCreate(ctx context.Context, params *RideCreateParams, body 
 
 // RideGet Get one of the rider's rides, with its charge and refund
 //
+// Reads the ride as it is now: charge_status is pending until the charge is decided, and refund_status follows a refund. Read-only and safe to retry at any time; it takes no Idempotency-Key. Another rider's ride is 404, as if it did not exist.
+//
 // Corresponds with GET /rides/{id} (the `RideGet` operationId).
 func (c *Client) RideGet(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRideGetRequest(c.Server, id)
@@ -474,7 +526,7 @@ func (c *Client) RideRefund(ctx context.Context, id int64, params *RideRefundPar
 
 // UserPutWithBody Create a rider unless one exists
 //
-// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent: a repeat returns 200 with the existing user and no key; an existing user is not changed.
+// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent by its URL, with no Idempotency-Key: a repeat (a retry after a lost answer included) returns 200 with the existing user and no key, and an existing user is not changed. If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.
 //
 // Takes any type of body and a specified content type.
 //
@@ -493,7 +545,7 @@ func (c *Client) UserPutWithBody(ctx context.Context, email string, contentType 
 
 // UserPut Create a rider unless one exists
 //
-// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent: a repeat returns 200 with the existing user and no key; an existing user is not changed.
+// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent by its URL, with no Idempotency-Key: a repeat (a retry after a lost answer included) returns 200 with the existing user and no key, and an existing user is not changed. If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -510,11 +562,47 @@ func (c *Client) UserPut(ctx context.Context, email string, body UserPutJSONRequ
 	return c.Client.Do(req)
 }
 
+// APIKeyList List a rider's API keys (ids and times, never secrets)
+//
+// Every key of the rider, revoked ones included, with when it was created, last used (to within a minute) and revoked. A read: safe to retry any number of times.
+//
+// Corresponds with GET /users/{email}/api_keys (the `APIKeyList` operationId).
+func (c *Client) APIKeyList(ctx context.Context, email string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAPIKeyListRequest(c.Server, email)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // APIKeyCreate Mint another API key for a rider
+//
+// Creates a new API key for an existing rider; the rider's other keys stay valid. Not idempotent: every request mints a key, so a retry after a lost answer mints another, and every minted key is valid. It has no side effect beyond the key and its audit record, so a retry is harmless: keep the key you receive.
 //
 // Corresponds with POST /users/{email}/api_keys (the `APIKeyCreate` operationId).
 func (c *Client) APIKeyCreate(ctx context.Context, email string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewAPIKeyCreateRequest(c.Server, email)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// APIKeyRevoke Revoke one of a rider's API keys
+//
+// The key is refused (401) by every instance within a second of the answer. Idempotent: revoking a revoked key answers 204 again, so a retry after a lost answer is safe. An unknown key, or another rider's, is 404.
+//
+// Corresponds with DELETE /users/{email}/api_keys/{id} (the `APIKeyRevoke` operationId).
+func (c *Client) APIKeyRevoke(ctx context.Context, email string, id int64, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAPIKeyRevokeRequest(c.Server, email, id)
 	if err != nil {
 		return nil, err
 	}
@@ -760,6 +848,40 @@ func NewUserPutRequestWithBody(server string, email string, contentType string, 
 	return req, nil
 }
 
+// NewAPIKeyListRequest constructs an http.Request for the APIKeyList method
+func NewAPIKeyListRequest(server string, email string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "email", email, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/users/%s/api_keys", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewAPIKeyCreateRequest constructs an http.Request for the APIKeyCreate method
 func NewAPIKeyCreateRequest(server string, email string) (*http.Request, error) {
 	var err error
@@ -787,6 +909,47 @@ func NewAPIKeyCreateRequest(server string, email string) (*http.Request, error) 
 	}
 
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewAPIKeyRevokeRequest constructs an http.Request for the APIKeyRevoke method
+func NewAPIKeyRevokeRequest(server string, email string, id int64) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "email", email, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/users/%s/api_keys/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -840,12 +1003,16 @@ type ClientWithResponsesInterface interface {
 
 	// HealthzWithResponse Liveness: the process serves HTTP
 	//
+	// Answers 200 as long as the process serves HTTP, without touching the database. Read-only: safe to call and retry at any time.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /healthz (the `Healthz` operationId).
 	HealthzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*HealthzReply, error)
 
 	// ReadyzWithResponse Readiness: the database is reachable and fully migrated
+	//
+	// Answers 200 when the instance can serve requests (database reachable, migrations applied), 503 otherwise. Read-only: safe to call and retry at any time.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -872,6 +1039,8 @@ type ClientWithResponsesInterface interface {
 
 	// RideGetWithResponse Get one of the rider's rides, with its charge and refund
 	//
+	// Reads the ride as it is now: charge_status is pending until the charge is decided, and refund_status follows a refund. Read-only and safe to retry at any time; it takes no Idempotency-Key. Another rider's ride is 404, as if it did not exist.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /rides/{id} (the `RideGet` operationId).
@@ -888,7 +1057,7 @@ type ClientWithResponsesInterface interface {
 
 	// UserPutWithBodyWithResponse Create a rider unless one exists
 	//
-	// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent: a repeat returns 200 with the existing user and no key; an existing user is not changed.
+	// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent by its URL, with no Idempotency-Key: a repeat (a retry after a lost answer included) returns 200 with the existing user and no key, and an existing user is not changed. If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -897,19 +1066,39 @@ type ClientWithResponsesInterface interface {
 
 	// UserPutWithResponse Create a rider unless one exists
 	//
-	// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent: a repeat returns 200 with the existing user and no key; an existing user is not changed.
+	// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent by its URL, with no Idempotency-Key: a repeat (a retry after a lost answer included) returns 200 with the existing user and no key, and an existing user is not changed. If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PUT /users/{email} (the `UserPut` operationId).
 	UserPutWithResponse(ctx context.Context, email string, body UserPutJSONRequestBody, reqEditors ...RequestEditorFn) (*UserPutReply, error)
 
+	// APIKeyListWithResponse List a rider's API keys (ids and times, never secrets)
+	//
+	// Every key of the rider, revoked ones included, with when it was created, last used (to within a minute) and revoked. A read: safe to retry any number of times.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /users/{email}/api_keys (the `APIKeyList` operationId).
+	APIKeyListWithResponse(ctx context.Context, email string, reqEditors ...RequestEditorFn) (*APIKeyListReply, error)
+
 	// APIKeyCreateWithResponse Mint another API key for a rider
+	//
+	// Creates a new API key for an existing rider; the rider's other keys stay valid. Not idempotent: every request mints a key, so a retry after a lost answer mints another, and every minted key is valid. It has no side effect beyond the key and its audit record, so a retry is harmless: keep the key you receive.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /users/{email}/api_keys (the `APIKeyCreate` operationId).
 	APIKeyCreateWithResponse(ctx context.Context, email string, reqEditors ...RequestEditorFn) (*APIKeyCreateReply, error)
+
+	// APIKeyRevokeWithResponse Revoke one of a rider's API keys
+	//
+	// The key is refused (401) by every instance within a second of the answer. Idempotent: revoking a revoked key answers 204 again, so a retry after a lost answer is safe. An unknown key, or another rider's, is 404.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /users/{email}/api_keys/{id} (the `APIKeyRevoke` operationId).
+	APIKeyRevokeWithResponse(ctx context.Context, email string, id int64, reqEditors ...RequestEditorFn) (*APIKeyRevokeReply, error)
 }
 
 type HealthzReply struct {
@@ -1050,6 +1239,8 @@ type RideCreateReply struct {
 	ApplicationProblemJSON409 *ErrorModel
 	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationProblemJSON413 *ErrorModel
+	// ApplicationProblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationProblemJSON415 *ErrorModel
 	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationProblemJSON422 *ErrorModel
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -1096,6 +1287,11 @@ func (r RideCreateReply) GetApplicationProblemJSON409() *ErrorModel {
 // GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
 func (r RideCreateReply) GetApplicationProblemJSON413() *ErrorModel {
 	return r.ApplicationProblemJSON413
+}
+
+// GetApplicationProblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r RideCreateReply) GetApplicationProblemJSON415() *ErrorModel {
+	return r.ApplicationProblemJSON415
 }
 
 // GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
@@ -1371,6 +1567,8 @@ type UserPutReply struct {
 	ApplicationProblemJSON401 *ErrorModel
 	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationProblemJSON413 *ErrorModel
+	// ApplicationProblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationProblemJSON415 *ErrorModel
 	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationProblemJSON422 *ErrorModel
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -1402,6 +1600,11 @@ func (r UserPutReply) GetApplicationProblemJSON401() *ErrorModel {
 // GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
 func (r UserPutReply) GetApplicationProblemJSON413() *ErrorModel {
 	return r.ApplicationProblemJSON413
+}
+
+// GetApplicationProblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r UserPutReply) GetApplicationProblemJSON415() *ErrorModel {
+	return r.ApplicationProblemJSON415
 }
 
 // GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
@@ -1437,6 +1640,82 @@ func (r UserPutReply) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r UserPutReply) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// APIKeyListReply500Headers the declared response headers of an HTTP 500 response for APIKeyList
+type APIKeyListReply500Headers struct {
+	RetryAfter *int
+}
+
+type APIKeyListReply struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *APIKeyListResponse
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *ErrorModel
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *ErrorModel
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *ErrorModel
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *ErrorModel
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *APIKeyListReply500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r APIKeyListReply) GetJSON200() *APIKeyListResponse {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r APIKeyListReply) GetApplicationProblemJSON401() *ErrorModel {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r APIKeyListReply) GetApplicationProblemJSON404() *ErrorModel {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r APIKeyListReply) GetApplicationProblemJSON422() *ErrorModel {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r APIKeyListReply) GetApplicationProblemJSON500() *ErrorModel {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r APIKeyListReply) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r APIKeyListReply) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r APIKeyListReply) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r APIKeyListReply) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -1519,7 +1798,78 @@ func (r APIKeyCreateReply) ContentType() string {
 	return ""
 }
 
+// APIKeyRevokeReply500Headers the declared response headers of an HTTP 500 response for APIKeyRevoke
+type APIKeyRevokeReply500Headers struct {
+	RetryAfter *int
+}
+
+type APIKeyRevokeReply struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *ErrorModel
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *ErrorModel
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *ErrorModel
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *ErrorModel
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *APIKeyRevokeReply500Headers
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r APIKeyRevokeReply) GetApplicationProblemJSON401() *ErrorModel {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r APIKeyRevokeReply) GetApplicationProblemJSON404() *ErrorModel {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r APIKeyRevokeReply) GetApplicationProblemJSON422() *ErrorModel {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r APIKeyRevokeReply) GetApplicationProblemJSON500() *ErrorModel {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r APIKeyRevokeReply) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r APIKeyRevokeReply) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r APIKeyRevokeReply) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r APIKeyRevokeReply) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // HealthzWithResponse Liveness: the process serves HTTP
+//
+// Answers 200 as long as the process serves HTTP, without touching the database. Read-only: safe to call and retry at any time.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -1533,6 +1883,8 @@ func (c *ClientWithResponses) HealthzWithResponse(ctx context.Context, reqEditor
 }
 
 // ReadyzWithResponse Readiness: the database is reachable and fully migrated
+//
+// Answers 200 when the instance can serve requests (database reachable, migrations applied), 503 otherwise. Read-only: safe to call and retry at any time.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -1577,6 +1929,8 @@ func (c *ClientWithResponses) RideCreateWithResponse(ctx context.Context, params
 
 // RideGetWithResponse Get one of the rider's rides, with its charge and refund
 //
+// Reads the ride as it is now: charge_status is pending until the charge is decided, and refund_status follows a refund. Read-only and safe to retry at any time; it takes no Idempotency-Key. Another rider's ride is 404, as if it did not exist.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /rides/{id} (the `RideGet` operationId).
@@ -1605,7 +1959,7 @@ func (c *ClientWithResponses) RideRefundWithResponse(ctx context.Context, id int
 
 // UserPutWithBodyWithResponse Create a rider unless one exists
 //
-// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent: a repeat returns 200 with the existing user and no key; an existing user is not changed.
+// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent by its URL, with no Idempotency-Key: a repeat (a retry after a lost answer included) returns 200 with the existing user and no key, and an existing user is not changed. If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -1620,7 +1974,7 @@ func (c *ClientWithResponses) UserPutWithBodyWithResponse(ctx context.Context, e
 
 // UserPutWithResponse Create a rider unless one exists
 //
-// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent: a repeat returns 200 with the existing user and no key; an existing user is not changed.
+// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent by its URL, with no Idempotency-Key: a repeat (a retry after a lost answer included) returns 200 with the existing user and no key, and an existing user is not changed. If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -1633,7 +1987,24 @@ func (c *ClientWithResponses) UserPutWithResponse(ctx context.Context, email str
 	return ParseUserPutReply(rsp)
 }
 
+// APIKeyListWithResponse List a rider's API keys (ids and times, never secrets)
+//
+// Every key of the rider, revoked ones included, with when it was created, last used (to within a minute) and revoked. A read: safe to retry any number of times.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /users/{email}/api_keys (the `APIKeyList` operationId).
+func (c *ClientWithResponses) APIKeyListWithResponse(ctx context.Context, email string, reqEditors ...RequestEditorFn) (*APIKeyListReply, error) {
+	rsp, err := c.APIKeyList(ctx, email, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAPIKeyListReply(rsp)
+}
+
 // APIKeyCreateWithResponse Mint another API key for a rider
+//
+// Creates a new API key for an existing rider; the rider's other keys stay valid. Not idempotent: every request mints a key, so a retry after a lost answer mints another, and every minted key is valid. It has no side effect beyond the key and its audit record, so a retry is harmless: keep the key you receive.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -1644,6 +2015,21 @@ func (c *ClientWithResponses) APIKeyCreateWithResponse(ctx context.Context, emai
 		return nil, err
 	}
 	return ParseAPIKeyCreateReply(rsp)
+}
+
+// APIKeyRevokeWithResponse Revoke one of a rider's API keys
+//
+// The key is refused (401) by every instance within a second of the answer. Idempotent: revoking a revoked key answers 204 again, so a retry after a lost answer is safe. An unknown key, or another rider's, is 404.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /users/{email}/api_keys/{id} (the `APIKeyRevoke` operationId).
+func (c *ClientWithResponses) APIKeyRevokeWithResponse(ctx context.Context, email string, id int64, reqEditors ...RequestEditorFn) (*APIKeyRevokeReply, error) {
+	rsp, err := c.APIKeyRevoke(ctx, email, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAPIKeyRevokeReply(rsp)
 }
 
 // ParseHealthzReply parses an HTTP response from a HealthzWithResponse call
@@ -1767,6 +2153,13 @@ func ParseRideCreateReply(rsp *http.Response) (*RideCreateReply, error) {
 			return nil, err
 		}
 		response.ApplicationProblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON415 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest ErrorModel
@@ -2133,6 +2526,13 @@ func ParseUserPutReply(rsp *http.Response) (*UserPutReply, error) {
 		}
 		response.ApplicationProblemJSON413 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON415 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest ErrorModel
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -2152,6 +2552,73 @@ func ParseUserPutReply(rsp *http.Response) (*UserPutReply, error) {
 	switch {
 	case rsp.StatusCode == 500:
 		var headers UserPutReply500Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseAPIKeyListReply parses an HTTP response from a APIKeyListWithResponse call
+func ParseAPIKeyListReply(rsp *http.Response) (*APIKeyListReply, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &APIKeyListReply{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest APIKeyListResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 500:
+		var headers APIKeyListReply500Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -2219,6 +2686,69 @@ func ParseAPIKeyCreateReply(rsp *http.Response) (*APIKeyCreateReply, error) {
 	switch {
 	case rsp.StatusCode == 500:
 		var headers APIKeyCreateReply500Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseAPIKeyRevokeReply parses an HTTP response from a APIKeyRevokeWithResponse call
+func ParseAPIKeyRevokeReply(rsp *http.Response) (*APIKeyRevokeReply, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &APIKeyRevokeReply{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 500:
+		var headers APIKeyRevokeReply500Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

@@ -7,7 +7,9 @@ package httpctx
 
 import (
 	"context"
+	"net/http"
 	"net/netip"
+	"time"
 )
 
 type ctxKey int
@@ -37,4 +39,19 @@ func RequestID(ctx context.Context) string {
 func ClientIP(ctx context.Context) *netip.Addr {
 	ip, _ := ctx.Value(ctxKeyClientIP).(*netip.Addr)
 	return ip
+}
+
+// ExtendDeadlines lets the request behind w run for d from now, past the
+// server's read and write timeouts: for a route that legitimately waits
+// longer than they allow (a payment call, a wait for an earlier submission).
+// Call it only once the request's body has been read, so that the server's
+// read timeout still bounds a client that sends its body slowly. The read
+// deadline is extended too because its expiry, while a handler runs, cancels
+// the request's context. A writer that cannot set deadlines (a test
+// recorder) is left as it is.
+func ExtendDeadlines(w http.ResponseWriter, d time.Duration) {
+	rc := http.NewResponseController(w)
+	deadline := time.Now().Add(d)
+	_ = rc.SetReadDeadline(deadline)
+	_ = rc.SetWriteDeadline(deadline)
 }

@@ -173,7 +173,7 @@ func TestBookingPageInChromium(t *testing.T) {
 	apiKey := b.rider(t, "browser@example.com", "")
 	ctx := newBrowser(t)
 
-	chargesOf := func(id int64) []fakestripe.Charge { return b.Stripe.ChargesForRide(strconv.FormatInt(id, 10)) }
+	chargesOf := func(id int64) []fakestripe.Charge { return b.ChargesOfRide(t, id) }
 	keyRows := func(key string) int {
 		return b.Count(t, `SELECT count(*) FROM idempotency_keys WHERE idempotency_key = $1`, key)
 	}
@@ -298,7 +298,7 @@ func backAndSubmitAgain(ctx context.Context, t *testing.T, b *testBundle, wantBa
 	require.Equal(t, id, againID, "the same ride")
 	require.Equal(t, charge, againCharge)
 	require.EqualValues(t, 2, b.posts.Load()-before)
-	require.Len(t, b.Stripe.ChargesForRide(strconv.FormatInt(id, 10)), 1)
+	require.Len(t, b.ChargesOfRide(t, id), 1)
 	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM idempotency_keys WHERE idempotency_key = $1`, key))
 
 	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())

@@ -13,16 +13,17 @@ import (
 	"github.com/atomicrides/atomicrides/service"
 )
 
-// The booking pages' session: the rider's API key in a cookie that only
-// /book pages receive, that scripts cannot read and that no other site can
-// make the browser send.
-const (
-	sessionCookie = "atomicrides_book"
-	sessionMaxAge = 8 * time.Hour
-)
+// The booking pages' session: a random session id (service.BookingSessionCreate)
+// in a cookie that only /book pages receive, that scripts cannot read and
+// that no other site can make the browser send. The cookie never holds the
+// API key. The browser keeps it for the session's absolute lifetime; the
+// service ends it sooner when unused, at sign-out, or with its API key.
+const sessionCookie = "atomicrides_book"
 
 // session is a signed-in rider of the booking pages.
 type session struct {
+	// id is the session's id, the cookie's value.
+	id   string
 	user *service.User
 	// csrf is the token the session's forms carry.
 	csrf string
@@ -54,21 +55,21 @@ func (wb *Pages) csrfToken(cookie string) string {
 }
 
 // session returns the signed-in rider, errNoSession, or an internal error.
-// A cookie whose key no longer authenticates is cleared.
+// A cookie whose session has ended is cleared.
 func (wb *Pages) session(w http.ResponseWriter, r *http.Request) (*session, error) {
 	c, err := r.Cookie(sessionCookie)
 	if err != nil || c.Value == "" {
 		return nil, errNoSession
 	}
-	user, err := wb.svc.Authenticate(r.Context(), c.Value)
+	user, err := wb.svc.BookingSessionUser(r.Context(), c.Value)
 	if err != nil {
 		if service.ErrorCode(err) == service.CodeUnauthenticated {
-			clearSessionCookie(w, r)
+			wb.clearSessionCookie(w, r)
 			return nil, errNoSession
 		}
 		return nil, err
 	}
-	return &session{user: user, csrf: wb.csrfToken(c.Value)}, nil
+	return &session{id: c.Value, user: user, csrf: wb.csrfToken(c.Value)}, nil
 }
 
 // checkForm accepts a state-changing form post of s: from this origin, with
@@ -101,25 +102,30 @@ func (wb *Pages) sameOrigin(r *http.Request) error {
 	return nil
 }
 
-func setSessionCookie(w http.ResponseWriter, r *http.Request, apiKey string) {
+// secure reports whether the session cookie must be Secure: when Go
+// terminates TLS, or when the pages' public URL is https (TLS terminated by a
+// proxy in front).
+func (wb *Pages) secure(r *http.Request) bool { return r.TLS != nil || wb.httpsOnly }
+
+func (wb *Pages) setSessionCookie(w http.ResponseWriter, r *http.Request, sessionID string) {
 	http.SetCookie(w, &http.Cookie{
 		Name:     sessionCookie,
-		Value:    apiKey,
+		Value:    sessionID,
 		Path:     "/book",
-		MaxAge:   int(sessionMaxAge / time.Second),
+		MaxAge:   int(service.BookingSessionMaxAge / time.Second),
 		HttpOnly: true,
-		Secure:   r.TLS != nil,
+		Secure:   wb.secure(r),
 		SameSite: http.SameSiteStrictMode,
 	})
 }
 
-func clearSessionCookie(w http.ResponseWriter, r *http.Request) {
+func (wb *Pages) clearSessionCookie(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{
 		Name:     sessionCookie,
 		Path:     "/book",
 		MaxAge:   -1,
 		HttpOnly: true,
-		Secure:   r.TLS != nil,
+		Secure:   wb.secure(r),
 		SameSite: http.SameSiteStrictMode,
 	})
 }

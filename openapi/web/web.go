@@ -47,6 +47,11 @@ type Config struct {
 	// Logger receives internal errors and refused forms. Defaults to
 	// slog.Default().
 	Logger *slog.Logger
+	// PublicURL is the URL riders reach the service at (PUBLIC_URL), when
+	// it differs from what the server sees. With an https URL the session
+	// cookie is Secure even though the request reached Go over plain HTTP
+	// (TLS terminated by a proxy). Empty: Secure only under Go's own TLS.
+	PublicURL string
 }
 
 // maxBodyBytes caps the forms' bodies; they hold a few short fields.
@@ -68,6 +73,8 @@ type Pages struct {
 	logger *slog.Logger
 	secret []byte
 	cop    *http.CrossOriginProtection
+	// httpsOnly: the public URL is https, so cookies are always Secure.
+	httpsOnly bool
 }
 
 // New returns the booking pages of cfg; Register mounts them.
@@ -80,6 +87,8 @@ func New(cfg Config) *Pages {
 		logger: cfg.Logger,
 		secret: csrfSecret(cfg.Secret),
 		cop:    http.NewCrossOriginProtection(),
+
+		httpsOnly: strings.HasPrefix(strings.ToLower(cfg.PublicURL), "https://"),
 	}
 }
 
@@ -144,7 +153,8 @@ func (wb *Pages) signIn(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
 	apiKey := strings.TrimSpace(r.PostFormValue("api_key"))
-	if _, err := wb.svc.Authenticate(r.Context(), apiKey); err != nil {
+	sessionID, err := wb.svc.BookingSessionCreate(r.Context(), apiKey)
+	if err != nil {
 		if service.ErrorCode(err) != service.CodeUnauthenticated {
 			wb.internal(w, r, nil, "sign in", err)
 			return
@@ -152,7 +162,7 @@ func (wb *Pages) signIn(w http.ResponseWriter, r *http.Request) {
 		wb.signInPage(w, r, nil, http.StatusUnauthorized, "That API key is not valid.")
 		return
 	}
-	setSessionCookie(w, r, apiKey)
+	wb.setSessionCookie(w, r, sessionID)
 	http.Redirect(w, r, "/book", http.StatusSeeOther)
 }
 
@@ -163,7 +173,13 @@ func (wb *Pages) signOut(w http.ResponseWriter, r *http.Request) {
 		wb.message(w, r, s, http.StatusForbidden, "Sign-out refused", "The request did not come from this site's own form.")
 		return
 	}
-	clearSessionCookie(w, r)
+	if err == nil {
+		if err := wb.svc.BookingSessionEnd(r.Context(), s.id); err != nil {
+			wb.internal(w, r, s, "sign out", err)
+			return
+		}
+	}
+	wb.clearSessionCookie(w, r)
 	http.Redirect(w, r, "/book", http.StatusSeeOther)
 }
 
@@ -181,6 +197,9 @@ func (wb *Pages) bookSubmit(w http.ResponseWriter, r *http.Request) {
 		wb.message(w, r, s, http.StatusBadRequest, "Unreadable form", "The form could not be read. Nothing was booked.")
 		return
 	}
+	// The form is read: the submission may now wait for an earlier one and
+	// then for the payment processor, longer than the server's timeouts.
+	httpctx.ExtendDeadlines(w, bookingWait+wb.svc.Lease())
 	if err := wb.checkForm(r, s); err != nil {
 		wb.logger.InfoContext(r.Context(), "booking form refused", "request_id", httpctx.RequestID(r.Context()), "err", err)
 		wb.message(w, r, s, http.StatusForbidden, "Form refused", "This form did not come from this site, or from an earlier sign-in. Nothing was booked.")

@@ -49,7 +49,12 @@ var _ service.Mailer = (*Mailer)(nil)
 func New(cfg Config) (*Mailer, error) {
 	u, err := url.Parse(cfg.URL)
 	if err != nil {
-		return nil, fmt.Errorf("SMTP URL: %w", err)
+		// url.Error repeats the URL, password included: keep only the cause.
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err
+		}
+		return nil, fmt.Errorf("SMTP URL: not a URL: %w", err)
 	}
 	m := &Mailer{host: u.Hostname(), timeout: cfg.Timeout, startTLS: u.Query().Get("starttls")}
 	if m.timeout == 0 {
@@ -87,9 +92,9 @@ func New(cfg Config) (*Mailer, error) {
 	return m, nil
 }
 
-// Send delivers msg. The whole exchange is bounded by the configured timeout
+// send delivers msg. The whole exchange is bounded by the configured timeout
 // and by ctx.
-func (m *Mailer) Send(ctx context.Context, msg service.Message) error {
+func (m *Mailer) send(ctx context.Context, msg service.Message) error {
 	if err := msg.Validate(); err != nil {
 		return err
 	}

@@ -3,13 +3,15 @@ package payments
 import (
 	"context"
 	"errors"
+	"net/http"
+	"time"
 
 	"github.com/stripe/stripe-go/v76"
 
 	"github.com/atomicrides/atomicrides/service"
 )
 
-// ChargeCreate charges params.CustomerID with metadata ride_id, under
+// ChargeCreate charges params.CustomerID with params.Tag as metadata, under
 // params.IdempotencyKey. A declined card is a PaymentClassDecline error; a
 // charge Stripe answers without error but not as succeeded (a pending
 // charge) is PaymentClassUnavailable, to be settled later through ChargeFind.
@@ -29,7 +31,7 @@ func (c *Client) ChargeCreate(ctx context.Context, params service.ChargeCreatePa
 	if params.Description != "" {
 		p.Description = stripe.String(params.Description)
 	}
-	p.AddMetadata(metadataRideID, formatID(params.RideID))
+	tagMetadata(p.AddMetadata, params.Tag)
 	ch, err := c.charges.New(p)
 	if err != nil {
 		return nil, translateError(err)
@@ -37,26 +39,63 @@ func (c *Client) ChargeCreate(ctx context.Context, params service.ChargeCreatePa
 	return succeeded(ch)
 }
 
-// ChargeFind returns the succeeded charge of the ride, found by searching
-// metadata ride_id, or (nil, nil) when there is none; failed attempts
-// carry the same metadata and are skipped. Stripe's search index lags
-// writes by up to about a minute.
-func (c *Client) ChargeFind(ctx context.Context, rideID int64) (*service.Charge, error) {
+// ChargeFind returns the succeeded charges made under the processor key
+// key, found by searching metadata ar_key; failed attempts carry the same
+// metadata and are skipped. Stripe's search index lags writes by up to
+// about a minute.
+func (c *Client) ChargeFind(ctx context.Context, key string) ([]*service.Charge, error) {
 	ctx, cancel := c.bound(ctx)
 	defer cancel()
 	p := &stripe.ChargeSearchParams{}
 	p.Context = ctx
-	p.Query = metadataQuery(metadataRideID, rideID)
+	p.Query = keyQuery(key)
 	it := c.charges.Search(p)
+	out := []*service.Charge{}
 	for it.Next() {
 		if ch := it.Charge(); ch.Status == stripe.ChargeStatusSucceeded {
-			return toCharge(ch), nil
+			out = append(out, toCharge(ch))
 		}
 	}
 	if err := it.Err(); err != nil {
 		return nil, translateError(err)
 	}
-	return nil, nil
+	return out, nil
+}
+
+// ChargeGet returns the charge id, or (nil, nil) when Stripe answers 404.
+func (c *Client) ChargeGet(ctx context.Context, id string) (*service.Charge, error) {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	p := &stripe.ChargeParams{}
+	p.Context = ctx
+	ch, err := c.charges.Get(id, p)
+	var se *stripe.Error
+	if errors.As(err, &se) && se.HTTPStatusCode == http.StatusNotFound {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, translateError(err)
+	}
+	return toCharge(ch), nil
+}
+
+// ChargeListSince returns every charge created at or after since, following
+// Stripe's pages.
+func (c *Client) ChargeListSince(ctx context.Context, since time.Time) ([]*service.Charge, error) {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	p := &stripe.ChargeListParams{CreatedRange: &stripe.RangeQueryParams{GreaterThanOrEqual: since.Unix()}}
+	p.Context = ctx
+	p.Limit = stripe.Int64(100)
+	it := c.charges.List(p)
+	out := []*service.Charge{}
+	for it.Next() {
+		out = append(out, toCharge(it.Charge()))
+	}
+	if err := it.Err(); err != nil {
+		return nil, translateError(err)
+	}
+	return out, nil
 }
 
 // errChargeNotSucceeded underlies the error for a charge answered with a
@@ -84,7 +123,14 @@ func succeeded(ch *stripe.Charge) (*service.Charge, error) {
 }
 
 func toCharge(ch *stripe.Charge) *service.Charge {
-	return &service.Charge{ID: ch.ID, AmountCents: ch.Amount, Currency: string(ch.Currency)}
+	return &service.Charge{
+		ID:          ch.ID,
+		AmountCents: ch.Amount,
+		Currency:    string(ch.Currency),
+		Status:      string(ch.Status),
+		Created:     unixTime(ch.Created),
+		Tag:         tagOf(ch.Metadata),
+	}
 }
 
 func statusOf(r *stripe.APIResponse) int {

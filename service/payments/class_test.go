@@ -12,8 +12,8 @@ import (
 )
 
 // TestPaymentClass pins the class of each processor failure and its
-// treatment: only declines, refusals and the final configuration errors
-// are definitive answers.
+// treatment: only declines and refusals are definitive answers; a
+// configuration error is never the rider's outcome.
 func TestPaymentClass(t *testing.T) {
 	t.Parallel()
 	stripeErr := func(typ stripe.ErrorType, code stripe.ErrorCode, status int) error {
@@ -27,7 +27,7 @@ func TestPaymentClass(t *testing.T) {
 		"card declined":        {stripeErr(stripe.ErrorTypeCard, "card_declined", 402), service.PaymentClassDecline, true},
 		"already refunded":     {stripeErr(stripe.ErrorTypeInvalidRequest, "charge_already_refunded", 400), service.PaymentClassRefusal, true},
 		"amount too small":     {stripeErr(stripe.ErrorTypeInvalidRequest, "amount_too_small", 400), service.PaymentClassRefusal, true},
-		"resource missing":     {stripeErr(stripe.ErrorTypeInvalidRequest, "resource_missing", 404), service.PaymentClassConfiguration, true},
+		"resource missing":     {stripeErr(stripe.ErrorTypeInvalidRequest, "resource_missing", 404), service.PaymentClassConfiguration, false},
 		"authentication":       {stripeErr(stripe.ErrorTypeInvalidRequest, "", 401), service.PaymentClassConfiguration, false},
 		"permission":           {stripeErr(stripe.ErrorTypeInvalidRequest, "", 403), service.PaymentClassConfiguration, false},
 		"idempotency mismatch": {stripeErr(stripe.ErrorTypeIdempotency, "", 400), service.PaymentClassConfiguration, false},
@@ -49,7 +49,7 @@ func TestPaymentClass(t *testing.T) {
 		t.Parallel()
 		err := checkKey("")
 		require.Equal(t, service.PaymentClassConfiguration, service.PaymentClassOf(err))
-		require.NotNil(t, service.PaymentFinal(err))
+		require.Nil(t, service.PaymentFinal(err))
 	})
 
 	t.Run("not from the processor", func(t *testing.T) {

@@ -40,9 +40,10 @@ const maxIdleConnsPerHost = 256
 // maxIdempotencyKeyLen is Stripe's limit on the Idempotency-Key header.
 const maxIdempotencyKeyLen = 255
 
-// ErrMissingIdempotencyKey is the underlying error of the final
+// ErrMissingIdempotencyKey is the underlying error of the
 // PaymentClassConfiguration error returned when a mutating call has no
-// idempotency key (or one longer than Stripe accepts). No request is sent.
+// idempotency key (or one longer than Stripe accepts). No request is sent,
+// and like every configuration error it is never the rider's outcome.
 var ErrMissingIdempotencyKey = errors.New("payments: an idempotency key of 1 to 255 characters is required")
 
 // Config configures a Client.
@@ -107,6 +108,11 @@ func New(cfg Config) *Client {
 		httpClient.Transport = transport
 	}
 	httpClient.Timeout = timeout
+	base := httpClient.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	httpClient.Transport = tracedTransport{base: base}
 
 	backendCfg := &stripe.BackendConfig{
 		HTTPClient:        &httpClient,
@@ -133,7 +139,7 @@ func (c *Client) Budget() time.Duration { return c.budget }
 
 // bound derives the context of one call: the caller's, cut off at Budget.
 func (c *Client) bound(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, c.budget)
+	return context.WithTimeout(withAttempts(ctx), c.budget)
 }
 
 // checkKey rejects a missing or over-long idempotency key before anything
@@ -142,7 +148,7 @@ func checkKey(key string) error {
 	if n := len(key); n == 0 || n > maxIdempotencyKeyLen {
 		return &service.PaymentError{
 			Class:   service.PaymentClassConfiguration,
-			Kind:    service.PaymentInvalid,
+			Kind:    service.PaymentUnavailable,
 			Message: ErrMissingIdempotencyKey.Error(),
 			Err:     ErrMissingIdempotencyKey,
 		}

@@ -8,8 +8,8 @@ import (
 	"github.com/atomicrides/atomicrides/service"
 )
 
-// CustomerCreate creates the user's customer with params.Source attached
-// and metadata user_id, under params.IdempotencyKey.
+// CustomerCreate creates the rider's customer with params.Source attached
+// and params.Tag as metadata, under params.IdempotencyKey.
 func (c *Client) CustomerCreate(ctx context.Context, params service.CustomerCreateParams) (*service.Customer, error) {
 	if err := checkKey(params.IdempotencyKey); err != nil {
 		return nil, err
@@ -25,31 +25,31 @@ func (c *Client) CustomerCreate(ctx context.Context, params service.CustomerCrea
 	if params.Source != "" {
 		p.Source = stripe.String(params.Source)
 	}
-	p.AddMetadata(metadataUserID, formatID(params.UserID))
+	tagMetadata(p.AddMetadata, params.Tag)
 	cust, err := c.customers.New(p)
 	if err != nil {
 		return nil, translateError(err)
 	}
-	return &service.Customer{ID: cust.ID}, nil
+	return &service.Customer{ID: cust.ID, Tag: tagOf(cust.Metadata)}, nil
 }
 
-// CustomerFind returns the user's customer, found by searching metadata
-// user_id, or (nil, nil) when there is none. Should Stripe hold several,
-// the one it lists first is returned. Stripe's search index lags writes by
+// CustomerFind returns the customers made under the processor key key,
+// found by searching metadata ar_key. Stripe's search index lags writes by
 // up to about a minute.
-func (c *Client) CustomerFind(ctx context.Context, userID int64) (*service.Customer, error) {
+func (c *Client) CustomerFind(ctx context.Context, key string) ([]*service.Customer, error) {
 	ctx, cancel := c.bound(ctx)
 	defer cancel()
 	p := &stripe.CustomerSearchParams{}
 	p.Context = ctx
-	p.Query = metadataQuery(metadataUserID, userID)
-	p.Single = true
+	p.Query = keyQuery(key)
 	it := c.customers.Search(p)
-	if it.Next() {
-		return &service.Customer{ID: it.Customer().ID}, nil
+	out := []*service.Customer{}
+	for it.Next() {
+		cust := it.Customer()
+		out = append(out, &service.Customer{ID: cust.ID, Tag: tagOf(cust.Metadata)})
 	}
 	if err := it.Err(); err != nil {
 		return nil, translateError(err)
 	}
-	return nil, nil
+	return out, nil
 }

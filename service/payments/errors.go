@@ -14,15 +14,17 @@ import (
 // reads Stripe's error types, codes and statuses; it sets the failure's
 // service.PaymentClass and the engine's treatment of it:
 //
+//   - 401 and 403 (the secret key is refused or lacks a permission),
+//     idempotency_error (a key sent with other parameters) and
+//     resource_missing (every object a request names — the customer, the
+//     charge — is one the service created, so the account not knowing it
+//     is our configuration: a test key against live data, a customer
+//     deleted in the dashboard) are configuration errors: never the
+//     rider's outcome, indeterminate, retried once an operator acts;
 //   - 409 (idempotency key in use, lock), 429, 5xx and api_error are
 //     unavailable: the request may or may not have taken effect, and
 //     retrying with the same key is safe;
-//   - 401 and 403 (the secret key) and idempotency_error (a key reused with
-//     other parameters) are configuration errors, retried: an operator
-//     fixes them and the request goes on;
-//   - card_error is a decline;
-//   - resource_missing (every object the service names is one it created)
-//     is a configuration error, final;
+//   - card_error is a decline, final;
 //   - any other invalid_request_error is a refusal, final;
 //   - anything that is not a Stripe error (timeouts, connection resets,
 //     EOF, context cancellation, undecodable answers) is unavailable, as is
@@ -42,19 +44,22 @@ func translateError(err error) error {
 		Err:        err,
 	}
 	switch status := se.HTTPStatusCode; {
+	case status == http.StatusUnauthorized,
+		status == http.StatusForbidden,
+		se.Code == stripe.ErrorCodeResourceMissing && status < http.StatusInternalServerError:
+		pe.Class, pe.Kind = service.PaymentClassConfiguration, service.PaymentUnavailable
+	case se.Type == stripe.ErrorTypeIdempotency:
+		pe.Class, pe.Kind = service.PaymentClassConfiguration, service.PaymentUnavailable
+		if pe.Code == "" {
+			pe.Code = service.PaymentCodeIdempotencyMismatch
+		}
 	case status == http.StatusConflict,
 		status == http.StatusTooManyRequests,
 		status >= http.StatusInternalServerError,
 		se.Type == stripe.ErrorTypeAPI:
 		pe.Class, pe.Kind = service.PaymentClassUnavailable, service.PaymentUnavailable
-	case status == http.StatusUnauthorized,
-		status == http.StatusForbidden,
-		se.Type == stripe.ErrorTypeIdempotency:
-		pe.Class, pe.Kind = service.PaymentClassConfiguration, service.PaymentUnavailable
 	case se.Type == stripe.ErrorTypeCard:
 		pe.Class, pe.Kind = service.PaymentClassDecline, service.PaymentDeclined
-	case se.Type == stripe.ErrorTypeInvalidRequest && se.Code == stripe.ErrorCodeResourceMissing:
-		pe.Class, pe.Kind = service.PaymentClassConfiguration, service.PaymentInvalid
 	case se.Type == stripe.ErrorTypeInvalidRequest:
 		pe.Class, pe.Kind = service.PaymentClassRefusal, service.PaymentInvalid
 	default:

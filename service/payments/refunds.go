@@ -3,14 +3,14 @@ package payments
 import (
 	"context"
 	"errors"
-	"strconv"
+	"time"
 
 	"github.com/stripe/stripe-go/v76"
 
 	"github.com/atomicrides/atomicrides/service"
 )
 
-// RefundCreate refunds params.ChargeID in full with metadata ride_id, under
+// RefundCreate refunds params.ChargeID in full with params.Tag as metadata, under
 // params.IdempotencyKey. A refund Stripe accepts (succeeded or pending) is
 // returned; one it answers as failed or canceled is a PaymentClassRefusal;
 // any other status (requires_action) is PaymentClassUnavailable, to be
@@ -24,7 +24,7 @@ func (c *Client) RefundCreate(ctx context.Context, params service.RefundCreatePa
 	p := &stripe.RefundParams{Charge: stripe.String(params.ChargeID)}
 	p.Context = ctx
 	p.SetIdempotencyKey(params.IdempotencyKey)
-	p.AddMetadata(metadataRideID, formatID(params.RideID))
+	tagMetadata(p.AddMetadata, params.Tag)
 	r, err := c.refunds.New(p)
 	if err != nil {
 		return nil, translateError(err)
@@ -66,6 +66,25 @@ func (c *Client) RefundList(ctx context.Context, chargeID string) ([]*service.Re
 	return out, nil
 }
 
+// RefundListSince returns every refund of the account created at or after
+// since, following Stripe's pages.
+func (c *Client) RefundListSince(ctx context.Context, since time.Time) ([]*service.Refund, error) {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	p := &stripe.RefundListParams{CreatedRange: &stripe.RangeQueryParams{GreaterThanOrEqual: since.Unix()}}
+	p.Context = ctx
+	p.Limit = stripe.Int64(100)
+	it := c.refunds.List(p)
+	out := []*service.Refund{}
+	for it.Next() {
+		out = append(out, toRefund(it.Refund(), ""))
+	}
+	if err := it.Err(); err != nil {
+		return nil, translateError(err)
+	}
+	return out, nil
+}
+
 // errRefundNotAccepted underlies the error for a refund answered with a
 // status other than succeeded or pending.
 var errRefundNotAccepted = errors.New("payments: refund not accepted")
@@ -76,12 +95,12 @@ func toRefund(r *stripe.Refund, chargeID string) *service.Refund {
 	if r.Charge != nil && r.Charge.ID != "" {
 		chargeID = r.Charge.ID
 	}
-	rideID, _ := strconv.ParseInt(r.Metadata[metadataRideID], 10, 64)
 	return &service.Refund{
 		ID:          r.ID,
 		ChargeID:    chargeID,
 		AmountCents: r.Amount,
 		Status:      string(r.Status),
-		RideID:      rideID,
+		Created:     unixTime(r.Created),
+		Tag:         tagOf(r.Metadata),
 	}
 }

@@ -149,33 +149,41 @@ func TestStripeMockWireCompatibility(t *testing.T) {
 	ctx := context.Background()
 
 	cust, err := c.CustomerCreate(ctx, service.CustomerCreateParams{
-		IdempotencyKey: "user-1-customer", UserID: 1, Email: "rider@example.com", Source: "tok_visa",
+		IdempotencyKey: "user-1-customer", Email: "rider@example.com", Source: "tok_visa",
 	})
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(cust.ID, "cus_"), cust.ID)
 
 	// stripe-mock's search answers with a fixture, whatever the query, so
 	// only the decoding of a non-empty result can be checked here.
-	found, err := c.CustomerFind(ctx, 1)
+	found, err := c.CustomerFind(ctx, "user-1-customer")
 	require.NoError(t, err)
-	require.NotNil(t, found)
-	require.True(t, strings.HasPrefix(found.ID, "cus_"), found.ID)
+	require.NotEmpty(t, found)
+	require.True(t, strings.HasPrefix(found[0].ID, "cus_"), found[0].ID)
 
 	ch, err := c.ChargeCreate(ctx, service.ChargeCreateParams{
 		IdempotencyKey: "ride-1-charge", CustomerID: cust.ID, AmountCents: 1250, Currency: "eur",
-		Description: "Ride", RideID: 1,
+		Description: "Ride", Tag: service.Tag{Namespace: "ns", Rider: "rider", Key: "ride-1-charge"},
 	})
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(ch.ID, "ch_"), ch.ID)
 	require.Equal(t, int64(1250), ch.AmountCents)
 	require.Equal(t, "eur", ch.Currency)
 
-	foundCh, err := c.ChargeFind(ctx, 1)
+	foundCh, err := c.ChargeFind(ctx, "ride-1-charge")
 	require.NoError(t, err)
-	require.NotNil(t, foundCh)
-	require.True(t, strings.HasPrefix(foundCh.ID, "ch_"), foundCh.ID)
+	require.NotEmpty(t, foundCh)
+	require.True(t, strings.HasPrefix(foundCh[0].ID, "ch_"), foundCh[0].ID)
 
-	ref, err := c.RefundCreate(ctx, service.RefundCreateParams{IdempotencyKey: "ride-1-refund", ChargeID: ch.ID, RideID: 1})
+	// Reconciliation's lists are checked against Stripe's spec too.
+	listed, err := c.ChargeListSince(ctx, time.Now().Add(-time.Hour))
+	require.NoError(t, err)
+	require.NotEmpty(t, listed)
+	refundsSince, err := c.RefundListSince(ctx, time.Now().Add(-time.Hour))
+	require.NoError(t, err)
+	require.NotEmpty(t, refundsSince)
+
+	ref, err := c.RefundCreate(ctx, service.RefundCreateParams{IdempotencyKey: "ride-1-refund", ChargeID: ch.ID})
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(ref.ID, "re_"), ref.ID)
 	require.NotEmpty(t, ref.ChargeID)
@@ -197,10 +205,11 @@ func TestStripeMockErrorDecoding(t *testing.T) {
 	// key is a configuration problem, never a definitive answer for a rider.
 	c := payments.New(payments.Config{APIBase: stripeMock(t), MaxNetworkRetries: payments.NoRetries})
 
-	_, err := c.CustomerFind(context.Background(), 1)
+	_, err := c.CustomerFind(context.Background(), "user-1-customer")
 	var pe *service.PaymentError
 	require.ErrorAs(t, err, &pe)
-	require.Equal(t, service.PaymentUnavailable, pe.Kind)
+	require.Equal(t, service.PaymentClassConfiguration, pe.Class)
+	require.Nil(t, service.PaymentFinal(err))
 	require.Equal(t, http.StatusUnauthorized, pe.HTTPStatus)
 	require.Contains(t, pe.Message, "Authorization")
 }

@@ -22,8 +22,25 @@ SET status = 'failed', failure_code = @failure_code::text, updated_at = now()
 WHERE ride_id = @ride_id AND status = 'pending';
 
 -- name: RefundRetry :one
--- Asks again for a refund Stripe refused, on behalf of a new request.
+-- Asks again for a refund Stripe refused, on behalf of a new request, as the
+-- next attempt: the processor key changes with it, so the processor hears
+-- the request anew instead of replaying its refusal.
 UPDATE refunds
-SET status = 'pending', failure_code = NULL, idempotency_key_id = @idempotency_key_id, updated_at = now()
+SET status = 'pending', failure_code = NULL, idempotency_key_id = @idempotency_key_id,
+    attempt = attempt + 1, updated_at = now()
 WHERE ride_id = @ride_id AND status = 'failed'
 RETURNING *;
+
+-- name: RefundListRecorded :many
+-- Of the given processor refund ids, those a refund records
+-- (reconciliation).
+SELECT stripe_refund_id::text FROM refunds
+WHERE stripe_refund_id = ANY(@stripe_refund_ids::text[]);
+
+-- name: RefundListPendingCharges :many
+-- The processor charges of rides whose refund is pending: their refunds may
+-- be made at the processor and not recorded yet (reconciliation).
+SELECT rides.stripe_charge_id::text
+FROM refunds
+JOIN rides ON rides.id = refunds.ride_id
+WHERE refunds.status = 'pending' AND rides.stripe_charge_id IS NOT NULL;

@@ -47,3 +47,16 @@ WITH ride AS (
 )
 SELECT sqlc.embed(rides), sqlc.embed(users)
 FROM ride AS rides JOIN users ON users.id = rides.user_id;
+
+-- name: RideListRecordedCharges :many
+-- Of the given processor charge ids, those a ride records (reconciliation).
+SELECT stripe_charge_id::text FROM rides
+WHERE stripe_charge_id = ANY(@stripe_charge_ids::text[]);
+
+-- name: RideListChargedSince :many
+-- Rides recorded as charged that were created within since_seconds by the
+-- database's clock (reconciliation).
+SELECT id, stripe_charge_id::text AS stripe_charge_id, created_at FROM rides
+WHERE charge_status = 'charged'
+  AND created_at >= now() - make_interval(secs => @since_seconds::float8)
+ORDER BY id;

@@ -1,5 +1,7 @@
 -- name: UserGetByEmail :one
-SELECT * FROM users WHERE email = @email;
+-- Addresses are unique case-insensitively (users_email_lower): a rider
+-- stored before addresses were lower-cased is found by any case.
+SELECT * FROM users WHERE lower(email) = lower(@email);
 
 -- name: UserGet :one
 SELECT * FROM users WHERE id = @id;
@@ -16,9 +18,3 @@ UPDATE users
 SET stripe_customer_id = @stripe_customer_id::text
 WHERE id = @id
   AND (stripe_customer_id IS NULL OR stripe_customer_id = @stripe_customer_id);
-
--- name: UserGetByAPIKeyHash :one
-SELECT users.*
-FROM api_keys
-JOIN users ON users.id = api_keys.user_id
-WHERE api_keys.key_hash = @key_hash;

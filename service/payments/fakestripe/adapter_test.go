@@ -21,15 +21,25 @@ import (
 // The tests in this file drive the fake with the real stripe-go client,
 // through the adapter.
 
-func chargeParams(key, customerID string, rideID int64) service.ChargeCreateParams {
+func chargeParams(key, customerID string) service.ChargeCreateParams {
 	return service.ChargeCreateParams{
 		IdempotencyKey: key,
 		CustomerID:     customerID,
 		AmountCents:    1250,
 		Currency:       "eur",
 		Description:    "Ride",
-		RideID:         rideID,
+		Tag:            testTag(key),
 	}
+}
+
+// testTag is the tag of an object made under key in these tests.
+func testTag(key string) service.Tag {
+	return service.Tag{Namespace: "ns-adapter", Rider: "rider-adapter", Key: key}
+}
+
+// tagMetadata is testTag(key) as the object's metadata.
+func tagMetadata(key string) map[string]string {
+	return map[string]string{"ar_ns": "ns-adapter", "ar_rider": "rider-adapter", "ar_key": key}
 }
 
 func TestCustomerCreateAndFind(t *testing.T) {
@@ -39,26 +49,27 @@ func TestCustomerCreateAndFind(t *testing.T) {
 	ctx := context.Background()
 
 	cust, err := c.CustomerCreate(ctx, service.CustomerCreateParams{
-		IdempotencyKey: "user-7-customer", UserID: 7, Email: "seven@example.com", Source: "tok_visa",
+		IdempotencyKey: "user-7-customer", Email: "seven@example.com", Source: "tok_visa", Tag: testTag("user-7-customer"),
 	})
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(cust.ID, "cus_"), cust.ID)
+	require.Equal(t, testTag("user-7-customer"), cust.Tag)
 
-	found, err := c.CustomerFind(ctx, 7)
+	found, err := c.CustomerFind(ctx, "user-7-customer")
 	require.NoError(t, err)
-	require.Equal(t, cust, found)
+	require.Equal(t, []*service.Customer{cust}, found)
 
-	none, err := c.CustomerFind(ctx, 8)
+	none, err := c.CustomerFind(ctx, "user-8-customer")
 	require.NoError(t, err)
-	require.Nil(t, none)
+	require.Empty(t, none)
 
-	recorded := e.fake.CustomersForUser("7")
+	recorded := e.fake.CustomersWithMetadata("ar_key", "user-7-customer")
 	require.Len(t, recorded, 1)
 	require.Equal(t, cust.ID, recorded[0].ID)
 	require.Equal(t, "seven@example.com", recorded[0].Email)
 	require.Equal(t, "tok_visa", recorded[0].Source)
 	require.NotEmpty(t, recorded[0].Card)
-	require.Equal(t, map[string]string{"user_id": "7"}, recorded[0].Metadata)
+	require.Equal(t, tagMetadata("user-7-customer"), recorded[0].Metadata)
 }
 
 func TestCustomerCreateWithDecliningCard(t *testing.T) {
@@ -67,9 +78,9 @@ func TestCustomerCreateWithDecliningCard(t *testing.T) {
 	c := e.client(payments.Config{})
 
 	_, err := c.CustomerCreate(context.Background(), service.CustomerCreateParams{
-		IdempotencyKey: "user-1-customer", UserID: 1, Source: fakestripe.TokenChargeDeclined,
+		IdempotencyKey: "user-1-customer", Source: fakestripe.TokenChargeDeclined,
 	})
-	pe := paymentError(t, err, service.PaymentDeclined)
+	pe := paymentError(t, err, service.PaymentClassDecline)
 	require.Equal(t, "card_declined", pe.Code)
 	require.Equal(t, http.StatusPaymentRequired, pe.HTTPStatus)
 	require.NotEmpty(t, pe.Message)
@@ -83,34 +94,49 @@ func TestChargeCreateAndFind(t *testing.T) {
 	ctx := context.Background()
 	cus := e.customer(t, 1, "tok_visa")
 
-	ch, err := c.ChargeCreate(ctx, chargeParams("ride-5-charge", cus, 5))
+	ch, err := c.ChargeCreate(ctx, chargeParams("ride-5-charge", cus))
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(ch.ID, "ch_"), ch.ID)
-	require.Equal(t, &service.Charge{ID: ch.ID, AmountCents: 1250, Currency: "eur"}, ch)
+	require.Equal(t, &service.Charge{ID: ch.ID, AmountCents: 1250, Currency: "eur", Status: "succeeded",
+		Created: ch.Created, Tag: testTag("ride-5-charge")}, ch)
 
-	found, err := c.ChargeFind(ctx, 5)
+	found, err := c.ChargeFind(ctx, "ride-5-charge")
 	require.NoError(t, err)
-	require.Equal(t, ch, found)
+	require.Equal(t, []*service.Charge{ch}, found)
 
-	none, err := c.ChargeFind(ctx, 6)
+	none, err := c.ChargeFind(ctx, "ride-6-charge")
 	require.NoError(t, err)
-	require.Nil(t, none)
+	require.Empty(t, none)
 
-	recorded := e.fake.ChargesForRide("5")
+	got, err := c.ChargeGet(ctx, ch.ID)
+	require.NoError(t, err)
+	require.Equal(t, ch, got)
+	missing, err := c.ChargeGet(ctx, "ch_missing")
+	require.NoError(t, err)
+	require.Nil(t, missing)
+
+	listed, err := c.ChargeListSince(ctx, ch.Created)
+	require.NoError(t, err)
+	require.Equal(t, []*service.Charge{ch}, listed)
+	later, err := c.ChargeListSince(ctx, ch.Created.Add(time.Second))
+	require.NoError(t, err)
+	require.Empty(t, later)
+
+	recorded := e.fake.ChargesWithMetadata("ar_key", "ride-5-charge")
 	require.Len(t, recorded, 1)
 	require.Equal(t, fakestripe.Charge{
 		ID: ch.ID, Customer: cus, Amount: 1250, Currency: "eur", Description: "Ride",
-		Status: fakestripe.ChargeSucceeded, Paid: true, Metadata: map[string]string{"ride_id": "5"},
+		Status: fakestripe.ChargeSucceeded, Paid: true, Metadata: tagMetadata("ride-5-charge"),
 		Created: recorded[0].Created,
 	}, recorded[0])
 }
 
-func TestChargeToUnknownCustomerIsInvalid(t *testing.T) {
+func TestChargeToUnknownCustomerIsConfiguration(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, fakestripe.Options{})
 
-	_, err := e.client(payments.Config{}).ChargeCreate(context.Background(), chargeParams("k", "cus_missing", 1))
-	pe := paymentError(t, err, service.PaymentInvalid)
+	_, err := e.client(payments.Config{}).ChargeCreate(context.Background(), chargeParams("k", "cus_missing"))
+	pe := paymentError(t, err, service.PaymentClassConfiguration)
 	require.Equal(t, "resource_missing", pe.Code)
 	require.Equal(t, http.StatusBadRequest, pe.HTTPStatus)
 	require.Empty(t, e.fake.Charges())
@@ -124,8 +150,8 @@ func TestDeclineIsSavedAndReplayed(t *testing.T) {
 	cus := e.customer(t, 1, fakestripe.TokenChargeCustomerFail)
 
 	for range 2 {
-		_, err := c.ChargeCreate(ctx, chargeParams("ride-9-charge", cus, 9))
-		pe := paymentError(t, err, service.PaymentDeclined)
+		_, err := c.ChargeCreate(ctx, chargeParams("ride-9-charge", cus))
+		pe := paymentError(t, err, service.PaymentClassDecline)
 		require.Equal(t, "card_declined", pe.Code)
 		require.Equal(t, "Your card was declined.", pe.Message)
 		require.Equal(t, http.StatusPaymentRequired, pe.HTTPStatus)
@@ -145,9 +171,9 @@ func TestDeclineIsSavedAndReplayed(t *testing.T) {
 	require.Equal(t, http.StatusPaymentRequired, reqs[1].Status)
 
 	// The failed attempt carries the ride's metadata but is no charge of it.
-	found, err := c.ChargeFind(ctx, 9)
+	found, err := c.ChargeFind(ctx, "ride-9-charge")
 	require.NoError(t, err)
-	require.Nil(t, found)
+	require.Empty(t, found)
 }
 
 func TestRefund(t *testing.T) {
@@ -155,27 +181,32 @@ func TestRefund(t *testing.T) {
 	e := newEnv(t, fakestripe.Options{})
 	c := e.client(payments.Config{})
 	ctx := context.Background()
-	ch, err := c.ChargeCreate(ctx, chargeParams("ride-3-charge", e.customer(t, 1, "tok_visa"), 3))
+	ch, err := c.ChargeCreate(ctx, chargeParams("ride-3-charge", e.customer(t, 1, "tok_visa")))
 	require.NoError(t, err)
 
-	ref, err := c.RefundCreate(ctx, service.RefundCreateParams{IdempotencyKey: "ride-3-refund", ChargeID: ch.ID, RideID: 3})
+	ref, err := c.RefundCreate(ctx, service.RefundCreateParams{IdempotencyKey: "ride-3-refund", ChargeID: ch.ID, Tag: testTag("ride-3-refund")})
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(ref.ID, "re_"), ref.ID)
-	require.Equal(t, &service.Refund{ID: ref.ID, ChargeID: ch.ID, AmountCents: 1250, Status: "succeeded", RideID: 3}, ref)
+	require.Equal(t, &service.Refund{ID: ref.ID, ChargeID: ch.ID, AmountCents: 1250, Status: "succeeded",
+		Created: ref.Created, Tag: testTag("ride-3-refund")}, ref)
 
-	again, err := c.RefundCreate(ctx, service.RefundCreateParams{IdempotencyKey: "ride-3-refund", ChargeID: ch.ID, RideID: 3})
+	listed, err := c.RefundListSince(ctx, ref.Created)
+	require.NoError(t, err)
+	require.Equal(t, []*service.Refund{ref}, listed)
+
+	again, err := c.RefundCreate(ctx, service.RefundCreateParams{IdempotencyKey: "ride-3-refund", ChargeID: ch.ID, Tag: testTag("ride-3-refund")})
 	require.NoError(t, err)
 	require.Equal(t, ref, again, "same key: the saved refund is replayed")
 
-	_, err = c.RefundCreate(ctx, service.RefundCreateParams{IdempotencyKey: "ride-3-refund-2", ChargeID: ch.ID, RideID: 3})
-	pe := paymentError(t, err, service.PaymentInvalid)
+	_, err = c.RefundCreate(ctx, service.RefundCreateParams{IdempotencyKey: "ride-3-refund-2", ChargeID: ch.ID, Tag: testTag("ride-3-refund-2")})
+	pe := paymentError(t, err, service.PaymentClassRefusal)
 	require.Equal(t, "charge_already_refunded", pe.Code)
 	require.Equal(t, http.StatusBadRequest, pe.HTTPStatus)
 
 	refunds := e.fake.RefundsForCharge(ch.ID)
 	require.Len(t, refunds, 1)
-	require.Equal(t, map[string]string{"ride_id": "3"}, refunds[0].Metadata)
-	charge := e.fake.ChargesForRide("3")[0]
+	require.Equal(t, tagMetadata("ride-3-refund"), refunds[0].Metadata)
+	charge := e.fake.ChargesWithMetadata("ar_key", "ride-3-charge")[0]
 	require.True(t, charge.Refunded)
 	require.Equal(t, int64(1250), charge.AmountRefunded)
 }
@@ -187,9 +218,9 @@ func TestIdempotentReplay(t *testing.T) {
 	ctx := context.Background()
 	cus := e.customer(t, 1, "tok_visa")
 
-	first, err := c.ChargeCreate(ctx, chargeParams("ride-1-charge", cus, 1))
+	first, err := c.ChargeCreate(ctx, chargeParams("ride-1-charge", cus))
 	require.NoError(t, err)
-	second, err := c.ChargeCreate(ctx, chargeParams("ride-1-charge", cus, 1))
+	second, err := c.ChargeCreate(ctx, chargeParams("ride-1-charge", cus))
 	require.NoError(t, err)
 	require.Equal(t, first, second)
 
@@ -208,13 +239,13 @@ func TestKeyReusedWithOtherParameters(t *testing.T) {
 	ctx := context.Background()
 	cus := e.customer(t, 1, "tok_visa")
 
-	_, err := c.ChargeCreate(ctx, chargeParams("ride-1-charge", cus, 1))
+	_, err := c.ChargeCreate(ctx, chargeParams("ride-1-charge", cus))
 	require.NoError(t, err)
-	other := chargeParams("ride-1-charge", cus, 1)
+	other := chargeParams("ride-1-charge", cus)
 	other.AmountCents = 999
 	_, err = c.ChargeCreate(ctx, other)
 
-	pe := paymentError(t, err, service.PaymentUnavailable)
+	pe := paymentError(t, err, service.PaymentClassConfiguration)
 	require.Equal(t, http.StatusBadRequest, pe.HTTPStatus)
 	require.Contains(t, pe.Message, "same parameters")
 	require.Contains(t, pe.Err.Error(), `"type":"idempotency_error"`)
@@ -239,14 +270,14 @@ func TestKeyInUseWhileFirstRequestInFlight(t *testing.T) {
 	}
 	first := make(chan result, 1)
 	go func() {
-		ch, err := e.client(payments.Config{}).ChargeCreate(ctx, chargeParams("ride-1-charge", cus, 1))
+		ch, err := e.client(payments.Config{}).ChargeCreate(ctx, chargeParams("ride-1-charge", cus))
 		first <- result{ch, err}
 	}()
 	<-held // the first request holds the key
 
 	_, err := e.client(payments.Config{MaxNetworkRetries: payments.NoRetries}).
-		ChargeCreate(ctx, chargeParams("ride-1-charge", cus, 1))
-	pe := paymentError(t, err, service.PaymentUnavailable)
+		ChargeCreate(ctx, chargeParams("ride-1-charge", cus))
+	pe := paymentError(t, err, service.PaymentClassUnavailable)
 	require.Equal(t, http.StatusConflict, pe.HTTPStatus)
 	require.Equal(t, "idempotency_key_in_use", pe.Code)
 
@@ -279,13 +310,13 @@ func TestConcurrentSameKeyChargesOnce(t *testing.T) {
 	results := make(chan result, n)
 	for range n {
 		go func() {
-			ch, err := c.ChargeCreate(ctx, chargeParams("ride-1-charge", cus, 1))
+			ch, err := c.ChargeCreate(ctx, chargeParams("ride-1-charge", cus))
 			results <- result{ch, err}
 		}()
 	}
 	for range n - 1 {
 		r := <-results
-		pe := paymentError(t, r.err, service.PaymentUnavailable)
+		pe := paymentError(t, r.err, service.PaymentClassUnavailable)
 		require.Equal(t, http.StatusConflict, pe.HTTPStatus)
 	}
 	release()
@@ -299,7 +330,7 @@ func TestConcurrentSameKeyChargesOnce(t *testing.T) {
 	errs := make([]error, n)
 	for i := range n {
 		wg.Go(func() {
-			ch, err := retrier.ChargeCreate(ctx, chargeParams("ride-1-charge", cus, 1))
+			ch, err := retrier.ChargeCreate(ctx, chargeParams("ride-1-charge", cus))
 			errs[i] = err
 			if err == nil {
 				ids[i] = ch.ID
@@ -330,13 +361,13 @@ func TestAnswerLostAfterChargeThenRetryReplays(t *testing.T) {
 	e.fake.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultDropAfter, Times: 1})
 	ctx := context.Background()
 
-	_, err := c.ChargeCreate(ctx, chargeParams("ride-1-charge", cus, 1))
-	pe := paymentError(t, err, service.PaymentUnavailable)
+	_, err := c.ChargeCreate(ctx, chargeParams("ride-1-charge", cus))
+	pe := paymentError(t, err, service.PaymentClassUnavailable)
 	require.Zero(t, pe.HTTPStatus)
 	made := e.fake.Charges()
 	require.Len(t, made, 1, "the charge was made although its answer was lost")
 
-	ch, err := c.ChargeCreate(ctx, chargeParams("ride-1-charge", cus, 1))
+	ch, err := c.ChargeCreate(ctx, chargeParams("ride-1-charge", cus))
 	require.NoError(t, err)
 	require.Equal(t, made[0].ID, ch.ID)
 	require.Len(t, e.fake.Charges(), 1)
@@ -352,7 +383,7 @@ func TestConnectionDroppedBeforeExecutionIsRetried(t *testing.T) {
 	cus := e.customer(t, 1, "tok_visa")
 	e.fake.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultDropBefore, Times: 1})
 
-	ch, err := e.client(payments.Config{}).ChargeCreate(context.Background(), chargeParams("ride-1-charge", cus, 1))
+	ch, err := e.client(payments.Config{}).ChargeCreate(context.Background(), chargeParams("ride-1-charge", cus))
 	require.NoError(t, err)
 	require.Len(t, e.fake.Charges(), 1)
 	require.Equal(t, ch.ID, e.fake.Charges()[0].ID)
@@ -368,7 +399,7 @@ func TestServiceUnavailableThenSuccess(t *testing.T) {
 	cus := e.customer(t, 1, "tok_visa")
 	e.fake.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultStatus, Status: http.StatusServiceUnavailable, Times: 2})
 
-	ch, err := e.client(payments.Config{}).ChargeCreate(context.Background(), chargeParams("ride-1-charge", cus, 1))
+	ch, err := e.client(payments.Config{}).ChargeCreate(context.Background(), chargeParams("ride-1-charge", cus))
 	require.NoError(t, err)
 	require.Len(t, e.fake.Charges(), 1)
 	require.Equal(t, ch.ID, e.fake.Charges()[0].ID)
@@ -397,13 +428,13 @@ func TestStatusFaultsAreUnavailable(t *testing.T) {
 			e.fake.Inject(fakestripe.Fault{Op: fakestripe.OpAny, Kind: fakestripe.FaultStatus, Status: tc.status})
 			c := e.client(payments.Config{MaxNetworkRetries: payments.NoRetries})
 
-			_, err := c.ChargeCreate(context.Background(), chargeParams("ride-1-charge", cus, 1))
-			pe := paymentError(t, err, service.PaymentUnavailable)
+			_, err := c.ChargeCreate(context.Background(), chargeParams("ride-1-charge", cus))
+			pe := paymentError(t, err, service.PaymentClassUnavailable)
 			require.Equal(t, tc.status, pe.HTTPStatus)
 			require.Equal(t, tc.code, pe.Code)
 
-			_, err = c.ChargeFind(context.Background(), 1)
-			paymentError(t, err, service.PaymentUnavailable)
+			_, err = c.ChargeFind(context.Background(), "ride-1-charge")
+			paymentError(t, err, service.PaymentClassUnavailable)
 			require.Empty(t, e.fake.Charges())
 		})
 	}
@@ -417,15 +448,15 @@ func TestKeyExpiresAfter24Hours(t *testing.T) {
 	ctx := context.Background()
 	cus := e.customer(t, 1, "tok_visa")
 
-	first, err := c.ChargeCreate(ctx, chargeParams("ride-1-charge", cus, 1))
+	first, err := c.ChargeCreate(ctx, chargeParams("ride-1-charge", cus))
 	require.NoError(t, err)
 	e.fake.Advance(fakestripe.KeyLifetime - time.Second)
-	replayed, err := c.ChargeCreate(ctx, chargeParams("ride-1-charge", cus, 1))
+	replayed, err := c.ChargeCreate(ctx, chargeParams("ride-1-charge", cus))
 	require.NoError(t, err)
 	require.Equal(t, first.ID, replayed.ID, "the key is still remembered")
 
 	e.fake.Advance(time.Second)
-	second, err := c.ChargeCreate(ctx, chargeParams("ride-1-charge", cus, 1))
+	second, err := c.ChargeCreate(ctx, chargeParams("ride-1-charge", cus))
 	require.NoError(t, err)
 	require.NotEqual(t, first.ID, second.ID, "an expired key is new again")
 	require.Len(t, e.fake.SucceededCharges(), 2)
@@ -439,8 +470,8 @@ func TestAttemptTimeoutIsUnavailable(t *testing.T) {
 	e.fake.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultLatency, Duration: time.Minute})
 	c := e.client(payments.Config{Timeout: 50 * time.Millisecond, MaxNetworkRetries: payments.NoRetries})
 
-	_, err := c.ChargeCreate(context.Background(), chargeParams("ride-1-charge", cus, 1))
-	pe := paymentError(t, err, service.PaymentUnavailable)
+	_, err := c.ChargeCreate(context.Background(), chargeParams("ride-1-charge", cus))
+	pe := paymentError(t, err, service.PaymentClassUnavailable)
 	require.Zero(t, pe.HTTPStatus)
 	require.Empty(t, e.fake.Charges(), "the held request never executes")
 }
@@ -451,8 +482,8 @@ func TestCanceledContextIsUnavailable(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 
-	_, err := e.client(payments.Config{}).CustomerFind(ctx, 1)
-	pe := paymentError(t, err, service.PaymentUnavailable)
+	_, err := e.client(payments.Config{}).CustomerFind(ctx, "user-1-customer")
+	pe := paymentError(t, err, service.PaymentClassUnavailable)
 	require.ErrorIs(t, pe, context.Canceled)
 }
 
@@ -462,14 +493,14 @@ func TestMissingIdempotencyKeyIsNeverSent(t *testing.T) {
 	c := e.client(payments.Config{})
 	ctx := context.Background()
 
-	_, err := c.CustomerCreate(ctx, service.CustomerCreateParams{UserID: 1, Source: "tok_visa"})
+	_, err := c.CustomerCreate(ctx, service.CustomerCreateParams{Source: "tok_visa"})
 	require.ErrorIs(t, err, payments.ErrMissingIdempotencyKey)
-	paymentError(t, err, service.PaymentInvalid)
-	_, err = c.ChargeCreate(ctx, chargeParams("", "cus_x", 1))
+	paymentError(t, err, service.PaymentClassConfiguration)
+	_, err = c.ChargeCreate(ctx, chargeParams("", "cus_x"))
 	require.ErrorIs(t, err, payments.ErrMissingIdempotencyKey)
-	_, err = c.RefundCreate(ctx, service.RefundCreateParams{ChargeID: "ch_x", RideID: 1})
+	_, err = c.RefundCreate(ctx, service.RefundCreateParams{ChargeID: "ch_x"})
 	require.ErrorIs(t, err, payments.ErrMissingIdempotencyKey)
-	_, err = c.ChargeCreate(ctx, chargeParams(strings.Repeat("k", 256), "cus_x", 1))
+	_, err = c.ChargeCreate(ctx, chargeParams(strings.Repeat("k", 256), "cus_x"))
 	require.ErrorIs(t, err, payments.ErrMissingIdempotencyKey)
 
 	require.Empty(t, e.fake.Requests())
@@ -481,11 +512,11 @@ func TestEveryMutationCarriesTheCallersKey(t *testing.T) {
 	c := e.client(payments.Config{})
 	ctx := context.Background()
 
-	cus, err := c.CustomerCreate(ctx, service.CustomerCreateParams{IdempotencyKey: "user-1-customer", UserID: 1, Source: "tok_visa"})
+	cus, err := c.CustomerCreate(ctx, service.CustomerCreateParams{IdempotencyKey: "user-1-customer", Source: "tok_visa"})
 	require.NoError(t, err)
-	ch, err := c.ChargeCreate(ctx, chargeParams("ride-1-charge", cus.ID, 1))
+	ch, err := c.ChargeCreate(ctx, chargeParams("ride-1-charge", cus.ID))
 	require.NoError(t, err)
-	_, err = c.RefundCreate(ctx, service.RefundCreateParams{IdempotencyKey: "ride-1-refund", ChargeID: ch.ID, RideID: 1})
+	_, err = c.RefundCreate(ctx, service.RefundCreateParams{IdempotencyKey: "ride-1-refund", ChargeID: ch.ID})
 	require.NoError(t, err)
 
 	var keys []string
@@ -537,7 +568,7 @@ func TestConcurrentCallsReuseConnections(t *testing.T) {
 	c := payments.New(payments.Config{APIBase: srv.URL, SecretKey: testKey})
 	ctx := context.Background()
 	cust, err := c.CustomerCreate(ctx, service.CustomerCreateParams{
-		IdempotencyKey: "user-1-customer", UserID: 1, Email: "one@example.com", Source: "tok_visa",
+		IdempotencyKey: "user-1-customer", Email: "one@example.com", Source: "tok_visa",
 	})
 	require.NoError(t, err)
 
@@ -547,7 +578,7 @@ func TestConcurrentCallsReuseConnections(t *testing.T) {
 		for i := range concurrent {
 			go func() {
 				n := int64(round*concurrent + i)
-				_, err := c.ChargeCreate(ctx, chargeParams(fmt.Sprintf("ride-charge-%d", n), cust.ID, n))
+				_, err := c.ChargeCreate(ctx, chargeParams(fmt.Sprintf("ride-charge-%d", n), cust.ID))
 				errs <- err
 			}()
 		}

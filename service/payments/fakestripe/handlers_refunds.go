@@ -3,7 +3,6 @@ package fakestripe
 import (
 	"fmt"
 	"net/http"
-	"slices"
 )
 
 // refundCreate is POST /v1/refunds: refunds the rest of the charge, or
@@ -98,19 +97,15 @@ type listResult struct {
 }
 
 // refundList is GET /v1/refunds: the refunds, newest first, of one charge
-// when charge is given. Pages follow starting_after, as Stripe's lists do.
+// when charge is given, within a created range when one is given. Pages
+// follow starting_after, as Stripe's lists do.
 func (c *call) refundList() response {
-	if bad, ok := rejectUnknown(c.params, "charge", "limit", "starting_after", "expand"); ok {
+	if bad, ok := rejectUnknown(c.params, "charge", "created", "limit", "starting_after", "expand"); ok {
 		return bad
 	}
-	limit, present, bad, ok := intParam(c.params, "limit")
-	switch {
-	case !ok:
+	created, bad, ok := c.parseCreated()
+	if !ok {
 		return bad
-	case !present:
-		limit = defaultSearchLimit
-	case limit < 1 || limit > maxSearchLimit:
-		return invalidParam("parameter_invalid_integer", "limit", "This value must be between 1 and 100.")
 	}
 	chargeID := c.params.Get("charge")
 
@@ -119,25 +114,10 @@ func (c *call) refundList() response {
 	defer l.mu.Unlock()
 	var found []*Refund
 	for _, r := range l.refunds {
-		if chargeID == "" || r.Charge == chargeID {
+		if (chargeID == "" || r.Charge == chargeID) && created.match(r.Created) {
 			found = append(found, r)
 		}
 	}
-	slices.Reverse(found)
-	if after := c.params.Get("starting_after"); after != "" {
-		i := slices.IndexFunc(found, func(r *Refund) bool { return r.ID == after })
-		if i < 0 {
-			return noSuchObject(http.StatusBadRequest, "refund", "starting_after", after)
-		}
-		found = found[i+1:]
-	}
-	res := listResult{Object: "list", Data: []any{}, URL: "/v1/refunds"}
-	for i, r := range found {
-		if i == int(limit) {
-			res.HasMore = true
-			break
-		}
-		res.Data = append(res.Data, r.object())
-	}
-	return okResponse(res)
+	return listPage(c, "/v1/refunds", "refund", found,
+		func(r *Refund) string { return r.ID }, func(r *Refund) any { return r.object() })
 }

@@ -48,7 +48,6 @@ func (e *env) customer(t *testing.T, userID int64, source string) string {
 	t.Helper()
 	cust, err := e.client(payments.Config{}).CustomerCreate(context.Background(), service.CustomerCreateParams{
 		IdempotencyKey: "user-" + source + "-" + t.Name() + "-customer",
-		UserID:         userID,
 		Email:          "rider@example.com",
 		Source:         source,
 	})
@@ -91,11 +90,11 @@ func do(t *testing.T, req *http.Request) (*http.Response, []byte) {
 }
 
 // paymentError asserts that err is a *service.PaymentError of kind.
-func paymentError(t *testing.T, err error, kind service.PaymentErrorKind) *service.PaymentError {
+func paymentError(t *testing.T, err error, class service.PaymentClass) *service.PaymentError {
 	t.Helper()
 	var pe *service.PaymentError
 	require.True(t, errors.As(err, &pe), "want *service.PaymentError, got %T: %v", err, err)
-	require.Equal(t, kind, pe.Kind, "error: %v (underlying: %v)", pe, pe.Err)
+	require.Equal(t, class, pe.Class, "error: %v (underlying: %v)", pe, pe.Err)
 	return pe
 }
 

@@ -164,11 +164,11 @@ func (s *Server) Customers() []Customer {
 	return filterClone(s.ledger.customers, all, (*Customer).clone)
 }
 
-// CustomersForUser returns the customers whose metadata user_id is userID.
-func (s *Server) CustomersForUser(userID string) []Customer {
+// CustomersWithMetadata returns the customers whose metadata key is value.
+func (s *Server) CustomersWithMetadata(key, value string) []Customer {
 	s.ledger.mu.Lock()
 	defer s.ledger.mu.Unlock()
-	return filterClone(s.ledger.customers, func(c *Customer) bool { return c.Metadata["user_id"] == userID }, (*Customer).clone)
+	return filterClone(s.ledger.customers, func(c *Customer) bool { return c.Metadata[key] == value }, (*Customer).clone)
 }
 
 // Charges returns every charge attempt, declined ones included, in creation
@@ -186,12 +186,12 @@ func (s *Server) SucceededCharges() []Charge {
 	return filterClone(s.ledger.charges, func(c *Charge) bool { return c.Status == ChargeSucceeded }, (*Charge).clone)
 }
 
-// ChargesForRide returns the charge attempts whose metadata ride_id is
-// rideID, declined ones included.
-func (s *Server) ChargesForRide(rideID string) []Charge {
+// ChargesWithMetadata returns the charge attempts whose metadata key is
+// value, declined ones included.
+func (s *Server) ChargesWithMetadata(key, value string) []Charge {
 	s.ledger.mu.Lock()
 	defer s.ledger.mu.Unlock()
-	return filterClone(s.ledger.charges, func(c *Charge) bool { return c.Metadata["ride_id"] == rideID }, (*Charge).clone)
+	return filterClone(s.ledger.charges, func(c *Charge) bool { return c.Metadata[key] == value }, (*Charge).clone)
 }
 
 // Refunds returns every refund, in creation order.

@@ -19,11 +19,8 @@ import (
 // refundParams is the full refund of a ride's charge under the ride's
 // entity-level key.
 func refundParams(chargeID string, rideID int64) service.RefundCreateParams {
-	return service.RefundCreateParams{
-		IdempotencyKey: "ride-" + strconv.FormatInt(rideID, 10) + "-refund",
-		ChargeID:       chargeID,
-		RideID:         rideID,
-	}
+	key := "ride-" + strconv.FormatInt(rideID, 10) + "-refund"
+	return service.RefundCreateParams{IdempotencyKey: key, ChargeID: chargeID, Tag: testTag(key)}
 }
 
 func TestRefundListFollowsPages(t *testing.T) {
@@ -32,9 +29,9 @@ func TestRefundListFollowsPages(t *testing.T) {
 	c := e.client(payments.Config{})
 	ctx := context.Background()
 	cus := e.customer(t, 1, "tok_visa")
-	ch, err := c.ChargeCreate(ctx, chargeParams("ride-1-charge", cus, 1))
+	ch, err := c.ChargeCreate(ctx, chargeParams("ride-1-charge", cus))
 	require.NoError(t, err)
-	other, err := c.ChargeCreate(ctx, chargeParams("ride-2-charge", cus, 2))
+	other, err := c.ChargeCreate(ctx, chargeParams("ride-2-charge", cus))
 	require.NoError(t, err)
 
 	none, err := c.RefundList(ctx, ch.ID)
@@ -59,14 +56,14 @@ func TestRefundListFollowsPages(t *testing.T) {
 		require.Equal(t, recorded[n-1-i].ID, r.ID, "newest first")
 		require.Equal(t, ch.ID, r.ChargeID)
 		require.EqualValues(t, 1, r.AmountCents)
-		require.Zero(t, r.RideID, "no metadata")
+		require.Zero(t, r.Tag, "no metadata")
 	}
 	require.Equal(t, 1+2, e.fake.RequestCount(http.MethodGet, "/v1/refunds"), "the empty list, then two pages")
 
 	mine, err := c.RefundList(ctx, other.ID)
 	require.NoError(t, err)
 	require.Len(t, mine, 1)
-	require.EqualValues(t, 2, mine[0].RideID)
+	require.Equal(t, testTag("ride-2-refund"), mine[0].Tag)
 	require.True(t, mine[0].Accepted())
 }
 
@@ -120,7 +117,7 @@ func TestRefundAnswerLostThenRetryReplays(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, fakestripe.Options{})
 	ctx := context.Background()
-	ch, err := e.client(payments.Config{}).ChargeCreate(ctx, chargeParams("ride-1-charge", e.customer(t, 1, "tok_visa"), 1))
+	ch, err := e.client(payments.Config{}).ChargeCreate(ctx, chargeParams("ride-1-charge", e.customer(t, 1, "tok_visa")))
 	require.NoError(t, err)
 	c := e.client(payments.Config{
 		MaxNetworkRetries: payments.NoRetries,
@@ -129,7 +126,7 @@ func TestRefundAnswerLostThenRetryReplays(t *testing.T) {
 	e.fake.Inject(fakestripe.Fault{Op: fakestripe.OpRefundCreate, Kind: fakestripe.FaultDropAfter, Times: 1})
 
 	_, err = c.RefundCreate(ctx, refundParams(ch.ID, 1))
-	paymentError(t, err, service.PaymentUnavailable)
+	paymentError(t, err, service.PaymentClassUnavailable)
 	made := e.fake.Refunds()
 	require.Len(t, made, 1, "the refund was made although its answer was lost")
 
@@ -143,16 +140,16 @@ func TestRefundStatusFaultMakesNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, fakestripe.Options{})
 	ctx := context.Background()
-	ch, err := e.client(payments.Config{}).ChargeCreate(ctx, chargeParams("ride-1-charge", e.customer(t, 1, "tok_visa"), 1))
+	ch, err := e.client(payments.Config{}).ChargeCreate(ctx, chargeParams("ride-1-charge", e.customer(t, 1, "tok_visa")))
 	require.NoError(t, err)
 	c := e.client(payments.Config{MaxNetworkRetries: payments.NoRetries})
 	e.fake.Inject(fakestripe.Fault{Op: fakestripe.OpRefundCreate, Kind: fakestripe.FaultStatus, Status: http.StatusServiceUnavailable, Times: 1})
 	e.fake.Inject(fakestripe.Fault{Op: fakestripe.OpRefundList, Kind: fakestripe.FaultStatus, Status: http.StatusBadGateway, Times: 1})
 
 	_, err = c.RefundCreate(ctx, refundParams(ch.ID, 1))
-	require.Equal(t, http.StatusServiceUnavailable, paymentError(t, err, service.PaymentUnavailable).HTTPStatus)
+	require.Equal(t, http.StatusServiceUnavailable, paymentError(t, err, service.PaymentClassUnavailable).HTTPStatus)
 	_, err = c.RefundList(ctx, ch.ID)
-	require.Equal(t, http.StatusBadGateway, paymentError(t, err, service.PaymentUnavailable).HTTPStatus)
+	require.Equal(t, http.StatusBadGateway, paymentError(t, err, service.PaymentClassUnavailable).HTTPStatus)
 	require.Empty(t, e.fake.Refunds())
 
 	ref, err := c.RefundCreate(ctx, refundParams(ch.ID, 1))
@@ -164,7 +161,7 @@ func TestRefundKeyInUseWhileFirstIsHeld(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, fakestripe.Options{})
 	ctx := context.Background()
-	ch, err := e.client(payments.Config{}).ChargeCreate(ctx, chargeParams("ride-1-charge", e.customer(t, 1, "tok_visa"), 1))
+	ch, err := e.client(payments.Config{}).ChargeCreate(ctx, chargeParams("ride-1-charge", e.customer(t, 1, "tok_visa")))
 	require.NoError(t, err)
 
 	gate := make(chan struct{})
@@ -181,7 +178,7 @@ func TestRefundKeyInUseWhileFirstIsHeld(t *testing.T) {
 	<-held
 
 	_, err = e.client(payments.Config{MaxNetworkRetries: payments.NoRetries}).RefundCreate(ctx, refundParams(ch.ID, 1))
-	pe := paymentError(t, err, service.PaymentUnavailable)
+	pe := paymentError(t, err, service.PaymentClassUnavailable)
 	require.Equal(t, http.StatusConflict, pe.HTTPStatus)
 	require.Equal(t, "idempotency_key_in_use", pe.Code)
 

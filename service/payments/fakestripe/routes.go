@@ -13,6 +13,7 @@ const (
 	OpChargeCreate     = "charge.create"
 	OpChargeRetrieve   = "charge.retrieve"
 	OpChargeSearch     = "charge.search"
+	OpChargeList       = "charge.list"
 	OpRefundCreate     = "refund.create"
 	OpRefundRetrieve   = "refund.retrieve"
 	OpRefundList       = "refund.list"
@@ -51,6 +52,8 @@ func route(method, path string) (operation, string, bool) {
 		return operation{OpCustomerSearch, (*call).customerSearch}, "", true
 	case key{http.MethodPost, "charges", false, false}:
 		return operation{OpChargeCreate, (*call).chargeCreate}, "", true
+	case key{http.MethodGet, "charges", false, false}:
+		return operation{OpChargeList, (*call).chargeList}, "", true
 	case key{http.MethodGet, "charges", true, false}:
 		return operation{OpChargeRetrieve, (*call).chargeRetrieve}, id, true
 	case key{http.MethodGet, "charges", false, true}:
@@ -69,7 +72,7 @@ func route(method, path string) (operation, string, bool) {
 func knownOp(op string) bool {
 	switch op {
 	case OpCustomerCreate, OpCustomerRetrieve, OpCustomerSearch,
-		OpChargeCreate, OpChargeRetrieve, OpChargeSearch,
+		OpChargeCreate, OpChargeRetrieve, OpChargeSearch, OpChargeList,
 		OpRefundCreate, OpRefundRetrieve, OpRefundList, OpAny:
 		return true
 	}

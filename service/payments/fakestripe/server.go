@@ -78,7 +78,16 @@ func (s *Server) Start(addr string) (baseURL string, stop func(ctx context.Conte
 	if err != nil {
 		return "", nil, err
 	}
-	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	// The bounds of the service's own servers; the write timeout leaves
+	// room for latency faults that hold a request for a while.
+	srv := &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      5 * time.Minute,
+		IdleTimeout:       30 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+	}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	stop = func(ctx context.Context) error {

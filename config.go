@@ -1,0 +1,388 @@
+package main
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	netmail "net/mail"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+
+	"github.com/atomicrides/atomicrides/jobs"
+	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/mail"
+	"github.com/atomicrides/atomicrides/service/payments"
+)
+
+// config is the process's configuration: every environment variable the
+// binary reads, read and checked here and nowhere else (README.md,
+// "Configuration", documents them). A variable that is unset stays zero, and
+// the package that owns the setting applies its default; the few defaults
+// below belong to the binary itself.
+//
+// An invalid variable is a configError that names it and says what is
+// wrong, and never repeats a secret: a password in DATABASE_URL or SMTP_URL,
+// STRIPE_SECRET_KEY or ADMIN_TOKEN.
+type config struct {
+	// DatabaseURL is DATABASE_URL; empty lets pgenv find or start a
+	// development server.
+	DatabaseURL string
+	// Addr is the API's listen address (ADDR).
+	Addr string
+	// AdminToken is ADMIN_TOKEN, or one generated for this run.
+	AdminToken string
+	// AdminTokenGenerated says that AdminToken was generated.
+	AdminTokenGenerated bool
+	// PublicURL is PUBLIC_URL: where riders reach the service.
+	PublicURL string
+	// MetricsAddr and PprofAddr are METRICS_ADDR and PPROF_ADDR; empty
+	// serves neither.
+	MetricsAddr, PprofAddr string
+
+	// StripeSecretKey and StripeAPIBase are STRIPE_SECRET_KEY and
+	// STRIPE_API_BASE (empty: Stripe's own API). A command that reaches
+	// Stripe refuses to run without the key, unless it runs with -dev,
+	// which uses the built-in fake Stripe instead.
+	StripeSecretKey, StripeAPIBase string
+	// StripeTimeout is STRIPE_TIMEOUT.
+	StripeTimeout time.Duration
+	// SMTPURL is SMTP_URL. A command that sends mail refuses to run
+	// without it, unless it runs with -dev, which sends receipts to the
+	// built-in mail sink (writing them to MailDir) instead.
+	SMTPURL string
+	// MailFrom is MAIL_FROM.
+	MailFrom string
+	// MailDir is MAIL_DIR: where the built-in mail sink writes each
+	// message as an .eml file; "" (MAIL_DIR=off) writes no file.
+	MailDir string
+
+	// Service and job timings: LEASE, COMPLETER_IDLE, KEY_RETENTION,
+	// COMPLETER_INTERVAL, REAPER_INTERVAL, RECONCILE_INTERVAL, JOB_TIMEOUT,
+	// JOB_RESCUE_AFTER.
+	Lease, CompleterIdle, KeyRetention                   time.Duration
+	CompleterInterval, ReaperInterval, ReconcileInterval time.Duration
+	JobTimeout, JobRescueAfter                           time.Duration
+
+	// FakeStripeAddr and MailSinkAddr are where the fakestripe and
+	// mailsink commands listen by default (FAKESTRIPE_ADDR, MAILSINK_ADDR).
+	FakeStripeAddr, MailSinkAddr string
+}
+
+// bookConfig is the configuration of the book command, a client of the
+// API: it reads only its own variables, so that a server's settings (valid
+// or not) never stand in its way.
+type bookConfig struct {
+	// APIKey is ATOMICRIDES_API_KEY, the rider's API key.
+	APIKey string
+	// URL is ATOMICRIDES_URL, the server.
+	URL string
+}
+
+// backends says what a command reaches: the payment processor, the mailer,
+// and whether the built-in fakes may stand in for them (dev, serve -dev).
+// loadConfig refuses a command that reaches one whose configuration is
+// missing, so that production never runs on a fake by accident.
+type backends struct {
+	stripe, mail, dev bool
+}
+
+// Defaults that belong to the binary rather than to a package.
+const (
+	defaultAddr           = "127.0.0.1:8080"
+	defaultMailDir        = ".mail"
+	defaultFakeStripeAddr = "127.0.0.1:12111"
+	defaultMailSinkAddr   = "127.0.0.1:2525"
+	defaultBookURL        = "http://127.0.0.1:8080"
+)
+
+// stripeKeyPrefixes are the kinds of Stripe key that may charge: secret
+// (sk_) and restricted (rk_) keys, live or test. Publishable keys (pk_)
+// cannot.
+var stripeKeyPrefixes = []string{"sk_live_", "sk_test_", "rk_live_", "rk_test_"}
+
+// configError is an invalid environment variable. The process prints it as
+// one line and exits 1.
+type configError struct {
+	name string
+	msg  string
+}
+
+func (e *configError) Error() string { return e.name + ": " + e.msg }
+
+func invalid(name, format string, args ...any) error {
+	return &configError{name: name, msg: fmt.Sprintf(format, args...)}
+}
+
+// configFromEnv reads and checks the configuration of a command that
+// reaches needs from the process's environment.
+func configFromEnv(needs backends) (*config, error) { return loadConfig(os.Getenv, needs) }
+
+// loadConfig reads and checks the configuration of a command that reaches
+// needs from getenv. It reports every invalid or missing variable, each on
+// its own.
+func loadConfig(getenv func(string) string, needs backends) (*config, error) {
+	r := &envReader{getenv: getenv}
+	c := &config{
+		DatabaseURL:     r.databaseURL("DATABASE_URL"),
+		Addr:            r.addr("ADDR", defaultAddr),
+		PublicURL:       r.httpURL("PUBLIC_URL"),
+		MetricsAddr:     r.addr("METRICS_ADDR", ""),
+		PprofAddr:       r.addr("PPROF_ADDR", ""),
+		StripeSecretKey: r.stripeKey("STRIPE_SECRET_KEY"),
+		StripeAPIBase:   r.httpURL("STRIPE_API_BASE"),
+		StripeTimeout:   r.duration("STRIPE_TIMEOUT"),
+		SMTPURL:         r.smtpURL("SMTP_URL"),
+		MailFrom:        r.mailFrom("MAIL_FROM"),
+		MailDir:         r.mailDir("MAIL_DIR"),
+
+		Lease:             r.duration("LEASE"),
+		CompleterIdle:     r.duration("COMPLETER_IDLE"),
+		KeyRetention:      r.duration("KEY_RETENTION"),
+		CompleterInterval: r.duration("COMPLETER_INTERVAL"),
+		ReaperInterval:    r.duration("REAPER_INTERVAL"),
+		ReconcileInterval: r.duration("RECONCILE_INTERVAL"),
+		JobTimeout:        r.duration("JOB_TIMEOUT"),
+		JobRescueAfter:    r.duration("JOB_RESCUE_AFTER"),
+
+		FakeStripeAddr: r.addr("FAKESTRIPE_ADDR", defaultFakeStripeAddr),
+		MailSinkAddr:   r.addr("MAILSINK_ADDR", defaultMailSinkAddr),
+	}
+	c.AdminToken, c.AdminTokenGenerated = r.adminToken("ADMIN_TOKEN")
+
+	// What the command reaches must be configured, unless -dev lets the
+	// built-in fakes stand in. A variable set but invalid is reported
+	// above, not as missing. A missing configuration is one line, Stripe's
+	// first: a machine that lacks both is one set up for development, and
+	// the line points to -dev.
+	if !needs.dev {
+		switch {
+		case needs.stripe && getenv("STRIPE_SECRET_KEY") == "":
+			r.fail(invalid("STRIPE_SECRET_KEY", "not set: set it (and STRIPE_API_BASE for a Stripe-compatible API); only 'serve -dev' runs without it, on the built-in fake Stripe"))
+		case needs.mail && getenv("SMTP_URL") == "":
+			r.fail(invalid("SMTP_URL", "not set: set it to the SMTP server receipts go through; only 'serve -dev' runs without it, on the built-in mail sink"))
+		}
+	}
+
+	// Settings that must agree with others.
+	if c.Lease > 0 {
+		budget := payments.New(payments.Config{Timeout: c.StripeTimeout}).Budget()
+		if c.Lease <= budget {
+			r.fail(invalid("LEASE", "%s does not outlast the Stripe budget of %s (every attempt of STRIPE_TIMEOUT and the backoff between them); want more, or unset for twice the budget plus 30s", c.Lease, budget))
+		}
+	}
+	if c.KeyRetention > 0 && c.KeyRetention <= service.ProcessorKeyWindow {
+		r.fail(invalid("KEY_RETENTION", "%s: must exceed Stripe's %s idempotency window, e.g. 72h", c.KeyRetention, service.ProcessorKeyWindow))
+	}
+	// Unset, JOB_RESCUE_AFTER defaults above every job timeout
+	// (jobs.DefaultRescueStuckJobsAfter); set, it must outlast JOB_TIMEOUT
+	// or River's default job timeout, or live jobs would be retried.
+	if timeout := cmp.Or(c.JobTimeout, river.JobTimeoutDefault); c.JobRescueAfter > 0 && c.JobRescueAfter <= timeout {
+		r.fail(invalid("JOB_RESCUE_AFTER", "%s: must outlast JOB_TIMEOUT (%s), or a running job would be taken for a dead one", c.JobRescueAfter, timeout))
+	}
+	if len(r.errs) > 0 {
+		return nil, errors.Join(r.errs...)
+	}
+	return c, nil
+}
+
+// jobsConfig is the configuration of the River client: zero for what is
+// unset, so that package jobs applies its defaults.
+func (c *config) jobsConfig(logger *slog.Logger) jobs.Config {
+	return jobs.Config{
+		CompleterInterval:    c.CompleterInterval,
+		ReaperInterval:       c.ReaperInterval,
+		ReconcileInterval:    c.ReconcileInterval,
+		JobTimeout:           c.JobTimeout,
+		RescueStuckJobsAfter: c.JobRescueAfter,
+		Logger:               logger,
+	}
+}
+
+// bookConfigFromEnv reads and checks the book command's configuration
+// from the process's environment.
+func bookConfigFromEnv() (*bookConfig, error) { return loadBookConfig(os.Getenv) }
+
+// loadBookConfig reads and checks the book command's configuration from
+// getenv: ATOMICRIDES_URL and ATOMICRIDES_API_KEY, nothing else.
+func loadBookConfig(getenv func(string) string) (*bookConfig, error) {
+	r := &envReader{getenv: getenv}
+	c := &bookConfig{APIKey: getenv("ATOMICRIDES_API_KEY"), URL: cmp.Or(r.httpURL("ATOMICRIDES_URL"), defaultBookURL)}
+	if len(r.errs) > 0 {
+		return nil, errors.Join(r.errs...)
+	}
+	return c, nil
+}
+
+// envReader reads variables, collecting what is wrong with them.
+type envReader struct {
+	getenv func(string) string
+	errs   []error
+}
+
+func (r *envReader) fail(err error) { r.errs = append(r.errs, err) }
+
+func (r *envReader) str(name, def string) string {
+	if v := r.getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// duration reads a positive Go duration; unset is zero.
+func (r *envReader) duration(name string) time.Duration {
+	v := r.getenv(name)
+	if v == "" {
+		return 0
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		r.fail(invalid(name, "%q is not a positive duration: want e.g. 90s, 5m or 72h", v))
+		return 0
+	}
+	return d
+}
+
+// addr reads a listen address, HOST:PORT (HOST may be empty).
+func (r *envReader) addr(name, def string) string {
+	v := r.str(name, def)
+	if v == "" {
+		return ""
+	}
+	_, port, err := net.SplitHostPort(v)
+	if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 0 || n > 65535 {
+		r.fail(invalid(name, "%q is not a listen address: want HOST:PORT, e.g. 127.0.0.1:8080 or :8080", v))
+		return ""
+	}
+	return v
+}
+
+// httpURL reads an absolute http or https URL; unset is "".
+func (r *envReader) httpURL(name string) string {
+	v := r.getenv(name)
+	if v == "" {
+		return ""
+	}
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+		r.fail(invalid(name, "not an absolute http or https URL without credentials, e.g. https://rides.example.com"))
+		return ""
+	}
+	return strings.TrimSuffix(v, "/")
+}
+
+// databaseURL reads a PostgreSQL connection URL or DSN. Its parse errors
+// are not repeated: they can hold the password.
+func (r *envReader) databaseURL(name string) string {
+	v := r.getenv(name)
+	if v == "" {
+		return ""
+	}
+	if _, err := pgxpool.ParseConfig(v); err != nil {
+		r.fail(invalid(name, "not a valid PostgreSQL connection string: want postgres://USER:PASSWORD@HOST:PORT/DATABASE (the value is not shown: it may hold a password)"))
+		return ""
+	}
+	return v
+}
+
+// smtpURL reads SMTP_URL as package mail reads it; its errors never
+// contain the URL.
+func (r *envReader) smtpURL(name string) string {
+	v := r.getenv(name)
+	if v == "" {
+		return ""
+	}
+	if _, err := mail.New(mail.Config{URL: v}); err != nil {
+		r.fail(invalid(name, "%s (want smtp://USER:PASSWORD@HOST:587 or smtps://USER:PASSWORD@HOST:465)", strings.TrimPrefix(err.Error(), "SMTP URL: ")))
+		return ""
+	}
+	return v
+}
+
+// mailDirOff is the MAIL_DIR that keeps no file of a received message.
+const mailDirOff = "off"
+
+// mailDir reads the mail sink's directory: defaultMailDir when unset, ""
+// for mailDirOff (no file), else a path that is a directory or does not
+// exist yet (the sink creates it).
+func (r *envReader) mailDir(name string) string {
+	v := r.str(name, defaultMailDir)
+	if v == mailDirOff {
+		return ""
+	}
+	if strings.ContainsFunc(v, unicode.IsControl) {
+		r.fail(invalid(name, "holds control characters: want a directory, or %q for no file", mailDirOff))
+		return ""
+	}
+	if fi, err := os.Stat(v); err == nil && !fi.IsDir() {
+		r.fail(invalid(name, "%q is not a directory: want a directory, or %q for no file", v, mailDirOff))
+		return ""
+	}
+	return v
+}
+
+// mailFrom reads an RFC 5322 address, e.g. "Atomic Rides <receipts@example.com>".
+func (r *envReader) mailFrom(name string) string {
+	v := r.getenv(name)
+	if v == "" {
+		return ""
+	}
+	if _, err := netmail.ParseAddress(v); err != nil {
+		r.fail(invalid(name, "%q is not an email address: want e.g. Atomic Rides <receipts@example.com>", v))
+		return ""
+	}
+	return v
+}
+
+// stripeKey reads a Stripe secret key, never repeating it: one of
+// stripeKeyPrefixes followed by one or more ASCII letters, digits or
+// underscores (sk_test_… keys of Stripe's test mode, of the built-in fake
+// and of the tests included).
+func (r *envReader) stripeKey(name string) string {
+	v := r.getenv(name)
+	if v == "" {
+		return ""
+	}
+	if !validStripeKey(v) {
+		r.fail(invalid(name, "not a Stripe secret key: want sk_live_…, sk_test_… or a restricted rk_live_…/rk_test_… key of letters, digits and underscores (the value is not shown)"))
+		return ""
+	}
+	return v
+}
+
+func validStripeKey(v string) bool {
+	for _, p := range stripeKeyPrefixes {
+		if rest, ok := strings.CutPrefix(v, p); ok {
+			return rest != "" && !strings.ContainsFunc(rest, func(c rune) bool {
+				return !(c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z')
+			})
+		}
+	}
+	return false
+}
+
+// adminToken reads the operator credential, or generates one for this run
+// when it is unset.
+func (r *envReader) adminToken(name string) (token string, generated bool) {
+	v := r.getenv(name)
+	if v == "" {
+		return randomToken(), true
+	}
+	if len(v) < minAdminTokenLen {
+		r.fail(invalid(name, "too short (%d characters): want at least %d, e.g. the output of `openssl rand -hex 24`", len(v), minAdminTokenLen))
+		return "", false
+	}
+	if strings.ContainsFunc(v, func(c rune) bool { return c <= ' ' || c > '~' }) {
+		r.fail(invalid(name, "holds spaces or characters other than printable ASCII (the value is not shown)"))
+		return "", false
+	}
+	return v, false
+}

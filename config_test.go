@@ -1,0 +1,128 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestInvalidConfiguration starts the built binary with each variable set
+// to something invalid: the process exits non-zero with one line that names
+// the variable, no panic, and none of the secrets it was given. serve runs
+// with -dev, so that only the variable under test is wrong.
+func TestInvalidConfiguration(t *testing.T) {
+	t.Parallel()
+	const (
+		dbPassword   = "s3cret-db-pw"
+		smtpPassword = "s3cret-smtp-pw"
+		stripeSecret = "s3cretStripeKey"
+		adminSecret  = "s3cret-admin"
+	)
+	secrets := []string{dbPassword, smtpPassword, stripeSecret, adminSecret}
+	for _, c := range []struct {
+		name, value string
+		extra       []string // other variables, valid
+		says        string
+		args        []string // the command; default serve -dev
+	}{
+		{"DATABASE_URL", "postgres://rider:" + dbPassword + "@db.example:notaport/rides", nil, "not a valid PostgreSQL connection string", nil},
+		{"DATABASE_URL", "postgres://rider:" + dbPassword + "@[::1/rides", nil, "not a valid PostgreSQL connection string", nil},
+		{"ADDR", "nowhere", nil, "not a listen address", nil},
+		{"ADMIN_TOKEN", adminSecret, nil, "too short", nil},
+		{"ADMIN_TOKEN", adminSecret + " with spaces in it, long enough", nil, "printable ASCII", nil},
+		{"PUBLIC_URL", "rides.example.com", nil, "absolute http or https URL", nil},
+		{"METRICS_ADDR", "localhost", nil, "not a listen address", nil},
+		{"PPROF_ADDR", "127.0.0.1:99999", nil, "not a listen address", nil},
+		{"STRIPE_SECRET_KEY", "pk_live_" + stripeSecret, nil, "not a Stripe secret key", nil},
+		{"STRIPE_SECRET_KEY", "sk_live_" + stripeSecret + "\n", nil, "not a Stripe secret key", nil},
+		{"STRIPE_API_BASE", "ftp://stripe.example", nil, "absolute http or https URL", nil},
+		{"STRIPE_TIMEOUT", "bogus", nil, "not a positive duration", nil},
+		{"SMTP_URL", "smtp://mailer:" + smtpPassword + "@mail.example:25%zz", nil, "not a URL", nil},
+		{"SMTP_URL", "smtp://mailer:" + smtpPassword + "@:25", nil, "no host", nil},
+		{"SMTP_URL", "https://mailer:" + smtpPassword + "@mail.example", nil, "want smtp or smtps", nil},
+		{"SMTP_URL", "smtp://mailer:" + smtpPassword + "@mail.example?starttls=maybe", nil, "starttls", nil},
+		{"MAIL_FROM", "not an address", nil, "not an email address", nil},
+		{"MAIL_DIR", os.DevNull, nil, "is not a directory", nil},
+		{"MAIL_DIR", "receipts\tdir", nil, "holds control characters", nil},
+		{"LEASE", "1s", nil, "does not outlast the Stripe budget", nil},
+		{"LEASE", "soon", nil, "not a positive duration", nil},
+		{"COMPLETER_IDLE", "-5m", nil, "not a positive duration", nil},
+		{"KEY_RETENTION", "1h", nil, "must exceed Stripe's 24h0m0s idempotency window", nil},
+		{"COMPLETER_INTERVAL", "0s", nil, "not a positive duration", nil},
+		{"REAPER_INTERVAL", "hourly", nil, "not a positive duration", nil},
+		{"RECONCILE_INTERVAL", "daily", nil, "not a positive duration", nil},
+		{"JOB_TIMEOUT", "forever", nil, "not a positive duration", nil},
+		{"JOB_RESCUE_AFTER", "2m", []string{"JOB_TIMEOUT=5m"}, "must outlast JOB_TIMEOUT (5m0s)", nil},
+		{"JOB_RESCUE_AFTER", "30s", nil, "must outlast JOB_TIMEOUT (1m0s)", nil},
+		{"FAKESTRIPE_ADDR", "12111", nil, "not a listen address", []string{"fakestripe"}},
+		{"MAILSINK_ADDR", "host:port", nil, "not a listen address", []string{"mailsink"}},
+		{"ATOMICRIDES_URL", "localhost:8080", []string{"ATOMICRIDES_API_KEY=ar_key"}, "absolute http or https URL", []string{"book", "--from", "1,2", "--to", "3,4"}},
+		// Without -dev, what serve reaches must be configured.
+		{"STRIPE_SECRET_KEY", "", []string{"SMTP_URL=smtp://127.0.0.1:1"}, "not set", []string{"serve"}},
+		{"SMTP_URL", "", []string{"STRIPE_SECRET_KEY=sk_test_config"}, "not set", []string{"serve"}},
+	} {
+		env := bareEnv(append([]string{unreachableDB, c.name + "=" + c.value}, c.extra...)...)
+		args := c.args
+		if args == nil {
+			args = []string{"serve", "-dev"}
+		}
+		r := runBinary(t, env, args...)
+		what := fmt.Sprintf("%v with %s=%q", args, c.name, c.value)
+		require.NotZero(t, r.ExitCode, what)
+		require.Empty(t, r.Stdout, what)
+		require.Equal(t, 1, strings.Count(r.Stderr, "\n"), "%s: one line: %q", what, r.Stderr)
+		require.True(t, strings.HasPrefix(r.Stderr, "atomicrides: "+c.name+": "), "%s: %q", what, r.Stderr)
+		require.Contains(t, r.Stderr, c.says, what)
+		require.NotContains(t, strings.ToLower(r.Stderr), "panic", what)
+		for _, secret := range secrets {
+			require.NotContains(t, r.Stderr, secret, what)
+		}
+	}
+
+	// Several invalid variables: one line each.
+	r := runBinary(t, []string{unreachableDB, "LEASE=x", "STRIPE_TIMEOUT=y"}, "serve", "-dev")
+	require.Equal(t, 1, r.ExitCode)
+	require.Equal(t, "atomicrides: STRIPE_TIMEOUT: \"y\" is not a positive duration: want e.g. 90s, 5m or 72h\n"+
+		"atomicrides: LEASE: \"x\" is not a positive duration: want e.g. 90s, 5m or 72h\n", r.Stderr)
+
+	// A valid URL whose server does not answer: the failure to connect
+	// does not repeat the password either.
+	r = runBinary(t, []string{"DATABASE_URL=postgres://rider:" + dbPassword + "@127.0.0.1:1/rides?connect_timeout=2"}, "serve", "-dev")
+	require.Equal(t, 1, r.ExitCode)
+	require.Contains(t, r.Stderr, "connect to the database")
+	require.NotContains(t, r.Stderr, dbPassword)
+	require.NotContains(t, strings.ToLower(r.Stderr), "panic")
+}
+
+// TestMailDir: MAIL_DIR defaults to .mail, takes a directory as given, and
+// off keeps no file.
+func TestMailDir(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for value, want := range map[string]string{"": defaultMailDir, "off": "", dir: dir, dir + "/new": dir + "/new"} {
+		cfg, err := loadConfig(func(name string) string {
+			if name == "MAIL_DIR" {
+				return value
+			}
+			return ""
+		}, backends{})
+		require.NoError(t, err, "MAIL_DIR=%q", value)
+		require.Equal(t, want, cfg.MailDir, "MAIL_DIR=%q", value)
+	}
+}
+
+// TestStripeKeyRule: STRIPE_SECRET_KEY takes secret and restricted keys,
+// live or test (the tests' and the fake's sk_test_… keys among them), and
+// nothing that cannot charge or that a copy and paste has damaged.
+func TestStripeKeyRule(t *testing.T) {
+	t.Parallel()
+	for _, key := range []string{"sk_test_fake", "sk_test_money", "sk_test_4eC39HqLyjWDarjtT1zdp7dc", "sk_live_51Habc", "rk_live_abc_DEF_123", "rk_test_x"} {
+		require.True(t, validStripeKey(key), key)
+	}
+	for _, key := range []string{"", "sk_test_", "sk_", "pk_live_abc", "pk_test_abc", "whsec_abc", "sk_test_abc def", "sk_test_abc\n", " sk_test_abc", "sk_test_abc-def", "sk_test_ä"} {
+		require.False(t, validStripeKey(key), "%q", key)
+	}
+}

@@ -1,0 +1,40 @@
+package testkit
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/payments/fakestripe"
+)
+
+// Age makes the world's records older by d, as if d had passed on the
+// database's clock, which alone judges leases, idle times and ages. Tests
+// move time past leases, grace periods and retention this way; Clock moves
+// only what the process keeps in memory (its caches) and receipt dates.
+func (e *Env) Age(t testing.TB, d time.Duration) {
+	t.Helper()
+	for _, q := range []string{
+		`UPDATE idempotency_keys SET created_at = created_at - make_interval(secs => $1),
+			last_run_at = last_run_at - make_interval(secs => $1), locked_at = locked_at - make_interval(secs => $1)`,
+		`UPDATE refunds SET created_at = created_at - make_interval(secs => $1), updated_at = updated_at - make_interval(secs => $1)`,
+		`UPDATE rides SET created_at = created_at - make_interval(secs => $1)`,
+		`UPDATE users SET created_at = created_at - make_interval(secs => $1)`,
+	} {
+		e.Exec(t, q, d.Seconds())
+	}
+}
+
+// ChargesOfRide returns the charge attempts at the fake Stripe made under
+// the processor key of the ride's request (metadata ar_key).
+func (e *Env) ChargesOfRide(t testing.TB, rideID int64) []fakestripe.Charge {
+	t.Helper()
+	var key, email string
+	require.NoError(t, e.Pool.QueryRow(e.Ctx, `
+		SELECT k.idempotency_key, u.email FROM rides r
+		JOIN idempotency_keys k ON k.id = r.idempotency_key_id
+		JOIN users u ON u.id = r.user_id WHERE r.id = $1`, rideID).Scan(&key, &email))
+	return e.Stripe.ChargesWithMetadata("ar_key", service.ChargeKey(e.Service.Namespace(), email, key))
+}

@@ -1,0 +1,106 @@
+// The TypeScript client of the Atomic Rides API: the types generated from
+// openapi/openapi.yaml by openapi-typescript (schema.gen.ts), requests sent
+// by openapi-fetch, and safe retries for the operations that take an
+// idempotency key.
+
+import createClient, { type Client } from "openapi-fetch";
+
+import type { components, paths } from "./schema.gen.js";
+import { newIdempotencyKey, withRetries, type Policy } from "./retry.js";
+
+export type { components, operations, paths } from "./schema.gen.js";
+export * from "./retry.js";
+
+/** A typed client of the API (openapi-fetch's, over the generated paths). */
+export type AtomicRidesClient = Client<paths>;
+
+/** The body of POST /rides. */
+export type RideCreateBody = components["schemas"]["RideCreateBody"];
+/** A ride, as the API answers it. */
+export type Ride = components["schemas"]["Ride"];
+/** A refund, as POST /rides/{id}/refund answers it. */
+export type RideRefundResult = components["schemas"]["RideRefundResult"];
+/** An RFC 9457 problem, the body of every error. */
+export type Problem = components["schemas"]["ErrorModel"];
+
+/** How to reach the API. */
+export interface ClientOptions {
+  /** The service's base URL, e.g. http://127.0.0.1:8080. */
+  baseUrl: string;
+  /** A rider's API key, or the operator token for the admin operations. */
+  token: string;
+  /** Replaces the global fetch (a proxy, a test double). */
+  fetch?: (request: Request) => Promise<Response>;
+}
+
+/** Creates a typed client that authenticates every request with the token. */
+export function createAtomicRidesClient(options: ClientOptions): AtomicRidesClient {
+  return createClient<paths>({
+    baseUrl: options.baseUrl,
+    headers: { Authorization: `Bearer ${options.token}` },
+    ...(options.fetch ? { fetch: options.fetch } : {}),
+  });
+}
+
+/** Options of one logical operation. */
+export interface OperationOptions {
+  /**
+   * The idempotency key of the operation: pass the key of an earlier result
+   * to continue that operation; omitted, a fresh key is minted.
+   */
+  key?: string;
+  /** Ends the operation early (with NoAnswerError). */
+  signal?: AbortSignal;
+}
+
+/**
+ * Makes the API's idempotent operations safe to retry: each logical
+ * operation carries one idempotency key through every attempt, so that the
+ * server does its work at most once however many attempts reach it.
+ */
+export class Retrier {
+  /**
+   * @param client sends the attempts (see createAtomicRidesClient).
+   * @param policy bounds the retries (see Policy; empty: the defaults).
+   */
+  constructor(
+    readonly client: AtomicRidesClient,
+    readonly policy: Policy = {},
+  ) {}
+
+  /**
+   * Books one ride. A 201 or 402 is the final, stored answer, and
+   * Result.replayed tells whether an earlier request with the key produced
+   * it. Throws NoAnswerError when no answer came; retry with its key.
+   */
+  rideCreate(body: RideCreateBody, options: OperationOptions = {}) {
+    return withRetries(
+      options.key ?? newIdempotencyKey(),
+      (key, signal) => this.client.POST("/rides", { params: { header: { "Idempotency-Key": key } }, body, signal }),
+      this.policy,
+      options.signal,
+    );
+  }
+
+  /**
+   * Refunds a ride in full. 201 (this key asked for the refund), 200
+   * (another key did) and a 409 refusal are the final, stored answers.
+   */
+  rideRefund(rideId: number, options: OperationOptions = {}) {
+    return withRetries(
+      options.key ?? newIdempotencyKey(),
+      (key, signal) =>
+        this.client.POST("/rides/{id}/refund", {
+          params: { path: { id: rideId }, header: { "Idempotency-Key": key } },
+          signal,
+        }),
+      this.policy,
+      options.signal,
+    );
+  }
+}
+
+/** The result of Retrier.rideCreate. */
+export type RideCreateResult = Awaited<ReturnType<Retrier["rideCreate"]>>;
+/** The result of Retrier.rideRefund. */
+export type RideRefundOutcome = Awaited<ReturnType<Retrier["rideRefund"]>>;

@@ -1,0 +1,260 @@
+// Safe retries of the API's idempotent operations: the contract of the Go
+// retrier (openapi/client/retry.go), for TypeScript.
+//
+// One logical operation carries one idempotency key through every attempt,
+// so however many attempts reach the server it does the work at most once.
+// Only a missing answer and the statuses that promise nothing was stored
+// (409, 429, 500, 502, 503, 504) are retried, with exponential backoff and
+// full jitter, never sooner than the server's Retry-After, within a bounded
+// number of attempts and a bounded time.
+
+/** Defaults of an empty {@link Policy}. */
+export const defaults = {
+  maxAttempts: 8,
+  maxElapsedMs: 60_000,
+  baseDelayMs: 200,
+  maxDelayMs: 10_000,
+} as const;
+
+/** What {@link Policy.onRetry} is told before each wait. */
+export interface RetryInfo {
+  /** The attempt that failed, from 1. */
+  attempt: number;
+  /** Its HTTP status, 0 when no answer arrived. */
+  status: number;
+  /** The failure when no answer arrived. */
+  error?: unknown;
+  /** The wait before the next attempt, in milliseconds. */
+  waitMs: number;
+}
+
+/** Bounds the retries of one logical operation; every field is optional. */
+export interface Policy {
+  /** Bounds the requests sent, the first included (default 8). */
+  maxAttempts?: number;
+  /**
+   * Bounds the whole operation, waits included (default 60 s): no attempt
+   * runs past it, and no wait is begun that would end past it.
+   */
+  maxElapsedMs?: number;
+  /**
+   * Shape the backoff: before retry n (from 1) the wait is uniform in
+   * [0, min(maxDelayMs, baseDelayMs·2^(n-1))] ("full jitter"), and never
+   * shorter than the server's Retry-After. Defaults 200 ms and 10 s.
+   */
+  baseDelayMs?: number;
+  maxDelayMs?: number;
+  /** Told of every retry before its wait. */
+  onRetry?: (info: RetryInfo) => void;
+  /** Replace the clock (ms since the epoch), the wait and the randomness (uniform in [0, 1)). */
+  now?: () => number;
+  sleep?: (ms: number, signal: AbortSignal) => Promise<void>;
+  random?: () => number;
+}
+
+/** The shape of an answer of openapi-fetch: the parsed body and the response. */
+export interface Answer {
+  response: Response;
+}
+
+/** The outcome of one logical operation. */
+export interface Result<A extends Answer> {
+  /**
+   * The answer of the last attempt (openapi-fetch's data, error and
+   * response). After the retries gave up it may be a retryable status:
+   * check status.
+   */
+  answer: A;
+  /** The HTTP status of the answer. */
+  status: number;
+  /** The idempotency key every attempt carried. */
+  key: string;
+  /** The requests sent. */
+  attempts: number;
+  /**
+   * True when the server answered from the response it had stored for the
+   * key (Idempotent-Replayed: true): an earlier request with this key did
+   * the work, and this answer repeats it byte for byte.
+   */
+  replayed: boolean;
+}
+
+/**
+ * The operation ended with no answer to report: every attempt failed on
+ * the network, the caller's signal or the time budget ended it, or an
+ * attempt failed in a way a retry cannot mend. Retry later with the same
+ * key to continue the same operation.
+ */
+export class NoAnswerError extends Error {
+  /** The idempotency key the attempts carried. */
+  readonly key: string;
+  /** The requests sent. */
+  readonly attempts: number;
+
+  constructor(message: string, key: string, attempts: number, cause: unknown) {
+    super(message, { cause });
+    this.name = "NoAnswerError";
+    this.key = key;
+    this.attempts = attempts;
+  }
+}
+
+/**
+ * Reports whether an answer with this status may change on a retry with
+ * the same key: a concurrent request held the key (409), the server asked
+ * to slow down (429), or it or a gateway failed without storing anything
+ * (500, 502, 503, 504). Every other status is final.
+ */
+export function retryable(status: number): boolean {
+  return [409, 429, 500, 502, 503, 504].includes(status);
+}
+
+/**
+ * Reports whether err is a failure of the exchange (no connection, reset,
+ * answer cut short), which fetch reports as a TypeError, rather than a
+ * cancellation or a bug.
+ */
+export function transient(err: unknown): boolean {
+  return err instanceof TypeError;
+}
+
+/**
+ * Reads Retry-After as delay-seconds or as an HTTP date, in milliseconds; 0
+ * when absent or unreadable. At most a day.
+ */
+export function parseRetryAfter(value: string | null, now: number): number {
+  const v = (value ?? "").trim();
+  if (v === "") {
+    return 0;
+  }
+  if (/^\d+$/.test(v)) {
+    return Math.min(Number(v), 86_400) * 1000;
+  }
+  const at = Date.parse(v);
+  return Number.isNaN(at) || at <= now ? 0 : Math.min(at - now, 86_400_000);
+}
+
+/**
+ * The wait before retry n (from 1): full jitter over
+ * [0, min(maxDelayMs, baseDelayMs·2^(n-1))], raised to retryAfterMs.
+ */
+export function backoff(policy: Policy, n: number, retryAfterMs: number): number {
+  const base = policy.baseDelayMs ?? defaults.baseDelayMs;
+  const cap = policy.maxDelayMs ?? defaults.maxDelayMs;
+  const ceiling = Math.min(cap, base * 2 ** Math.min(n - 1, 52));
+  const random = policy.random ?? Math.random;
+  return Math.max(Math.floor(random() * (ceiling + 1)), retryAfterMs);
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) {
+      reject(signal.reason);
+      return;
+    }
+    const done = () => {
+      clearTimeout(timer);
+      reject(signal.reason);
+    };
+    const timer = setTimeout(() => {
+      signal.removeEventListener("abort", done);
+      resolve();
+    }, ms);
+    signal.addEventListener("abort", done, { once: true });
+  });
+}
+
+/**
+ * Runs one logical operation under one idempotency key: send makes one
+ * attempt with the key (and the signal that bounds it), typically an
+ * openapi-fetch call. It retries a missing answer and the retryable
+ * statuses, never another status, with full-jitter exponential backoff that
+ * honours Retry-After, within the policy's attempts and time.
+ *
+ * It throws NoAnswerError only when there is no answer to report; a final
+ * answer is returned as it is, whatever its status.
+ */
+export async function withRetries<A extends Answer>(
+  key: string,
+  send: (key: string, signal: AbortSignal) => Promise<A>,
+  policy: Policy = {},
+  signal?: AbortSignal,
+): Promise<Result<A>> {
+  const maxAttempts = policy.maxAttempts ?? defaults.maxAttempts;
+  const maxElapsedMs = policy.maxElapsedMs ?? defaults.maxElapsedMs;
+  const now = policy.now ?? Date.now;
+  const wait = policy.sleep ?? sleep;
+  const deadline = now() + maxElapsedMs;
+  const budget = AbortSignal.timeout(maxElapsedMs);
+  const bounded = signal ? AbortSignal.any([signal, budget]) : budget;
+
+  let last: A | undefined;
+  for (let attempt = 1; ; attempt++) {
+    let status = 0;
+    let error: unknown;
+    let retryAfterMs = 0;
+    try {
+      const answer = await send(key, bounded);
+      last = answer;
+      status = answer.response.status;
+      if (!retryable(status)) {
+        return result(answer, key, attempt);
+      }
+      retryAfterMs = parseRetryAfter(answer.response.headers.get("Retry-After"), now());
+    } catch (err) {
+      if (bounded.aborted || !transient(err)) {
+        throw new NoAnswerError(`attempt ${attempt} of key ${key}: ${describe(err)}`, key, attempt, err);
+      }
+      error = err;
+    }
+    // The last attempt's outcome is final once the attempts or the time
+    // run out.
+    const waitMs = backoff(policy, attempt, retryAfterMs);
+    if (attempt >= maxAttempts || now() + waitMs > deadline) {
+      if (error !== undefined || last === undefined) {
+        throw new NoAnswerError(`gave up after ${attempt} attempts of key ${key}: ${describe(error)}`, key, attempt, error);
+      }
+      return result(last, key, attempt);
+    }
+    policy.onRetry?.({ attempt, status, error, waitMs });
+    try {
+      await wait(waitMs, bounded);
+    } catch (err) {
+      throw new NoAnswerError(`waiting to retry key ${key}: ${describe(err)}`, key, attempt, err);
+    }
+  }
+}
+
+function result<A extends Answer>(answer: A, key: string, attempts: number): Result<A> {
+  return {
+    answer,
+    status: answer.response.status,
+    key,
+    attempts,
+    replayed: answer.response.headers.get("Idempotent-Replayed") === "true",
+  };
+}
+
+function describe(err: unknown): string {
+  if (err instanceof Error) {
+    const cause = err.cause instanceof Error ? ` (${err.cause.message})` : "";
+    return err.message + cause;
+  }
+  return String(err);
+}
+
+const base32 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+
+/**
+ * Returns a fresh idempotency key: 26 random base32 characters (130 bits),
+ * as the Go client mints them. Mint one per logical operation and reuse it
+ * for every retry of that operation.
+ */
+export function newIdempotencyKey(): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(26));
+  let key = "";
+  for (const b of bytes) {
+    key += base32[b & 31];
+  }
+  return key;
+}

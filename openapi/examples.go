@@ -1,0 +1,173 @@
+package openapi
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/atomicrides/atomicrides/service"
+)
+
+// The examples of the spec: one request and one answer per documented
+// status of every operation, in the shapes the service really sends, so
+// that a reader of /docs (or of openapi.yaml) sees each exchange whole.
+
+var (
+	exampleTime     = time.Date(2026, 11, 22, 3, 46, 25, 726925000, time.UTC)
+	exampleChargeID = "ch_sUQaF4uzWHZhMy56"
+	exampleRefundID = "re_Q2hXn7vKp4LmT9aZ"
+	exampleCustomer = "cus_P8mRk2VnX5cJt3Lq"
+)
+
+// exampleRideBody is the example body of POST /rides.
+var exampleRideBody = rideCreateBody{OriginLat: 37.7749, OriginLon: -122.4194, TargetLat: 37.8044, TargetLon: -122.2712}
+
+func exampleRide(refunded bool) *service.Ride {
+	r := &service.Ride{
+		ID: 42, CreatedAt: exampleTime,
+		OriginLat: exampleRideBody.OriginLat, OriginLon: exampleRideBody.OriginLon,
+		TargetLat: exampleRideBody.TargetLat, TargetLon: exampleRideBody.TargetLon,
+		AmountCents: 2000, Currency: "usd",
+		ChargeStatus: "charged", StripeChargeID: &exampleChargeID,
+		RefundStatus: "none",
+	}
+	if refunded {
+		r.RefundStatus, r.StripeRefundID = "refunded", &exampleRefundID
+	}
+	return r
+}
+
+// exampleAPIKey is the shape of a minted API key.
+const exampleAPIKey = "ark_4XbT9qLm2VwK7sNc3RzP8hJd6FgY5aEu0iOp1QwE2rT"
+
+// exampleUserNew is a rider just created: the processor's customer is
+// created afterwards, by a job.
+func exampleUserNew() *service.User {
+	u := exampleUser()
+	u.StripeCustomerID = nil
+	return u
+}
+
+func exampleUser() *service.User {
+	return &service.User{ID: 7, CreatedAt: exampleTime, Email: "rider@example.com", PaymentSource: "tok_visa", StripeCustomerID: &exampleCustomer}
+}
+
+// exampleAPIKeys is a rider's key list: one live, one revoked.
+func exampleAPIKeys() []*service.APIKey {
+	used, revoked := exampleTime.Add(time.Hour), exampleTime.Add(48*time.Hour)
+	return []*service.APIKey{
+		{ID: 11, CreatedAt: exampleTime, LastUsedAt: &used, RevokedAt: &revoked},
+		{ID: 12, CreatedAt: exampleTime.Add(47 * time.Hour), LastUsedAt: &revoked},
+	}
+}
+
+var exampleRefund = service.RideRefundResult{
+	RideID: 42, Status: "refunded", AmountCents: 2000, Currency: "usd",
+	StripeRefundID: exampleRefundID, CreatedAt: exampleTime.Add(90 * time.Minute),
+}
+
+// example is one named example.
+func example(summary string, value any) *huma.Example {
+	return &huma.Example{Summary: summary, Value: value}
+}
+
+// problem is an example problem+json body.
+func problem(status int, typ, detail string, fields ...*huma.ErrorDetail) *huma.ErrorModel {
+	return &huma.ErrorModel{Type: typ, Title: http.StatusText(status), Status: status, Detail: detail, Errors: fields}
+}
+
+// problemExamples are the example bodies of each error status, as every
+// operation documenting the status answers it; an operation whose status
+// has other causes replaces them (see withExamples).
+var problemExamples = map[int]map[string]*huma.Example{
+	http.StatusBadRequest: {
+		"missing-key": example("The Idempotency-Key header is missing",
+			problem(400, ProblemInvalidKeyHeader, "the Idempotency-Key header is required",
+				&huma.ErrorDetail{Message: "the Idempotency-Key header is required", Location: "header.Idempotency-Key"})),
+		"malformed-json": example("The body is not JSON",
+			problem(400, "", "validation failed",
+				&huma.ErrorDetail{Message: "unexpected end of JSON input", Location: "body", Value: `{"origin_lat":`})),
+	},
+	http.StatusUnauthorized: {
+		"no-key": example("No valid credentials", problem(401, "", "a valid API key is required")),
+	},
+	http.StatusPaymentRequired: {
+		"declined": example("The card was declined (stored, replayed)",
+			problem(402, service.ProblemCardDeclined, "the card was declined: Your card was declined.")),
+	},
+	http.StatusNotFound: {
+		"not-found": example("Not the caller's, or does not exist", problem(404, "", "no such ride")),
+	},
+	http.StatusConflict: {
+		"key-in-use": example("Another request holds the key: retry after Retry-After",
+			problem(409, ProblemKeyInUse, "another request with this idempotency key is in progress; retry later")),
+	},
+	http.StatusRequestEntityTooLarge: {
+		"too-large": example("The body is over 16 KiB", problem(413, "", "request body is too large limit=16384 bytes")),
+	},
+	http.StatusUnsupportedMediaType: {
+		"no-content-type": example("The body is not sent as application/json",
+			problem(415, "", "a request body must be sent with Content-Type: application/json",
+				&huma.ErrorDetail{Message: "required with a request body", Location: "header.Content-Type"})),
+	},
+	http.StatusUnprocessableEntity: {
+		"invalid-field": example("A field is out of range",
+			problem(422, "", "validation failed",
+				&huma.ErrorDetail{Message: "expected number <= 90", Location: "body.origin_lat", Value: 91})),
+	},
+	http.StatusInternalServerError: {
+		"internal": example("Our failure, not stored: retry with the same key",
+			problem(500, "", "internal error; retry with the same idempotency key")),
+	},
+	http.StatusServiceUnavailable: {
+		"processor-unavailable": example("No definitive answer from the processor, not stored: retry with the same key",
+			problem(503, ProblemProcessorDown, "the payment processor is unavailable; retry with the same idempotency key")),
+	},
+}
+
+// keyReusedExample is the 422 of an idempotency key sent again with another
+// request.
+var keyReusedExample = example("The key was used with a different request",
+	problem(422, ProblemKeyReused, "this idempotency key was already used with a different request"))
+
+// withExamples sets the examples of the body of op's response to status,
+// in whichever media type it has.
+func withExamples(op *huma.Operation, status string, examples map[string]*huma.Example) {
+	for _, mt := range op.Responses[status].Content {
+		mt.Examples = examples
+	}
+}
+
+// jsonRequestExamples documents the examples of op's JSON request body;
+// Huma adds the schema when it registers op.
+func jsonRequestExamples(op *huma.Operation, examples map[string]*huma.Example) {
+	op.RequestBody = &huma.RequestBody{Content: map[string]*huma.MediaType{"application/json": {Examples: examples}}}
+}
+
+// finishExamples completes the examples of the registered operations: the
+// first schema example of every parameter that has no example of its own
+// is copied up to the parameter, where readers and generators look for it,
+// and the default error response Huma documents gets the example of an
+// internal error.
+func finishExamples(oapi *huma.OpenAPI) {
+	for _, item := range oapi.Paths {
+		for _, op := range []*huma.Operation{item.Get, item.Put, item.Post, item.Delete, item.Patch} {
+			if op == nil {
+				continue
+			}
+			for _, p := range op.Parameters {
+				if p.Example == nil && p.Schema != nil && len(p.Schema.Examples) > 0 {
+					p.Example = p.Schema.Examples[0]
+				}
+			}
+			if d := op.Responses["default"]; d != nil {
+				for _, mt := range d.Content {
+					if mt.Example == nil && len(mt.Examples) == 0 {
+						mt.Examples = map[string]*huma.Example{"internal": example("Our failure: retry", problem(500, "", "internal error"))}
+					}
+				}
+			}
+		}
+	}
+}

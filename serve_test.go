@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/atomicrides/atomicrides/internal/binrun"
+	"github.com/atomicrides/atomicrides/service/mail/mailsink"
+	"github.com/atomicrides/atomicrides/service/payments/fakestripe"
+	"github.com/atomicrides/atomicrides/sql/dbtest"
+)
+
+// servedBinary is the built binary serving the API (startServe) on its own
+// database, with a fake Stripe and a mail sink of the test.
+type servedBinary struct {
+	*instance
+	stripe *fakestripe.Server
+	// adminToken is the ADMIN_TOKEN the process was given.
+	adminToken string
+	// dbURL is the process's database.
+	dbURL string
+}
+
+// testAdminToken is the operator credential of the served binaries.
+const testAdminToken = "test-admin-token-0123456789abcdef0123"
+
+// serveBinary runs `serve` of the built binary until t ends; env adds to (and
+// overrides) the defaults: a fresh database, the fake Stripe, a mail sink
+// keeping messages in memory and the test's admin token.
+func serveBinary(t *testing.T, env ...string) *servedBinary {
+	t.Helper()
+	fake := fakestripe.New(fakestripe.Options{})
+	stripeSrv := httptest.NewServer(fake)
+	t.Cleanup(stripeSrv.Close)
+	smtpURL, stopSink, err := mailsink.New(mailsink.Options{}).Start("127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = stopSink(context.Background()) })
+	s := &servedBinary{stripe: fake, adminToken: testAdminToken, dbURL: dbtest.NewURL(t)}
+	s.instance = startServe(t, append([]string{
+		"DATABASE_URL=" + s.dbURL,
+		"ADMIN_TOKEN=" + testAdminToken,
+		"STRIPE_API_BASE=" + stripeSrv.URL,
+		"STRIPE_SECRET_KEY=sk_test_serve",
+		"SMTP_URL=" + smtpURL,
+	}, env...)...)
+	return s
+}
+
+// stop stops the served binary with SIGTERM and requires a clean exit.
+func (s *servedBinary) stop(t *testing.T) {
+	t.Helper()
+	require.NoError(t, s.proc.Stop(time.Minute), "logs:\n%s", s.logs.String())
+}
+
+// request sends a request to the served API and returns its response,
+// whose body is closed when t ends.
+func (s *servedBinary) request(t *testing.T, req *http.Request) *http.Response {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = resp.Body.Close() })
+	return resp
+}
+
+// count runs a query returning one number against the process's database.
+func (s *servedBinary) count(t *testing.T, query string, args ...any) int64 {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), s.dbURL)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	var n int64
+	require.NoError(t, conn.QueryRow(context.Background(), query, args...).Scan(&n))
+	return n
+}
+
+// runBinary runs the built binary with args to its end, with env added to
+// the test's environment, in a temporary working directory, within a
+// minute.
+func runBinary(t *testing.T, env []string, args ...string) binrun.Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := binrun.Cmd{Bin: binrun.Build(t), Args: args, Env: env, Dir: t.TempDir()}.Run(ctx)
+	require.NoError(t, err)
+	return res
+}

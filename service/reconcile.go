@@ -1,0 +1,201 @@
+package service
+
+import (
+	"context"
+	"time"
+
+	"github.com/atomicrides/atomicrides/dbgen"
+)
+
+// ReconcileOrphan is an object at the processor, made by this deployment,
+// that no ride or refund of ours records: typically a charge whose
+// recording commit was lost (a restored backup, a promoted standby) and
+// whose client never retried.
+type ReconcileOrphan struct {
+	ID          string    `json:"id"`
+	ChargeID    string    `json:"charge_id,omitempty"`
+	AmountCents int64     `json:"amount_cents"`
+	Status      string    `json:"status"`
+	Created     time.Time `json:"created"`
+	// Rider is the rider reference of the object's metadata (ar_rider).
+	Rider string `json:"rider"`
+	// ProcessorKey is the processor idempotency key it was made under.
+	ProcessorKey string `json:"processor_key"`
+}
+
+// ReconcileMissing is a ride recorded as charged whose charge the
+// processor does not have.
+type ReconcileMissing struct {
+	RideID   int64  `json:"ride_id"`
+	ChargeID string `json:"charge_id"`
+}
+
+// ReconcileReport is what a reconciliation found.
+type ReconcileReport struct {
+	Namespace string    `json:"namespace"`
+	Since     time.Time `json:"since"`
+	// Charges and Refunds count what the processor listed for this
+	// deployment since Since.
+	Charges        int                `json:"charges"`
+	Refunds        int                `json:"refunds"`
+	OrphanCharges  []ReconcileOrphan  `json:"orphan_charges"`
+	OrphanRefunds  []ReconcileOrphan  `json:"orphan_refunds"`
+	MissingCharges []ReconcileMissing `json:"missing_charges"`
+}
+
+// Clean reports whether the reconciliation found nothing to look at.
+func (r *ReconcileReport) Clean() bool {
+	return len(r.OrphanCharges) == 0 && len(r.OrphanRefunds) == 0 && len(r.MissingCharges) == 0
+}
+
+// Orphans counts the findings by the kind labels of
+// atomicrides_reconcile_orphans (ReconcileOrphanKinds).
+func (r *ReconcileReport) Orphans() map[string]int {
+	return map[string]int{
+		"charge":         len(r.OrphanCharges),
+		"refund":         len(r.OrphanRefunds),
+		"missing_charge": len(r.MissingCharges),
+	}
+}
+
+// Reconcile compares the processor's charges and refunds of the last
+// window (by the database's clock) with our records: charges and refunds
+// that belong to this deployment (metadata ar_ns) and that no ride records,
+// and rides recorded as charged within the window that the processor does
+// not have. Objects of requests still unfinished (whose recording may be on
+// its way) are not orphans. It feeds the reconciliation gauges
+// (ReconcileObserved) and logs a line; the caller decides what a finding means (the CLI exits non-zero).
+func (s *Service) Reconcile(ctx context.Context, window time.Duration) (*ReconcileReport, error) {
+	now, err := s.queries.ClockNow(ctx, s.pool)
+	if err != nil {
+		return nil, internal(err)
+	}
+	rep := &ReconcileReport{
+		Namespace:      s.namespace,
+		Since:          now.Add(-window).UTC(),
+		OrphanCharges:  []ReconcileOrphan{},
+		OrphanRefunds:  []ReconcileOrphan{},
+		MissingCharges: []ReconcileMissing{},
+	}
+
+	// Read our side first: whatever is recorded before the processor is
+	// listed is seen, and what is recorded meanwhile is at worst in flight.
+	inFlight := map[string]bool{}
+	unfinished, err := s.queries.IdempotencyKeyListUnfinishedRides(ctx, s.pool, s.rides.Name)
+	if err != nil {
+		return nil, internal(err)
+	}
+	for _, k := range unfinished {
+		inFlight[ChargeKey(s.namespace, k.Email, k.IdempotencyKey)] = true
+	}
+	pendingRefundCharges := map[string]bool{}
+	pending, err := s.queries.RefundListPendingCharges(ctx, s.pool)
+	if err != nil {
+		return nil, internal(err)
+	}
+	for _, id := range pending {
+		pendingRefundCharges[id] = true
+	}
+	charged, err := s.queries.RideListChargedSince(ctx, s.pool, window.Seconds())
+	if err != nil {
+		return nil, internal(err)
+	}
+
+	charges, err := s.payments.ChargeListSince(ctx, rep.Since)
+	if err != nil {
+		return nil, err
+	}
+	listed := map[string]bool{}
+	var ours []*Charge
+	for _, ch := range charges {
+		listed[ch.ID] = true
+		if ch.Tag.Namespace == s.namespace && ch.Status == ChargeSucceeded {
+			ours = append(ours, ch)
+		}
+	}
+	rep.Charges = len(ours)
+	ids := make([]string, len(ours))
+	for i, ch := range ours {
+		ids[i] = ch.ID
+	}
+	recorded, err := s.recordedSet(ctx, ids, s.queries.RideListRecordedCharges)
+	if err != nil {
+		return nil, err
+	}
+	for _, ch := range ours {
+		if !recorded[ch.ID] && !inFlight[ch.Tag.Key] {
+			rep.OrphanCharges = append(rep.OrphanCharges, ReconcileOrphan{
+				ID: ch.ID, AmountCents: ch.AmountCents, Status: ch.Status, Created: ch.Created.UTC(),
+				Rider: ch.Tag.Rider, ProcessorKey: ch.Tag.Key,
+			})
+		}
+	}
+
+	refunds, err := s.payments.RefundListSince(ctx, rep.Since)
+	if err != nil {
+		return nil, err
+	}
+	var ourRefunds []*Refund
+	for _, r := range refunds {
+		if r.Tag.Namespace == s.namespace && r.Accepted() {
+			ourRefunds = append(ourRefunds, r)
+		}
+	}
+	rep.Refunds = len(ourRefunds)
+	ids = make([]string, len(ourRefunds))
+	for i, r := range ourRefunds {
+		ids[i] = r.ID
+	}
+	if recorded, err = s.recordedSet(ctx, ids, s.queries.RefundListRecorded); err != nil {
+		return nil, err
+	}
+	for _, r := range ourRefunds {
+		if !recorded[r.ID] && !pendingRefundCharges[r.ChargeID] {
+			rep.OrphanRefunds = append(rep.OrphanRefunds, ReconcileOrphan{
+				ID: r.ID, ChargeID: r.ChargeID, AmountCents: r.AmountCents, Status: r.Status,
+				Created: r.Created.UTC(), Rider: r.Tag.Rider, ProcessorKey: r.Tag.Key,
+			})
+		}
+	}
+
+	for _, ride := range charged {
+		if listed[ride.StripeChargeID] {
+			continue
+		}
+		// Not in the list (or created before its window): ask for it.
+		ch, err := s.payments.ChargeGet(ctx, ride.StripeChargeID)
+		if err != nil {
+			return nil, err
+		}
+		if ch == nil {
+			rep.MissingCharges = append(rep.MissingCharges, ReconcileMissing{RideID: ride.ID, ChargeID: ride.StripeChargeID})
+		}
+	}
+
+	s.ReconcileObserved(rep.Orphans(), time.Now())
+	level := "clean"
+	log := s.logger.InfoContext
+	if !rep.Clean() {
+		level, log = "findings: list them with 'keys reconcile'", s.logger.WarnContext
+	}
+	log(ctx, "reconciliation with the payment processor: "+level, "since", rep.Since,
+		"charges", rep.Charges, "refunds", rep.Refunds, "orphan_charges", len(rep.OrphanCharges),
+		"orphan_refunds", len(rep.OrphanRefunds), "missing_charges", len(rep.MissingCharges))
+	return rep, nil
+}
+
+// recordedSet is the subset of ids that query finds recorded.
+func (s *Service) recordedSet(ctx context.Context, ids []string, query func(context.Context, dbgen.DBTX, []string) ([]string, error)) (map[string]bool, error) {
+	set := map[string]bool{}
+	if len(ids) == 0 {
+		return set, nil
+	}
+	found, err := query(ctx, s.pool, ids)
+	if err != nil {
+		return nil, internal(err)
+	}
+	for _, id := range found {
+		set[id] = true
+	}
+	return set, nil
+}
