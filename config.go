@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
@@ -60,7 +61,8 @@ type config struct {
 	SMTPURL string
 	// MailFrom is MAIL_FROM.
 	MailFrom string
-	// MailDir is MAIL_DIR.
+	// MailDir is MAIL_DIR: where the built-in mail sink writes each
+	// message as an .eml file; "" (MAIL_DIR=off) writes no file.
 	MailDir string
 
 	// Service and job timings: LEASE, COMPLETER_IDLE, KEY_RETENTION,
@@ -145,7 +147,7 @@ func loadConfig(getenv func(string) string, needs backends) (*config, error) {
 		StripeTimeout:   r.duration("STRIPE_TIMEOUT"),
 		SMTPURL:         r.smtpURL("SMTP_URL"),
 		MailFrom:        r.mailFrom("MAIL_FROM"),
-		MailDir:         r.str("MAIL_DIR", defaultMailDir),
+		MailDir:         r.mailDir("MAIL_DIR"),
 
 		Lease:             r.duration("LEASE"),
 		CompleterIdle:     r.duration("COMPLETER_IDLE"),
@@ -305,6 +307,28 @@ func (r *envReader) smtpURL(name string) string {
 	}
 	if _, err := mail.New(mail.Config{URL: v}); err != nil {
 		r.fail(invalid(name, "%s (want smtp://USER:PASSWORD@HOST:587 or smtps://USER:PASSWORD@HOST:465)", strings.TrimPrefix(err.Error(), "SMTP URL: ")))
+		return ""
+	}
+	return v
+}
+
+// mailDirOff is the MAIL_DIR that keeps no file of a received message.
+const mailDirOff = "off"
+
+// mailDir reads the mail sink's directory: defaultMailDir when unset, ""
+// for mailDirOff (no file), else a path that is a directory or does not
+// exist yet (the sink creates it).
+func (r *envReader) mailDir(name string) string {
+	v := r.str(name, defaultMailDir)
+	if v == mailDirOff {
+		return ""
+	}
+	if strings.ContainsFunc(v, unicode.IsControl) {
+		r.fail(invalid(name, "holds control characters: want a directory, or %q for no file", mailDirOff))
+		return ""
+	}
+	if fi, err := os.Stat(v); err == nil && !fi.IsDir() {
+		r.fail(invalid(name, "%q is not a directory: want a directory, or %q for no file", v, mailDirOff))
 		return ""
 	}
 	return v

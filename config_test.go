@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -44,6 +45,8 @@ func TestInvalidConfiguration(t *testing.T) {
 		{"SMTP_URL", "https://mailer:" + smtpPassword + "@mail.example", nil, "want smtp or smtps", nil},
 		{"SMTP_URL", "smtp://mailer:" + smtpPassword + "@mail.example?starttls=maybe", nil, "starttls", nil},
 		{"MAIL_FROM", "not an address", nil, "not an email address", nil},
+		{"MAIL_DIR", os.DevNull, nil, "is not a directory", nil},
+		{"MAIL_DIR", "receipts\tdir", nil, "holds control characters", nil},
 		{"LEASE", "1s", nil, "does not outlast the Stripe budget", nil},
 		{"LEASE", "soon", nil, "not a positive duration", nil},
 		{"COMPLETER_IDLE", "-5m", nil, "not a positive duration", nil},
@@ -94,6 +97,23 @@ func TestInvalidConfiguration(t *testing.T) {
 	require.Contains(t, r.Stderr, "connect to the database")
 	require.NotContains(t, r.Stderr, dbPassword)
 	require.NotContains(t, strings.ToLower(r.Stderr), "panic")
+}
+
+// TestMailDir: MAIL_DIR defaults to .mail, takes a directory as given, and
+// off keeps no file.
+func TestMailDir(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for value, want := range map[string]string{"": defaultMailDir, "off": "", dir: dir, dir + "/new": dir + "/new"} {
+		cfg, err := loadConfig(func(name string) string {
+			if name == "MAIL_DIR" {
+				return value
+			}
+			return ""
+		}, backends{})
+		require.NoError(t, err, "MAIL_DIR=%q", value)
+		require.Equal(t, want, cfg.MailDir, "MAIL_DIR=%q", value)
+	}
 }
 
 // TestStripeKeyRule: STRIPE_SECRET_KEY takes secret and restricted keys,

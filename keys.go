@@ -95,7 +95,7 @@ func keysCommand(ctx context.Context, args []string, out io.Writer, logger *slog
 	if err != nil {
 		return err
 	}
-	pool, err := connect(ctx, cfg, logger, false)
+	pool, err := connect(ctx, cfg, logger, false, nil)
 	if err != nil {
 		return err
 	}

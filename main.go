@@ -28,6 +28,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5/multitracer"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -141,8 +142,10 @@ func databaseURL(ctx context.Context, cfg *config, logger *slog.Logger, start bo
 }
 
 // connect opens a pool on the database of databaseURL and checks that it
-// answers.
-func connect(ctx context.Context, cfg *config, logger *slog.Logger, start bool) (*pgxpool.Pool, error) {
+// answers. Every connection traces its queries for the request or job in
+// their context, and a non-nil counter counts its statements and round trips
+// too.
+func connect(ctx context.Context, cfg *config, logger *slog.Logger, start bool, counter *service.DBCounter) (*pgxpool.Pool, error) {
 	url, err := databaseURL(ctx, cfg, logger, start)
 	if err != nil {
 		return nil, err
@@ -151,7 +154,12 @@ func connect(ctx context.Context, cfg *config, logger *slog.Logger, start bool) 
 	if err != nil {
 		return nil, err
 	}
-	poolCfg.ConnConfig.Tracer = telemetry.PgxTracer{} // queries of traced requests and jobs only
+	// Query spans of traced requests and jobs only.
+	poolCfg.ConnConfig.Tracer = telemetry.PgxTracer{}
+	if counter != nil {
+		// Both see every query and batch, in this order.
+		poolCfg.ConnConfig.Tracer = multitracer.New(telemetry.PgxTracer{}, counter)
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
 	if err != nil {
 		return nil, err
@@ -173,7 +181,7 @@ func migrate(ctx context.Context, args []string, stdout io.Writer, logger *slog.
 	if err != nil {
 		return err
 	}
-	pool, err := connect(ctx, cfg, logger, true)
+	pool, err := connect(ctx, cfg, logger, true, nil)
 	if err != nil {
 		return err
 	}
@@ -211,7 +219,9 @@ func serve(ctx context.Context, args []string, stdout io.Writer, logger *slog.Lo
 		logger.Warn("ADMIN_TOKEN not set: generated one for this run, printed in the banner", "admin_token_sha256", fingerprint(adminToken))
 	}
 
-	pool, err := connect(ctx, cfg, logger, true)
+	// Statements and round trips to the database, on /metrics.
+	dbCounter := &service.DBCounter{}
+	pool, err := connect(ctx, cfg, logger, true, dbCounter)
 	if err != nil {
 		return err
 	}
@@ -224,7 +234,7 @@ func serve(ctx context.Context, args []string, stdout io.Writer, logger *slog.Lo
 	}
 
 	registry := prometheus.NewRegistry()
-	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), dbCounter)
 	svc, devNote, stopDeps, err := newService(pool, cfg, registry, logger, needs)
 	if err != nil {
 		return err
@@ -489,8 +499,8 @@ func newService(pool *pgxpool.Pool, cfg *config, reg prometheus.Registerer, logg
 
 // mailerFrom returns the SMTP mailer of SMTP_URL. Without it, and only with
 // dev, it starts a mail sink on a loopback port of this process that writes
-// every receipt to MAIL_DIR (default .mail/) as an .eml file, and says so
-// loudly.
+// every receipt to MAIL_DIR (default .mail/) as an .eml file, or to no file
+// with MAIL_DIR=off, and says so loudly.
 func mailerFrom(cfg *config, logger *slog.Logger, dev bool) (m service.Mailer, note string, stop func(), err error) {
 	if cfg.SMTPURL != "" {
 		m, err := mail.New(mail.Config{URL: cfg.SMTPURL})
@@ -513,7 +523,11 @@ func mailerFrom(cfg *config, logger *slog.Logger, dev bool) (m service.Mailer, n
 		_ = stopSink(context.Background())
 		return nil, "", nil, err
 	}
-	return mailer, "receipts in " + cfg.MailDir + "/", func() { _ = stopSink(context.Background()) }, nil
+	note = "receipts in " + cfg.MailDir + "/"
+	if cfg.MailDir == "" {
+		note = "receipts kept in no file (MAIL_DIR=off)"
+	}
+	return mailer, note, func() { _ = stopSink(context.Background()) }, nil
 }
 
 func serveMailSink(ctx context.Context, args []string, stdout io.Writer, logger *slog.Logger) error {

@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/netip"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -94,31 +95,39 @@ func (q *Queries) IdempotencyKeyFinish(ctx context.Context, db DBTX, arg Idempot
 }
 
 const idempotencyKeyGet = `-- name: IdempotencyKeyGet :one
-SELECT id, created_at, idempotency_key, last_run_at, locked_at, lock_token, flow, request_method, request_path, request_params, request_fingerprint, request_ip, response_code, response_body, recovery_point, user_id FROM idempotency_keys
+SELECT idempotency_keys.id, idempotency_keys.created_at, idempotency_keys.idempotency_key, idempotency_keys.last_run_at, idempotency_keys.locked_at, idempotency_keys.lock_token, idempotency_keys.flow, idempotency_keys.request_method, idempotency_keys.request_path, idempotency_keys.request_params, idempotency_keys.request_fingerprint, idempotency_keys.request_ip, idempotency_keys.response_code, idempotency_keys.response_body, idempotency_keys.recovery_point, idempotency_keys.user_id, now()::timestamptz AS db_now
+FROM idempotency_keys
 WHERE user_id = $1 AND idempotency_key = $2
 `
 
-// A read without a lock, for replays and for deciding whether a claim is needed.
-func (q *Queries) IdempotencyKeyGet(ctx context.Context, db DBTX, userID int64, idempotencyKey string) (*IdempotencyKey, error) {
+type IdempotencyKeyGetRow struct {
+	IdempotencyKey IdempotencyKey
+	DbNow          time.Time
+}
+
+// A read without a lock, for replays and for deciding whether a claim is
+// needed, with the database's clock (db_now) that judges the key's lease.
+func (q *Queries) IdempotencyKeyGet(ctx context.Context, db DBTX, userID int64, idempotencyKey string) (*IdempotencyKeyGetRow, error) {
 	row := db.QueryRow(ctx, idempotencyKeyGet, userID, idempotencyKey)
-	var i IdempotencyKey
+	var i IdempotencyKeyGetRow
 	err := row.Scan(
-		&i.ID,
-		&i.CreatedAt,
-		&i.IdempotencyKey,
-		&i.LastRunAt,
-		&i.LockedAt,
-		&i.LockToken,
-		&i.Flow,
-		&i.RequestMethod,
-		&i.RequestPath,
-		&i.RequestParams,
-		&i.RequestFingerprint,
-		&i.RequestIP,
-		&i.ResponseCode,
-		&i.ResponseBody,
-		&i.RecoveryPoint,
-		&i.UserID,
+		&i.IdempotencyKey.ID,
+		&i.IdempotencyKey.CreatedAt,
+		&i.IdempotencyKey.IdempotencyKey,
+		&i.IdempotencyKey.LastRunAt,
+		&i.IdempotencyKey.LockedAt,
+		&i.IdempotencyKey.LockToken,
+		&i.IdempotencyKey.Flow,
+		&i.IdempotencyKey.RequestMethod,
+		&i.IdempotencyKey.RequestPath,
+		&i.IdempotencyKey.RequestParams,
+		&i.IdempotencyKey.RequestFingerprint,
+		&i.IdempotencyKey.RequestIP,
+		&i.IdempotencyKey.ResponseCode,
+		&i.IdempotencyKey.ResponseBody,
+		&i.IdempotencyKey.RecoveryPoint,
+		&i.IdempotencyKey.UserID,
+		&i.DbNow,
 	)
 	return &i, err
 }
@@ -447,31 +456,40 @@ func (q *Queries) IdempotencyKeyLockByID(ctx context.Context, db DBTX, id int64)
 }
 
 const idempotencyKeyLockByUserKey = `-- name: IdempotencyKeyLockByUserKey :one
-SELECT id, created_at, idempotency_key, last_run_at, locked_at, lock_token, flow, request_method, request_path, request_params, request_fingerprint, request_ip, response_code, response_body, recovery_point, user_id FROM idempotency_keys
+SELECT idempotency_keys.id, idempotency_keys.created_at, idempotency_keys.idempotency_key, idempotency_keys.last_run_at, idempotency_keys.locked_at, idempotency_keys.lock_token, idempotency_keys.flow, idempotency_keys.request_method, idempotency_keys.request_path, idempotency_keys.request_params, idempotency_keys.request_fingerprint, idempotency_keys.request_ip, idempotency_keys.response_code, idempotency_keys.response_body, idempotency_keys.recovery_point, idempotency_keys.user_id, now()::timestamptz AS db_now
+FROM idempotency_keys
 WHERE user_id = $1 AND idempotency_key = $2
 FOR UPDATE
 `
 
-func (q *Queries) IdempotencyKeyLockByUserKey(ctx context.Context, db DBTX, userID int64, idempotencyKey string) (*IdempotencyKey, error) {
+type IdempotencyKeyLockByUserKeyRow struct {
+	IdempotencyKey IdempotencyKey
+	DbNow          time.Time
+}
+
+// Locks the key for a claim, with the database's clock (db_now) that judges
+// the key's lease.
+func (q *Queries) IdempotencyKeyLockByUserKey(ctx context.Context, db DBTX, userID int64, idempotencyKey string) (*IdempotencyKeyLockByUserKeyRow, error) {
 	row := db.QueryRow(ctx, idempotencyKeyLockByUserKey, userID, idempotencyKey)
-	var i IdempotencyKey
+	var i IdempotencyKeyLockByUserKeyRow
 	err := row.Scan(
-		&i.ID,
-		&i.CreatedAt,
-		&i.IdempotencyKey,
-		&i.LastRunAt,
-		&i.LockedAt,
-		&i.LockToken,
-		&i.Flow,
-		&i.RequestMethod,
-		&i.RequestPath,
-		&i.RequestParams,
-		&i.RequestFingerprint,
-		&i.RequestIP,
-		&i.ResponseCode,
-		&i.ResponseBody,
-		&i.RecoveryPoint,
-		&i.UserID,
+		&i.IdempotencyKey.ID,
+		&i.IdempotencyKey.CreatedAt,
+		&i.IdempotencyKey.IdempotencyKey,
+		&i.IdempotencyKey.LastRunAt,
+		&i.IdempotencyKey.LockedAt,
+		&i.IdempotencyKey.LockToken,
+		&i.IdempotencyKey.Flow,
+		&i.IdempotencyKey.RequestMethod,
+		&i.IdempotencyKey.RequestPath,
+		&i.IdempotencyKey.RequestParams,
+		&i.IdempotencyKey.RequestFingerprint,
+		&i.IdempotencyKey.RequestIP,
+		&i.IdempotencyKey.ResponseCode,
+		&i.IdempotencyKey.ResponseBody,
+		&i.IdempotencyKey.RecoveryPoint,
+		&i.IdempotencyKey.UserID,
+		&i.DbNow,
 	)
 	return &i, err
 }

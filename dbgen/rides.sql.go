@@ -7,6 +7,8 @@ package dbgen
 
 import (
 	"context"
+	"encoding/json"
+	"net/netip"
 	"time"
 )
 
@@ -57,6 +59,83 @@ func (q *Queries) RideCreate(ctx context.Context, db DBTX, arg RideCreateParams)
 		&i.AmountCents,
 		&i.Currency,
 		&i.UserID,
+	)
+	return &i, err
+}
+
+const rideCreateAudited = `-- name: RideCreateAudited :one
+WITH ride AS (
+    INSERT INTO rides (
+        idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon,
+        amount_cents, currency, user_id
+    ) VALUES (
+        $1, $2, $3, $4, $5,
+        $6, $7, $8
+    )
+    RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id
+), audit AS (
+    INSERT INTO audit_records (action, data, origin_ip, resource_id, resource_type, user_id)
+    SELECT $9, $10, $11, ride.id, 'ride', ride.user_id FROM ride
+)
+SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, users.id, users.created_at, users.email, users.payment_source, users.stripe_customer_id
+FROM ride AS rides JOIN users ON users.id = rides.user_id
+`
+
+type RideCreateAuditedParams struct {
+	IdempotencyKeyID *int64
+	OriginLat        float64
+	OriginLon        float64
+	TargetLat        float64
+	TargetLon        float64
+	AmountCents      int64
+	Currency         string
+	UserID           int64
+	AuditAction      string
+	AuditData        json.RawMessage
+	OriginIP         *netip.Addr
+}
+
+type RideCreateAuditedRow struct {
+	Ride Ride
+	User User
+}
+
+// Books a ride and writes its audit record in one statement, and returns the
+// ride with its rider (whom the charge needs): the ride phase in one round
+// trip.
+func (q *Queries) RideCreateAudited(ctx context.Context, db DBTX, arg RideCreateAuditedParams) (*RideCreateAuditedRow, error) {
+	row := db.QueryRow(ctx, rideCreateAudited,
+		arg.IdempotencyKeyID,
+		arg.OriginLat,
+		arg.OriginLon,
+		arg.TargetLat,
+		arg.TargetLon,
+		arg.AmountCents,
+		arg.Currency,
+		arg.UserID,
+		arg.AuditAction,
+		arg.AuditData,
+		arg.OriginIP,
+	)
+	var i RideCreateAuditedRow
+	err := row.Scan(
+		&i.Ride.ID,
+		&i.Ride.CreatedAt,
+		&i.Ride.IdempotencyKeyID,
+		&i.Ride.OriginLat,
+		&i.Ride.OriginLon,
+		&i.Ride.TargetLat,
+		&i.Ride.TargetLon,
+		&i.Ride.ChargeStatus,
+		&i.Ride.StripeChargeID,
+		&i.Ride.AmountCents,
+		&i.Ride.Currency,
+		&i.Ride.UserID,
+		&i.User.ID,
+		&i.User.CreatedAt,
+		&i.User.Email,
+		&i.User.PaymentSource,
+		&i.User.StripeCustomerID,
 	)
 	return &i, err
 }

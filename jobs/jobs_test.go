@@ -87,6 +87,12 @@ func TestRideReceiptWorker(t *testing.T) {
 		}
 		require.Equal(t, 3, b.Sink.Count())
 		require.Equal(t, 3, b.Count(t, `SELECT count(*) FROM receipts WHERE kind = 'ride'`))
+		// Each receipt was recorded in the transaction that completed its
+		// job (river.JobCompleteTx): the two rows carry one xmin.
+		require.Equal(t, 3, b.Count(t, `
+			SELECT count(*) FROM receipts r JOIN river_job j
+			  ON j.kind = 'ride_receipt' AND (j.args->>'ride_id')::bigint = r.ride_id
+			WHERE j.state = 'completed' AND j.xmin = r.xmin`))
 	})
 
 	t.Run("SendRecordedLateIsResentWithTheSameMessageID", func(t *testing.T) {
@@ -248,7 +254,7 @@ func TestRefundJobs(t *testing.T) {
 		service.ReceiptMessageID(service.ReceiptRide, ride.ID, service.DefaultMailFrom):   1,
 		service.ReceiptMessageID(service.ReceiptRefund, ride.ID, service.DefaultMailFrom): 1,
 	}, byID)
-	again, err := b.Service.RefundReceiptSend(b.Ctx, ride.ID)
+	again, err := b.Service.RefundReceiptSend(b.Ctx, ride.ID, nil)
 	require.NoError(t, err)
 	require.False(t, again)
 	require.Equal(t, 2, b.Sink.Count())

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/atomicrides/atomicrides/openapi/httpctx"
+	"github.com/atomicrides/atomicrides/service"
 )
 
 type ctxKey int
@@ -23,9 +24,10 @@ func RequestID(ctx context.Context) string { return httpctx.RequestID(ctx) }
 func clientIP(ctx context.Context) *netip.Addr { return httpctx.ClientIP(ctx) }
 
 // requestContext gives every request an id (the client's X-Request-Id when it
-// is sane), its client address, one access log line and, when metrics is
-// set, its count and duration; every response gets X-Content-Type-Options:
-// nosniff.
+// is sane), its client address, the mark of the request path for the
+// database counters (service.RequestContext), one access log line and, when
+// metrics is set, its count and duration; every response gets
+// X-Content-Type-Options: nosniff.
 func requestContext(logger *slog.Logger, metrics *httpMetrics, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -44,7 +46,7 @@ func requestContext(logger *slog.Logger, metrics *httpMetrics, next http.Handler
 			addr := ap.Addr().Unmap()
 			ip = &addr
 		}
-		ctx := httpctx.With(r.Context(), id, ip)
+		ctx := service.RequestContext(httpctx.With(r.Context(), id, ip))
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		r = r.WithContext(ctx)
 		next.ServeHTTP(sw, r)

@@ -222,9 +222,9 @@ func (s *Service) cachedReplay(req Request, fp []byte) (resp *Response, ok bool,
 
 // judgeExisting decides a request on an existing key without claiming it:
 // a replay, a mismatch, a live lease, or (nil, nil) when the key can be
-// claimed. A lease is judged by the database's clock, read in tx only when
-// there is a lease to judge.
-func (s *Service) judgeExisting(ctx context.Context, tx pgx.Tx, row *dbgen.IdempotencyKey, fp []byte) (*Response, error) {
+// claimed. A lease is judged by the database's clock: now is read with the
+// row, in the same statement.
+func (s *Service) judgeExisting(row *dbgen.IdempotencyKey, now time.Time, fp []byte) (*Response, error) {
 	if string(row.RequestFingerprint) != string(fp) {
 		return nil, errKeyReused
 	}
@@ -233,10 +233,6 @@ func (s *Service) judgeExisting(ctx context.Context, tx pgx.Tx, row *dbgen.Idemp
 		return &Response{Status: int(*row.ResponseCode), Body: row.ResponseBody, Replayed: true}, nil
 	}
 	if row.LockedAt != nil {
-		now, err := s.queries.ClockNow(ctx, tx)
-		if err != nil {
-			return nil, err
-		}
 		if left := row.LockedAt.Add(s.lease).Sub(now); left > 0 {
 			s.metrics.conflicts.Add(1)
 			return nil, keyInUse(min(left, time.Second))
@@ -248,56 +244,26 @@ func (s *Service) judgeExisting(ctx context.Context, tx pgx.Tx, row *dbgen.Idemp
 // claim takes the key's lease (inserting the key if it is new) and, when the
 // step from its recovery point makes no foreign call, runs that step's phase
 // in the same transaction. A new key costs no read before its insert; an
-// existing one is judged as last committed and locked only when it can be
-// claimed, so that a replay or a conflict writes nothing.
+// existing one is read as last committed, with the COMMIT that ends the
+// insert's transaction (a replay or a conflict writes nothing and takes two
+// round trips), and when it can be claimed it is locked, judged again and
+// leased in a transaction of its own, which runs the phase.
 func claim[S any](ctx context.Context, s *Service, flow *Flow[S], req Request, params, fp []byte) (*Key, *S, *Response, error) {
 	var (
-		key     *Key
-		state   *S
-		resp    *Response
-		outcome Outcome
+		key       *Key
+		state     *S
+		resp      *Response
+		outcome   Outcome
+		claimable bool
 	)
 	token := uuid.New()
 	start, phased := time.Now(), phaseClaim
 	ctx, span := s.startPhase(ctx, flow.Name, phased, true)
-	err := s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
-		key, state, resp, outcome = nil, nil, nil, Outcome{}
-		row, err := s.queries.IdempotencyKeyInsert(ctx, tx, dbgen.IdempotencyKeyInsertParams{
-			IdempotencyKey:     req.Key,
-			LockToken:          token,
-			Flow:               flow.Name,
-			RequestMethod:      req.Method,
-			RequestPath:        req.Path,
-			RequestParams:      params,
-			RequestFingerprint: fp,
-			RequestIP:          req.IP,
-			UserID:             req.UserID,
-		})
-		if isNoRows(err) {
-			// The key exists, committed: the insert waited for any claim of
-			// it in progress. Replays, mismatches and live leases are
-			// answered from this read.
-			if row, err = s.queries.IdempotencyKeyGet(ctx, tx, req.UserID, req.Key); err != nil {
-				return err
-			}
-			if resp, err = s.judgeExisting(ctx, tx, row, fp); resp != nil || err != nil {
-				return err
-			}
-			// Claimable: lock it and judge it again, now that no other
-			// claim can interleave.
-			row, err = s.queries.IdempotencyKeyLockByUserKey(ctx, tx, req.UserID, req.Key)
-			if err != nil {
-				return err
-			}
-			if resp, err = s.judgeExisting(ctx, tx, row, fp); resp != nil || err != nil {
-				return err
-			}
-			row, err = s.queries.IdempotencyKeyLease(ctx, tx, token, row.ID)
-		}
-		if err != nil {
-			return err
-		}
+	// proceed runs, in the claiming transaction, what follows the lease:
+	// the flow's state, and the phase when the step makes no call.
+	proceed := func(ctx context.Context, tx pgx.Tx, row *dbgen.IdempotencyKey) error {
 		key = keyFromRow(row, token)
+		var err error
 		if state, err = flow.Load(ctx, tx, key); err != nil {
 			return err
 		}
@@ -313,12 +279,63 @@ func claim[S any](ctx context.Context, s *Service, flow *Flow[S], req Request, p
 		if outcome, err = step.Phase(ctx, tx, key, state); err != nil {
 			return err
 		}
-		if resp, err = s.record(ctx, tx, key, outcome); err != nil {
+		// The record carries the commit (commitWith): the phase's writes are
+		// done and nothing is committed yet.
+		crashPoint(flow.Name, phased, atBeforeCommit)
+		resp, err = s.record(ctx, tx, key, outcome)
+		return err
+	}
+	err := s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
+		key, state, resp, outcome, claimable, phased = nil, nil, nil, Outcome{}, false, phaseClaim
+		row, err := s.queries.IdempotencyKeyInsert(ctx, tx, dbgen.IdempotencyKeyInsertParams{
+			IdempotencyKey:     req.Key,
+			LockToken:          token,
+			Flow:               flow.Name,
+			RequestMethod:      req.Method,
+			RequestPath:        req.Path,
+			RequestParams:      params,
+			RequestFingerprint: fp,
+			RequestIP:          req.IP,
+			UserID:             req.UserID,
+		})
+		if isNoRows(err) {
+			// The key exists, committed: the insert waited for any claim of
+			// it in progress. Replays, mismatches and live leases are
+			// answered from this read, which ends the transaction.
+			existing, err := s.queries.IdempotencyKeyGet(ctx, commitWith(tx), req.UserID, req.Key)
+			if err != nil {
+				return err
+			}
+			if resp, err = s.judgeExisting(&existing.IdempotencyKey, existing.DbNow, fp); resp != nil || err != nil {
+				return err
+			}
+			claimable = true
+			return nil
+		}
+		if err != nil {
 			return err
 		}
-		crashPoint(flow.Name, phased, atBeforeCommit)
-		return nil
+		return proceed(ctx, tx, row)
 	})
+	if err == nil && claimable {
+		err = s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
+			key, state, resp, outcome, phased = nil, nil, nil, Outcome{}, phaseClaim
+			// Lock the key and judge it again, now that no other claim can
+			// interleave.
+			locked, err := s.queries.IdempotencyKeyLockByUserKey(ctx, tx, req.UserID, req.Key)
+			if err != nil {
+				return err
+			}
+			if resp, err = s.judgeExisting(&locked.IdempotencyKey, locked.DbNow, fp); resp != nil || err != nil {
+				return err
+			}
+			row, err := s.queries.IdempotencyKeyLease(ctx, tx, token, locked.IdempotencyKey.ID)
+			if err != nil {
+				return err
+			}
+			return proceed(ctx, tx, row)
+		})
+	}
 	endPhase(span, flow.Name, phased, key, outcome, resp, err)
 	if err == nil {
 		s.metrics.phase(flow.Name, phased, time.Since(start))
@@ -376,10 +393,10 @@ func drive[S any](ctx context.Context, s *Service, flow *Flow[S], key *Key, stat
 			if outcome, err = step.Phase(ctx, tx, key, state); err != nil {
 				return err
 			}
+			crashPoint(flow.Name, key.Point, atBeforeCommit)
 			if resp, err = s.record(ctx, tx, key, outcome); err != nil {
 				return err
 			}
-			crashPoint(flow.Name, key.Point, atBeforeCommit)
 			return nil
 		})
 		endPhase(span, flow.Name, key.Point, key, outcome, resp, err)
@@ -400,11 +417,16 @@ func drive[S any](ctx context.Context, s *Service, flow *Flow[S], key *Key, stat
 	return nil, internal(fmt.Errorf("flow %s: key %d finished without a response", flow.Name, key.ID))
 }
 
-// record writes a phase's outcome onto the key, under the key's lease.
+// record writes a phase's outcome onto the key, under the key's lease, as
+// the last statement of the phase's transaction: the statement and the
+// COMMIT travel together (commitWith), so the phase costs no round trip for
+// its commit. The key's row is locked from the claim's insert or lock, or
+// the drive's fence, to the commit, so the update always finds the key under
+// this request's token; an update that did not would report the lease lost.
 func (s *Service) record(ctx context.Context, tx pgx.Tx, key *Key, o Outcome) (*Response, error) {
 	switch o.kind {
 	case outcomeMoveTo:
-		n, err := s.queries.IdempotencyKeySetRecoveryPoint(ctx, tx, dbgen.IdempotencyKeySetRecoveryPointParams{
+		n, err := s.queries.IdempotencyKeySetRecoveryPoint(ctx, commitWith(tx), dbgen.IdempotencyKeySetRecoveryPointParams{
 			RecoveryPoint: string(o.point), ID: key.ID, LockToken: key.token,
 		})
 		if err == nil && n != 1 {
@@ -417,7 +439,7 @@ func (s *Service) record(ctx context.Context, tx pgx.Tx, key *Key, o Outcome) (*
 			return nil, fmt.Errorf("marshal response: %w", err)
 		}
 		code := int32(o.status)
-		n, err := s.queries.IdempotencyKeyFinish(ctx, tx, dbgen.IdempotencyKeyFinishParams{
+		n, err := s.queries.IdempotencyKeyFinish(ctx, commitWith(tx), dbgen.IdempotencyKeyFinishParams{
 			ResponseCode: &code, ResponseBody: body, ID: key.ID, LockToken: key.token,
 		})
 		if err == nil && n != 1 {

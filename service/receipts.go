@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/atomicrides/atomicrides/dbgen"
 )
 
@@ -24,12 +26,19 @@ func ReceiptMessageID(kind ReceiptKind, rideID int64, from string) string {
 	return fmt.Sprintf("receipt.%s-%d@%s", kind, rideID, mailDomain(from))
 }
 
+// ReceiptRecordedFunc runs in the transaction that records a sent receipt,
+// so that what it writes commits with the record, or not at all: the receipt
+// job's completion (river.JobCompleteTx), say. It must not call anything on
+// the network.
+type ReceiptRecordedFunc func(ctx context.Context, tx pgx.Tx) error
+
 // RideReceiptSend emails the receipt of a charged ride, once: it returns
 // false when the receipt was already sent. The message goes out with no
-// transaction open and is recorded after the mail server accepted it; a
-// failure in between resends it under the same Message-ID.
-func (s *Service) RideReceiptSend(ctx context.Context, rideID int64) (bool, error) {
-	return s.receiptSend(ctx, ReceiptRide, rideID, func(ride *dbgen.Ride) (string, string, error) {
+// transaction open and is recorded after the mail server accepted it, in one
+// transaction with what recorded (may be nil) writes; a failure in between
+// resends it under the same Message-ID.
+func (s *Service) RideReceiptSend(ctx context.Context, rideID int64, recorded ReceiptRecordedFunc) (bool, error) {
+	return s.receiptSend(ctx, ReceiptRide, rideID, recorded, func(ride *dbgen.Ride) (string, string, error) {
 		if RideChargeStatus(ride.ChargeStatus) != RideChargeCharged || ride.StripeChargeID == nil {
 			return "", "", &Error{Code: CodeInvalid, Message: fmt.Sprintf("ride %d is not charged", ride.ID)}
 		}
@@ -47,8 +56,8 @@ func (s *Service) RideReceiptSend(ctx context.Context, rideID int64) (bool, erro
 
 // RefundReceiptSend emails the receipt of a refunded ride, once, like
 // RideReceiptSend.
-func (s *Service) RefundReceiptSend(ctx context.Context, rideID int64) (bool, error) {
-	return s.receiptSend(ctx, ReceiptRefund, rideID, func(ride *dbgen.Ride) (string, string, error) {
+func (s *Service) RefundReceiptSend(ctx context.Context, rideID int64, recorded ReceiptRecordedFunc) (bool, error) {
+	return s.receiptSend(ctx, ReceiptRefund, rideID, recorded, func(ride *dbgen.Ride) (string, string, error) {
 		refund, err := s.queries.RefundGetByRide(ctx, s.pool, rideID)
 		if isNoRows(err) || (err == nil && (RideRefundStatus(refund.Status) != RideRefundRefunded || refund.StripeRefundID == nil)) {
 			return "", "", &Error{Code: CodeInvalid, Message: fmt.Sprintf("ride %d is not refunded", ride.ID)}
@@ -68,7 +77,7 @@ func (s *Service) RefundReceiptSend(ctx context.Context, rideID int64) (bool, er
 // receiptBody builds the subject and text of a receipt, or refuses to.
 type receiptBody func(ride *dbgen.Ride) (subject, text string, err error)
 
-func (s *Service) receiptSend(ctx context.Context, kind ReceiptKind, rideID int64, body receiptBody) (sent bool, err error) {
+func (s *Service) receiptSend(ctx context.Context, kind ReceiptKind, rideID int64, recorded ReceiptRecordedFunc, body receiptBody) (sent bool, err error) {
 	defer func() { s.metrics.receipt(kind, sent, err) }()
 	if s.mailer == nil {
 		return false, internal(errNoMailer)
@@ -100,9 +109,20 @@ func (s *Service) receiptSend(ctx context.Context, kind ReceiptKind, rideID int6
 	// The message is out: record it even if the job's context ends now.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
 	defer cancel()
-	if _, err := s.queries.ReceiptRecord(ctx, s.pool, dbgen.ReceiptRecordParams{
-		Kind: string(kind), RideID: rideID, MessageID: msg.MessageID, Recipient: msg.To, SentAt: msg.Date,
-	}); err != nil {
+	// What recorded writes goes first, with the BEGIN; the record goes last,
+	// with the COMMIT (commitWith): two round trips.
+	err = s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
+		if recorded != nil {
+			if err := recorded(ctx, tx); err != nil {
+				return err
+			}
+		}
+		_, err := s.queries.ReceiptRecord(ctx, commitWith(tx), dbgen.ReceiptRecordParams{
+			Kind: string(kind), RideID: rideID, MessageID: msg.MessageID, Recipient: msg.To, SentAt: msg.Date,
+		})
+		return err
+	})
+	if err != nil {
 		return true, internal(err)
 	}
 	return true, nil

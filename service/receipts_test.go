@@ -24,7 +24,7 @@ func TestRideReceiptSend(t *testing.T) {
 		ride := testkit.DecodeRide(t, resp.Body)
 
 		for i := range 3 {
-			sent, err := b.Service.RideReceiptSend(b.Ctx, ride.ID)
+			sent, err := b.Service.RideReceiptSend(b.Ctx, ride.ID, nil)
 			require.NoError(t, err)
 			require.Equal(t, i == 0, sent, "only the first send sends")
 		}
@@ -50,12 +50,12 @@ func TestRideReceiptSend(t *testing.T) {
 		ride := testkit.DecodeRide(t, resp.Body)
 
 		b.Sink.Refuse(1, 451)
-		_, err = b.Service.RideReceiptSend(b.Ctx, ride.ID)
+		_, err = b.Service.RideReceiptSend(b.Ctx, ride.ID, nil)
 		require.Error(t, err)
 		require.True(t, strings.Contains(err.Error(), "451"), "err: %v", err)
 		require.Equal(t, 0, b.Count(t, `SELECT count(*) FROM receipts`))
 
-		sent, err := b.Service.RideReceiptSend(b.Ctx, ride.ID)
+		sent, err := b.Service.RideReceiptSend(b.Ctx, ride.ID, nil)
 		require.NoError(t, err)
 		require.True(t, sent)
 		require.Equal(t, 1, b.Sink.Count())
@@ -71,9 +71,9 @@ func TestRideReceiptSend(t *testing.T) {
 		var rideID int64
 		require.NoError(t, b.Pool.QueryRow(b.Ctx, `SELECT id FROM rides WHERE user_id = $1`, uid).Scan(&rideID))
 
-		_, err = b.Service.RideReceiptSend(b.Ctx, rideID)
+		_, err = b.Service.RideReceiptSend(b.Ctx, rideID, nil)
 		requireCode(t, err, service.CodeInvalid)
-		_, err = b.Service.RideReceiptSend(b.Ctx, rideID+1000)
+		_, err = b.Service.RideReceiptSend(b.Ctx, rideID+1000, nil)
 		requireCode(t, err, service.CodeNotFound)
 		require.Equal(t, 0, b.Sink.Count())
 	})

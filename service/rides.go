@@ -191,21 +191,26 @@ func (s *Service) rideLoad(ctx context.Context, tx pgx.Tx, key *Key) (*rideState
 	if err := json.Unmarshal(key.Params, &st.params); err != nil {
 		return nil, fmt.Errorf("ride params of key %d: %w", key.ID, err)
 	}
+	if key.Point == RecoveryPointStarted {
+		// The ride phase reads the rider with the ride it books.
+		return st, nil
+	}
 	var err error
 	if st.user, err = s.queries.UserGet(ctx, tx, key.UserID); err != nil {
 		return nil, err
 	}
-	if key.Point != RecoveryPointStarted {
-		if st.ride, err = s.queries.RideGetByIdempotencyKey(ctx, tx, &key.ID); err != nil {
-			return nil, fmt.Errorf("ride of key %d at %s: %w", key.ID, key.Point, err)
-		}
+	if st.ride, err = s.queries.RideGetByIdempotencyKey(ctx, tx, &key.ID); err != nil {
+		return nil, fmt.Errorf("ride of key %d at %s: %w", key.ID, key.Point, err)
 	}
 	return st, nil
 }
 
-// rideCreatePhase: the ride and its audit record.
+// rideCreatePhase: the ride and its audit record; the rider comes back with
+// them.
 func (s *Service) rideCreatePhase(ctx context.Context, tx pgx.Tx, key *Key, st *rideState) (Outcome, error) {
-	ride, err := s.queries.RideCreate(ctx, tx, dbgen.RideCreateParams{
+	// The audit record's data is the request's stored input: the ride's
+	// coordinates, as normalised.
+	row, err := s.queries.RideCreateAudited(ctx, tx, dbgen.RideCreateAuditedParams{
 		IdempotencyKeyID: &key.ID,
 		OriginLat:        st.params.OriginLat,
 		OriginLon:        st.params.OriginLon,
@@ -214,14 +219,14 @@ func (s *Service) rideCreatePhase(ctx context.Context, tx pgx.Tx, key *Key, st *
 		AmountCents:      RideAmountCents,
 		Currency:         RideCurrency,
 		UserID:           key.UserID,
+		AuditAction:      "ride.created",
+		AuditData:        key.Params,
+		OriginIP:         key.IP,
 	})
 	if err != nil {
 		return Outcome{}, err
 	}
-	if err := s.audit(ctx, tx, "ride.created", "ride", ride.ID, key.UserID, key.IP, st.params); err != nil {
-		return Outcome{}, err
-	}
-	st.ride = ride
+	st.ride, st.user = &row.Ride, &row.User
 	return MoveTo(RecoveryPointRideCreated), nil
 }
 

@@ -35,11 +35,17 @@ func (s *Service) inTx(ctx context.Context, iso pgx.TxIsoLevel, fn func(ctx cont
 	}
 }
 
+// txOnce runs fn once in a pipeTx: BEGIN travels with fn's first statement
+// and COMMIT with the statement fn sends through commitWith, if any. The
+// connection goes back to the pool only once the transaction has ended; one
+// left open (a failed rollback) is closed by the pool.
 func (s *Service) txOnce(ctx context.Context, iso pgx.TxIsoLevel, fn func(ctx context.Context, tx pgx.Tx) error) error {
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: iso})
+	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return err
 	}
+	defer conn.Release()
+	tx := &pipeTx{conn: conn, begin: beginSQL(iso)}
 	defer rollback(ctx, tx)
 	if err := fn(ctx, tx); err != nil {
 		return err

@@ -31,6 +31,7 @@ var (
 	benchUsers         = flag.Int("rides.users", 16, "riders sharing the load")
 	benchPgbenchMax    = flag.Int("rides.pgbench-max-clients", 64, "most pgbench connections")
 	benchSeedBackoff   = flag.Duration("rides.seed-backoff", 200*time.Millisecond, "the seed's longest jittered pause before a retry")
+	benchGrowKeys      = flag.Int("rides.grow-keys", 10_000_000, "finished keys loaded for the cost-as-the-data-grows measurement, at 32 clients (0: leave it out)")
 	benchOut           = flag.String("rides.out", ".bench", "directory of the report, the plot and the logs (relative: to the module root)")
 )
 
@@ -62,6 +63,7 @@ func benchConfigFromFlags(tb testing.TB) benchConfig {
 		PgbenchMaxClients: *benchPgbenchMax,
 		SeedMaxTries:      1000,
 		SeedBackoff:       *benchSeedBackoff,
+		GrowKeys:          *benchGrowKeys,
 		OutDir:            out,
 	}
 }
@@ -96,6 +98,11 @@ func BenchmarkRides(b *testing.B) {
 				b.ReportMetric(p.New.CommitsPerOK, "commits/ride")
 				b.ReportMetric(float64(p.New.PeakRSS)/mib, "rss-MB")
 				b.ReportMetric(p.Floor.TPS, "floor-rides/s")
+				b.ReportMetric(p.FloorReceipt.TPS, "floor-receipt-rides/s")
+				b.ReportMetric(float64(p.New.CPU.Postgres)/1e6, "pg-cpu-ms/ride")
+				b.ReportMetric(float64(p.New.CPU.Server)/1e6, "server-cpu-ms/ride")
+				b.ReportMetric(float64(p.FloorReceipt.CPU.Postgres)/1e6, "floor-receipt-pg-cpu-ms/ride")
+				b.ReportMetric(p.New.RoundTrips, "round-trips/ride")
 				b.ReportMetric(p.Seed.TPS, "seed-rides/s")
 				b.ReportMetric(p.SeedNow.TPS, "seed-now-rides/s")
 				b.ReportMetric(p.SQL.TPS, "sql-rides/s")
@@ -130,10 +137,21 @@ func BenchmarkRides(b *testing.B) {
 			}
 		})
 	}
-	if err := writeBenchReport(cfg.OutDir, e.info(), cfg, points); err != nil {
+	var growth *growthRun
+	if cfg.GrowKeys > 0 && pointAt(points, targetClients) != nil {
+		b.Run("growth", func(b *testing.B) {
+			growth = e.measureGrowth(b, cfg.GrowKeys, targetClients)
+			b.ReportMetric(0, "ns/op")
+			b.ReportMetric(growth.New.PerSec(), "rides/s")
+			b.ReportMetric(growth.FirstReplay.PerSec(), "first-replays/s")
+			b.ReportMetric(msf(growth.Reaping.P99), "reaping-p99-ms")
+			b.ReportMetric(growth.ReapedPerSec, "reaped-keys/s")
+		})
+	}
+	if err := writeBenchReport(cfg.OutDir, e.info(), cfg, points, growth); err != nil {
 		b.Fatal(err)
 	}
-	for _, t := range benchTargets(cfg, points) {
+	for _, t := range benchTargets(cfg, points, growth) {
 		b.Logf("target %s: judged=%v met=%v: %s", t.Name, t.Judged, t.Met, t.Got)
 	}
 	b.Logf("report: %s", filepath.Join(cfg.OutDir, "report.md"))
@@ -156,6 +174,7 @@ func TestBenchSmoke(t *testing.T) {
 		PgbenchMaxClients: 3,
 		SeedMaxTries:      1000,
 		SeedBackoff:       10 * time.Millisecond,
+		GrowKeys:          30_000,
 		OutDir:            t.TempDir(),
 	}
 	e := newBenchEnv(t, cfg)
@@ -176,11 +195,27 @@ func TestBenchSmoke(t *testing.T) {
 	require.Zero(t, p.FirstReplay.Errors, "first replays: %v", p.FirstReplay.ErrorSample)
 	require.Positive(t, p.Slow.OK, "rides with Stripe latency: %v", p.Slow.ErrorSample)
 	require.GreaterOrEqual(t, p.Slow.P50, cfg.StripeLatency, "the fake Stripe's latency was not applied")
-	for name, r := range map[string]pgbenchRun{"floor": p.Floor, "seed": p.Seed, "seed retrying at once": p.SeedNow, "service's SQL": p.SQL, "select": p.Select} {
+	for name, r := range map[string]pgbenchRun{"floor": p.Floor, "floor with receipt": p.FloorReceipt, "seed": p.Seed, "seed retrying at once": p.SeedNow, "service's SQL": p.SQL, "select": p.Select} {
 		require.Positive(t, r.TPS, name)
 		require.Positive(t, r.Done, name)
+		require.Positive(t, r.CPU.Postgres, "%s: PostgreSQL CPU per run", name)
+		require.Positive(t, r.CPU.Load, "%s: pgbench's CPU per run", name)
 	}
 	require.InDelta(t, 2, p.Floor.CommitsPerRun, 0.5, "the floor commits twice per ride")
+	require.InDelta(t, 4, p.FloorReceipt.CommitsPerRun, 0.5, "the floor with its receipt commits four times per ride")
+
+	// Where the CPU went, process by process, and what the server sent to
+	// the database.
+	for name, r := range map[string]loadRun{"new rides": p.New, "rides with Stripe latency": p.Slow} {
+		require.Positive(t, r.CPU.Postgres, "%s: PostgreSQL CPU per ride", name)
+		require.Positive(t, r.CPU.Server, "%s: the server's CPU per ride", name)
+		require.Positive(t, r.CPU.Stripe, "%s: the fake Stripe's CPU per ride", name)
+		require.Positive(t, r.CPU.Load, "%s: the load generator's CPU per ride", name)
+		require.Positive(t, r.RoundTrips, "%s: round trips per ride", name)
+		require.Positive(t, r.Statements, "%s: statements per ride", name)
+	}
+	require.Positive(t, p.Replay.CPU.Server, "replays: the server's CPU")
+	require.Positive(t, p.FirstReplay.RoundTrips, "first replays reach the database")
 	require.InDelta(t, 2, p.SQL.CommitsPerRun, 0.5, "the service's SQL commits twice per ride")
 
 	// What the rides left behind is whole: every finished key has its
@@ -194,11 +229,21 @@ func TestBenchSmoke(t *testing.T) {
 	require.Equal(t, finished, charged)
 	require.Equal(t, finished, receipts)
 
-	require.NoError(t, writeBenchReport(cfg.OutDir, e.info(), cfg, []*benchPoint{p}))
+	// A few thousand finished keys stand for the millions of the full run.
+	growth := e.measureGrowth(t, cfg.GrowKeys, 3)
+	require.Positive(t, growth.New.OK, "new rides on grown tables: %v", growth.New.ErrorSample)
+	require.Zero(t, growth.New.Errors, "new rides on grown tables: %v", growth.New.ErrorSample)
+	require.Positive(t, growth.FirstReplay.OK, "first replays on grown tables: %v", growth.FirstReplay.ErrorSample)
+	require.Positive(t, growth.Reaping.OK, "new rides while reaping: %v", growth.Reaping.ErrorSample)
+	require.Positive(t, growth.ReapedTotal, "the reaper's pass deleted keys")
+
+	require.NoError(t, writeBenchReport(cfg.OutDir, e.info(), cfg, []*benchPoint{p}, growth))
 	report, err := os.ReadFile(filepath.Join(cfg.OutDir, "report.md"))
 	require.NoError(t, err)
 	require.Contains(t, string(report), "| 3 |")
 	require.Contains(t, string(report), "## Targets")
+	require.Contains(t, string(report), "## Where the CPU goes")
+	require.Contains(t, string(report), "## Cost as the data grows")
 	img, err := os.ReadFile(filepath.Join(cfg.OutDir, "throughput.png"))
 	require.NoError(t, err)
 	decoded, err := png.Decode(bytes.NewReader(img))

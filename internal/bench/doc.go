@@ -5,9 +5,19 @@
 // BenchmarkRides (go tool task bench) sweeps client concurrencies, and at
 // each measures new rides, replays of finished keys, and new rides with
 // Stripe latency, each on a fresh serve process of the built binary (see
-// package binrun) with the fake Stripe in a process of its own; beside them,
-// pgbench runs the floor (the least SQL a ride needs), the seed's design and
-// the service's own SQL, from the scripts in sql/bench of the module root.
+// package binrun) with the fake Stripe and a mail sink (which keeps no
+// file) in processes of their own; beside them, pgbench runs the floor (the
+// least SQL a ride needs), the floor with its receipt (the receipt job's
+// fetch, the receipt and the job's completion), the seed's design and the
+// service's own SQL, from the scripts in sql/bench of the module root. Each
+// measurement reports the CPU per ride of every process, read from /proc
+// (cpuSampler: the measured database's backends, the server, the fake
+// Stripe, the mail sink, the load generator or pgbench), and the round
+// trips and statements the server sent per ride, read from its /metrics
+// (service.DBCounter). The load generator speaks HTTP/1.1 itself (leanConn)
+// so that its own CPU stays small, and is reported. Then, on a deployment
+// holding -rides.grow-keys finished keys loaded with SQL, it measures new
+// rides and first replays again, and new rides during a reaper pass.
 // It writes report.md, results.json, throughput.png and the processes' logs
 // to -rides.out (.bench at the module root); its other flags are
 // -rides.clients, -rides.duration, -rides.warmup, -rides.stripe-latency,
@@ -16,8 +26,9 @@
 // -rides.duration.
 //
 // TestBenchSmoke (part of go tool task test) runs the whole harness for a
-// second per measurement at 3 clients, writing only under its t.TempDir(),
-// and asserts that it measured something and wrote its files.
+// second per measurement at 3 clients, with thirty thousand grown keys,
+// writing only under its t.TempDir(), and asserts that it measured something
+// (CPU of every process, round trips) and wrote its files.
 //
 // See README.md, "Benchmarks".
 package bench

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/atomicrides/atomicrides/internal/binrun"
+	"github.com/atomicrides/atomicrides/service"
 	"github.com/atomicrides/atomicrides/service/payments/fakestripe"
 	"github.com/atomicrides/atomicrides/sql/dbtest"
 )
@@ -44,6 +46,9 @@ type benchConfig struct {
 	// with a jittered pause of up to SeedBackoff before each retry.
 	SeedMaxTries int
 	SeedBackoff  time.Duration
+	// GrowKeys is how many finished keys the cost-as-the-data-grows
+	// measurement loads (0: none).
+	GrowKeys int
 	// OutDir receives the report, the plot and the processes' logs.
 	OutDir string
 }
@@ -61,16 +66,19 @@ type benchEnv struct {
 	// admin reads pg_stat_database and pg_stat_activity from the
 	// maintenance database, so that reading them commits nothing in the
 	// databases measured.
-	admin                        *pgxpool.Pool
-	floorURL, seedURL, sqlURL    string
-	floorName, seedName, sqlName string
-	stripeBase                   string
+	admin                                     *pgxpool.Pool
+	floorURL, seedURL, sqlURL, receiptURL     string
+	floorName, seedName, sqlName, receiptName string
+	stripeBase                                string
+	// stripe is the fake Stripe's process, mail the mail sink's (at
+	// mailAddr).
+	stripe, mail *binrun.Process
+	mailAddr     string
 	// serveLog and stripeLog are the processes' log files in OutDir.
 	serveLog, stripeLog string
 	// workDir is the working directory of every process the harness
-	// starts, and mailDir the built-in mail sink's directory: both under
-	// the test's t.TempDir(), whatever OutDir is.
-	workDir, mailDir string
+	// starts, under the test's t.TempDir(), whatever OutDir is.
+	workDir string
 	// pgbenchClients caps the clients of every pgbench run.
 	pgbenchClients int
 	// spareDBs are fresh databases for deployments, made up front so that
@@ -93,12 +101,11 @@ func newBenchEnv(tb testing.TB, cfg benchConfig) *benchEnv {
 	e.bin = binrun.Build(tb)
 	e.workDir = tb.TempDir()
 	e.serveLog, e.stripeLog = benchLog(tb, cfg.OutDir, "serve.log"), benchLog(tb, cfg.OutDir, "fakestripe.log")
-	e.mailDir = tb.TempDir()
 	e.admin = benchPool(tb, dbtest.AdminURL(tb))
 
-	e.floorURL, e.seedURL, e.sqlURL = dbtest.NewURL(tb), dbtest.NewURL(tb), dbtest.NewURL(tb)
-	e.floorName, e.seedName, e.sqlName = benchDBName(tb, e.floorURL), benchDBName(tb, e.seedURL), benchDBName(tb, e.sqlURL)
-	for _, url := range []string{e.floorURL, e.seedURL, e.sqlURL} {
+	e.floorURL, e.seedURL, e.sqlURL, e.receiptURL = dbtest.NewURL(tb), dbtest.NewURL(tb), dbtest.NewURL(tb), dbtest.NewURL(tb)
+	e.floorName, e.seedName, e.sqlName, e.receiptName = benchDBName(tb, e.floorURL), benchDBName(tb, e.seedURL), benchDBName(tb, e.sqlURL), benchDBName(tb, e.receiptURL)
+	for _, url := range []string{e.floorURL, e.seedURL, e.sqlURL, e.receiptURL} {
 		benchExec(tb, url, `
 			INSERT INTO users (email, payment_source, stripe_customer_id)
 			SELECT 'rider' || i || '@bench.example.com', 'tok_visa', 'cus_bench_' || i FROM generate_series(1, $1::int) i`,
@@ -106,16 +113,31 @@ func newBenchEnv(tb testing.TB, cfg benchConfig) *benchEnv {
 	}
 
 	// Two deployments per point: new rides (and their replays), and new
-	// rides with Stripe latency.
-	for range 2 * len(cfg.Clients) {
+	// rides with Stripe latency; one for the grown tables.
+	for range 2*len(cfg.Clients) + 1 {
 		e.spareDBs = append(e.spareDBs, dbtest.NewURL(tb))
 	}
 
 	stripeAddr := binrun.FreeAddr(tb)
-	stripe := binrun.Start(tb, binrun.Cmd{Bin: e.bin, Args: []string{"fakestripe", "-addr", stripeAddr}, Dir: e.workDir, LogPath: e.stripeLog})
+	e.stripe = binrun.Start(tb, binrun.Cmd{Bin: e.bin, Args: []string{"fakestripe", "-addr", stripeAddr}, Dir: e.workDir, LogPath: e.stripeLog})
 	e.stripeBase = "http://" + stripeAddr
-	if err := stripe.Ready(context.Background(), e.stripeBase+"/_fake/faults", time.Minute); err != nil {
+	if err := e.stripe.Ready(context.Background(), e.stripeBase+"/_fake/faults", time.Minute); err != nil {
 		tb.Fatalf("the fake Stripe: %v (see %s)", err, e.stripeLog)
+	}
+
+	// The receipts go to a mail sink in a process of its own, which keeps
+	// no file: what receiving them costs is the recipient's, counted apart
+	// from the server's.
+	e.mailAddr = binrun.FreeAddr(tb)
+	e.mail = binrun.Start(tb, binrun.Cmd{Bin: e.bin, Args: []string{"mailsink", "-addr", e.mailAddr, "-dir", "-"}, Dir: e.workDir, LogPath: benchLog(tb, cfg.OutDir, "mailsink.log")})
+	if err := binrun.Poll(context.Background(), time.Minute, func() error {
+		c, err := net.DialTimeout("tcp", e.mailAddr, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}); err != nil {
+		tb.Fatalf("the mail sink: %v", err)
 	}
 
 	var maxConns, inUse int
@@ -170,20 +192,27 @@ type servingProcess struct {
 	base string
 }
 
-// start runs `serve -no-migrate -dev` (-dev: receipts to the built-in mail
-// sink) on the deployment's database, its pool capped at the configured
-// size, and waits until it is ready.
+// start runs `serve -no-migrate` on the deployment's database, its pool
+// capped at the configured size, with the benchmark's fake Stripe and mail
+// sink configured as a production deployment's would be, and waits until it
+// is ready.
 func (d *deployment) start(tb testing.TB) *servingProcess {
 	tb.Helper()
+	return d.startEnv(tb)
+}
+
+// startEnv is start with more environment variables.
+func (d *deployment) startEnv(tb testing.TB, env ...string) *servingProcess {
+	tb.Helper()
 	addr := binrun.FreeAddr(tb)
-	p := binrun.Start(tb, binrun.Cmd{Bin: d.e.bin, Args: []string{"serve", "-no-migrate", "-dev"}, Dir: d.e.workDir, LogPath: d.e.serveLog, Env: []string{
+	p := binrun.Start(tb, binrun.Cmd{Bin: d.e.bin, Args: []string{"serve", "-no-migrate"}, Dir: d.e.workDir, LogPath: d.e.serveLog, Env: append([]string{
 		"DATABASE_URL=" + withPoolMaxConns(d.url, d.e.cfg.PoolMaxConns),
 		"ADDR=" + addr,
 		"ADMIN_TOKEN=" + benchAdminToken,
 		"STRIPE_API_BASE=" + d.e.stripeBase,
 		"STRIPE_SECRET_KEY=sk_test_bench",
-		"MAIL_DIR=" + d.e.mailDir,
-	}})
+		"SMTP_URL=smtp://" + d.e.mailAddr,
+	}, env...)})
 	s := &servingProcess{Process: p, base: "http://" + addr}
 	if err := p.Ready(context.Background(), s.base+"/readyz", time.Minute); err != nil {
 		tb.Fatalf("serve: %v (see %s)", err, d.e.serveLog)
@@ -374,4 +403,48 @@ func peakRSS(pid int) int64 {
 		}
 	}
 	return 0
+}
+
+// scrapeMetrics reads the server's /metrics: each sample by its full name,
+// labels included.
+func scrapeMetrics(tb testing.TB, base string) map[string]float64 {
+	tb.Helper()
+	req, _ := http.NewRequest(http.MethodGet, base+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+benchAdminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		tb.Fatalf("GET /metrics: %d %v", resp.StatusCode, err)
+	}
+	samples := map[string]float64{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, value, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		if n, err := strconv.ParseFloat(strings.TrimSpace(value), 64); err == nil {
+			samples[name] = n
+		}
+	}
+	return samples
+}
+
+// scrapeDBCounts reads the server's database counters (service.DBCounter)
+// from its /metrics.
+func scrapeDBCounts(tb testing.TB, base string) service.DBCounts {
+	tb.Helper()
+	m := scrapeMetrics(tb, base)
+	return service.DBCounts{
+		RequestRoundTrips:    int64(m[`atomicrides_db_round_trips_total{path="request"}`]),
+		RequestStatements:    int64(m[`atomicrides_db_statements_total{path="request"}`]),
+		BackgroundRoundTrips: int64(m[`atomicrides_db_round_trips_total{path="background"}`]),
+		BackgroundStatements: int64(m[`atomicrides_db_statements_total{path="background"}`]),
+	}
 }

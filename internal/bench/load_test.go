@@ -1,12 +1,17 @@
 package bench
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -32,6 +37,14 @@ type loadRun struct {
 	// PeakRSS is the server's peak resident set size during the run, in
 	// bytes (VmHWM), when measured.
 	PeakRSS int64
+	// CPU is the CPU per OK response of each process, over the measured
+	// run (see cpuSampler).
+	CPU cpuShare
+	// RoundTrips and Statements are what the server sent to the database
+	// per OK response while serving requests; BackgroundRoundTrips what it
+	// sent meanwhile for background work (River, receipts), per OK
+	// response (service.DBCounter, read on /metrics).
+	RoundTrips, Statements, BackgroundRoundTrips float64
 	// ErrorSample describes the first few errors.
 	ErrorSample []string
 
@@ -67,16 +80,12 @@ type loadSpec struct {
 	healthz bool
 }
 
-// runLoad runs spec and returns what it measured.
+// runLoad runs spec and returns what it measured. Each client is one
+// keep-alive connection speaking HTTP/1.1 itself (see leanConn): the load
+// generator shares the machine with what it measures, so it spends as little
+// CPU as it can, and the harness reports what it spent.
 func runLoad(ctx context.Context, spec loadSpec) loadRun {
-	transport := &http.Transport{
-		MaxIdleConns:        spec.clients,
-		MaxIdleConnsPerHost: spec.clients,
-		IdleConnTimeout:     time.Minute,
-		DisableCompression:  true,
-	}
-	defer transport.CloseIdleConnections()
-	client := &http.Client{Transport: transport, Timeout: 2 * time.Minute}
+	addr := strings.TrimPrefix(spec.base, "http://")
 
 	type clientResult struct {
 		requests, ok, conflicts, errors int
@@ -93,39 +102,46 @@ func runLoad(ctx context.Context, spec loadSpec) loadRun {
 		go func() {
 			defer wg.Done()
 			res := &results[i]
+			res.latencies = make([]time.Duration, 0, 1024)
 			apiKey := spec.apiKeys[i%len(spec.apiKeys)]
+			c := &leanConn{addr: addr, host: addr}
+			defer c.close()
 			for n := 0; time.Now().Before(deadline) && ctx.Err() == nil; n++ {
 				var (
-					key      string
-					status   int
-					replayed bool
-					detail   string
+					key  string
+					resp leanResponse
+					err  error
 				)
 				t0 := time.Now()
 				if spec.healthz {
-					status, detail = benchGet(ctx, client, spec.base+"/healthz")
+					resp, err = c.do(ctx, "GET", "/healthz", "", "", nil)
 				} else {
 					if key = spec.key(i, n); key == "" {
 						break
 					}
-					status, replayed, detail = benchPostRide(ctx, client, spec.base, apiKey, key)
+					resp, err = c.do(ctx, "POST", "/rides", apiKey, key, benchRideBody)
 				}
 				res.latencies = append(res.latencies, time.Since(t0))
 				res.requests++
 				switch {
-				case spec.healthz && status == http.StatusOK:
+				case err != nil:
+					res.errors++
+					if len(res.errorSample) < 3 {
+						res.errorSample = append(res.errorSample, err.Error())
+					}
+				case spec.healthz && resp.status == http.StatusOK:
 					res.ok++
-				case !spec.healthz && status == http.StatusCreated && replayed == spec.replay:
+				case !spec.healthz && resp.status == http.StatusCreated && resp.replayed == spec.replay:
 					res.ok++
 					if !spec.replay {
 						res.finished = append(res.finished, key)
 					}
-				case status == http.StatusConflict:
+				case resp.status == http.StatusConflict:
 					res.conflicts++
 				default:
 					res.errors++
 					if len(res.errorSample) < 3 {
-						res.errorSample = append(res.errorSample, fmt.Sprintf("status %d replayed=%v: %s", status, replayed, detail))
+						res.errorSample = append(res.errorSample, fmt.Sprintf("status %d replayed=%v: %s", resp.status, resp.replayed, tail(string(resp.body), 300)))
 					}
 				}
 			}
@@ -151,44 +167,193 @@ func runLoad(ctx context.Context, spec loadSpec) loadRun {
 	return run
 }
 
-// benchPostRide books a ride under key and reads the whole answer, so that
-// the connection is reused. A transport error is status 0 with its text.
-func benchPostRide(ctx context.Context, client *http.Client, base, apiKey, key string) (status int, replayed bool, detail string) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/rides", bytes.NewReader(benchRideBody))
-	if err != nil {
-		return 0, false, err.Error()
-	}
-	req.Header.Set("Authorization", "Bearer "+apiKey)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", key)
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, false, err.Error()
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return 0, false, err.Error()
-	}
-	return resp.StatusCode, resp.Header.Get("Idempotent-Replayed") == "true", tail(string(body), 300)
+// leanConn is one keep-alive HTTP/1.1 connection of the load generator: it
+// writes each request from a reused buffer and reads the status line, the two
+// headers it needs and the body, with none of net/http's per-request
+// allocations. A broken connection is redialled on the next request.
+type leanConn struct {
+	addr, host string
+	conn       net.Conn
+	r          *bufio.Reader
+	buf        []byte
 }
 
-// benchGet sends GET url and reads the whole answer.
-func benchGet(ctx context.Context, client *http.Client, url string) (status int, detail string) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, err.Error()
+// leanResponse is what the load generator keeps of a response. body is
+// valid until the next request on the connection.
+type leanResponse struct {
+	status   int
+	replayed bool
+	body     []byte
+}
+
+func (c *leanConn) close() {
+	if c.conn != nil {
+		_ = c.conn.Close()
+		c.conn = nil
 	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, err.Error()
+}
+
+// do sends one request and reads its whole response. apiKey and key add the
+// Authorization and Idempotency-Key headers when set.
+func (c *leanConn) do(ctx context.Context, method, path, apiKey, key string, body []byte) (leanResponse, error) {
+	if c.conn == nil {
+		var d net.Dialer
+		conn, err := d.DialContext(ctx, "tcp", c.addr)
+		if err != nil {
+			return leanResponse{}, err
+		}
+		c.conn, c.r = conn, bufio.NewReaderSize(conn, 16<<10)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return 0, err.Error()
+	b := c.buf[:0]
+	b = append(b, method...)
+	b = append(b, ' ')
+	b = append(b, path...)
+	b = append(b, " HTTP/1.1\r\nHost: "...)
+	b = append(b, c.host...)
+	b = append(b, "\r\n"...)
+	if apiKey != "" {
+		b = append(b, "Authorization: Bearer "...)
+		b = append(b, apiKey...)
+		b = append(b, "\r\n"...)
 	}
-	return resp.StatusCode, tail(string(body), 300)
+	if key != "" {
+		b = append(b, "Idempotency-Key: "...)
+		b = append(b, key...)
+		b = append(b, "\r\n"...)
+	}
+	if body != nil {
+		b = append(b, "Content-Type: application/json\r\nContent-Length: "...)
+		b = strconv.AppendInt(b, int64(len(body)), 10)
+		b = append(b, "\r\n"...)
+	}
+	b = append(b, "\r\n"...)
+	b = append(b, body...)
+	c.buf = b
+	resp, err := c.roundTrip(ctx)
+	if err != nil {
+		c.close()
+	}
+	return resp, err
+}
+
+func (c *leanConn) roundTrip(ctx context.Context) (leanResponse, error) {
+	if dl, ok := ctx.Deadline(); ok {
+		_ = c.conn.SetDeadline(dl)
+	} else {
+		_ = c.conn.SetDeadline(time.Now().Add(2 * time.Minute))
+	}
+	if _, err := c.conn.Write(c.buf); err != nil {
+		return leanResponse{}, err
+	}
+	var resp leanResponse
+	line, err := c.r.ReadSlice('\n')
+	if err != nil {
+		return resp, err
+	}
+	// "HTTP/1.1 201 Created"
+	if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.")) {
+		return resp, fmt.Errorf("malformed status line %q", line)
+	}
+	if resp.status, err = strconv.Atoi(string(line[9:12])); err != nil {
+		return resp, fmt.Errorf("malformed status line %q", line)
+	}
+	length, chunked, closing := -1, false, false
+	for {
+		line, err := c.r.ReadSlice('\n')
+		if err != nil {
+			return resp, err
+		}
+		line = bytes.TrimRight(line, "\r\n")
+		if len(line) == 0 {
+			break
+		}
+		name, value, ok := bytes.Cut(line, []byte(":"))
+		if !ok {
+			continue
+		}
+		value = bytes.TrimSpace(value)
+		switch {
+		case asciiEqualFold(name, "Content-Length"):
+			if length, err = strconv.Atoi(string(value)); err != nil {
+				return resp, fmt.Errorf("malformed Content-Length %q", value)
+			}
+		case asciiEqualFold(name, "Transfer-Encoding"):
+			chunked = asciiEqualFold(value, "chunked")
+		case asciiEqualFold(name, "Idempotent-Replayed"):
+			resp.replayed = asciiEqualFold(value, "true")
+		case asciiEqualFold(name, "Connection"):
+			closing = asciiEqualFold(value, "close")
+		}
+	}
+	resp.body = c.buf[:0]
+	switch {
+	case chunked:
+		for {
+			line, err := c.r.ReadSlice('\n')
+			if err != nil {
+				return resp, err
+			}
+			size, err := strconv.ParseInt(string(bytes.TrimSpace(bytes.SplitN(line, []byte(";"), 2)[0])), 16, 64)
+			if err != nil {
+				return resp, fmt.Errorf("malformed chunk size %q", line)
+			}
+			if size == 0 {
+				for { // trailers, then the blank line
+					line, err := c.r.ReadSlice('\n')
+					if err != nil {
+						return resp, err
+					}
+					if len(bytes.TrimRight(line, "\r\n")) == 0 {
+						break
+					}
+				}
+				break
+			}
+			if resp.body, err = readN(c.r, resp.body, int(size)); err != nil {
+				return resp, err
+			}
+			if _, err := c.r.Discard(2); err != nil {
+				return resp, err
+			}
+		}
+	case length >= 0:
+		if resp.body, err = readN(c.r, resp.body, length); err != nil {
+			return resp, err
+		}
+	default:
+		return resp, errors.New("a response with neither Content-Length nor chunked encoding")
+	}
+	c.buf = resp.body[:0]
+	if closing {
+		c.close()
+	}
+	return resp, nil
+}
+
+func readN(r *bufio.Reader, dst []byte, n int) ([]byte, error) {
+	start := len(dst)
+	dst = slices.Grow(dst, n)[:start+n]
+	_, err := io.ReadFull(r, dst[start:])
+	return dst, err
+}
+
+func asciiEqualFold(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i := range len(b) {
+		x, y := b[i], s[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
 }
 
 // percentile of sorted durations, nearest rank.

@@ -11,6 +11,10 @@ import (
 // benchPoint is everything measured at one client concurrency.
 type benchPoint struct {
 	Clients int
+	// FloorReceipt is the floor plus the receipt's least SQL (fetch its
+	// job, record the receipt, complete the job): the baseline of the
+	// database's work per ride, background included.
+	FloorReceipt pgbenchRun
 	// Floor and Seed are the baselines of new rides (SeedNow is the seed
 	// retrying at once, Seed with a client's jittered backoff); Select is
 	// the baseline of replays. SQL is the service's own SQL for new rides,
@@ -37,6 +41,9 @@ func (e *benchEnv) measureNew(tb testing.TB, p *benchPoint) {
 	p.Floor = e.pgbenchCommits(tb, e.floorName, pgbenchArgs{
 		url: e.floorURL, script: pgbenchScript(tb, "floor.sql"), vars: map[string]string{"users": users},
 	}, p.Clients)
+	p.FloorReceipt = e.pgbenchCommits(tb, e.receiptName, pgbenchArgs{
+		url: e.receiptURL, script: pgbenchScript(tb, "floor_receipt.sql"), vars: map[string]string{"users": users},
+	}, p.Clients)
 	seed := func(backoff time.Duration) pgbenchRun {
 		return e.pgbenchCommits(tb, e.seedName, pgbenchArgs{
 			url: e.seedURL, script: pgbenchScript(tb, "seed.sql"), maxTries: e.cfg.SeedMaxTries,
@@ -62,7 +69,7 @@ func (e *benchEnv) measureReplay(tb testing.TB, p *benchPoint) {
 	}
 	var maxID int64
 	benchQueryRow(tb, p.dep.url, `SELECT coalesce(max(id), 0) FROM idempotency_keys`, &maxID)
-	p.Select = e.pgbench(tb, pgbenchArgs{
+	p.Select = e.pgbench(tb, p.dep.name, pgbenchArgs{
 		url: p.dep.url, script: pgbenchScript(tb, "select.sql"), vars: map[string]string{"maxid": strconv.FormatInt(maxID, 10)},
 	}, p.Clients)
 
@@ -141,9 +148,19 @@ func (e *benchEnv) serviceRun(tb testing.TB, d *deployment, latency time.Duratio
 	measured.base, measured.duration, measured.apiKeys = srv.base, e.cfg.Duration, d.apiKeys
 	pid := srv.Pid()
 	rssReset := resetPeakRSS(pid)
+	dbBefore := scrapeDBCounts(tb, srv.base)
+	cpu := startCPU(e.admin, d.name, pid, e.stripe.Pid(), e.mail.Pid())
 	run := runLoad(context.Background(), measured)
+	run.CPU, _ = cpu.finish(run.OK)
+	dbAfter := scrapeDBCounts(tb, srv.base)
 	if rssReset {
 		run.PeakRSS = peakRSS(pid)
+	}
+	if run.OK > 0 {
+		n := float64(run.OK)
+		run.RoundTrips = float64(dbAfter.RequestRoundTrips-dbBefore.RequestRoundTrips) / n
+		run.Statements = float64(dbAfter.RequestStatements-dbBefore.RequestStatements) / n
+		run.BackgroundRoundTrips = float64(dbAfter.BackgroundRoundTrips-dbBefore.BackgroundRoundTrips) / n
 	}
 	d.stop(tb, srv)
 	if n := warm.OK + run.OK; n > 0 {
@@ -152,13 +169,24 @@ func (e *benchEnv) serviceRun(tb testing.TB, d *deployment, latency time.Duratio
 	return run
 }
 
-// pgbench runs a pgbench script at the concurrency of clients, capped.
-func (e *benchEnv) pgbench(tb testing.TB, a pgbenchArgs, clients int) pgbenchRun {
+// pgbench runs a pgbench script at the concurrency of clients, capped, on
+// database db, and measures the CPU of db's backends and of pgbench per
+// script run.
+func (e *benchEnv) pgbench(tb testing.TB, db string, a pgbenchArgs, clients int) pgbenchRun {
 	tb.Helper()
 	a.bin, a.duration, a.clients = e.pgbenchBin, e.cfg.Duration, min(clients, e.pgbenchClients)
+	cpu := startCPU(e.admin, db, 0, 0, 0)
 	run, err := runPgbench(context.Background(), a)
 	if err != nil {
+		cpu.finish(0)
 		tb.Fatal(err)
+	}
+	run.CPU, _ = cpu.finish(run.Done)
+	// The harness did nothing meanwhile but wait: what pgbench spent is the
+	// load generator's share.
+	run.CPU.Load = 0
+	if run.Done > 0 {
+		run.CPU.Load = run.OwnCPU / time.Duration(run.Done)
 	}
 	return run
 }
@@ -167,7 +195,7 @@ func (e *benchEnv) pgbench(tb testing.TB, a pgbenchArgs, clients int) pgbenchRun
 func (e *benchEnv) pgbenchCommits(tb testing.TB, db string, a pgbenchArgs, clients int) pgbenchRun {
 	tb.Helper()
 	before := e.commits(tb, db)
-	run := e.pgbench(tb, a, clients)
+	run := e.pgbench(tb, db, a, clients)
 	if run.Done > 0 {
 		run.CommitsPerRun = float64(e.commits(tb, db)-before) / float64(run.Done)
 	}

@@ -30,6 +30,11 @@ type pgbenchRun struct {
 	// CommitsPerRun is the database's committed transactions per completed
 	// script run (pg_stat_database), when measured.
 	CommitsPerRun float64
+	// CPU is the CPU per completed script run of the database's backends
+	// and of pgbench (Load).
+	CPU cpuShare
+	// OwnCPU is pgbench's own CPU time, user and system.
+	OwnCPU time.Duration
 }
 
 // pgbenchScript is the path of the pgbench script name, in sql/bench of the
@@ -104,6 +109,9 @@ func runPgbench(ctx context.Context, a pgbenchArgs) (pgbenchRun, error) {
 		return pgbenchRun{}, fmt.Errorf("pgbench -f %s -c %d: %w\n%s", a.script, a.clients, err, tail(out.String(), 2000))
 	}
 	run := pgbenchRun{Clients: a.clients}
+	if ps := cmd.ProcessState; ps != nil {
+		run.OwnCPU = ps.UserTime() + ps.SystemTime()
+	}
 	m := pgbenchTPS.FindStringSubmatch(out.String())
 	if m == nil {
 		return pgbenchRun{}, fmt.Errorf("pgbench -f %s: no tps in its output:\n%s", a.script, tail(out.String(), 2000))

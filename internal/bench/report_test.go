@@ -41,20 +41,24 @@ func cpuModel() string {
 	return runtime.GOARCH
 }
 
-// Targets of the benchmark, as ratios measured in one run.
+// Targets of the benchmark, measured in one run.
 const (
-	targetClients        = 32  // new rides are judged at this concurrency
-	targetFloorRatio     = 0.7 // service ≥ 0.7 × floor
-	targetSeedRatio      = 3.0 // service ≥ 3 × seed design
-	targetCommitsPerRide = 2.0 // commits per ride at most
-	targetBoundRatio     = 0.6 // with Stripe latency: ≥ 0.6 × clients / latency
-	targetMaxPool        = 16  // … with a pool of at most 16 connections
-	targetSelectRatio    = 0.5 // replays ≥ 0.5 × single-row select
-	targetMaxRSS         = 150 // MB of peak RSS at the highest concurrency
-	mib                  = 1 << 20
-	targetRSSBytes       = targetMaxRSS * mib
-	targetSlowClients    = 256 // the latency target's concurrency
-	targetRSSClients     = 256 // the memory target's concurrency
+	targetClients          = 32   // new rides and replays are judged at this concurrency
+	targetFloorRatio       = 0.6  // new rides ≥ 0.6 × the floor
+	targetDBCPURatio       = 1.15 // PostgreSQL CPU per ride ≤ 1.15 × the floor-with-receipt's
+	targetServerCPU        = 600 * time.Microsecond
+	targetRoundTrips       = 8   // round trips per ride on the request path, at most
+	targetSelectRatio      = 0.6 // replays ≥ 0.6 × single-row select
+	targetFirstSelectRatio = 0.3 // first replays ≥ 0.3 × single-row select
+	targetBoundRatio128    = 0.85
+	targetBoundRatio256    = 0.6
+	targetMaxPool          = 16 // … with a pool of at most 16 connections
+	targetMaxRSS           = 150
+	mib                    = 1 << 20
+	targetRSSBytes         = targetMaxRSS * mib
+	targetRSSClients       = 256  // the memory target's concurrency
+	targetGrowthRatio      = 1.15 // cost on grown tables ≤ 1.15 × on empty ones
+	targetReapP99Ratio     = 1.5  // p99 during a reaper pass ≤ 1.5 × without
 )
 
 // benchTarget is one target and whether this run met it.
@@ -92,66 +96,94 @@ func pointAt(points []*benchPoint, clients int) *benchPoint {
 	return nil
 }
 
-func benchTargets(cfg benchConfig, points []*benchPoint) []benchTarget {
+func cpuMS(d time.Duration) string { return fmt.Sprintf("%.3f", float64(d)/float64(time.Millisecond)) }
+
+func benchTargets(cfg benchConfig, points []*benchPoint, growth *growthRun) []benchTarget {
 	var ts []benchTarget
 	p := pointAt(points, targetClients)
 	judged := p != nil && p.New.Requests > 0
-	newTarget := func(name string, met func(p *benchPoint) bool, got func(p *benchPoint) string) {
-		t := benchTarget{Name: fmt.Sprintf("new rides, no Stripe latency, %d clients: %s", targetClients, name), Judged: judged}
+	at := func(name string, met func(p *benchPoint) bool, got func(p *benchPoint) string) {
+		t := benchTarget{Name: fmt.Sprintf("%d clients: %s", targetClients, name), Judged: judged}
 		if judged {
 			t.Met, t.Got = met(p), got(p)
 		}
 		ts = append(ts, t)
 	}
-	newTarget(fmt.Sprintf("≥ %.1f × the floor", targetFloorRatio),
+	at(fmt.Sprintf("PostgreSQL CPU per ride ≤ %.2f × the floor with its receipt", targetDBCPURatio),
+		func(p *benchPoint) bool {
+			return p.FloorReceipt.CPU.Postgres > 0 && ratio(float64(p.New.CPU.Postgres), float64(p.FloorReceipt.CPU.Postgres)) <= targetDBCPURatio
+		},
+		func(p *benchPoint) string {
+			return fmt.Sprintf("%.2f × (%s ms against %s ms; the floor without the receipt: %s ms)",
+				ratio(float64(p.New.CPU.Postgres), float64(p.FloorReceipt.CPU.Postgres)),
+				cpuMS(p.New.CPU.Postgres), cpuMS(p.FloorReceipt.CPU.Postgres), cpuMS(p.Floor.CPU.Postgres))
+		})
+	at(fmt.Sprintf("the server's CPU per ride ≤ %s ms", cpuMS(targetServerCPU)),
+		func(p *benchPoint) bool { return p.New.CPU.Server > 0 && p.New.CPU.Server <= targetServerCPU },
+		func(p *benchPoint) string { return fmt.Sprintf("%s ms", cpuMS(p.New.CPU.Server)) })
+	at(fmt.Sprintf("≤ %d round trips per ride on the request path", targetRoundTrips),
+		func(p *benchPoint) bool { return p.New.RoundTrips > 0 && p.New.RoundTrips <= targetRoundTrips },
+		func(p *benchPoint) string {
+			return fmt.Sprintf("%.2f round trips, %.2f statements (background: %.2f round trips per ride)", p.New.RoundTrips, p.New.Statements, p.New.BackgroundRoundTrips)
+		})
+	at(fmt.Sprintf("new rides ≥ %.1f × the floor", targetFloorRatio),
 		func(p *benchPoint) bool { return ratio(p.New.PerSec(), p.Floor.TPS) >= targetFloorRatio },
 		func(p *benchPoint) string {
-			return fmt.Sprintf("%.2f × (%.0f against %.0f rides/s; the service's SQL alone: %.2f ×)",
-				ratio(p.New.PerSec(), p.Floor.TPS), p.New.PerSec(), p.Floor.TPS, ratio(p.SQL.TPS, p.Floor.TPS))
+			return fmt.Sprintf("%.2f × (%.0f against %.0f rides/s; against the floor with its receipt: %.2f ×)",
+				ratio(p.New.PerSec(), p.Floor.TPS), p.New.PerSec(), p.Floor.TPS, ratio(p.New.PerSec(), p.FloorReceipt.TPS))
 		})
-	newTarget(fmt.Sprintf("≥ %.0f × the seed's design", targetSeedRatio),
-		func(p *benchPoint) bool { return ratio(p.New.PerSec(), p.bestSeed()) >= targetSeedRatio },
-		func(p *benchPoint) string {
-			return fmt.Sprintf("%.1f × the seed backing off (%.0f rides/s), %.1f × the seed retrying at once (%.0f rides/s)",
-				ratio(p.New.PerSec(), p.Seed.TPS), p.Seed.TPS, ratio(p.New.PerSec(), p.SeedNow.TPS), p.SeedNow.TPS)
-		})
-	newTarget("no 409",
-		func(p *benchPoint) bool { return p.New.Conflicts == 0 },
+	at("no error, no 409",
+		func(p *benchPoint) bool { return p.New.Conflicts == 0 && p.New.Errors == 0 },
 		func(p *benchPoint) string {
 			return fmt.Sprintf("%d × 409, %d other errors", p.New.Conflicts, p.New.Errors)
 		})
-	newTarget(fmt.Sprintf("≤ %.0f commits per ride", targetCommitsPerRide),
-		func(p *benchPoint) bool { return p.New.CommitsPerOK <= targetCommitsPerRide },
+	at(fmt.Sprintf("replays ≥ %.1f × the single-row primary-key select", targetSelectRatio),
+		func(p *benchPoint) bool { return ratio(p.Replay.PerSec(), p.Select.TPS) >= targetSelectRatio },
 		func(p *benchPoint) string {
-			return fmt.Sprintf("%.2f: every commit in the database from the server's start to its stop (River and the pool's start-up included) per ride", p.New.CommitsPerOK)
+			return fmt.Sprintf("%.2f × (%.0f against %.0f/s)", ratio(p.Replay.PerSec(), p.Select.TPS), p.Replay.PerSec(), p.Select.TPS)
+		})
+	at(fmt.Sprintf("first replays ≥ %.1f × the single-row primary-key select", targetFirstSelectRatio),
+		func(p *benchPoint) bool { return ratio(p.FirstReplay.PerSec(), p.Select.TPS) >= targetFirstSelectRatio },
+		func(p *benchPoint) string {
+			return fmt.Sprintf("%.2f × (%.0f against %.0f/s)", ratio(p.FirstReplay.PerSec(), p.Select.TPS), p.FirstReplay.PerSec(), p.Select.TPS)
 		})
 
-	t := benchTarget{Name: fmt.Sprintf("Stripe latency %s, %d clients, pool ≤ %d: ≥ %.1f × clients / latency", cfg.StripeLatency, targetSlowClients, targetMaxPool, targetBoundRatio)}
-	if p := pointAt(points, targetSlowClients); p != nil && p.Slow.Requests > 0 {
-		x := ratio(p.Slow.PerSec(), bound(p.Clients, cfg.StripeLatency))
-		t.Judged = true
-		t.Met = x >= targetBoundRatio && cfg.PoolMaxConns <= targetMaxPool && cfg.StripeLatency > 0
-		t.Got = fmt.Sprintf("%.0f rides/s = %.2f × %.0f, pool %d", p.Slow.PerSec(), x, bound(p.Clients, cfg.StripeLatency), cfg.PoolMaxConns)
-	}
-	ts = append(ts, t)
-
-	t = benchTarget{Name: fmt.Sprintf("replays of finished keys: ≥ %.1f × pgbench single-row primary-key select, at each concurrency", targetSelectRatio)}
-	var got []string
-	for _, p := range points {
-		if p.Replay.Requests == 0 {
-			continue
+	for _, c := range []struct {
+		clients int
+		x       float64
+	}{{128, targetBoundRatio128}, {256, targetBoundRatio256}} {
+		t := benchTarget{Name: fmt.Sprintf("Stripe latency %s, %d clients, pool ≤ %d: ≥ %.2f × clients / latency", cfg.StripeLatency, c.clients, targetMaxPool, c.x)}
+		if p := pointAt(points, c.clients); p != nil && p.Slow.Requests > 0 {
+			x := ratio(p.Slow.PerSec(), bound(p.Clients, cfg.StripeLatency))
+			t.Judged = true
+			t.Met = x >= c.x && cfg.PoolMaxConns <= targetMaxPool && cfg.StripeLatency > 0 && p.Slow.Errors == 0 && p.Slow.Conflicts == 0
+			t.Got = fmt.Sprintf("%.0f rides/s = %.2f × %.0f, pool %d, %d errors, %d × 409", p.Slow.PerSec(), x, bound(p.Clients, cfg.StripeLatency), cfg.PoolMaxConns, p.Slow.Errors, p.Slow.Conflicts)
 		}
-		x := ratio(p.Replay.PerSec(), p.Select.TPS)
-		if !t.Judged {
-			t.Judged, t.Met = true, true
-		}
-		t.Met = t.Met && x >= targetSelectRatio
-		got = append(got, fmt.Sprintf("%.2f at %d", x, p.Clients))
+		ts = append(ts, t)
 	}
-	t.Got = strings.Join(got, ", ")
-	ts = append(ts, t)
 
-	t = benchTarget{Name: fmt.Sprintf("peak RSS of the server at %d clients ≤ %d MB", targetRSSClients, targetMaxRSS)}
+	if growth != nil {
+		if p := pointAt(points, growth.New.Clients); p != nil {
+			cost := func(r loadRun) float64 { return float64(r.CPU.Postgres + r.CPU.Server) }
+			name := fmt.Sprintf("%d finished keys, %d clients", growth.Keys, growth.New.Clients)
+			x := ratio(cost(growth.New), cost(p.New))
+			ts = append(ts, benchTarget{Name: fmt.Sprintf("%s: a new ride costs ≤ %.2f × its cost on empty tables (PostgreSQL + server CPU)", name, targetGrowthRatio),
+				Judged: true, Met: x > 0 && x <= targetGrowthRatio,
+				Got: fmt.Sprintf("%.2f × (%s ms against %s ms; PostgreSQL alone %s against %s ms)", x,
+					cpuMS(time.Duration(cost(growth.New))), cpuMS(time.Duration(cost(p.New))), cpuMS(growth.New.CPU.Postgres), cpuMS(p.New.CPU.Postgres))})
+			x = ratio(cost(growth.FirstReplay), cost(p.FirstReplay))
+			ts = append(ts, benchTarget{Name: fmt.Sprintf("%s: a replay from the database costs ≤ %.2f × its cost on empty tables", name, targetGrowthRatio),
+				Judged: true, Met: x > 0 && x <= targetGrowthRatio,
+				Got: fmt.Sprintf("%.2f × (%s ms against %s ms; PostgreSQL alone %s against %s ms)", x,
+					cpuMS(time.Duration(cost(growth.FirstReplay))), cpuMS(time.Duration(cost(p.FirstReplay))), cpuMS(growth.FirstReplay.CPU.Postgres), cpuMS(p.FirstReplay.CPU.Postgres))})
+		}
+		x := ratio(float64(growth.Reaping.P99), float64(growth.New.P99))
+		ts = append(ts, benchTarget{Name: fmt.Sprintf("%d finished keys: POST /rides p99 during a reaper pass ≤ %.1f × without", growth.Keys, targetReapP99Ratio),
+			Judged: true, Met: x > 0 && x <= targetReapP99Ratio && growth.Reaped > 0,
+			Got: fmt.Sprintf("%.2f × (%s ms against %s ms); the reaper deleted %.0f keys/s meanwhile", x, ms(growth.Reaping.P99), ms(growth.New.P99), growth.ReapedPerSec)})
+	}
+
+	t := benchTarget{Name: fmt.Sprintf("peak RSS of the server at %d clients ≤ %d MB", targetRSSClients, targetMaxRSS)}
 	if p := pointAt(points, targetRSSClients); p != nil {
 		peak := max(p.New.PeakRSS, p.Replay.PeakRSS, p.FirstReplay.PeakRSS, p.Slow.PeakRSS, p.Healthz.PeakRSS)
 		if peak > 0 {
@@ -165,8 +197,8 @@ func benchTargets(cfg benchConfig, points []*benchPoint) []benchTarget {
 
 // writeBenchReport writes report.md, results.json and throughput.png into
 // dir.
-func writeBenchReport(dir string, info benchInfo, cfg benchConfig, points []*benchPoint) error {
-	md := benchMarkdown(info, cfg, points)
+func writeBenchReport(dir string, info benchInfo, cfg benchConfig, points []*benchPoint, growth *growthRun) error {
+	md := benchMarkdown(info, cfg, points, growth)
 	if err := os.WriteFile(filepath.Join(dir, "report.md"), []byte(md), 0o644); err != nil {
 		return err
 	}
@@ -174,7 +206,8 @@ func writeBenchReport(dir string, info benchInfo, cfg benchConfig, points []*ben
 		Info   benchInfo
 		Config benchConfig
 		Points []*benchPoint
-	}{info, cfg, points}, "", "  ")
+		Growth *growthRun
+	}{info, cfg, points, growth}, "", "  ")
 	if err != nil {
 		return err
 	}
@@ -203,7 +236,7 @@ func mb(b int64) string {
 
 // benchMarkdown renders the run as markdown: conditions, three tables and
 // the targets.
-func benchMarkdown(info benchInfo, cfg benchConfig, points []*benchPoint) string {
+func benchMarkdown(info benchInfo, cfg benchConfig, points []*benchPoint, growth *growthRun) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Atomic Rides benchmark\n\n")
 	fmt.Fprintf(&b, "%s · %s, %d cores · PostgreSQL %s · %s · %s per measurement after a %s warm-up · pool_max_conns=%d · %d riders · pgbench clients capped at %d\n\n",
@@ -212,12 +245,12 @@ func benchMarkdown(info benchInfo, cfg benchConfig, points []*benchPoint) string
 
 	fmt.Fprintf(&b, "## New rides, no Stripe latency\n\n")
 	fmt.Fprintf(&b, "Seed design: retrying at once / with a jittered backoff of up to %s (retries in brackets); × seed is against the faster of the two. Service's SQL: the service's statements for a ride run by pgbench.\n\n", cfg.SeedBackoff)
-	fmt.Fprintf(&b, "| clients | service rides/s | p50 ms | p99 ms | errors | 409 | commits/ride | peak RSS MB | floor rides/s | seed design rides/s | service's SQL rides/s | × floor | × seed |\n")
-	fmt.Fprintf(&b, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&b, "| clients | service rides/s | p50 ms | p99 ms | errors | 409 | commits/ride | peak RSS MB | floor rides/s | floor with receipt rides/s | seed design rides/s | service's SQL rides/s | × floor | × seed |\n")
+	fmt.Fprintf(&b, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, p := range points {
-		fmt.Fprintf(&b, "| %d | %.0f | %s | %s | %d | %d | %.2f | %s | %.0f | %.0f (%d) / %.0f (%d) | %.0f | %.2f | %.1f |\n",
+		fmt.Fprintf(&b, "| %d | %.0f | %s | %s | %d | %d | %.2f | %s | %.0f | %.0f | %.0f (%d) / %.0f (%d) | %.0f | %.2f | %.1f |\n",
 			p.Clients, p.New.PerSec(), ms(p.New.P50), ms(p.New.P99), p.New.Errors, p.New.Conflicts, p.New.CommitsPerOK, mb(p.New.PeakRSS),
-			p.Floor.TPS, p.SeedNow.TPS, p.SeedNow.Retries, p.Seed.TPS, p.Seed.Retries, p.SQL.TPS,
+			p.Floor.TPS, p.FloorReceipt.TPS, p.SeedNow.TPS, p.SeedNow.Retries, p.Seed.TPS, p.Seed.Retries, p.SQL.TPS,
 			ratio(p.New.PerSec(), p.Floor.TPS), ratio(p.New.PerSec(), p.bestSeed()))
 	}
 
@@ -229,6 +262,30 @@ func benchMarkdown(info benchInfo, cfg benchConfig, points []*benchPoint) string
 		fmt.Fprintf(&b, "| %d | %.0f | %s | %s | %d | %.2f | %s | %.0f | %.2f | %.0f | %.2f | %.0f |\n",
 			p.Clients, p.Replay.PerSec(), ms(p.Replay.P50), ms(p.Replay.P99), p.Replay.Errors, p.Replay.CommitsPerOK, mb(p.Replay.PeakRSS),
 			p.Select.TPS, ratio(p.Replay.PerSec(), p.Select.TPS), p.FirstReplay.PerSec(), p.FirstReplay.CommitsPerOK, p.Healthz.PerSec())
+	}
+
+	fmt.Fprintf(&b, "\n## Where the CPU goes\n\n")
+	fmt.Fprintf(&b, "CPU milliseconds per ride (per request for replays and GET /healthz; per script run for pgbench) of each process, from /proc: PostgreSQL is the backends of the measured database; the mail sink (its own process, no file written) receives the receipts; load is the harness's load generator for the service, pgbench for the baselines. Round trips and statements are what the server sent to the database per request while serving it (background: River and the receipts, per request).\n\n")
+	fmt.Fprintf(&b, "| clients | run | per s | PostgreSQL ms | server ms | fake Stripe ms | mail sink ms | load ms | total ms | round trips | statements | background round trips |\n")
+	fmt.Fprintf(&b, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, p := range points {
+		row := func(name string, perSec float64, c cpuShare, rt, st, bg string) {
+			if perSec == 0 {
+				return
+			}
+			fmt.Fprintf(&b, "| %d | %s | %.0f | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+				p.Clients, name, perSec, cpuMS(c.Postgres), cpuMS(c.Server), cpuMS(c.Stripe), cpuMS(c.Mail), cpuMS(c.Load), cpuMS(c.Total()), rt, st, bg)
+		}
+		f2 := func(x float64) string { return fmt.Sprintf("%.2f", x) }
+		row("service: new rides", p.New.PerSec(), p.New.CPU, f2(p.New.RoundTrips), f2(p.New.Statements), f2(p.New.BackgroundRoundTrips))
+		row("floor (pgbench)", p.Floor.TPS, p.Floor.CPU, "–", "–", "–")
+		row("floor with receipt (pgbench)", p.FloorReceipt.TPS, p.FloorReceipt.CPU, "–", "–", "–")
+		row("service's SQL (pgbench)", p.SQL.TPS, p.SQL.CPU, "–", "–", "–")
+		row("service: replays", p.Replay.PerSec(), p.Replay.CPU, f2(p.Replay.RoundTrips), f2(p.Replay.Statements), f2(p.Replay.BackgroundRoundTrips))
+		row("service: first replays", p.FirstReplay.PerSec(), p.FirstReplay.CPU, f2(p.FirstReplay.RoundTrips), f2(p.FirstReplay.Statements), f2(p.FirstReplay.BackgroundRoundTrips))
+		row("select (pgbench)", p.Select.TPS, p.Select.CPU, "–", "–", "–")
+		row("service: GET /healthz", p.Healthz.PerSec(), p.Healthz.CPU, "–", "–", "–")
+		row(fmt.Sprintf("service: Stripe latency %s", cfg.StripeLatency), p.Slow.PerSec(), p.Slow.CPU, f2(p.Slow.RoundTrips), f2(p.Slow.Statements), f2(p.Slow.BackgroundRoundTrips))
 	}
 
 	if cfg.StripeLatency > 0 {
@@ -243,8 +300,29 @@ func benchMarkdown(info benchInfo, cfg benchConfig, points []*benchPoint) string
 		}
 	}
 
+	if growth != nil {
+		fmt.Fprintf(&b, "\n## Cost as the data grows\n\n")
+		fmt.Fprintf(&b, "%d finished keys, each with its ride and audit record, loaded with SQL over %s (in %s); then new rides and first replays at %d clients, and new rides while a reaper pass deletes the keys older than %s. CPU in ms per request.\n\n",
+			growth.Keys, growthSpan, growth.Load.Round(time.Second), growth.New.Clients, growthReapTo)
+		fmt.Fprintf(&b, "| run | per s | p50 ms | p99 ms | errors | PostgreSQL ms | server ms | on empty tables: per s | p99 ms | PostgreSQL ms | server ms |\n")
+		fmt.Fprintf(&b, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		var empty *benchPoint
+		if p := pointAt(points, growth.New.Clients); p != nil {
+			empty = p
+		} else {
+			empty = &benchPoint{}
+		}
+		row := func(name string, r, e loadRun) {
+			fmt.Fprintf(&b, "| %s | %.0f | %s | %s | %d | %s | %s | %.0f | %s | %s | %s |\n", name, r.PerSec(), ms(r.P50), ms(r.P99), r.Errors,
+				cpuMS(r.CPU.Postgres), cpuMS(r.CPU.Server), e.PerSec(), ms(e.P99), cpuMS(e.CPU.Postgres), cpuMS(e.CPU.Server))
+		}
+		row("new rides", growth.New, empty.New)
+		row("first replays", growth.FirstReplay, empty.FirstReplay)
+		row(fmt.Sprintf("new rides, reaper deleting (%.0f keys/s)", growth.ReapedPerSec), growth.Reaping, empty.New)
+	}
+
 	fmt.Fprintf(&b, "\n## Targets\n\n")
-	for _, t := range benchTargets(cfg, points) {
+	for _, t := range benchTargets(cfg, points, growth) {
 		verdict := "not judged (the sweep lacks its concurrency)"
 		if t.Judged {
 			verdict = "**missed**"

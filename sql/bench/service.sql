@@ -3,7 +3,10 @@
 -- transactions, as pgbench can send them. It shows how much of the gap
 -- between the service and the floor is the SQL itself; keep it in step with
 -- service/ and sql/queries. (River inserts the receipt job with an unnest of
--- arrays; here it is the same row, ON CONFLICT clause and RETURNING.)
+-- arrays; here it is the same row, ON CONFLICT clause and RETURNING.) The
+-- service sends BEGIN with the first statement of each transaction and
+-- COMMIT with the last, in one pipeline: seven round trips; pgbench sends
+-- each statement on its own.
 -- Run by the benchmark in the root package as
 --   pgbench -n -M prepared -f sql/bench/service.sql -D users=N …
 -- One run of the script is one ride: tps is rides/s.
@@ -23,17 +26,21 @@ INSERT INTO idempotency_keys (
 )
 ON CONFLICT (user_id, idempotency_key) DO NOTHING
 RETURNING * \gset key_
-SELECT id, created_at, email, payment_source, stripe_customer_id FROM users WHERE id = :uid;
-INSERT INTO rides (
-    idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, amount_cents, currency, user_id
-) VALUES (
-    :key_id, 37.7749, -122.4194, 37.8044, -122.2712, 2000, 'usd', :uid
-) RETURNING id AS ride_id, created_at, charge_status \gset
-INSERT INTO audit_records (action, data, origin_ip, resource_id, resource_type, user_id)
-VALUES ('ride.created',
-    '{"origin_lat": 37.7749, "origin_lon": -122.4194, "target_lat": 37.8044, "target_lon": -122.2712}',
-    '127.0.0.1', :ride_id, 'ride', :uid)
-RETURNING *;
+-- The ride and its audit record in one statement, with the rider.
+WITH ride AS (
+    INSERT INTO rides (
+        idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, amount_cents, currency, user_id
+    ) VALUES (
+        :key_id, 37.7749, -122.4194, 37.8044, -122.2712, 2000, 'usd', :uid
+    ) RETURNING *
+), audit AS (
+    INSERT INTO audit_records (action, data, origin_ip, resource_id, resource_type, user_id)
+    SELECT 'ride.created',
+        '{"origin_lat": 37.7749, "origin_lon": -122.4194, "target_lat": 37.8044, "target_lon": -122.2712}',
+        '127.0.0.1', ride.id, 'ride', ride.user_id FROM ride
+)
+SELECT rides.id AS ride_id, rides.created_at, rides.charge_status, users.email, users.stripe_customer_id
+FROM ride AS rides JOIN users ON users.id = rides.user_id \gset
 UPDATE idempotency_keys SET recovery_point = 'ride_created'
 WHERE id = :key_id AND lock_token = :key_lock_token::uuid;
 COMMIT;

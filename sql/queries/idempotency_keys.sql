@@ -1,6 +1,8 @@
 -- name: IdempotencyKeyGet :one
--- A read without a lock, for replays and for deciding whether a claim is needed.
-SELECT * FROM idempotency_keys
+-- A read without a lock, for replays and for deciding whether a claim is
+-- needed, with the database's clock (db_now) that judges the key's lease.
+SELECT sqlc.embed(idempotency_keys), now()::timestamptz AS db_now
+FROM idempotency_keys
 WHERE user_id = @user_id AND idempotency_key = @idempotency_key;
 
 -- name: IdempotencyKeyGetByID :one
@@ -23,7 +25,10 @@ ON CONFLICT (user_id, idempotency_key) DO NOTHING
 RETURNING *;
 
 -- name: IdempotencyKeyLockByUserKey :one
-SELECT * FROM idempotency_keys
+-- Locks the key for a claim, with the database's clock (db_now) that judges
+-- the key's lease.
+SELECT sqlc.embed(idempotency_keys), now()::timestamptz AS db_now
+FROM idempotency_keys
 WHERE user_id = @user_id AND idempotency_key = @idempotency_key
 FOR UPDATE;
 

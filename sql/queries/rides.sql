@@ -28,6 +28,26 @@ WHERE id = @id AND charge_status = 'pending';
 -- name: RideLockForUser :one
 SELECT * FROM rides WHERE id = @id AND user_id = @user_id FOR UPDATE;
 
+-- name: RideCreateAudited :one
+-- Books a ride and writes its audit record in one statement, and returns the
+-- ride with its rider (whom the charge needs): the ride phase in one round
+-- trip.
+WITH ride AS (
+    INSERT INTO rides (
+        idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon,
+        amount_cents, currency, user_id
+    ) VALUES (
+        @idempotency_key_id, @origin_lat, @origin_lon, @target_lat, @target_lon,
+        @amount_cents, @currency, @user_id
+    )
+    RETURNING *
+), audit AS (
+    INSERT INTO audit_records (action, data, origin_ip, resource_id, resource_type, user_id)
+    SELECT @audit_action, @audit_data, @origin_ip, ride.id, 'ride', ride.user_id FROM ride
+)
+SELECT sqlc.embed(rides), sqlc.embed(users)
+FROM ride AS rides JOIN users ON users.id = rides.user_id;
+
 -- name: RideListRecordedCharges :many
 -- Of the given processor charge ids, those a ride records (reconciliation).
 SELECT stripe_charge_id::text FROM rides
