@@ -1,11 +1,9 @@
 package openapi_test
 
 import (
-	"context"
 	"encoding/base64"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,8 +14,6 @@ import (
 
 	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/openapi"
-	"github.com/atomicrides/atomicrides/service"
-	"github.com/atomicrides/atomicrides/service/payments"
 	"github.com/atomicrides/atomicrides/sql/dbtest"
 )
 
@@ -25,24 +21,9 @@ import (
 // run it: its own pool, service (caches included) and revocation listener.
 func instance(t *testing.T, pool *pgxpool.Pool) string {
 	t.Helper()
-	own, err := pgxpool.NewWithConfig(context.Background(), pool.Config())
-	require.NoError(t, err)
-	t.Cleanup(own.Close)
-	svc, err := service.New(service.Config{Pool: own, Payments: payments.New(payments.Config{
-		APIBase: "http://127.0.0.1:1", SecretKey: "sk_test_unused",
-	})})
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- svc.ListenAPIKeyRevocations(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-done)
-	})
-	require.Eventually(t, svc.APIKeyCacheTrusted, 10*time.Second, time.Millisecond)
-	srv := httptest.NewServer(openapi.NewHandler(openapi.Config{Service: svc, AdminToken: adminToken, Logger: slog.New(slog.DiscardHandler)}))
-	t.Cleanup(srv.Close)
-	return srv.URL
+	svc := testkit.Instance(t, pool)
+	testkit.ListenRevocations(t, svc)
+	return testkit.Serve(t, openapi.NewHandler(openapi.Config{Service: svc, AdminToken: adminToken, Logger: slog.New(slog.DiscardHandler)}))
 }
 
 // get answers GET path on the server at base with the bearer token.
