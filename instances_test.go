@@ -58,7 +58,7 @@ func (in *instance) do(t *testing.T, method, path, auth string, header map[strin
 	return r.Status, r.Body
 }
 
-const rideBody = `{"origin_lat":37.7749,"origin_lon":-122.4194,"target_lat":37.8044,"target_lon":-122.2712}`
+const rideBody = testkit.SomeRideJSON
 
 // TestTwoInstancesShareOneDatabase runs two serve processes on one database
 // with the fake Stripe and a mail sink shared: both serve rides, the

@@ -64,7 +64,7 @@ func (b *testBundle) newRider(t *testing.T, email string) string {
 	return key
 }
 
-const rideBody = `{"origin_lat":37.7749,"origin_lon":-122.4194,"target_lat":37.8044,"target_lon":-122.2712}`
+const rideBody = testkit.SomeRideJSON
 
 func TestUsersHTTP(t *testing.T) {
 	t.Parallel()

@@ -145,7 +145,7 @@ func (b *treeBundle) book(t *testing.T, apiKey, idemKey string, headers map[stri
 		h[k] = v
 	}
 	return b.do(t, http.MethodPost, "/rides", h,
-		`{"origin_lat":37.7749,"origin_lon":-122.4194,"target_lat":37.8044,"target_lon":-122.2712}`)
+		testkit.SomeRideJSON)
 }
 
 // spanSet is the ended spans, with lookups by name and parent.
