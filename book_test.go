@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/atomicrides/atomicrides/internal/binrun"
+	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/openapi"
 	"github.com/atomicrides/atomicrides/service"
 	"github.com/atomicrides/atomicrides/service/payments"
@@ -38,11 +39,9 @@ func runBook(t *testing.T, env []string, args ...string) bookRun {
 func TestBookCommand(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	fake := fakestripe.New(fakestripe.Options{})
-	stripeSrv := httptest.NewServer(fake)
-	t.Cleanup(stripeSrv.Close)
+	fake := testkit.NewStripe(t)
 	svc, err := service.New(service.Config{Pool: dbtest.New(t), Payments: payments.New(payments.Config{
-		APIBase: stripeSrv.URL, SecretKey: "sk_test_book", MaxNetworkRetries: payments.NoRetries,
+		APIBase: fake.URL, SecretKey: "sk_test_book", MaxNetworkRetries: payments.NoRetries,
 	})})
 	require.NoError(t, err)
 	srv := httptest.NewServer(openapi.NewHandler(openapi.Config{Service: svc, Logger: slog.New(slog.DiscardHandler)}))

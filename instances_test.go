@@ -4,12 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
+	"maps"
 	"net/http"
-	"net/http/httptest"
 	"regexp"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -17,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/atomicrides/atomicrides/internal/binrun"
-	"github.com/atomicrides/atomicrides/service/mail/mailsink"
+	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/service/payments/fakestripe"
 	"github.com/atomicrides/atomicrides/sql/dbtest"
 )
@@ -46,28 +44,21 @@ func startServe(t *testing.T, env ...string) *instance {
 	return in
 }
 
+// do sends a request to the instance, authorised by the bearer token auth
+// unless it is empty, and returns the answer's status and body; a non-empty
+// body is sent as JSON.
 func (in *instance) do(t *testing.T, method, path, auth string, header map[string]string, body string) (int, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(method, in.base+path, strings.NewReader(body))
-	require.NoError(t, err)
+	h := map[string]string{}
 	if auth != "" {
-		req.Header.Set("Authorization", "Bearer "+auth)
+		h = testkit.Bearer(auth)
 	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return resp.StatusCode, b
+	maps.Copy(h, header)
+	r := testkit.Do(t, method, in.base+path, h, body)
+	return r.Status, r.Body
 }
 
-const rideBody = `{"origin_lat":37.7749,"origin_lon":-122.4194,"target_lat":37.8044,"target_lon":-122.2712}`
+const rideBody = testkit.SomeRideJSON
 
 // TestTwoInstancesShareOneDatabase runs two serve processes on one database
 // with the fake Stripe and a mail sink shared: both serve rides, the
@@ -77,17 +68,12 @@ func TestTwoInstancesShareOneDatabase(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dbURL := dbtest.NewURL(t)
-	fake := fakestripe.New(fakestripe.Options{})
-	stripeSrv := httptest.NewServer(fake)
-	t.Cleanup(stripeSrv.Close)
-	sink := mailsink.New(mailsink.Options{})
-	smtpURL, stopSink, err := sink.Start("127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = stopSink(ctx) })
+	fake := testkit.NewStripe(t)
+	sink, smtpURL := testkit.NewMailSink(t)
 
 	env := []string{
 		"DATABASE_URL=" + dbURL, "ADMIN_TOKEN=two-instances-admin-token-0123456789abcdef",
-		"STRIPE_API_BASE=" + stripeSrv.URL, "STRIPE_SECRET_KEY=sk_test_two",
+		"STRIPE_API_BASE=" + fake.URL, "STRIPE_SECRET_KEY=sk_test_two",
 		"SMTP_URL=" + smtpURL, "COMPLETER_INTERVAL=250ms", "COMPLETER_IDLE=1s",
 	}
 	pprofAddr := binrun.FreeAddr(t)

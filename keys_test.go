@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"net/http/httptest"
 	"strconv"
 	"testing"
 
@@ -11,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/atomicrides/atomicrides/internal/binrun"
+	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/service"
 	"github.com/atomicrides/atomicrides/service/payments"
 	"github.com/atomicrides/atomicrides/service/payments/fakestripe"
@@ -23,16 +23,14 @@ func TestKeysCommand(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dbURL := dbtest.NewURL(t)
-	fake := fakestripe.New(fakestripe.Options{})
-	stripeSrv := httptest.NewServer(fake)
-	t.Cleanup(stripeSrv.Close)
+	fake := testkit.NewStripe(t)
 	pool, err := pgxpool.New(ctx, dbURL)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 
 	// A request left at ride_created by a processor outage.
 	svc, err := service.New(service.Config{Pool: pool, Payments: payments.New(payments.Config{
-		APIBase: stripeSrv.URL, SecretKey: "sk_test_keys", MaxNetworkRetries: -1,
+		APIBase: fake.URL, SecretKey: "sk_test_keys", MaxNetworkRetries: -1,
 	})})
 	require.NoError(t, err)
 	res, err := svc.UserUpsert(ctx, service.UserUpsertParams{Email: "keys@example.com", PaymentSource: "tok_visa"})
@@ -46,7 +44,7 @@ func TestKeysCommand(t *testing.T) {
 		t.Helper()
 		res, err := binrun.Cmd{Bin: binrun.Build(t), Args: append([]string{"keys"}, args...), Dir: t.TempDir(),
 			Env: []string{"DATABASE_URL=" + dbURL, "COMPLETER_IDLE=1ms",
-				"STRIPE_API_BASE=" + stripeSrv.URL, "STRIPE_SECRET_KEY=sk_test_keys", "SMTP_URL=smtp://127.0.0.1:1"},
+				"STRIPE_API_BASE=" + fake.URL, "STRIPE_SECRET_KEY=sk_test_keys", "SMTP_URL=smtp://127.0.0.1:1"},
 		}.Run(ctx)
 		require.NoError(t, err)
 		require.Zero(t, res.ExitCode, "keys %v: %s", args, res.Stderr)

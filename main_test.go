@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"syscall"
@@ -15,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/atomicrides/atomicrides/internal/binrun"
+	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/service/payments/fakestripe"
 	"github.com/atomicrides/atomicrides/sql/dbtest"
 )
@@ -32,9 +32,7 @@ func TestServeShutsDownGracefully(t *testing.T) {
 
 	bin := binrun.Build(t)
 
-	fake := fakestripe.New(fakestripe.Options{})
-	stripeSrv := httptest.NewServer(fake)
-	t.Cleanup(stripeSrv.Close)
+	fake := testkit.NewStripe(t)
 
 	addr := binrun.FreeAddr(t)
 	logs := &binrun.Buffer{}
@@ -42,7 +40,7 @@ func TestServeShutsDownGracefully(t *testing.T) {
 		"DATABASE_URL=" + dbtest.NewURL(t),
 		"ADDR=" + addr,
 		"ADMIN_TOKEN=shutdown-admin-token-0123456789abcdef0123",
-		"STRIPE_API_BASE=" + stripeSrv.URL,
+		"STRIPE_API_BASE=" + fake.URL,
 		"STRIPE_SECRET_KEY=sk_test_shutdown",
 		"MAIL_DIR=" + t.TempDir(),
 	}}) // -dev: receipts to the built-in mail sink

@@ -16,7 +16,6 @@ import (
 	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/service"
 	"github.com/atomicrides/atomicrides/service/failpoint"
-	"github.com/atomicrides/atomicrides/service/mail/mailsink"
 	"github.com/atomicrides/atomicrides/service/payments/fakestripe"
 	"github.com/atomicrides/atomicrides/sql/dbtest"
 )
@@ -132,10 +131,7 @@ func TestCompleterRunsAgainAfterACrashWithDefaults(t *testing.T) {
 	t.Parallel()
 	bin := binrun.Build(t, "failpoints")
 	fake := testkit.NewStripe(t)
-	sink := mailsink.New(mailsink.Options{})
-	smtpURL, stopSink, err := sink.Start("127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = stopSink(context.Background()) })
+	_, smtpURL := testkit.NewMailSink(t)
 	dbURL := dbtest.NewURL(t)
 	pool, keyID := abandonedRide(t, dbURL, fake)
 	ctx := context.Background()

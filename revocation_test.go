@@ -1,18 +1,15 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/atomicrides/atomicrides/service/mail/mailsink"
-	"github.com/atomicrides/atomicrides/service/payments/fakestripe"
+	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/sql/dbtest"
 )
 
@@ -21,17 +18,11 @@ import (
 // process is refused by the other, which had it cached, within a second.
 func TestRevocationAcrossProcesses(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	fake := fakestripe.New(fakestripe.Options{})
-	stripeSrv := httptest.NewServer(fake)
-	t.Cleanup(stripeSrv.Close)
-	sink := mailsink.New(mailsink.Options{})
-	smtpURL, stopSink, err := sink.Start("127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = stopSink(ctx) })
+	fake := testkit.NewStripe(t)
+	_, smtpURL := testkit.NewMailSink(t)
 	env := []string{
 		"DATABASE_URL=" + dbtest.NewURL(t), "ADMIN_TOKEN=revocation-admin-token-0123456789abcdef0123",
-		"STRIPE_API_BASE=" + stripeSrv.URL, "STRIPE_SECRET_KEY=sk_test_revocation", "SMTP_URL=" + smtpURL,
+		"STRIPE_API_BASE=" + fake.URL, "STRIPE_SECRET_KEY=sk_test_revocation", "SMTP_URL=" + smtpURL,
 	}
 	a := startServe(t, env...)
 	b := startServe(t, env...)

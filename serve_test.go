@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -11,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/atomicrides/atomicrides/internal/binrun"
-	"github.com/atomicrides/atomicrides/service/mail/mailsink"
+	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/service/payments/fakestripe"
 	"github.com/atomicrides/atomicrides/sql/dbtest"
 )
@@ -35,17 +34,13 @@ const testAdminToken = "test-admin-token-0123456789abcdef0123"
 // keeping messages in memory and the test's admin token.
 func serveBinary(t *testing.T, env ...string) *servedBinary {
 	t.Helper()
-	fake := fakestripe.New(fakestripe.Options{})
-	stripeSrv := httptest.NewServer(fake)
-	t.Cleanup(stripeSrv.Close)
-	smtpURL, stopSink, err := mailsink.New(mailsink.Options{}).Start("127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = stopSink(context.Background()) })
-	s := &servedBinary{stripe: fake, adminToken: testAdminToken, dbURL: dbtest.NewURL(t)}
+	fake := testkit.NewStripe(t)
+	_, smtpURL := testkit.NewMailSink(t)
+	s := &servedBinary{stripe: fake.Server, adminToken: testAdminToken, dbURL: dbtest.NewURL(t)}
 	s.instance = startServe(t, append([]string{
 		"DATABASE_URL=" + s.dbURL,
 		"ADMIN_TOKEN=" + testAdminToken,
-		"STRIPE_API_BASE=" + stripeSrv.URL,
+		"STRIPE_API_BASE=" + fake.URL,
 		"STRIPE_SECRET_KEY=sk_test_serve",
 		"SMTP_URL=" + smtpURL,
 	}, env...)...)

@@ -58,8 +58,7 @@ func TestRideReceiptWorker(t *testing.T) {
 	t.Run("OneMessagePerChargedRideThroughRefusals", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		uid := b.Rider(t, "receipts@example.com", "tok_visa").ID
-		b.waitFinal(t, service.CustomerCreateArgs{}.Kind(), 1)
+		uid := b.rider(t, "receipts@example.com")
 		b.Sink.Refuse(2, 451) // the first two sends fail; their jobs retry
 
 		rides := map[string]bool{}
@@ -98,8 +97,7 @@ func TestRideReceiptWorker(t *testing.T) {
 	t.Run("SendRecordedLateIsResentWithTheSameMessageID", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		uid := b.Rider(t, "late@example.com", "tok_visa").ID
-		b.waitFinal(t, service.CustomerCreateArgs{}.Kind(), 1)
+		uid := b.rider(t, "late@example.com")
 		// The first record of a receipt fails after the server accepted the
 		// message, as a crash between the two would.
 		_, err := b.Pool.Exec(b.Ctx, `
@@ -135,8 +133,7 @@ func TestCompleterJobs(t *testing.T) {
 	t.Run("AbandonedRideIsChargedOnceAndGetsItsReceipt", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		uid := b.Rider(t, "completer@example.com", "tok_visa").ID
-		b.waitFinal(t, service.CustomerCreateArgs{}.Kind(), 1)
+		uid := b.rider(t, "completer@example.com")
 		keyID := b.AbandonRide(t, uid, "completer-key-0000000001")
 		b.Age(t, testkit.AbandonedAfter+time.Second)
 
@@ -161,8 +158,7 @@ func TestCompleterJobs(t *testing.T) {
 	t.Run("ExhaustedCompletionIsDeadLetteredAndLeftToAnOperator", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		uid := b.Rider(t, "dead@example.com", "tok_visa").ID
-		b.waitFinal(t, service.CustomerCreateArgs{}.Kind(), 1)
+		uid := b.rider(t, "dead@example.com")
 		keyID := b.AbandonRide(t, uid, "dead-letter-key-00000001")
 		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultStatus, Status: 503, Times: 1000})
 		b.Age(t, testkit.AbandonedAfter+time.Second)
@@ -202,8 +198,7 @@ func TestCompleterJobs(t *testing.T) {
 func TestReaperJob(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	uid := b.Rider(t, "reaperjob@example.com", "tok_visa").ID
-	b.waitFinal(t, service.CustomerCreateArgs{}.Kind(), 1)
+	uid := b.rider(t, "reaperjob@example.com")
 	_, err := b.Service.RideCreate(b.Ctx, uid, "reaper-job-key-000000001", testkit.SomeRide, nil)
 	require.NoError(t, err)
 	b.Age(t, 73*time.Hour)
@@ -229,8 +224,7 @@ func itoa(i int64) string { return strconv.FormatInt(i, 10) }
 func TestRefundJobs(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	uid := b.Rider(t, "refundjobs@example.com", "tok_visa").ID
-	b.waitFinal(t, service.CustomerCreateArgs{}.Kind(), 1)
+	uid := b.rider(t, "refundjobs@example.com")
 	resp, err := b.Service.RideCreate(b.Ctx, uid, "refund-jobs-ride-key-0001", testkit.SomeRide, nil)
 	require.NoError(t, err)
 	var ride service.Ride

@@ -12,6 +12,7 @@ import (
 
 	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/jobs"
+	"github.com/atomicrides/atomicrides/service"
 )
 
 // quickRetry retries failed jobs at once, so that a test sees River's retries
@@ -62,6 +63,15 @@ func setupWith(t *testing.T, opts options) *testBundle {
 	require.NoError(t, client.Start(env.Ctx))
 	t.Cleanup(func() { _ = client.Stop(env.Ctx) })
 	return &testBundle{Env: env, client: client, events: events}
+}
+
+// rider creates a rider paying by card, waits until the job creating the
+// rider's Stripe customer has ended, and returns the rider's id.
+func (b *testBundle) rider(t *testing.T, email string) int64 {
+	t.Helper()
+	uid := b.Rider(t, email, "tok_visa").ID
+	b.waitFinal(t, service.CustomerCreateArgs{}.Kind(), 1)
+	return uid
 }
 
 // waitFinal waits for n jobs of kind to reach a final state (completed,

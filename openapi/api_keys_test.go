@@ -1,12 +1,9 @@
 package openapi_test
 
 import (
-	"context"
 	"encoding/base64"
-	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,9 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/openapi"
-	"github.com/atomicrides/atomicrides/service"
-	"github.com/atomicrides/atomicrides/service/payments"
 	"github.com/atomicrides/atomicrides/sql/dbtest"
 )
 
@@ -25,38 +21,15 @@ import (
 // run it: its own pool, service (caches included) and revocation listener.
 func instance(t *testing.T, pool *pgxpool.Pool) string {
 	t.Helper()
-	own, err := pgxpool.NewWithConfig(context.Background(), pool.Config())
-	require.NoError(t, err)
-	t.Cleanup(own.Close)
-	svc, err := service.New(service.Config{Pool: own, Payments: payments.New(payments.Config{
-		APIBase: "http://127.0.0.1:1", SecretKey: "sk_test_unused",
-	})})
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- svc.ListenAPIKeyRevocations(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-done)
-	})
-	require.Eventually(t, svc.APIKeyCacheTrusted, 10*time.Second, time.Millisecond)
-	srv := httptest.NewServer(openapi.NewHandler(openapi.Config{Service: svc, AdminToken: adminToken, Logger: slog.New(slog.DiscardHandler)}))
-	t.Cleanup(srv.Close)
-	return srv.URL
+	svc := testkit.Instance(t, pool)
+	testkit.ListenRevocations(t, svc)
+	return testkit.Serve(t, openapi.NewHandler(openapi.Config{Service: svc, AdminToken: adminToken, Logger: slog.New(slog.DiscardHandler)}))
 }
 
 // get answers GET path on the server at base with the bearer token.
 func get(t *testing.T, base, path, token string) reply {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, base+path, nil)
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return reply{status: resp.StatusCode, header: resp.Header, body: body}
+	return testkit.Do(t, http.MethodGet, base+path, testkit.Bearer(token), "")
 }
 
 func TestAPIKeysHTTP(t *testing.T) {
@@ -64,28 +37,28 @@ func TestAPIKeysHTTP(t *testing.T) {
 	b := setup(t)
 
 	created := b.do(t, http.MethodPut, "/users/keys@example.com", admin(), "")
-	require.Equal(t, http.StatusCreated, created.status, string(created.body))
-	first := created.json(t)
+	require.Equal(t, http.StatusCreated, created.Status, string(created.Body))
+	first := created.JSON(t)
 	firstID := int64(first["api_key_id"].(float64))
 	require.NotZero(t, firstID)
 	firstKey := first["api_key"].(string)
 
 	minted := b.do(t, http.MethodPost, "/users/keys@example.com/api_keys", admin(), "")
-	require.Equal(t, http.StatusCreated, minted.status, string(minted.body))
-	secondID := int64(minted.json(t)["api_key_id"].(float64))
-	secondKey := minted.json(t)["api_key"].(string)
+	require.Equal(t, http.StatusCreated, minted.Status, string(minted.Body))
+	secondID := int64(minted.JSON(t)["api_key_id"].(float64))
+	secondKey := minted.JSON(t)["api_key"].(string)
 	require.Greater(t, secondID, firstID)
 
 	// The first key is used; the listing shows it, and no secret.
-	require.Equal(t, http.StatusNotFound, b.do(t, http.MethodGet, "/rides/1", rider(firstKey, ""), "").status)
-	b.do(t, http.MethodGet, "/users/keys@example.com/api_keys", nil, "").problem(t, http.StatusUnauthorized)
-	b.do(t, http.MethodGet, "/users/keys@example.com/api_keys", rider(firstKey, ""), "").problem(t, http.StatusUnauthorized)
+	require.Equal(t, http.StatusNotFound, b.do(t, http.MethodGet, "/rides/1", rider(firstKey, ""), "").Status)
+	b.do(t, http.MethodGet, "/users/keys@example.com/api_keys", nil, "").Problem(t, http.StatusUnauthorized)
+	b.do(t, http.MethodGet, "/users/keys@example.com/api_keys", rider(firstKey, ""), "").Problem(t, http.StatusUnauthorized)
 	list := b.do(t, http.MethodGet, "/users/KEYS@example.com/api_keys", admin(), "")
-	require.Equal(t, http.StatusOK, list.status, string(list.body))
-	require.NotContains(t, string(list.body), firstKey)
-	require.NotContains(t, string(list.body), secondKey)
-	require.NotContains(t, string(list.body), "ark_")
-	keys := list.json(t)["api_keys"].([]any)
+	require.Equal(t, http.StatusOK, list.Status, string(list.Body))
+	require.NotContains(t, string(list.Body), firstKey)
+	require.NotContains(t, string(list.Body), secondKey)
+	require.NotContains(t, string(list.Body), "ark_")
+	keys := list.JSON(t)["api_keys"].([]any)
 	require.Len(t, keys, 2)
 	k0, k1 := keys[0].(map[string]any), keys[1].(map[string]any)
 	require.EqualValues(t, firstID, k0["id"])
@@ -97,26 +70,26 @@ func TestAPIKeysHTTP(t *testing.T) {
 	require.ElementsMatch(t, []string{"id", "created_at", "last_used_at", "revoked_at"}, keysOf(k0))
 
 	revoke := "/users/keys@example.com/api_keys/" + strconv.FormatInt(firstID, 10)
-	b.do(t, http.MethodDelete, revoke, nil, "").problem(t, http.StatusUnauthorized)
-	b.do(t, http.MethodDelete, revoke, rider(secondKey, ""), "").problem(t, http.StatusUnauthorized)
+	b.do(t, http.MethodDelete, revoke, nil, "").Problem(t, http.StatusUnauthorized)
+	b.do(t, http.MethodDelete, revoke, rider(secondKey, ""), "").Problem(t, http.StatusUnauthorized)
 	del := b.do(t, http.MethodDelete, revoke, admin(), "")
-	require.Equal(t, http.StatusNoContent, del.status, string(del.body))
-	require.Empty(t, del.body)
-	b.do(t, http.MethodGet, "/rides/1", rider(firstKey, ""), "").problem(t, http.StatusUnauthorized)
-	require.Equal(t, http.StatusNotFound, b.do(t, http.MethodGet, "/rides/1", rider(secondKey, ""), "").status, "the other key still works")
-	require.Equal(t, http.StatusNoContent, b.do(t, http.MethodDelete, revoke, admin(), "").status, "revoking again answers 204")
+	require.Equal(t, http.StatusNoContent, del.Status, string(del.Body))
+	require.Empty(t, del.Body)
+	b.do(t, http.MethodGet, "/rides/1", rider(firstKey, ""), "").Problem(t, http.StatusUnauthorized)
+	require.Equal(t, http.StatusNotFound, b.do(t, http.MethodGet, "/rides/1", rider(secondKey, ""), "").Status, "the other key still works")
+	require.Equal(t, http.StatusNoContent, b.do(t, http.MethodDelete, revoke, admin(), "").Status, "revoking again answers 204")
 	list = b.do(t, http.MethodGet, "/users/keys@example.com/api_keys", admin(), "")
-	require.NotNil(t, list.json(t)["api_keys"].([]any)[0].(map[string]any)["revoked_at"])
+	require.NotNil(t, list.JSON(t)["api_keys"].([]any)[0].(map[string]any)["revoked_at"])
 
 	// Unknown keys, other riders' keys and unknown riders are 404.
 	other := b.do(t, http.MethodPut, "/users/other@example.com", admin(), "")
-	otherID := strconv.FormatInt(int64(other.json(t)["api_key_id"].(float64)), 10)
-	b.do(t, http.MethodDelete, "/users/keys@example.com/api_keys/"+otherID, admin(), "").problem(t, http.StatusNotFound)
-	b.do(t, http.MethodDelete, "/users/keys@example.com/api_keys/999999", admin(), "").problem(t, http.StatusNotFound)
-	b.do(t, http.MethodDelete, "/users/nobody@example.com/api_keys/"+otherID, admin(), "").problem(t, http.StatusNotFound)
-	b.do(t, http.MethodGet, "/users/nobody@example.com/api_keys", admin(), "").problem(t, http.StatusNotFound)
-	require.Equal(t, []string{"path.id"}, b.do(t, http.MethodDelete, "/users/keys@example.com/api_keys/0", admin(), "").problem(t, http.StatusUnprocessableEntity))
-	require.Equal(t, []string{"path.id"}, b.do(t, http.MethodDelete, "/users/keys@example.com/api_keys/abc", admin(), "").problem(t, http.StatusUnprocessableEntity))
+	otherID := strconv.FormatInt(int64(other.JSON(t)["api_key_id"].(float64)), 10)
+	b.do(t, http.MethodDelete, "/users/keys@example.com/api_keys/"+otherID, admin(), "").Problem(t, http.StatusNotFound)
+	b.do(t, http.MethodDelete, "/users/keys@example.com/api_keys/999999", admin(), "").Problem(t, http.StatusNotFound)
+	b.do(t, http.MethodDelete, "/users/nobody@example.com/api_keys/"+otherID, admin(), "").Problem(t, http.StatusNotFound)
+	b.do(t, http.MethodGet, "/users/nobody@example.com/api_keys", admin(), "").Problem(t, http.StatusNotFound)
+	require.Equal(t, []string{"path.id"}, b.do(t, http.MethodDelete, "/users/keys@example.com/api_keys/0", admin(), "").Problem(t, http.StatusUnprocessableEntity))
+	require.Equal(t, []string{"path.id"}, b.do(t, http.MethodDelete, "/users/keys@example.com/api_keys/abc", admin(), "").Problem(t, http.StatusUnprocessableEntity))
 	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM api_keys WHERE revoked_at IS NOT NULL`))
 }
 
@@ -136,11 +109,11 @@ func TestAPIKeyRevokedOnEveryInstance(t *testing.T) {
 	a, other := instance(t, pool), instance(t, pool)
 
 	created := put(t, a, "/users/everywhere@example.com")
-	require.Equal(t, http.StatusCreated, created.status, string(created.body))
-	key := created.json(t)["api_key"].(string)
-	id := int64(created.json(t)["api_key_id"].(float64))
+	require.Equal(t, http.StatusCreated, created.Status, string(created.Body))
+	key := created.JSON(t)["api_key"].(string)
+	id := int64(created.JSON(t)["api_key_id"].(float64))
 	for _, base := range []string{a, other} {
-		require.Equal(t, http.StatusNotFound, get(t, base, "/rides/1", key).status)
+		require.Equal(t, http.StatusNotFound, get(t, base, "/rides/1", key).Status)
 	}
 
 	req, err := http.NewRequest(http.MethodDelete, a+"/users/everywhere@example.com/api_keys/"+strconv.FormatInt(id, 10), nil)
@@ -152,22 +125,15 @@ func TestAPIKeyRevokedOnEveryInstance(t *testing.T) {
 	require.Equal(t, http.StatusNoContent, resp.StatusCode)
 
 	require.Eventually(t, func() bool {
-		return get(t, other, "/rides/1", key).status == http.StatusUnauthorized
+		return get(t, other, "/rides/1", key).Status == http.StatusUnauthorized
 	}, time.Second, 5*time.Millisecond, "another instance accepts the key a second after its revocation")
-	require.Equal(t, http.StatusUnauthorized, get(t, a, "/rides/1", key).status)
+	require.Equal(t, http.StatusUnauthorized, get(t, a, "/rides/1", key).Status)
 }
 
+// put answers PUT path on the server at base as the operator.
 func put(t *testing.T, base, path string) reply {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPut, base+path, nil)
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+adminToken)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return reply{status: resp.StatusCode, header: resp.Header, body: body}
+	return testkit.Do(t, http.MethodPut, base+path, admin(), "")
 }
 
 // TestOneRiderPerMailbox: addresses are compared and stored lower-cased;
@@ -177,13 +143,13 @@ func TestOneRiderPerMailbox(t *testing.T) {
 	b := setup(t)
 
 	created := b.do(t, http.MethodPut, "/users/Alice@Example.COM", admin(), "")
-	require.Equal(t, http.StatusCreated, created.status, string(created.body))
-	user := created.json(t)["user"].(map[string]any)
+	require.Equal(t, http.StatusCreated, created.Status, string(created.Body))
+	user := created.JSON(t)["user"].(map[string]any)
 	require.Equal(t, "alice@example.com", user["email"])
 	again := b.do(t, http.MethodPut, "/users/alice@example.com", admin(), "")
-	require.Equal(t, http.StatusOK, again.status, string(again.body))
-	require.Equal(t, user["id"], again.json(t)["user"].(map[string]any)["id"])
-	require.Equal(t, http.StatusCreated, b.do(t, http.MethodPost, "/users/ALICE@EXAMPLE.COM/api_keys", admin(), "").status)
+	require.Equal(t, http.StatusOK, again.Status, string(again.Body))
+	require.Equal(t, user["id"], again.JSON(t)["user"].(map[string]any)["id"])
+	require.Equal(t, http.StatusCreated, b.do(t, http.MethodPost, "/users/ALICE@EXAMPLE.COM/api_keys", admin(), "").Status)
 	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM users`))
 	require.Equal(t, 2, b.Count(t, `SELECT count(*) FROM api_keys`))
 
@@ -196,7 +162,7 @@ func TestOneRiderPerMailbox(t *testing.T) {
 		"bob@%E4%BE%8B%E3%81%88.jp",
 	} {
 		r := b.do(t, http.MethodPut, "/users/"+email, admin(), "")
-		require.Equal(t, []string{"path.email"}, r.problem(t, http.StatusUnprocessableEntity), email)
+		require.Equal(t, []string{"path.email"}, r.Problem(t, http.StatusUnprocessableEntity), email)
 	}
 	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM users`))
 }
@@ -205,21 +171,7 @@ func TestOneRiderPerMailbox(t *testing.T) {
 // added.
 func raw(t *testing.T, method, url string, headers map[string]string, body string) reply {
 	t.Helper()
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, err := http.NewRequest(method, url, rd)
-	require.NoError(t, err)
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return reply{status: resp.StatusCode, header: resp.Header, body: b}
+	return testkit.DoRaw(t, method, url, headers, body)
 }
 
 func TestContentTypeRequired(t *testing.T) {
@@ -228,19 +180,19 @@ func TestContentTypeRequired(t *testing.T) {
 	key := b.newRider(t, "typed@example.com")
 
 	ride := rider(key, "content-type-key-0000000001")
-	require.Equal(t, []string{"header.Content-Type"}, raw(t, http.MethodPost, b.url+"/rides", ride, rideBody).problem(t, http.StatusUnsupportedMediaType))
-	require.Equal(t, []string{"header.Content-Type"}, raw(t, http.MethodPost, b.url+"/rides", ride, "").problem(t, http.StatusUnsupportedMediaType), "the body is required")
+	require.Equal(t, []string{"header.Content-Type"}, raw(t, http.MethodPost, b.url+"/rides", ride, rideBody).Problem(t, http.StatusUnsupportedMediaType))
+	require.Equal(t, []string{"header.Content-Type"}, raw(t, http.MethodPost, b.url+"/rides", ride, "").Problem(t, http.StatusUnsupportedMediaType), "the body is required")
 	ride["Content-Type"] = "text/plain"
-	raw(t, http.MethodPost, b.url+"/rides", ride, rideBody).problem(t, http.StatusUnsupportedMediaType)
+	raw(t, http.MethodPost, b.url+"/rides", ride, rideBody).Problem(t, http.StatusUnsupportedMediaType)
 	require.Equal(t, 0, b.Count(t, `SELECT count(*) FROM idempotency_keys`))
 	require.Empty(t, b.Stripe.SucceededCharges())
 	ride["Content-Type"] = "application/json"
-	require.Equal(t, http.StatusCreated, raw(t, http.MethodPost, b.url+"/rides", ride, rideBody).status)
+	require.Equal(t, http.StatusCreated, raw(t, http.MethodPost, b.url+"/rides", ride, rideBody).Status)
 
-	require.Equal(t, []string{"header.Content-Type"}, raw(t, http.MethodPut, b.url+"/users/typed2@example.com", admin(), `{"payment_source":"tok_visa"}`).problem(t, http.StatusUnsupportedMediaType))
+	require.Equal(t, []string{"header.Content-Type"}, raw(t, http.MethodPut, b.url+"/users/typed2@example.com", admin(), `{"payment_source":"tok_visa"}`).Problem(t, http.StatusUnsupportedMediaType))
 	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM users`))
-	require.Equal(t, http.StatusCreated, raw(t, http.MethodPut, b.url+"/users/typed2@example.com", admin(), "").status, "no body needs no Content-Type")
-	require.Equal(t, http.StatusCreated, raw(t, http.MethodPost, b.url+"/users/typed2@example.com/api_keys", admin(), "").status)
+	require.Equal(t, http.StatusCreated, raw(t, http.MethodPut, b.url+"/users/typed2@example.com", admin(), "").Status, "no body needs no Content-Type")
+	require.Equal(t, http.StatusCreated, raw(t, http.MethodPost, b.url+"/users/typed2@example.com/api_keys", admin(), "").Status)
 }
 
 func TestNoSniffEverywhere(t *testing.T) {
@@ -262,7 +214,7 @@ func TestNoSniffEverywhere(t *testing.T) {
 		b.do(t, http.MethodGet, "/riverui/", map[string]string{"Authorization": basic(adminToken)}, ""), // River UI
 		b.do(t, http.MethodDelete, "/users/sniff@example.com/api_keys/999", admin(), ""),                // 404
 	} {
-		require.Equal(t, "nosniff", r.header.Get("X-Content-Type-Options"), "status %d: %s", r.status, r.body)
+		require.Equal(t, "nosniff", r.Header.Get("X-Content-Type-Options"), "status %d: %s", r.Status, r.Body)
 	}
 }
 

@@ -2,7 +2,6 @@ package openapi_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -37,53 +36,13 @@ func setup(t *testing.T) *testBundle {
 	return &testBundle{Env: env, url: url}
 }
 
-type reply struct {
-	status int
-	header http.Header
-	body   []byte
-}
+// reply is an answer of the API, read whole.
+type reply = testkit.Reply
 
-func (r reply) json(t *testing.T) map[string]any {
-	t.Helper()
-	var m map[string]any
-	require.NoError(t, json.Unmarshal(r.body, &m), string(r.body))
-	return m
-}
-
-// problem asserts a problem+json reply and returns the locations it names.
-func (r reply) problem(t *testing.T, status int) []string {
-	t.Helper()
-	require.Equal(t, status, r.status, string(r.body))
-	require.Equal(t, "application/problem+json", r.header.Get("Content-Type"))
-	m := r.json(t)
-	require.EqualValues(t, status, m["status"])
-	var locs []string
-	if errs, ok := m["errors"].([]any); ok {
-		for _, e := range errs {
-			if loc, ok := e.(map[string]any)["location"].(string); ok {
-				locs = append(locs, loc)
-			}
-		}
-	}
-	return locs
-}
-
+// do sends a request to the API; a non-empty body is sent as JSON.
 func (b *testBundle) do(t *testing.T, method, path string, headers map[string]string, body string) reply {
 	t.Helper()
-	req, err := http.NewRequest(method, b.url+path, strings.NewReader(body))
-	require.NoError(t, err)
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b2, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return reply{status: resp.StatusCode, header: resp.Header, body: b2}
+	return testkit.Do(t, method, b.url+path, headers, body)
 }
 
 func admin() map[string]string { return map[string]string{"Authorization": "Bearer " + adminToken} }
@@ -99,38 +58,38 @@ func rider(apiKey, idemKey string) map[string]string {
 func (b *testBundle) newRider(t *testing.T, email string) string {
 	t.Helper()
 	r := b.do(t, http.MethodPut, "/users/"+email, admin(), "")
-	require.Equal(t, http.StatusCreated, r.status, string(r.body))
-	key, _ := r.json(t)["api_key"].(string)
+	require.Equal(t, http.StatusCreated, r.Status, string(r.Body))
+	key, _ := r.JSON(t)["api_key"].(string)
 	require.NotEmpty(t, key)
 	return key
 }
 
-const rideBody = `{"origin_lat":37.7749,"origin_lon":-122.4194,"target_lat":37.8044,"target_lon":-122.2712}`
+const rideBody = testkit.SomeRideJSON
 
 func TestUsersHTTP(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 
-	b.do(t, http.MethodPut, "/users/a@example.com", nil, "").problem(t, http.StatusUnauthorized)
-	b.do(t, http.MethodPut, "/users/a@example.com", map[string]string{"Authorization": "Bearer wrong"}, "").problem(t, http.StatusUnauthorized)
+	b.do(t, http.MethodPut, "/users/a@example.com", nil, "").Problem(t, http.StatusUnauthorized)
+	b.do(t, http.MethodPut, "/users/a@example.com", map[string]string{"Authorization": "Bearer wrong"}, "").Problem(t, http.StatusUnauthorized)
 
 	created := b.do(t, http.MethodPut, "/users/a@example.com", admin(), `{"payment_source":"tok_visa"}`)
-	require.Equal(t, http.StatusCreated, created.status, string(created.body))
-	require.NotEmpty(t, created.json(t)["api_key"])
+	require.Equal(t, http.StatusCreated, created.Status, string(created.Body))
+	require.NotEmpty(t, created.JSON(t)["api_key"])
 
 	again := b.do(t, http.MethodPut, "/users/a@example.com", admin(), "")
-	require.Equal(t, http.StatusOK, again.status)
-	require.NotContains(t, again.json(t), "api_key")
+	require.Equal(t, http.StatusOK, again.Status)
+	require.NotContains(t, again.JSON(t), "api_key")
 
 	minted := b.do(t, http.MethodPost, "/users/a@example.com/api_keys", admin(), "")
-	require.Equal(t, http.StatusCreated, minted.status, string(minted.body))
-	b.do(t, http.MethodPost, "/users/nobody@example.com/api_keys", admin(), "").problem(t, http.StatusNotFound)
+	require.Equal(t, http.StatusCreated, minted.Status, string(minted.Body))
+	b.do(t, http.MethodPost, "/users/nobody@example.com/api_keys", admin(), "").Problem(t, http.StatusNotFound)
 
-	require.Equal(t, []string{"path.email"}, b.do(t, http.MethodPut, "/users/not-an-email", admin(), "").problem(t, http.StatusUnprocessableEntity))
-	require.Equal(t, []string{"path.email"}, b.do(t, http.MethodPut, "/users/"+strings.Repeat("a", 250)+"@example.com", admin(), "").problem(t, http.StatusUnprocessableEntity))
-	require.Contains(t, b.do(t, http.MethodPut, "/users/b@example.com", admin(), `{"bogus":1}`).problem(t, http.StatusUnprocessableEntity), "body.bogus")
-	b.do(t, http.MethodPut, "/users/b@example.com", admin(), `{"payment_source":`).problem(t, http.StatusBadRequest)
-	b.do(t, http.MethodPut, "/users/b@example.com", admin(), `{"payment_source":"`+strings.Repeat("x", 20000)+`"}`).problem(t, http.StatusRequestEntityTooLarge)
+	require.Equal(t, []string{"path.email"}, b.do(t, http.MethodPut, "/users/not-an-email", admin(), "").Problem(t, http.StatusUnprocessableEntity))
+	require.Equal(t, []string{"path.email"}, b.do(t, http.MethodPut, "/users/"+strings.Repeat("a", 250)+"@example.com", admin(), "").Problem(t, http.StatusUnprocessableEntity))
+	require.Contains(t, b.do(t, http.MethodPut, "/users/b@example.com", admin(), `{"bogus":1}`).Problem(t, http.StatusUnprocessableEntity), "body.bogus")
+	b.do(t, http.MethodPut, "/users/b@example.com", admin(), `{"payment_source":`).Problem(t, http.StatusBadRequest)
+	b.do(t, http.MethodPut, "/users/b@example.com", admin(), `{"payment_source":"`+strings.Repeat("x", 20000)+`"}`).Problem(t, http.StatusRequestEntityTooLarge)
 	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM users`), "bad input writes nothing")
 }
 
@@ -140,54 +99,54 @@ func TestRidesHTTP(t *testing.T) {
 	apiKey := b.newRider(t, "rider@example.com")
 	key := "http-test-key-0000000001"
 
-	b.do(t, http.MethodPost, "/rides", map[string]string{"Idempotency-Key": key}, rideBody).problem(t, http.StatusUnauthorized)
-	b.do(t, http.MethodPost, "/rides", rider("ark_nope", key), rideBody).problem(t, http.StatusUnauthorized)
-	require.Equal(t, []string{"header.Idempotency-Key"}, b.do(t, http.MethodPost, "/rides", rider(apiKey, ""), rideBody).problem(t, http.StatusBadRequest))
-	require.Equal(t, []string{"header.Idempotency-Key"}, b.do(t, http.MethodPost, "/rides", rider(apiKey, "short"), rideBody).problem(t, http.StatusBadRequest))
-	require.Equal(t, []string{"header.Idempotency-Key"}, b.do(t, http.MethodPost, "/rides", rider(apiKey, strings.Repeat("k", 256)), rideBody).problem(t, http.StatusBadRequest))
-	b.do(t, http.MethodPost, "/rides", rider(apiKey, key), `{"origin_lat":`).problem(t, http.StatusBadRequest)
-	b.do(t, http.MethodPost, "/rides", rider(apiKey, key), `{"origin_lat":NaN,"origin_lon":0,"target_lat":0,"target_lon":0}`).problem(t, http.StatusBadRequest)
-	require.Contains(t, b.do(t, http.MethodPost, "/rides", rider(apiKey, key), `{"origin_lat":"1","origin_lon":0,"target_lat":0,"target_lon":0}`).problem(t, http.StatusUnprocessableEntity), "body.origin_lat")
-	require.Contains(t, b.do(t, http.MethodPost, "/rides", rider(apiKey, key), `{"origin_lat":0,"origin_lon":180.01,"target_lat":0,"target_lon":0}`).problem(t, http.StatusUnprocessableEntity), "body.origin_lon")
+	b.do(t, http.MethodPost, "/rides", map[string]string{"Idempotency-Key": key}, rideBody).Problem(t, http.StatusUnauthorized)
+	b.do(t, http.MethodPost, "/rides", rider("ark_nope", key), rideBody).Problem(t, http.StatusUnauthorized)
+	require.Equal(t, []string{"header.Idempotency-Key"}, b.do(t, http.MethodPost, "/rides", rider(apiKey, ""), rideBody).Problem(t, http.StatusBadRequest))
+	require.Equal(t, []string{"header.Idempotency-Key"}, b.do(t, http.MethodPost, "/rides", rider(apiKey, "short"), rideBody).Problem(t, http.StatusBadRequest))
+	require.Equal(t, []string{"header.Idempotency-Key"}, b.do(t, http.MethodPost, "/rides", rider(apiKey, strings.Repeat("k", 256)), rideBody).Problem(t, http.StatusBadRequest))
+	b.do(t, http.MethodPost, "/rides", rider(apiKey, key), `{"origin_lat":`).Problem(t, http.StatusBadRequest)
+	b.do(t, http.MethodPost, "/rides", rider(apiKey, key), `{"origin_lat":NaN,"origin_lon":0,"target_lat":0,"target_lon":0}`).Problem(t, http.StatusBadRequest)
+	require.Contains(t, b.do(t, http.MethodPost, "/rides", rider(apiKey, key), `{"origin_lat":"1","origin_lon":0,"target_lat":0,"target_lon":0}`).Problem(t, http.StatusUnprocessableEntity), "body.origin_lat")
+	require.Contains(t, b.do(t, http.MethodPost, "/rides", rider(apiKey, key), `{"origin_lat":0,"origin_lon":180.01,"target_lat":0,"target_lon":0}`).Problem(t, http.StatusUnprocessableEntity), "body.origin_lon")
 	missing := b.do(t, http.MethodPost, "/rides", rider(apiKey, key), `{"origin_lat":0,"origin_lon":0,"target_lat":0}`)
-	missing.problem(t, http.StatusUnprocessableEntity)
-	require.Contains(t, string(missing.body), "target_lon")
+	missing.Problem(t, http.StatusUnprocessableEntity)
+	require.Contains(t, string(missing.Body), "target_lon")
 	require.Equal(t, 0, b.Count(t, `SELECT count(*) FROM idempotency_keys`), "bad input writes nothing")
 	require.Equal(t, 0, b.Count(t, `SELECT count(*) FROM rides`))
 
 	first := b.do(t, http.MethodPost, "/rides", rider(apiKey, `"`+key+`"`), rideBody)
-	require.Equal(t, http.StatusCreated, first.status, string(first.body))
-	require.Equal(t, "application/json", first.header.Get("Content-Type"))
-	require.Empty(t, first.header.Get("Idempotent-Replayed"))
+	require.Equal(t, http.StatusCreated, first.Status, string(first.Body))
+	require.Equal(t, "application/json", first.Header.Get("Content-Type"))
+	require.Empty(t, first.Header.Get("Idempotent-Replayed"))
 
 	replay := b.do(t, http.MethodPost, "/rides", rider(apiKey, key), rideBody)
-	require.Equal(t, http.StatusCreated, replay.status)
-	require.Equal(t, "true", replay.header.Get("Idempotent-Replayed"))
-	require.True(t, bytes.Equal(first.body, replay.body), "byte-identical replay")
+	require.Equal(t, http.StatusCreated, replay.Status)
+	require.Equal(t, "true", replay.Header.Get("Idempotent-Replayed"))
+	require.True(t, bytes.Equal(first.Body, replay.Body), "byte-identical replay")
 
-	b.do(t, http.MethodPost, "/rides", rider(apiKey, key), strings.Replace(rideBody, "37.8044", "0", 1)).problem(t, http.StatusUnprocessableEntity)
+	b.do(t, http.MethodPost, "/rides", rider(apiKey, key), strings.Replace(rideBody, "37.8044", "0", 1)).Problem(t, http.StatusUnprocessableEntity)
 
-	id := int64(first.json(t)["id"].(float64))
+	id := int64(first.JSON(t)["id"].(float64))
 	got := b.do(t, http.MethodGet, "/rides/"+itoa(id), rider(apiKey, ""), "")
-	require.Equal(t, http.StatusOK, got.status)
-	require.Equal(t, "charged", got.json(t)["charge_status"])
+	require.Equal(t, http.StatusOK, got.Status)
+	require.Equal(t, "charged", got.JSON(t)["charge_status"])
 	other := b.newRider(t, "other@example.com")
-	b.do(t, http.MethodGet, "/rides/"+itoa(id), rider(other, ""), "").problem(t, http.StatusNotFound)
+	b.do(t, http.MethodGet, "/rides/"+itoa(id), rider(other, ""), "").Problem(t, http.StatusNotFound)
 
 	// An indeterminate answer from Stripe: 503 with Retry-After, not stored.
 	b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultStatus, Status: 502, Times: 1})
 	key2 := "http-test-key-0000000002"
 	down := b.do(t, http.MethodPost, "/rides", rider(apiKey, key2), rideBody)
-	down.problem(t, http.StatusServiceUnavailable)
-	require.NotEmpty(t, down.header.Get("Retry-After"))
-	require.Equal(t, http.StatusCreated, b.do(t, http.MethodPost, "/rides", rider(apiKey, key2), rideBody).status)
+	down.Problem(t, http.StatusServiceUnavailable)
+	require.NotEmpty(t, down.Header.Get("Retry-After"))
+	require.Equal(t, http.StatusCreated, b.do(t, http.MethodPost, "/rides", rider(apiKey, key2), rideBody).Status)
 	require.Len(t, b.Stripe.SucceededCharges(), 2)
 }
 
 func TestOperatorsHTTP(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.do(t, http.MethodGet, "/riverui/", nil, "").problem(t, http.StatusUnauthorized)
+	b.do(t, http.MethodGet, "/riverui/", nil, "").Problem(t, http.StatusUnauthorized)
 	req, err := http.NewRequest(http.MethodGet, b.url+"/riverui/", nil)
 	require.NoError(t, err)
 	req.SetBasicAuth("operator", adminToken)
@@ -196,10 +155,10 @@ func TestOperatorsHTTP(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 
-	b.do(t, http.MethodGet, "/no/such/route", nil, "").problem(t, http.StatusNotFound)
-	require.Equal(t, http.StatusOK, b.do(t, http.MethodGet, "/healthz", nil, "").status)
-	require.Equal(t, http.StatusOK, b.do(t, http.MethodGet, "/readyz", nil, "").status)
-	require.Equal(t, http.StatusOK, b.do(t, http.MethodGet, "/openapi.json", nil, "").status)
+	b.do(t, http.MethodGet, "/no/such/route", nil, "").Problem(t, http.StatusNotFound)
+	require.Equal(t, http.StatusOK, b.do(t, http.MethodGet, "/healthz", nil, "").Status)
+	require.Equal(t, http.StatusOK, b.do(t, http.MethodGet, "/readyz", nil, "").Status)
+	require.Equal(t, http.StatusOK, b.do(t, http.MethodGet, "/openapi.json", nil, "").Status)
 }
 
 // The committed spec is what clients are built from: it must be current

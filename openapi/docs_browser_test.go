@@ -2,13 +2,9 @@ package openapi_test
 
 import (
 	"context"
-	"flag"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -21,67 +17,16 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/openapi"
 )
 
-// docsChromium finds the browser; without one the test fails: the
-// reference is only proven to render in a browser.
-func docsChromium(t *testing.T) string {
-	t.Helper()
-	for _, c := range []string{os.Getenv("CHROMIUM"), "/usr/bin/chromium", "chromium", "chromium-browser", "google-chrome"} {
-		if c == "" {
-			continue
-		}
-		if p, err := exec.LookPath(c); err == nil {
-			return p
-		}
-	}
-	t.Fatal("Chromium is required for the /docs browser test: install it with " +
-		"`sudo apt-get install -y --no-install-recommends chromium` (.ci/run does), or point CHROMIUM at a Chrome or Chromium binary")
-	return ""
-}
-
-// docsBrowser starts a headless Chromium with a fresh profile and no way
-// out but loopback: every other address goes to a proxy that refuses
-// connections (Chromium never proxies loopback).
+// docsBrowser starts a headless Chromium with no way out but loopback:
+// every other address goes to a proxy that refuses connections (Chromium
+// never proxies loopback).
 func docsBrowser(t *testing.T) context.Context {
 	t.Helper()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(docsChromium(t)),
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.ProxyServer("http://127.0.0.1:9"),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1200, 900),
-	)
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(allocCtx)
-	ctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute)
-	t.Cleanup(func() {
-		_ = chromedp.Cancel(ctx)
-		cancelTimeout()
-		cancel()
-		cancelAlloc()
-	})
-	require.NoError(t, chromedp.Do(ctx), "start Chromium")
-	return ctx
-}
-
-// docsScreenshotDir is where the screenshot goes: the test's artifact
-// directory under `go test -artifacts`, otherwise
-// $TMPDIR/atomicrides-screenshots, which outlives the test.
-func docsScreenshotDir(t *testing.T) string {
-	t.Helper()
-	if f := flag.Lookup("test.artifacts"); f != nil && f.Value.String() == "true" {
-		return t.ArtifactDir()
-	}
-	dir := filepath.Join(os.TempDir(), "atomicrides-screenshots")
-	require.NoError(t, os.MkdirAll(dir, 0o755))
-	return dir
+	return testkit.Browser(t, chromedp.ProxyServer("http://127.0.0.1:9"), chromedp.WindowSize(1200, 900))
 }
 
 // The reference renders in Chromium with nothing but the service: every
@@ -142,8 +87,7 @@ document.addEventListener("securitypolicyviolation", e => window.__cspViolations
 
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	require.NoError(t, err)
-	shot := filepath.Join(docsScreenshotDir(t), "docs.png")
-	require.NoError(t, os.WriteFile(shot, png, 0o644))
+	shot := testkit.SaveScreenshot(t, "docs.png", png)
 	t.Logf("screenshot of /docs: %s", shot)
 
 	// Open every operation: its description, parameters and examples render

@@ -1,46 +1,15 @@
 package service_test
 
 import (
-	"context"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/service"
-	"github.com/atomicrides/atomicrides/service/payments"
 )
-
-// listen runs svc's revocation listener until the test ends, and returns
-// once it listens.
-func listen(t *testing.T, svc *service.Service) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- svc.ListenAPIKeyRevocations(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-done)
-	})
-	require.Eventually(t, svc.APIKeyCacheTrusted, 10*time.Second, time.Millisecond, "the listener never listened")
-}
-
-// secondInstance is another Service on the bundle's database, with its own
-// pool and caches, as another process would have.
-func (b *testBundle) secondInstance(t *testing.T) *service.Service {
-	t.Helper()
-	pool, err := pgxpool.NewWithConfig(b.Ctx, b.Pool.Config())
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	svc, err := service.New(service.Config{
-		Pool:     pool,
-		Payments: payments.New(payments.Config{APIBase: "http://127.0.0.1:1", SecretKey: "sk_test_unused"}),
-	})
-	require.NoError(t, err)
-	return svc
-}
 
 func TestAPIKeyRevoke(t *testing.T) {
 	t.Parallel()
@@ -48,7 +17,7 @@ func TestAPIKeyRevoke(t *testing.T) {
 	t.Run("ListRevokeAndRevokeAgain", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		listen(t, b.Service)
+		testkit.ListenRevocations(t, b.Service)
 		res, err := b.Service.UserUpsert(b.Ctx, service.UserUpsertParams{Email: "revoke@example.com"})
 		require.NoError(t, err)
 		require.NotZero(t, res.APIKeyID)
@@ -148,9 +117,9 @@ func TestAPIKeyRevoke(t *testing.T) {
 func TestAPIKeyRevocationAcrossInstances(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	other := b.secondInstance(t)
-	listen(t, b.Service)
-	listen(t, other)
+	other := testkit.Instance(t, b.Pool)
+	testkit.ListenRevocations(t, b.Service)
+	testkit.ListenRevocations(t, other)
 
 	res, err := b.Service.UserUpsert(b.Ctx, service.UserUpsertParams{Email: "two@example.com"})
 	require.NoError(t, err)
@@ -231,7 +200,7 @@ func TestAPIKeyRevocationAcrossInstances(t *testing.T) {
 func TestAPIKeyRevocationListenerLost(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	listen(t, b.Service)
+	testkit.ListenRevocations(t, b.Service)
 	res, err := b.Service.UserUpsert(b.Ctx, service.UserUpsertParams{Email: "lost@example.com"})
 	require.NoError(t, err)
 	_, second, err := b.Service.APIKeyMint(b.Ctx, "lost@example.com", nil)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/service"
 )
 
@@ -14,7 +15,7 @@ func TestAuthenticateCache(t *testing.T) {
 	t.Run("FoundKeyIsTrustedForTheTTLOnly", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		listen(t, b.Service)
+		testkit.ListenRevocations(t, b.Service)
 		res, err := b.Service.UserUpsert(b.Ctx, service.UserUpsertParams{Email: "cached@example.com"})
 		require.NoError(t, err)
 		u, err := b.Service.Authenticate(b.Ctx, res.APIKey)

@@ -22,9 +22,7 @@ func TestCompleter(t *testing.T) {
 
 	t.Run("AbandonedKeyIsQueuedAfterItsGraceAndFinishedOnce", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		uid := b.Rider(t, "abandoned@example.com", "tok_visa").ID
-		key := testkit.NewKey()
+		b, uid, key := setupRider(t, "abandoned@example.com")
 		b.AbandonRide(t, uid, key)
 		id := b.keyID(t, uid, key)
 
@@ -69,9 +67,7 @@ func TestCompleter(t *testing.T) {
 
 	t.Run("LiveLeaseIsNeverTouched", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		uid := b.Rider(t, "leased@example.com", "tok_visa").ID
-		key := testkit.NewKey()
+		b, uid, key := setupRider(t, "leased@example.com")
 		gate, fired := make(chan struct{}), make(chan struct{}, 1)
 		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultLatency, Gate: gate, Fired: fired, Times: 1})
 		done := make(chan error, 1)
@@ -98,9 +94,7 @@ func TestCompleter(t *testing.T) {
 
 	t.Run("ProcessorOutageLeavesTheKeyResumable", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		uid := b.Rider(t, "outage@example.com", "tok_visa").ID
-		key := testkit.NewKey()
+		b, uid, key := setupRider(t, "outage@example.com")
 		b.AbandonRide(t, uid, key)
 		id := b.keyID(t, uid, key)
 
@@ -119,9 +113,7 @@ func TestCompleter(t *testing.T) {
 
 	t.Run("PastTheProcessorKeyWindowTheChargeIsLookedUpFirst", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		uid := b.Rider(t, "window@example.com", "tok_visa").ID
-		key := testkit.NewKey()
+		b, uid, key := setupRider(t, "window@example.com")
 		// Stripe made the charge, but its answer was lost; the client gave up.
 		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultDropAfter, Times: 1})
 		_, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)

@@ -53,9 +53,7 @@ func TestRideRefundCreate(t *testing.T) {
 
 	t.Run("NewKeyRefundsOnceAndFinishes", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		uid := b.Rider(t, "refund@example.com", "tok_visa").ID
-		ride := b.Ride(t, uid)
+		b, uid, ride := setupRide(t, "refund@example.com")
 		key := testkit.NewKey()
 
 		resp, err := b.Service.RideRefundCreate(b.Ctx, uid, key, ride.ID, nil)
@@ -104,9 +102,7 @@ func TestRideRefundCreate(t *testing.T) {
 
 	t.Run("ReplayIsByteIdenticalAndNeverReachesStripe", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		uid := b.Rider(t, "refund-replay@example.com", "tok_visa").ID
-		ride := b.Ride(t, uid)
+		b, uid, ride := setupRide(t, "refund-replay@example.com")
 		key := testkit.NewKey()
 		first, err := b.Service.RideRefundCreate(b.Ctx, uid, key, ride.ID, nil)
 		require.NoError(t, err)
@@ -126,9 +122,7 @@ func TestRideRefundCreate(t *testing.T) {
 
 	t.Run("OtherKeyAfterRefundGetsTheSameRefundWithoutStripe", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		uid := b.Rider(t, "refund-other@example.com", "tok_visa").ID
-		ride := b.Ride(t, uid)
+		b, uid, ride := setupRide(t, "refund-other@example.com")
 		first, err := b.Service.RideRefundCreate(b.Ctx, uid, testkit.NewKey(), ride.ID, nil)
 		require.NoError(t, err)
 		require.Equal(t, http.StatusCreated, first.Status)
@@ -158,9 +152,7 @@ func TestRideRefundCreate(t *testing.T) {
 
 	t.Run("ConcurrentKeysRefundOnce", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		uid := b.Rider(t, "refund-crowd@example.com", "tok_visa").ID
-		ride := b.Ride(t, uid)
+		b, uid, ride := setupRide(t, "refund-crowd@example.com")
 
 		const n = 24
 		keys := make([]string, n)
@@ -228,9 +220,7 @@ func TestRideRefundCreate(t *testing.T) {
 
 	t.Run("KeysMeetingAtStripeConvergeOnOneRefund", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		uid := b.Rider(t, "refund-meet@example.com", "tok_visa").ID
-		ride := b.Ride(t, uid)
+		b, uid, ride := setupRide(t, "refund-meet@example.com")
 		gate, fired := make(chan struct{}), make(chan struct{}, 1)
 		release := sync.OnceFunc(func() { close(gate) })
 		t.Cleanup(release)
@@ -270,9 +260,7 @@ func TestRideRefundCreate(t *testing.T) {
 
 	t.Run("StripeUnavailableIsResumedFromRefundCreated", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		uid := b.Rider(t, "refund-503@example.com", "tok_visa").ID
-		ride := b.Ride(t, uid)
+		b, uid, ride := setupRide(t, "refund-503@example.com")
 		key := testkit.NewKey()
 		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpRefundCreate, Kind: fakestripe.FaultStatus, Status: 503, Times: 1})
 
@@ -301,9 +289,7 @@ func TestRideRefundCreate(t *testing.T) {
 
 	t.Run("RefundMadeButAnswerLostIsAdoptedNotRepeated", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		uid := b.Rider(t, "refund-lost@example.com", "tok_visa").ID
-		ride := b.Ride(t, uid)
+		b, uid, ride := setupRide(t, "refund-lost@example.com")
 		key := testkit.NewKey()
 		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpRefundCreate, Kind: fakestripe.FaultDropAfter, Times: 1})
 
@@ -321,9 +307,7 @@ func TestRideRefundCreate(t *testing.T) {
 
 	t.Run("LostAnswerIsAdoptedByAnotherKeyAndTheFirstKeyFinishesWithoutStripe", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		uid := b.Rider(t, "refund-lost2@example.com", "tok_visa").ID
-		ride := b.Ride(t, uid)
+		b, uid, ride := setupRide(t, "refund-lost2@example.com")
 		first := testkit.NewKey()
 		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpRefundCreate, Kind: fakestripe.FaultDropAfter, Times: 1})
 		_, err := b.Service.RideRefundCreate(b.Ctx, uid, first, ride.ID, nil)
@@ -348,9 +332,7 @@ func TestRideRefundCreate(t *testing.T) {
 
 	t.Run("CrashBetweenStripeAndRecordIsCompletedFromTheStoredRequest", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		uid := b.Rider(t, "refund-crash@example.com", "tok_visa").ID
-		ride := b.Ride(t, uid)
+		b, uid, ride := setupRide(t, "refund-crash@example.com")
 		key := testkit.NewKey()
 		// Recording the refund fails after Stripe made it.
 		b.Exec(t, `CREATE FUNCTION fail_refund() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -390,9 +372,7 @@ func TestRideRefundCreate(t *testing.T) {
 
 	t.Run("FailureInTheRequestPhaseKeepsNothing", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		uid := b.Rider(t, "refund-started@example.com", "tok_visa").ID
-		ride := b.Ride(t, uid)
+		b, uid, ride := setupRide(t, "refund-started@example.com")
 		key := testkit.NewKey()
 		b.Exec(t, `CREATE FUNCTION fail_refund() RETURNS trigger LANGUAGE plpgsql AS $$
 			BEGIN RAISE EXCEPTION 'simulated failure'; END $$`)
@@ -412,9 +392,7 @@ func TestRideRefundCreate(t *testing.T) {
 
 	t.Run("KeyOlderThanStripeWindowIsReconciledByListing", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		uid := b.Rider(t, "refund-window@example.com", "tok_visa").ID
-		ride := b.Ride(t, uid)
+		b, uid, ride := setupRide(t, "refund-window@example.com")
 		key := testkit.NewKey()
 		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpRefundCreate, Kind: fakestripe.FaultDropAfter, Times: 1})
 		_, err := b.Service.RideRefundCreate(b.Ctx, uid, key, ride.ID, nil)
@@ -437,9 +415,7 @@ func TestRideRefundCreate(t *testing.T) {
 
 	t.Run("StripeForgotTheKeyAndAnswersAlreadyRefundedSoTheRefundIsAdopted", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		uid := b.Rider(t, "refund-forgot@example.com", "tok_visa").ID
-		ride := b.Ride(t, uid)
+		b, uid, ride := setupRide(t, "refund-forgot@example.com")
 		key := testkit.NewKey()
 		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpRefundCreate, Kind: fakestripe.FaultDropAfter, Times: 1})
 		_, err := b.Service.RideRefundCreate(b.Ctx, uid, key, ride.ID, nil)
@@ -460,9 +436,7 @@ func TestRideRefundCreate(t *testing.T) {
 
 	t.Run("RefusedRefundIsStored409AndALaterKeyAsksAgain", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		uid := b.Rider(t, "refund-refused@example.com", "tok_visa").ID
-		ride := b.Ride(t, uid)
+		b, uid, ride := setupRide(t, "refund-refused@example.com")
 		key := testkit.NewKey()
 		// Stripe saves the refusal under its idempotency key and replays it
 		// for that key: a later request must come under another one.
@@ -512,9 +486,7 @@ func TestRideRefundCreate(t *testing.T) {
 
 	t.Run("RefusedRefundRecordedAsMadeMeanwhileIsAnsweredNotAskedAgain", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		uid := b.Rider(t, "refund-meanwhile@example.com", "tok_visa").ID
-		ride := b.Ride(t, uid)
+		b, uid, ride := setupRide(t, "refund-meanwhile@example.com")
 		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpRefundCreate, Kind: fakestripe.FaultStatus, Status: 400,
 			Type: "invalid_request_error", Code: "charge_disputed", Message: "Charge has been disputed.", Times: 1})
 		resp, err := b.Service.RideRefundCreate(b.Ctx, uid, testkit.NewKey(), ride.ID, nil)

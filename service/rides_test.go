@@ -20,9 +20,7 @@ func TestRideCreate(t *testing.T) {
 
 	t.Run("NewKeyChargesOnceAndFinishes", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		uid := b.Rider(t, "new@example.com", "tok_visa").ID
-		key := testkit.NewKey()
+		b, uid, key := setupRider(t, "new@example.com")
 
 		resp, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
 		require.NoError(t, err)
@@ -49,9 +47,7 @@ func TestRideCreate(t *testing.T) {
 
 	t.Run("ReplayIsByteIdenticalAndNeverReachesStripe", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		uid := b.Rider(t, "replay@example.com", "tok_visa").ID
-		key := testkit.NewKey()
+		b, uid, key := setupRider(t, "replay@example.com")
 		first, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
 		require.NoError(t, err)
 		requests := len(b.Stripe.Requests())
@@ -95,9 +91,7 @@ func TestRideCreate(t *testing.T) {
 
 	t.Run("KeyReusedWithDifferentRequestIs422", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		uid := b.Rider(t, "mismatch@example.com", "tok_visa").ID
-		key := testkit.NewKey()
+		b, uid, key := setupRider(t, "mismatch@example.com")
 		_, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
 		require.NoError(t, err)
 
@@ -126,9 +120,7 @@ func TestRideCreate(t *testing.T) {
 
 	t.Run("LockedKeyIs409WithRetryAfter", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		uid := b.Rider(t, "locked@example.com", "tok_visa").ID
-		key := testkit.NewKey()
+		b, uid, key := setupRider(t, "locked@example.com")
 		gate, fired := make(chan struct{}), make(chan struct{}, 1)
 		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultLatency, Gate: gate, Fired: fired, Times: 1})
 
@@ -154,9 +146,7 @@ func TestRideCreate(t *testing.T) {
 
 	t.Run("StaleLeaseIsTakenOverAndFenced", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		uid := b.Rider(t, "stale@example.com", "tok_visa").ID
-		key := testkit.NewKey()
+		b, uid, key := setupRider(t, "stale@example.com")
 		gate, fired := make(chan struct{}), make(chan struct{}, 1)
 		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultLatency, Gate: gate, Fired: fired, Times: 1})
 
@@ -191,9 +181,7 @@ func TestRideCreate(t *testing.T) {
 
 	t.Run("TransientStripeFailureIsRetryableFromRideCreated", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		uid := b.Rider(t, "transient@example.com", "tok_visa").ID
-		key := testkit.NewKey()
+		b, uid, key := setupRider(t, "transient@example.com")
 		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultStatus, Status: 503, Times: 1})
 
 		_, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
@@ -214,9 +202,7 @@ func TestRideCreate(t *testing.T) {
 
 	t.Run("ChargeMadeButAnswerLostIsAdoptedNotRepeated", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		uid := b.Rider(t, "lost@example.com", "tok_visa").ID
-		key := testkit.NewKey()
+		b, uid, key := setupRider(t, "lost@example.com")
 		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultDropAfter, Times: 1})
 
 		_, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
@@ -232,9 +218,7 @@ func TestRideCreate(t *testing.T) {
 
 	t.Run("KeyOlderThanStripeWindowIsReconciledByLookup", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		uid := b.Rider(t, "window@example.com", "tok_visa").ID
-		key := testkit.NewKey()
+		b, uid, key := setupRider(t, "window@example.com")
 		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultDropAfter, Times: 1})
 		_, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
 		requireCode(t, err, service.CodeProcessorUnavailable)
@@ -254,9 +238,7 @@ func TestRideCreate(t *testing.T) {
 
 	t.Run("KeyOlderThanStripeWindowWithoutChargeIsCharged", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		uid := b.Rider(t, "window2@example.com", "tok_visa").ID
-		key := testkit.NewKey()
+		b, uid, key := setupRider(t, "window2@example.com")
 		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultDropBefore, Times: 1})
 		_, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
 		requireCode(t, err, service.CodeProcessorUnavailable)
@@ -270,9 +252,7 @@ func TestRideCreate(t *testing.T) {
 
 	t.Run("InternalErrorUnlocksKeyAndRetrySucceeds", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		uid := b.Rider(t, "internal@example.com", "tok_visa").ID
-		key := testkit.NewKey()
+		b, uid, key := setupRider(t, "internal@example.com")
 		// Recording the charge fails, after Stripe charged.
 		b.Exec(t, `CREATE FUNCTION fail_charge() RETURNS trigger LANGUAGE plpgsql AS $$
 			BEGIN RAISE EXCEPTION 'simulated failure'; END $$`)
@@ -322,9 +302,7 @@ func TestRideCreate(t *testing.T) {
 
 	t.Run("PersistentSerializationFailureUnlocksKey", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		uid := b.Rider(t, "serial2@example.com", "tok_visa").ID
-		key := testkit.NewKey()
+		b, uid, key := setupRider(t, "serial2@example.com")
 		// The ride is created, then recording the charge keeps failing.
 		b.Exec(t, `CREATE FUNCTION fail_serial() RETURNS trigger LANGUAGE plpgsql AS $$
 			BEGIN RAISE EXCEPTION 'could not serialize access' USING ERRCODE = '40001'; END $$`)
@@ -339,9 +317,7 @@ func TestRideCreate(t *testing.T) {
 
 	t.Run("ConcurrentRequestsWithOneKeyChargeOnce", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		uid := b.Rider(t, "crowd@example.com", "tok_visa").ID
-		key := testkit.NewKey()
+		b, uid, key := setupRider(t, "crowd@example.com")
 
 		const n = 100
 		var (
@@ -463,9 +439,7 @@ func TestParseIdempotencyKey(t *testing.T) {
 // from memory, for Config.ReplayCacheTTL, and from the database after that.
 func TestReplayFromMemory(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	uid := b.Rider(t, "memory@example.com", "tok_visa").ID
-	key := testkit.NewKey()
+	b, uid, key := setupRider(t, "memory@example.com")
 	first, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
 	require.NoError(t, err)
 

@@ -18,6 +18,23 @@ func setup(t *testing.T) *testBundle {
 	return &testBundle{testkit.New(t)}
 }
 
+// setupRider is setup with one rider paying by card, and a fresh
+// idempotency key for the rider's request.
+func setupRider(t *testing.T, email string) (b *testBundle, uid int64, key string) {
+	t.Helper()
+	b = setup(t)
+	return b, b.Rider(t, email, "tok_visa").ID, testkit.NewKey()
+}
+
+// setupRide is setup with one rider paying by card and one ride of the
+// rider's, charged.
+func setupRide(t *testing.T, email string) (b *testBundle, uid int64, ride service.Ride) {
+	t.Helper()
+	b = setup(t)
+	uid = b.Rider(t, email, "tok_visa").ID
+	return b, uid, b.Ride(t, uid)
+}
+
 // keyRow is what a test inspects of an idempotency key.
 type keyRow struct {
 	point  string

@@ -14,11 +14,13 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/atomicrides/atomicrides/internal/testkit"
 )
 
 // benchRideBody is the body of every ride the benchmark books: replays of a
 // key send it again, byte for byte.
-var benchRideBody = []byte(`{"origin_lat":37.7749,"origin_lon":-122.4194,"target_lat":37.8044,"target_lon":-122.2712}`)
+var benchRideBody = []byte(testkit.SomeRideJSON)
 
 // loadRun is what one run of the load generator measured.
 type loadRun struct {

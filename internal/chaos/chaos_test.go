@@ -100,25 +100,13 @@ func runChaos(t *testing.T, plan chaosPlan) {
 	ctx, cancel := context.WithTimeout(context.Background(), plan.bound)
 	defer cancel()
 
-	logDir := chaosLogDir(t, "")
-	sys := startChaosSystem(t, ctx, logDir, chaosDBSingle)
-	users, err := chaosCreateUsers(ctx, sys, plan.users)
-	require.NoError(t, err)
+	logDir, sys, users := startChaosRun(t, ctx, "", chaosDBSingle, plan.users)
 	setup := time.Since(begin)
 
-	stats := &chaosStats{}
-	load := &chaosLoad{
-		rider: newChaosRider(sys.bases(), stats),
-		users: users,
-		book:  &chaosBook{},
-		run:   fmt.Sprintf("%08x", rand.Uint32()),
-		max:   plan.maxScenarios,
-	}
+	stats, load := newChaosLoad(sys, users, plan.maxScenarios, nil)
 	stop := make(chan struct{})
 	var clients sync.WaitGroup
-	for range plan.clients {
-		clients.Go(func() { load.work(ctx, stop) })
-	}
+	startChaosClients(ctx, load, plan.clients, &clients, stop)
 
 	// Each fault in turn: every failpoint (two lanes, one per instance,
 	// taking the points in order), every Stripe fault, one PostgreSQL
@@ -174,11 +162,7 @@ func runChaos(t *testing.T, plan chaosPlan) {
 	flog.event("faults stopped; clients done")
 
 	// Settle within the bound, leaving time for the checks.
-	settleStart := time.Now()
-	deadline, _ := ctx.Deadline()
-	settleErr := chaosSettle(ctx, sys, min(plan.settle, time.Until(deadline)-30*time.Second))
-	settled := time.Since(settleStart)
-	flog.event("settled in %s (%v)", settled.Round(time.Millisecond), settleErr)
+	settled, settleErr := settleChaos(ctx, sys, plan.settle, flog)
 
 	state := chaosReadState(t, ctx, sys, load)
 	checks := chaosCheckAll(state)
@@ -186,27 +170,93 @@ func runChaos(t *testing.T, plan chaosPlan) {
 		"setup": setup, "faults": faults, "settle": settled, "total": time.Since(begin),
 	})
 	fmt.Print(report)
-	events := filepath.Join(logDir, "events.log")
-	if err := os.WriteFile(events, []byte(strings.Join(flog.events, "\n")+"\n"), 0o644); err != nil {
-		t.Errorf("write %s: %v", events, err)
-	}
 	if *chaosLogsFlag != "" {
 		fmt.Printf("logs of every process and the timeline of the faults (events.log): %s\n", logDir)
 	}
-	if settleErr != nil {
-		t.Errorf("the system did not settle within %s: %v (logs in %s)", plan.settle, settleErr, logDir)
+	chaosVerdict(t, chaosOutcome{logDir: logDir, flog: flog, settle: plan.settle, settleErr: settleErr,
+		checks: checks, begin: begin, bound: plan.bound})
+}
+
+// startChaosRun starts the system under test on db, its logs in a fresh
+// directory (under logs, with -chaos.logs), and creates its n users.
+func startChaosRun(t *testing.T, ctx context.Context, logs string, db chaosDB, n int) (string, *chaosSystem, []*chaosUser) {
+	t.Helper()
+	logDir := chaosLogDir(t, logs)
+	sys := startChaosSystem(t, ctx, logDir, db)
+	users, err := chaosCreateUsers(ctx, sys, n)
+	require.NoError(t, err)
+	return logDir, sys, users
+}
+
+// newChaosLoad is the clients' load on sys for users, counted in stats: at
+// most maxScenarios scenarios, drawn from scenarios (nil: chaosScenarios),
+// under a fresh run id.
+func newChaosLoad(sys *chaosSystem, users []*chaosUser, maxScenarios int64, scenarios []chaosScenario) (*chaosStats, *chaosLoad) {
+	stats := &chaosStats{}
+	return stats, &chaosLoad{
+		rider:     newChaosRider(sys.bases(), stats),
+		users:     users,
+		book:      &chaosBook{},
+		run:       fmt.Sprintf("%08x", rand.Uint32()),
+		max:       maxScenarios,
+		scenarios: scenarios,
 	}
-	// Each invariant is a subtest of its own, so that a violation names
-	// its check (TestChaosShort/keys_finished) as well as its row.
-	for _, c := range checks {
+}
+
+// startChaosClients starts n clients working on load, in clients, until
+// stop is closed.
+func startChaosClients(ctx context.Context, load *chaosLoad, n int, clients *sync.WaitGroup, stop <-chan struct{}) {
+	for range n {
+		clients.Go(func() { load.work(ctx, stop) })
+	}
+}
+
+// settleChaos waits for the system to settle once the faults and the
+// clients have stopped, within limit and leaving 30 seconds of ctx for the
+// checks; it records how long it took in flog.
+func settleChaos(ctx context.Context, sys *chaosSystem, limit time.Duration, flog *chaosFaultLog) (time.Duration, error) {
+	start := time.Now()
+	deadline, _ := ctx.Deadline()
+	err := chaosSettle(ctx, sys, min(limit, time.Until(deadline)-30*time.Second))
+	settled := time.Since(start)
+	flog.event("settled in %s (%v)", settled.Round(time.Millisecond), err)
+	return settled, err
+}
+
+// chaosOutcome is what the verdict of a run is drawn from.
+type chaosOutcome struct {
+	logDir    string
+	flog      *chaosFaultLog
+	settle    time.Duration
+	settleErr error
+	checks    []chaosCheck
+	begin     time.Time
+	bound     time.Duration
+}
+
+// chaosVerdict keeps the run's timeline in events.log beside the processes'
+// logs, and fails t for a system that did not settle, for each violated
+// invariant and for a run over its bound. Each invariant is a subtest of
+// its own, so that a violation names its check (TestChaosShort/keys_finished)
+// as well as its row.
+func chaosVerdict(t *testing.T, o chaosOutcome) {
+	t.Helper()
+	events := filepath.Join(o.logDir, "events.log")
+	if err := os.WriteFile(events, []byte(strings.Join(o.flog.events, "\n")+"\n"), 0o644); err != nil {
+		t.Errorf("write %s: %v", events, err)
+	}
+	if o.settleErr != nil {
+		t.Errorf("the system did not settle within %s: %v (logs in %s)", o.settle, o.settleErr, o.logDir)
+	}
+	for _, c := range o.checks {
 		t.Run(c.id, func(t *testing.T) {
 			if !c.ok {
-				t.Errorf("invariant violated: %s: expected %s, got %s (logs in %s)", c.name, c.expected, c.actual, logDir)
+				t.Errorf("invariant violated: %s: expected %s, got %s (logs in %s)", c.name, c.expected, c.actual, o.logDir)
 			}
 		})
 	}
-	if time.Since(begin) > plan.bound {
-		t.Errorf("the run took %s, over its bound of %s", time.Since(begin), plan.bound)
+	if time.Since(o.begin) > o.bound {
+		t.Errorf("the run took %s, over its bound of %s", time.Since(o.begin), o.bound)
 	}
 }
 

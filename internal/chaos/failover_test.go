@@ -4,10 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -81,29 +78,17 @@ func runFailover(t *testing.T, plan failoverPlan) {
 	begin := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), plan.bound)
 	defer cancel()
-	logDir := chaosLogDir(t, plan.logs)
-	sys := startChaosSystem(t, ctx, logDir, plan.db)
-	users, err := chaosCreateUsers(ctx, sys, plan.users)
-	require.NoError(t, err)
+	logDir, sys, users := startChaosRun(t, ctx, plan.logs, plan.db, plan.users)
 	setup := time.Since(begin)
 
-	stats := &chaosStats{}
-	load := &chaosLoad{
-		rider:     newChaosRider(sys.bases(), stats),
-		users:     users,
-		book:      &chaosBook{},
-		run:       fmt.Sprintf("%08x", rand.Uint32()),
-		max:       1 << 30,
-		scenarios: plan.scenarios,
-	}
+	stats, load := newChaosLoad(sys, users, 1<<30, plan.scenarios)
 	stop := make(chan struct{})
 	var clients sync.WaitGroup
-	for range plan.clients {
-		clients.Go(func() { load.work(ctx, stop) })
-	}
+	startChaosClients(ctx, load, plan.clients, &clients, stop)
 	flog := newChaosFaultLog()
 	loadStart := time.Now()
 
+	var err error
 	fig := &failoverFigures{}
 	require.NoError(t, pause(ctx, plan.before-plan.lead))
 	if plan.db == chaosDBRestore {
@@ -150,11 +135,7 @@ func runFailover(t *testing.T, plan failoverPlan) {
 		flog.event("%d clients came back with their keys", len(returned))
 	}
 
-	settleStart := time.Now()
-	deadline, _ := ctx.Deadline()
-	settleErr := chaosSettle(ctx, sys, min(plan.settle, time.Until(deadline)-30*time.Second))
-	settled := time.Since(settleStart)
-	flog.event("settled in %s (%v)", settled.Round(time.Millisecond), settleErr)
+	settled, settleErr := settleChaos(ctx, sys, plan.settle, flog)
 
 	state := chaosReadState(t, ctx, sys, load)
 	var checks []chaosCheck
@@ -176,23 +157,8 @@ func runFailover(t *testing.T, plan failoverPlan) {
 		"setup": setup, "load": loadTook, "settle": settled, "total": time.Since(begin),
 	})
 	fmt.Print(report)
-	events := filepath.Join(logDir, "events.log")
-	if err := os.WriteFile(events, []byte(strings.Join(flog.events, "\n")+"\n"), 0o644); err != nil {
-		t.Errorf("write %s: %v", events, err)
-	}
-	if settleErr != nil {
-		t.Errorf("the system did not settle within %s: %v (logs in %s)", plan.settle, settleErr, logDir)
-	}
-	for _, c := range checks {
-		t.Run(c.id, func(t *testing.T) {
-			if !c.ok {
-				t.Errorf("invariant violated: %s: expected %s, got %s (logs in %s)", c.name, c.expected, c.actual, logDir)
-			}
-		})
-	}
-	if time.Since(begin) > plan.bound {
-		t.Errorf("the run took %s, over its bound of %s", time.Since(begin), plan.bound)
-	}
+	chaosVerdict(t, chaosOutcome{logDir: logDir, flog: flog, settle: plan.settle, settleErr: settleErr,
+		checks: checks, begin: begin, bound: plan.bound})
 }
 
 // pause lets the load run for d.

@@ -3,7 +3,6 @@ package telemetry_test
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -22,10 +21,10 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/atomicrides/atomicrides/internal/telemetry"
+	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/jobs"
 	"github.com/atomicrides/atomicrides/openapi"
 	"github.com/atomicrides/atomicrides/service"
-	"github.com/atomicrides/atomicrides/service/mail"
 	"github.com/atomicrides/atomicrides/service/mail/mailsink"
 	"github.com/atomicrides/atomicrides/service/payments"
 	"github.com/atomicrides/atomicrides/service/payments/fakestripe"
@@ -62,21 +61,14 @@ func setupTree(t *testing.T) *treeBundle {
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 
-	fake := fakestripe.New(fakestripe.Options{})
-	stripeSrv := httptest.NewServer(fake)
-	t.Cleanup(stripeSrv.Close)
+	fake := testkit.NewStripe(t)
 
-	sink := mailsink.New(mailsink.Options{})
-	sinkURL, stopSink, err := sink.Start("127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = stopSink(ctx) })
-	mailer, err := mail.New(mail.Config{URL: sinkURL, Timeout: 5 * time.Second})
-	require.NoError(t, err)
+	sink, mailer := testkit.NewMail(t)
 
 	svc, err := service.New(service.Config{
 		Pool: pool,
 		Payments: payments.New(payments.Config{
-			APIBase: stripeSrv.URL, SecretKey: "sk_test_tree", MaxNetworkRetries: payments.NoRetries, Timeout: 5 * time.Second,
+			APIBase: fake.URL, SecretKey: "sk_test_tree", MaxNetworkRetries: payments.NoRetries, Timeout: 5 * time.Second,
 		}),
 		Mailer:         mailer,
 		TracerProvider: tp,
@@ -102,25 +94,15 @@ func setupTree(t *testing.T) *treeBundle {
 		Service: svc, AdminToken: adminToken, Logger: slog.New(slog.DiscardHandler), TracerProvider: tp,
 	}))
 	t.Cleanup(srv.Close)
-	return &treeBundle{url: srv.URL, spans: rec, fake: fake, sink: sink, events: events}
+	return &treeBundle{url: srv.URL, spans: rec, fake: fake.Server, sink: sink, events: events}
 }
 
+// do sends a request to the service and returns the answer's status and
+// body; a non-empty body is sent as JSON.
 func (b *treeBundle) do(t *testing.T, method, path string, headers map[string]string, body string) (int, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(method, b.url+path, strings.NewReader(body))
-	require.NoError(t, err)
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	out, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return resp.StatusCode, out
+	r := testkit.Do(t, method, b.url+path, headers, body)
+	return r.Status, r.Body
 }
 
 // rider creates a rider paying with tok_visa, waits for the job that
@@ -163,7 +145,7 @@ func (b *treeBundle) book(t *testing.T, apiKey, idemKey string, headers map[stri
 		h[k] = v
 	}
 	return b.do(t, http.MethodPost, "/rides", h,
-		`{"origin_lat":37.7749,"origin_lon":-122.4194,"target_lat":37.8044,"target_lon":-122.2712}`)
+		testkit.SomeRideJSON)
 }
 
 // spanSet is the ended spans, with lookups by name and parent.

@@ -1,6 +1,7 @@
-// Package testkit is what the tests of service, jobs, openapi, openapi/client
-// and openapi/web share: one isolated world per test, built from the
-// project's real parts, and the fixtures every package needs in it.
+// Package testkit is what the tests of service, jobs, openapi, openapi/client,
+// openapi/web, internal/telemetry and the root package share: one isolated
+// world per test, built from the project's real parts, and the fixtures
+// every package needs in it.
 //
 // A world (New) is
 //
@@ -21,6 +22,14 @@
 // (Env.Rider), a charged ride (Env.Ride), a request abandoned after a
 // processor outage (Env.AbandonRide), fresh idempotency keys (NewKey), and
 // the charges at the fake Stripe of a ride's request (Env.ChargesOfRide).
+//
+// Beside a world, the tests of every package share the parts a world is
+// made of, for a test that wires its own (a process of the real binary, a
+// traced service): NewStripe, NewMailSink and NewMail; another instance of
+// the service on a shared database (Instance) with its listener of API-key
+// revocations (ListenRevocations); an HTTP client that returns the whole
+// answer (Do, DoRaw and Reply, with its problem+json check); and a headless
+// Chromium (Browser) whose screenshots SaveScreenshot keeps.
 //
 // Each package keeps its own small bundle, River style, made of a world and
 // what that package adds to it (a River client, an HTTP server):

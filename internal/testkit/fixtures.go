@@ -17,6 +17,9 @@ import (
 // Francisco to Oakland, charged 20.00 USD.
 var SomeRide = service.RideCreateParams{OriginLat: 37.7749, OriginLon: -122.4194, TargetLat: 37.8044, TargetLon: -122.2712}
 
+// SomeRideJSON is SomeRide as the body of POST /rides.
+const SomeRideJSON = `{"origin_lat":37.7749,"origin_lon":-122.4194,"target_lat":37.8044,"target_lon":-122.2712}`
+
 var keySeq atomic.Int64
 
 // NewKey returns a valid idempotency key that no other call in this test

@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/openapi"
 	"github.com/atomicrides/atomicrides/service"
 	"github.com/atomicrides/atomicrides/service/payments"
@@ -42,17 +43,15 @@ type testBundle struct {
 func setup(t *testing.T) *testBundle {
 	t.Helper()
 	b := &testBundle{node: nodePath(t), packages: nodeModules(t)}
-	b.fake = fakestripe.New(fakestripe.Options{})
-	stripeSrv := httptest.NewServer(b.fake)
-	t.Cleanup(stripeSrv.Close)
-	b.stripe = stripeSrv.URL
+	stripe := testkit.NewStripe(t)
+	b.fake, b.stripe = stripe.Server, stripe.URL
 	// No keep-alives towards Stripe: a dropped answer must reach the service
 	// as the lost answer it is.
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.DisableKeepAlives = true
 	b.pool = dbtest.New(t)
 	svc, err := service.New(service.Config{Pool: b.pool, Payments: payments.New(payments.Config{
-		APIBase: stripeSrv.URL, SecretKey: "sk_test_client_ts", MaxNetworkRetries: payments.NoRetries,
+		APIBase: stripe.URL, SecretKey: "sk_test_client_ts", MaxNetworkRetries: payments.NoRetries,
 		HTTPClient: &http.Client{Transport: transport},
 	})})
 	require.NoError(t, err)

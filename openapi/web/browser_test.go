@@ -2,11 +2,7 @@ package web_test
 
 import (
 	"context"
-	"flag"
 	"iter"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,57 +16,15 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/service/payments/fakestripe"
 )
 
-// chromiumPath finds the browser. Without one the test fails, in CI and
-// out of it: the booking page's guarantees are only proven in a browser.
-func chromiumPath(t *testing.T) string {
-	t.Helper()
-	candidates := []string{os.Getenv("CHROMIUM"), "/usr/bin/chromium", "chromium", "chromium-browser", "google-chrome"}
-	for _, c := range candidates {
-		if c == "" {
-			continue
-		}
-		if p, err := exec.LookPath(c); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("Chromium is missing in CI: .ci/run installs it (apt-get install chromium); the browser test must run")
-	}
-	t.Fatal("Chromium is required for the booking page's browser test: install it with " +
-		"`sudo apt-get install -y --no-install-recommends chromium`, or point CHROMIUM at a Chrome or Chromium binary")
-	return ""
-}
-
-// newBrowser starts a headless Chromium with a fresh profile, for this test
-// only; extra options come last.
+// newBrowser starts a headless Chromium for this test only; extra options
+// come last.
 func newBrowser(t *testing.T, extra ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromiumPath(t)),
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(900, 760),
-	)
-	opts = append(opts, extra...)
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(allocCtx)
-	ctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute)
-	t.Cleanup(func() {
-		_ = chromedp.Cancel(ctx)
-		cancelTimeout()
-		cancel()
-		cancelAlloc()
-	})
-	require.NoError(t, chromedp.Do(ctx), "start Chromium")
-	return ctx
+	return testkit.Browser(t, append([]chromedp.ExecAllocatorOption{chromedp.WindowSize(900, 760)}, extra...)...)
 }
 
 // center returns the middle of an element in the viewport.
@@ -303,8 +257,7 @@ func backAndSubmitAgain(ctx context.Context, t *testing.T, b *testBundle, wantBa
 
 	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
 	require.NoError(t, err)
-	path := filepath.Join(screenshotDir(t), "booking-page-"+string(wantBack)+".png")
-	require.NoError(t, os.WriteFile(path, png, 0o644))
+	path := testkit.SaveScreenshot(t, "booking-page-"+string(wantBack)+".png", png)
 	t.Logf("screenshot of the page after the resubmission: %s", path)
 }
 
@@ -363,17 +316,4 @@ func drain(ch <-chan struct{}) {
 			return
 		}
 	}
-}
-
-// screenshotDir is where screenshots go: the test's artifact directory under
-// `go test -artifacts`, otherwise a directory under the system's temporary
-// directory that outlives the test.
-func screenshotDir(t *testing.T) string {
-	t.Helper()
-	if f := flag.Lookup("test.artifacts"); f != nil && f.Value.String() == "true" {
-		return t.ArtifactDir()
-	}
-	dir := filepath.Join(os.TempDir(), "atomicrides-screenshots")
-	require.NoError(t, os.MkdirAll(dir, 0o755))
-	return dir
 }
