@@ -20,12 +20,20 @@ var (
 	exampleCustomer = "cus_P8mRk2VnX5cJt3Lq"
 )
 
+// Example ids, drawn as the database draws them: at random, below 2^53.
+const (
+	exampleRideID       = 5351843670591273
+	exampleUserID       = 3968721950428136
+	exampleKeyID        = 7431029865513702
+	exampleRevokedKeyID = 1587904421639058
+)
+
 // exampleRideBody is the example body of POST /rides.
 var exampleRideBody = rideCreateBody{OriginLat: 37.7749, OriginLon: -122.4194, TargetLat: 37.8044, TargetLon: -122.2712}
 
 func exampleRide(refunded bool) *service.Ride {
 	r := &service.Ride{
-		ID: 42, CreatedAt: exampleTime,
+		ID: exampleRideID, CreatedAt: exampleTime,
 		OriginLat: exampleRideBody.OriginLat, OriginLon: exampleRideBody.OriginLon,
 		TargetLat: exampleRideBody.TargetLat, TargetLon: exampleRideBody.TargetLon,
 		AmountCents: 2000, Currency: "usd",
@@ -50,20 +58,20 @@ func exampleUserNew() *service.User {
 }
 
 func exampleUser() *service.User {
-	return &service.User{ID: 7, CreatedAt: exampleTime, Email: "rider@example.com", PaymentSource: "tok_visa", StripeCustomerID: &exampleCustomer}
+	return &service.User{ID: exampleUserID, CreatedAt: exampleTime, Email: "rider@example.com", PaymentSource: "tok_visa", StripeCustomerID: &exampleCustomer}
 }
 
 // exampleAPIKeys is a rider's key list: one live, one revoked.
 func exampleAPIKeys() []*service.APIKey {
 	used, revoked := exampleTime.Add(time.Hour), exampleTime.Add(48*time.Hour)
 	return []*service.APIKey{
-		{ID: 11, CreatedAt: exampleTime, LastUsedAt: &used, RevokedAt: &revoked},
-		{ID: 12, CreatedAt: exampleTime.Add(47 * time.Hour), LastUsedAt: &revoked},
+		{ID: exampleRevokedKeyID, CreatedAt: exampleTime, LastUsedAt: &used, RevokedAt: &revoked},
+		{ID: exampleKeyID, CreatedAt: exampleTime.Add(47 * time.Hour), LastUsedAt: &revoked},
 	}
 }
 
 var exampleRefund = service.RideRefundResult{
-	RideID: 42, Status: "refunded", AmountCents: 2000, Currency: "usd",
+	RideID: exampleRideID, Status: "refunded", AmountCents: 2000, Currency: "usd",
 	StripeRefundID: exampleRefundID, CreatedAt: exampleTime.Add(90 * time.Minute),
 }
 

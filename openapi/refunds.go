@@ -11,7 +11,7 @@ import (
 )
 
 type rideRefundInput struct {
-	ID             int64  `path:"id" minimum:"1" example:"42" doc:"The ride's id."`
+	ID             int64  `path:"id" minimum:"1" example:"5351843670591273" doc:"The ride's id: drawn at random when the ride is booked, never given to another ride, even by a database restored from a backup."`
 	IdempotencyKey string `header:"Idempotency-Key" required:"true" example:"RJ6Q3ZK7W2HXN5TBY4MVC8PLDA" doc:"20 to 255 printable ASCII characters, bare or as a quoted structured-field string. Retry with the same key; any other key refunding the same ride gets the same refund."`
 }
 
@@ -24,13 +24,15 @@ func (h *handlers) registerRefunds() {
 		Path:        service.RideRefundPath,
 		Summary:     "Refund a charged ride in full, at most once per ride",
 		Description: "Refunds the ride's whole charge and queues the refund receipt. A ride is refunded at most once, " +
-			"whatever idempotency keys are used: Stripe is called with the entity-level key ride-<id>-refund, so " +
+			"whatever idempotency keys are used: Stripe is called with a key derived from the ride's charge, so " +
 			"requests under different keys converge on one refund. The request that asked for the refund first " +
 			"gets 201; a request under any other key gets the same refund with 200. 200, 201 and a refusal by the " +
 			"payment processor (409, /problems/refund-rejected) are stored and replayed byte for byte for every " +
-			"later request with the same key. A ride that is not the rider's (404) or not charged " +
+			"later request with the same key. A ride that does not exist or is not the rider's (404) or not charged " +
 			"(409, /problems/ride-not-refundable) is refused without storing anything: a pending ride can be " +
-			"refunded once it is charged. 500 and 503 are not stored: retry with the same key.",
+			"refunded once it is charged. 500 and 503 are not stored: retry with the same key. Ride ids are never " +
+			"given to another ride, even by a database restored from a backup: a ride lost with a restore stays " +
+			"unknown (404), so a retried refund never refunds another ride.",
 		Tags:          []string{"rides"},
 		DefaultStatus: http.StatusCreated,
 		Security:      []map[string][]string{{schemeRider: {}}},

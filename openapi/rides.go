@@ -50,7 +50,7 @@ func storedResponse(r *service.Response) *storedOutput {
 }
 
 type rideGetInput struct {
-	ID int64 `path:"id" minimum:"1" example:"42" doc:"The ride's id."`
+	ID int64 `path:"id" minimum:"1" example:"5351843670591273" doc:"The ride's id: drawn at random when the ride is booked, never given to another ride, even by a database restored from a backup."`
 }
 
 type rideGetOutput struct {

@@ -56,7 +56,7 @@ type apiKeyListOutput struct {
 
 type apiKeyRevokeInput struct {
 	Email string `path:"email" maxLength:"255" example:"rider@example.com" doc:"The rider's email address, in any case."`
-	ID    int64  `path:"id" minimum:"1" example:"11" doc:"The key's id (api_key_id)."`
+	ID    int64  `path:"id" minimum:"1" example:"7431029865513702" doc:"The key's id (api_key_id): drawn at random when the key is minted, never given to another key."`
 }
 
 type apiKeyOutput struct {
@@ -80,7 +80,7 @@ func (h *handlers) registerUsers() {
 		Middlewares:   huma.Middlewares{h.requireAdmin},
 		Responses: map[string]*huma.Response{
 			"201": {Description: "Created, with the rider's first API key.", Content: map[string]*huma.MediaType{"application/json": {Schema: schema, Examples: map[string]*huma.Example{
-				"created": example("Created; the key is shown this once", UserPutResponse{User: exampleUserNew(), APIKey: exampleAPIKey}),
+				"created": example("Created; the key is shown this once", UserPutResponse{User: exampleUserNew(), APIKey: exampleAPIKey, APIKeyID: exampleKeyID}),
 			}}}},
 			"200": {Description: "The rider already existed (no API key).", Content: map[string]*huma.MediaType{"application/json": {Schema: schema, Examples: map[string]*huma.Example{
 				"existed": example("The rider existed: unchanged, no key", UserPutResponse{User: exampleUser()}),
@@ -112,7 +112,7 @@ func (h *handlers) registerUsers() {
 		Middlewares:   huma.Middlewares{h.requireAdmin},
 		Responses: map[string]*huma.Response{
 			"201": {Description: "A new key; shown this once.", Content: map[string]*huma.MediaType{"application/json": {Examples: map[string]*huma.Example{
-				"minted": example("A new key for the rider", APIKeyResponse{User: exampleUser(), APIKey: exampleAPIKey}),
+				"minted": example("A new key for the rider", APIKeyResponse{User: exampleUser(), APIKey: exampleAPIKey, APIKeyID: exampleKeyID}),
 			}}}},
 		},
 	}

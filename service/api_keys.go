@@ -21,7 +21,9 @@ const apiKeyPrefix = "ark_"
 // APIKey describes a rider's API key without its secret, which is never
 // stored: only its SHA-256 is.
 type APIKey struct {
-	ID        int64     `json:"id"`
+	// ID is drawn at random (in [1, 2^53 - 1]) and never names another
+	// key, even in a database restored from a backup.
+	ID        int64     `json:"id" doc:"Drawn at random (1 to 2^53 - 1); never names another key, even after a restore."`
 	CreatedAt time.Time `json:"created_at"`
 	// LastUsedAt is when the key last authenticated a request, to within a
 	// minute (the use is recorded at most once a minute per key); nil if

@@ -131,7 +131,24 @@ func isRetryable(err error) bool {
 	case sqlStateSerializationFailure, sqlStateDeadlockDetected:
 		return true
 	}
-	return false
+	return isIDCollision(err)
+}
+
+// randomIDKeys are the primary keys of the tables whose ids the database
+// draws at random (random_id(), migration 0007), so that no id a client
+// holds is ever handed out again.
+var randomIDKeys = map[string]bool{
+	"rides_pkey":    true,
+	"users_pkey":    true,
+	"api_keys_pkey": true,
+}
+
+// isIDCollision reports whether err is a random id drawn a second time: a
+// unique violation of one of randomIDKeys. Whatever statement inserted the
+// row, running its transaction again draws another id.
+func isIDCollision(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == sqlStateUniqueViolation && randomIDKeys[pgErr.ConstraintName]
 }
 
 func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }

@@ -77,7 +77,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, func() float64 { return float64(m.conflicts.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "atomicrides_tx_retries_total",
-			Help: "Transactions rerun after a serialization failure or deadlock.",
+			Help: "Transactions rerun after a serialization failure, a deadlock or a random id drawn twice.",
 		}, func() float64 { return float64(m.txRetries.Load()) }),
 	}
 	for _, c := range append(collectors, m.ops.collectors()...) {

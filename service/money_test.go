@@ -47,12 +47,18 @@ func (w *moneyWorld) userID(t *testing.T, svc *service.Service, email string) in
 // book books testkit.SomeRide under key and returns its charge.
 func (w *moneyWorld) book(t *testing.T, svc *service.Service, uid int64, key string) string {
 	t.Helper()
+	return *w.ride(t, svc, uid, key).StripeChargeID
+}
+
+// ride books testkit.SomeRide under key and returns the charged ride.
+func (w *moneyWorld) ride(t *testing.T, svc *service.Service, uid int64, key string) service.Ride {
+	t.Helper()
 	resp, err := svc.RideCreate(w.ctx, uid, key, testkit.SomeRide, nil)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)
 	ride := testkit.DecodeRide(t, resp.Body)
 	require.NotNil(t, ride.StripeChargeID)
-	return *ride.StripeChargeID
+	return ride
 }
 
 // chargesPerKey counts the succeeded charges at the fake per processor key.
@@ -62,6 +68,31 @@ func (w *moneyWorld) chargesPerKey() map[string]int {
 		n[ch.Metadata["ar_key"]]++
 	}
 	return n
+}
+
+// backup copies the database at url, whose pool is pool, as it is now
+// (CREATE DATABASE … TEMPLATE), and returns the copy's URL: the backup a
+// restore starts from. The copy is dropped when t ends.
+func (w *moneyWorld) backup(t *testing.T, pool *pgxpool.Pool, url string) string {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(url)
+	require.NoError(t, err)
+	name := cfg.Database + "_backup"
+	pool.Reset() // CREATE DATABASE … TEMPLATE needs the template idle
+	admin, err := pgx.Connect(w.ctx, dbtest.AdminURL(t))
+	require.NoError(t, err)
+	defer admin.Close(w.ctx)
+	ident := pgx.Identifier{name}.Sanitize()
+	_, err = admin.Exec(w.ctx, `CREATE DATABASE `+ident+` TEMPLATE `+pgx.Identifier{cfg.Database}.Sanitize())
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		c, err := pgx.Connect(context.Background(), dbtest.AdminURL(t))
+		require.NoError(t, err)
+		defer c.Close(context.Background())
+		_, err = c.Exec(context.Background(), `DROP DATABASE IF EXISTS `+ident+` WITH (FORCE)`)
+		require.NoError(t, err)
+	})
+	return dbtest.DatabaseURL(t, name)
 }
 
 func connect(t *testing.T, url string) *pgxpool.Pool {
@@ -83,9 +114,16 @@ func TestTwoDeploymentsShareOneStripeAccount(t *testing.T) {
 	a, b := w.service(t, staging, nil), w.service(t, production, nil)
 	require.NotEqual(t, a.Namespace(), b.Namespace())
 
-	// The first rider of each has the same email and the same user id, and
-	// the clients send the same idempotency key.
+	// The first rider of each has the same email and the same user id (ids
+	// drawn at random never meet, but riders numbered by the sequence before
+	// migration 0007 do: each deployment has a rider 1), and the clients send
+	// the same idempotency key.
+	for _, pool := range []*pgxpool.Pool{staging, production} {
+		_, err := pool.Exec(w.ctx, `INSERT INTO users (id, email, payment_source) VALUES (1, 'first@example.com', 'tok_visa')`)
+		require.NoError(t, err)
+	}
 	ua, ub := w.userID(t, a, "first@example.com"), w.userID(t, b, "first@example.com")
+	require.Equal(t, int64(1), ua)
 	require.Equal(t, ua, ub)
 	key := testkit.NewKey()
 	chA, chB := w.book(t, a, ua, key), w.book(t, b, ub, key)
@@ -114,24 +152,7 @@ func TestRestoredBackupNeitherChargesTwiceNorAnswersWithAnotherCharge(t *testing
 	original := connect(t, originalURL)
 	uid := w.userID(t, w.service(t, original, nil), "restored@example.com")
 
-	// The backup: a copy of the database as it is now.
-	cfg, err := pgx.ParseConfig(originalURL)
-	require.NoError(t, err)
-	backupName := cfg.Database + "_backup"
-	original.Reset() // CREATE DATABASE … TEMPLATE needs the template idle
-	admin, err := pgx.Connect(w.ctx, dbtest.AdminURL(t))
-	require.NoError(t, err)
-	defer admin.Close(w.ctx)
-	ident := pgx.Identifier{backupName}.Sanitize()
-	_, err = admin.Exec(w.ctx, `CREATE DATABASE `+ident+` TEMPLATE `+pgx.Identifier{cfg.Database}.Sanitize())
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		c, err := pgx.Connect(context.Background(), dbtest.AdminURL(t))
-		require.NoError(t, err)
-		defer c.Close(context.Background())
-		_, err = c.Exec(context.Background(), `DROP DATABASE IF EXISTS `+ident+` WITH (FORCE)`)
-		require.NoError(t, err)
-	})
+	backupURL := w.backup(t, original, originalURL)
 
 	// Two bookings after the backup.
 	before := w.service(t, original, nil)
@@ -139,7 +160,7 @@ func TestRestoredBackupNeitherChargesTwiceNorAnswersWithAnotherCharge(t *testing
 	ch1, ch2 := w.book(t, before, uid, k1), w.book(t, before, uid, k2)
 
 	// The database is restored: a fresh service on the backup.
-	restoredPool := connect(t, dbtest.DatabaseURL(t, backupName))
+	restoredPool := connect(t, backupURL)
 	restored := w.service(t, restoredPool, nil)
 	require.Equal(t, before.Namespace(), restored.Namespace(), "the namespace is restored with the data")
 
@@ -168,6 +189,89 @@ func TestRestoredBackupNeitherChargesTwiceNorAnswersWithAnotherCharge(t *testing
 	require.NoError(t, err)
 	require.True(t, rep.Clean(), "%+v", rep)
 	require.Equal(t, 3, rep.Charges)
+}
+
+// TestRestoredBackupRefundOfALostRideRefundsNoOther restores a backup taken
+// before a ride was booked and refunded. The rider books again on the
+// restored database, as the first ride after the backup (which a sequence
+// would number as the lost ride), then retries the lost refund with its key:
+// the ride it names is unknown, so the answer is not found, nothing is
+// stored, and the new ride is not refunded. The lost ride's own client then
+// comes back, gets its charge again on a new ride, and refunding that ride
+// adopts the refund Stripe already made.
+func TestRestoredBackupRefundOfALostRideRefundsNoOther(t *testing.T) {
+	t.Parallel()
+	w := newMoneyWorld(t)
+	originalURL := dbtest.NewURL(t)
+	original := connect(t, originalURL)
+	uid := w.userID(t, w.service(t, original, nil), "lost-refund@example.com")
+	backupURL := w.backup(t, original, originalURL)
+
+	// After the backup: a ride, and its refund.
+	before := w.service(t, original, nil)
+	bookKey, refundKey := testkit.NewKey(), testkit.NewKey()
+	lost := w.ride(t, before, uid, bookKey)
+	resp, err := before.RideRefundCreate(w.ctx, uid, refundKey, lost.ID, nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)
+	lostRefund := decodeRefund(t, resp.Body)
+	require.Equal(t, lost.ID, lostRefund.RideID)
+
+	// Restored: the rider's next ride is the first one the database numbers
+	// since the backup.
+	restoredPool := connect(t, backupURL)
+	restored := w.service(t, restoredPool, nil)
+	next := w.ride(t, restored, uid, testkit.NewKey())
+	require.NotEqual(t, lost.ID, next.ID, "a ride id is never handed out again")
+	require.NotEqual(t,
+		service.ReceiptMessageID(service.ReceiptRide, lost.ID, service.DefaultMailFrom),
+		service.ReceiptMessageID(service.ReceiptRide, next.ID, service.DefaultMailFrom),
+		"nor is a receipt's Message-ID")
+
+	// The refund's client retries with its key: the ride it names is gone.
+	_, err = restored.RideRefundCreate(w.ctx, uid, refundKey, lost.ID, nil)
+	requireCode(t, err, service.CodeNotFound)
+	var stored int
+	require.NoError(t, restoredPool.QueryRow(w.ctx, `SELECT count(*) FROM idempotency_keys WHERE user_id = $1 AND idempotency_key = $2`,
+		uid, refundKey).Scan(&stored))
+	require.Zero(t, stored, "not found is not stored: the key stays free")
+	got, err := restored.RideGet(w.ctx, uid, next.ID)
+	require.NoError(t, err)
+	require.Equal(t, service.RideRefundNone, got.RefundStatus, "the new ride is not refunded")
+	require.Len(t, w.fake.Refunds(), 1, "Stripe made the lost refund only")
+	require.Equal(t, *lost.StripeChargeID, w.fake.Refunds()[0].Charge)
+
+	// Until the lost ride's client comes back, its charge and refund are
+	// orphans for reconciliation.
+	rep, err := restored.Reconcile(w.ctx, time.Hour)
+	require.NoError(t, err)
+	require.Len(t, rep.OrphanCharges, 1)
+	require.Equal(t, *lost.StripeChargeID, rep.OrphanCharges[0].ID)
+	require.Len(t, rep.OrphanRefunds, 1)
+	require.Equal(t, lostRefund.StripeRefundID, rep.OrphanRefunds[0].ID)
+
+	// It comes back: the same charge, on a ride with a new id; the old id
+	// still names nothing.
+	again := w.ride(t, restored, uid, bookKey)
+	require.Equal(t, *lost.StripeChargeID, *again.StripeChargeID)
+	require.NotEqual(t, lost.ID, again.ID)
+	_, err = restored.RideRefundCreate(w.ctx, uid, refundKey, lost.ID, nil)
+	requireCode(t, err, service.CodeNotFound)
+
+	// Refunding the ride again reaches Stripe under the charge's refund key
+	// and gets the refund Stripe made before the restore.
+	resp, err = restored.RideRefundCreate(w.ctx, uid, testkit.NewKey(), again.ID, nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)
+	require.Equal(t, lostRefund.StripeRefundID, decodeRefund(t, resp.Body).StripeRefundID)
+	require.Len(t, w.fake.Refunds(), 1, "one refund at Stripe, however often it is asked for")
+	got, err = restored.RideGet(w.ctx, uid, next.ID)
+	require.NoError(t, err)
+	require.Equal(t, service.RideRefundNone, got.RefundStatus)
+
+	rep, err = restored.Reconcile(w.ctx, time.Hour)
+	require.NoError(t, err)
+	require.True(t, rep.Clean(), "%+v", rep)
 }
 
 func TestReconcileFindsAMissingCharge(t *testing.T) {

@@ -9,9 +9,9 @@ import (
 
 // Every processor idempotency key and every tag the service sends is a pure
 // function of the durable client request: the deployment's namespace (made
-// with the database, kept in it), the rider's email (stable across a
-// restore, where a user id may be handed out again to someone else) and the
-// client's own idempotency key — never an id from one of our sequences. A
+// with the database, kept in it), the rider's email (the rider the client
+// means, whatever the database numbered it) and the client's own
+// idempotency key — never an id the database made for a lost commit. A
 // database restored from a backup, or a standby promoted while behind,
 // therefore sends the very same request to the processor for the same
 // client request (and the processor answers with what it did), and a

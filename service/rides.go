@@ -77,7 +77,9 @@ func (p RideCreateParams) Validate() error {
 
 // Ride is a booked ride as its owner sees it.
 type Ride struct {
-	ID           int64            `json:"id"`
+	// ID is drawn at random (in [1, 2^53 - 1]) when the ride is booked and
+	// never names another ride, even in a database restored from a backup.
+	ID           int64            `json:"id" doc:"Drawn at random (1 to 2^53 - 1) when the ride is booked; never names another ride, even after a restore."`
 	CreatedAt    time.Time        `json:"created_at"`
 	OriginLat    float64          `json:"origin_lat"`
 	OriginLon    float64          `json:"origin_lon"`

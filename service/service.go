@@ -220,8 +220,8 @@ func (s *Service) Lease() time.Duration { return s.lease }
 
 // Stats are counters of what the service did since it started.
 type Stats struct {
-	// TxRetries counts transactions rerun after a serialization failure or
-	// deadlock.
+	// TxRetries counts transactions rerun after a serialization failure, a
+	// deadlock or a random id drawn twice.
 	TxRetries int64
 	// Replays counts responses replayed from finished keys.
 	Replays int64

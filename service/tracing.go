@@ -66,7 +66,7 @@ func endPhase(span trace.Span, flow string, from RecoveryPoint, key *Key, o Outc
 }
 
 // traceTxAttempt notes on the span of ctx that a transaction is run again
-// after a serialization failure or deadlock.
+// after a serialization failure, a deadlock or a random id drawn twice.
 func traceTxAttempt(ctx context.Context, attempt int, err error) {
 	span := trace.SpanFromContext(ctx)
 	if !span.IsRecording() {

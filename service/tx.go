@@ -17,8 +17,9 @@ const txMaxAttempts = 10
 const rollbackTimeout = 5 * time.Second
 
 // inTx runs fn in one transaction at the given isolation level and commits it.
-// A serialization failure or deadlock, at any statement or at commit, reruns
-// fn from the start after a jittered backoff, so fn must keep no state across
+// A serialization failure or deadlock, at any statement or at commit, or a
+// random id that the database drew a second time (isIDCollision), reruns fn
+// from the start after a jittered backoff, so fn must keep no state across
 // runs other than what it recomputes. The rollback of a failed run survives a
 // cancelled ctx.
 func (s *Service) inTx(ctx context.Context, iso pgx.TxIsoLevel, fn func(ctx context.Context, tx pgx.Tx) error) error {

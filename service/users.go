@@ -21,7 +21,9 @@ const DefaultPaymentSource = "tok_visa"
 
 // User is a rider as the API shows it.
 type User struct {
-	ID            int64     `json:"id"`
+	// ID is drawn at random (in [1, 2^53 - 1]) and never names another
+	// rider, even in a database restored from a backup.
+	ID            int64     `json:"id" doc:"Drawn at random (1 to 2^53 - 1); never names another rider, even after a restore."`
 	CreatedAt     time.Time `json:"created_at"`
 	Email         string    `json:"email"`
 	PaymentSource string    `json:"payment_source"`

@@ -72,6 +72,12 @@ type failoverFigures struct {
 	// before its death.
 	backupStart, backupEnd time.Time
 	xidBackup, xidKill     int64
+	// lostRefund is the refund of a ride booked and refunded after the
+	// backup ended, surely lost with the primary (nil: the ride was not
+	// charged); lostRefundAt, its client's retries at each instance once
+	// the backup took the primary's place.
+	lostRefund   *chaosRecord
+	lostRefundAt []chaosAnswer
 }
 
 func runFailover(t *testing.T, plan failoverPlan) {
@@ -99,7 +105,14 @@ func runFailover(t *testing.T, plan failoverPlan) {
 		fig.xidBackup, err = nextXID(ctx, sys.cluster.URL)
 		require.NoError(t, err)
 		flog.event("base backup taken (next transaction id %d)", fig.xidBackup)
-		require.NoError(t, pause(ctx, plan.lead))
+		// Halfway to the kill, well after the backup's last WAL: a ride
+		// booked and refunded then is lost with the primary.
+		require.NoError(t, pause(ctx, plan.lead/2))
+		fig.lostRefund = load.bookAndRefund(ctx, load.users[1]) // the first rider's card is declined
+		if fig.lostRefund != nil {
+			flog.event("ride %d booked and refunded, to be lost", fig.lostRefund.rideID)
+		}
+		require.NoError(t, pause(ctx, plan.lead-time.Since(fig.backupEnd)))
 		fig.xidKill, err = nextXID(ctx, sys.cluster.URL)
 		require.NoError(t, err)
 	}
@@ -133,6 +146,9 @@ func runFailover(t *testing.T, plan failoverPlan) {
 		// primary died asks again; the others never do.
 		returned = returningClients(ctx, load, fig.killed)
 		flog.event("%d clients came back with their keys", len(returned))
+		if fig.lostRefund != nil {
+			fig.lostRefundAt = load.retryAtEach(ctx, sys.bases(), fig.lostRefund.req)
+		}
 	}
 
 	settled, settleErr := settleChaos(ctx, sys, plan.settle, flog)

@@ -13,14 +13,15 @@ import (
 )
 
 // restoreScenarios are the clients of a run that loses commits: riders
-// created before it book, refund and send bursts; some give up after one
-// failure. Riders are not created during it: a rider lost with the commits
+// created before it book, refund (one key, or several at once) and send
+// bursts; some give up after one failure. Riders are not created during it: a rider lost with the commits
 // has lost its API key too, which is not what the run is about.
 var restoreScenarios = []chaosScenario{
 	{"booking", 45, (*chaosLoad).booking},
 	{"booking + refund", 15, (*chaosLoad).bookingRefund},
 	{"same-key burst", 15, (*chaosLoad).sameKeyBurst},
 	{"same-body burst, different keys", 10, (*chaosLoad).sameBodyBurst},
+	{"refund burst, different keys", 5, (*chaosLoad).refundBurst},
 	{"client gone after one failure", 15, (*chaosLoad).quitAfterFailure},
 }
 
@@ -58,13 +59,13 @@ type chaosReturned struct {
 	after  chaosAnswer // the answer it got on coming back
 }
 
-// returningClients sends again, with its key, every other booking whose
-// stored answer a client saw before killed; the other clients never come
-// back. Refunds do not come back: a refund names its ride by the id our
-// database gave it, which a restore hands out again, so a refund retried
-// after its ride was lost is answered about whichever ride now has that id
-// (see README, "Running beyond one machine"); its lost refund is an orphan
-// that `keys reconcile` lists.
+// returningClients sends again, with its key, every other booking and every
+// refund whose stored answer a client saw before killed; the other booking
+// clients never come back. A refund names its ride by the id the database
+// gave it: a refund retried after its ride was lost names a ride that no
+// longer exists, since ride ids are never handed out again, and must be
+// answered not found (its Stripe refund stays an orphan that `keys
+// reconcile` lists); one whose ride survived gets its refund again.
 func returningClients(ctx context.Context, load *chaosLoad, killed time.Time) []chaosReturned {
 	load.book.mu.Lock()
 	records := append([]*chaosRecord(nil), load.book.records...)
@@ -73,15 +74,66 @@ func returningClients(ctx context.Context, load *chaosLoad, killed time.Time) []
 	n := 0
 	for _, r := range records {
 		a, ok := firstStored(r)
-		if !ok || !a.At.Before(killed) || r.flow != "ride.create" || r.req.path == "" {
+		if !ok || !a.At.Before(killed) || r.req.path == "" {
 			continue
 		}
-		if n++; n%2 == 0 {
+		switch r.flow {
+		case "ride.create":
+			if n++; n%2 == 0 {
+				continue
+			}
+		case "ride.refund":
+		default:
 			continue
 		}
 		out = append(out, chaosReturned{rec: r, before: a, after: load.rider.retry(ctx, r.req)})
 	}
 	return out
+}
+
+// bookAndRefund books a ride for u and refunds it, each retried until a
+// definitive answer, and records both. A restore run does this once after
+// the backup has ended, so that at least one refunded ride is surely lost
+// and its refund's client comes back to a ride that is gone. It returns the
+// refund's record, nil when the ride was not charged.
+func (l *chaosLoad) bookAndRefund(ctx context.Context, u *chaosUser) *chaosRecord {
+	l.book.ran("booking + refund, lost with the restore")
+	rideID := l.bookOnce(ctx, u)
+	if rideID == 0 {
+		return nil
+	}
+	rec := &chaosRecord{user: u, key: l.newKey(), flow: "ride.refund", rideID: rideID}
+	rec.req = l.refundRequest(u, rec.key, rideID)
+	ans := l.rider.retry(ctx, rec.req)
+	rec.answers = append(rec.answers, ans)
+	l.settle(rec, ans, chaosMaxAttempts)
+	return rec
+}
+
+// retryAtEach sends req to every instance in turn, each retried until a
+// definitive answer, and returns their answers in the order of bases.
+func (l *chaosLoad) retryAtEach(ctx context.Context, bases []string, req chaosRequest) []chaosAnswer {
+	var out []chaosAnswer
+	for _, base := range bases {
+		one := &chaosRider{bases: []string{base}, http: l.rider.http, stats: l.rider.stats}
+		out = append(out, one.retry(ctx, req))
+	}
+	return out
+}
+
+// lostRefundAnswer reports whether after is a right answer to a refund
+// retried once its ride was lost, the refund having been answered before:
+// 404, or the very answer the client had, replayed by a process that
+// answered the request within its replay cache's lifetime (the client's
+// own refund, never another ride's).
+func lostRefundAnswer(before, after chaosAnswer) (notFound, ok bool) {
+	if !after.Definitive {
+		return false, false
+	}
+	if after.Status == http.StatusNotFound {
+		return true, true
+	}
+	return false, after.Replayed && after.Status == before.Status && bytes.Equal(after.Body, before.Body)
 }
 
 // firstStored returns the first answer of r that the service stores.
@@ -228,10 +280,14 @@ func restoreChecks(s *chaosState, rec *chaosReconcile, recErr error, returned []
 		expected: "0 charges", actual: fmt.Sprintf("%d charges answered to more than one key (of %d)", shared, len(keysOf)),
 		ok: shared == 0})
 
-	// Clients that came back got what they had: the same outcome, a
-	// booking its very charge.
-	same, cameBackLost := 0, 0
+	// Booking clients that came back got what they had: the same outcome,
+	// a booking its very charge.
+	same, cameBackLost, bookings := 0, 0, 0
 	for _, rt := range returned {
+		if rt.rec.flow != "ride.create" {
+			continue
+		}
+		bookings++
 		if !bytes.Equal(rt.after.Body, rt.before.Body) {
 			cameBackLost++
 		}
@@ -242,10 +298,15 @@ func restoreChecks(s *chaosState, rec *chaosReconcile, recErr error, returned []
 				rt.before.Status, rt.before.Body, rt.after.Status, rt.after.Body)
 		}
 	}
-	add("returned_same_outcome", chaosCheck{name: "a client coming back with its key gets its outcome again (a booking: the same charge)",
-		expected: fmt.Sprintf("%d of %d", len(returned), len(returned)),
-		actual:   fmt.Sprintf("%d of %d (%d of them redone after the loss)", same, len(returned), cameBackLost),
-		ok:       same == len(returned)})
+	add("returned_same_outcome", chaosCheck{name: "a booking client coming back with its key gets its outcome again (the same charge)",
+		expected: fmt.Sprintf("%d of %d", bookings, bookings),
+		actual:   fmt.Sprintf("%d of %d (%d of them redone after the loss)", same, bookings, cameBackLost),
+		ok:       same == bookings})
+
+	refundChecks, refundNotes := returnedRefundChecks(s, returned, fig)
+	for _, c := range refundChecks {
+		add(c.id, c)
+	}
 
 	// Orphans: what Stripe has and no ride records is exactly what
 	// `keys reconcile` lists, and it exits non-zero when it lists any.
@@ -292,7 +353,181 @@ func restoreChecks(s *chaosState, rec *chaosReconcile, recErr error, returned []
 
 	notes := []string{fmt.Sprintf("lost: about %d write transactions (transaction ids the primary assigned between the backup's end and its death); "+
 		"%d of the %d stored answers clients saw from the backup's start to the kill; %d booking clients came back with their keys (%d of them to a lost booking, redone), "+
-		"the others never did: %d charges and %d refunds at Stripe recorded by no ride, listed by `keys reconcile`",
-		fig.xidKill-fig.xidBackup, lost, window, len(returned), cameBackLost, len(gotCharges), len(gotRefunds))}
+		"the others never did; %s; %d charges and %d refunds at Stripe recorded by no ride, listed by `keys reconcile`",
+		fig.xidKill-fig.xidBackup, lost, window, bookings, cameBackLost, refundNotes, len(gotCharges), len(gotRefunds))}
 	return checks, notes
+}
+
+// refundOf returns the ride and the Stripe refund of an answer that is a
+// refund (200 or 201); ok is false for any other answer.
+func refundOf(a chaosAnswer) (rideID int64, refund string, ok bool) {
+	if !a.Definitive || (a.Status != http.StatusCreated && a.Status != http.StatusOK) {
+		return 0, "", false
+	}
+	var r struct {
+		RideID int64  `json:"ride_id"`
+		Refund string `json:"stripe_refund_id"`
+	}
+	if json.Unmarshal(a.Body, &r) != nil || r.Refund == "" {
+		return 0, "", false
+	}
+	return r.RideID, r.Refund, true
+}
+
+// returnedRefundChecks are the invariants of ride ids across a restore:
+// an id names one ride, whatever a client was told before or after the
+// loss; every refund answered and every refund at Stripe is of the ride a
+// client named; a refund client that comes back to a lost ride is answered
+// not found, one whose ride survived gets the same refund. The note says
+// how the refund clients came back.
+func returnedRefundChecks(s *chaosState, returned []chaosReturned, fig *failoverFigures) ([]chaosCheck, string) {
+	var checks []chaosCheck
+
+	// Every ride id a client was told names one booking (one client key):
+	// the answers of bookings, before the loss, after it, and on coming
+	// back.
+	bookingsOf := map[int64]map[chaosUserKey]bool{}
+	chargeOfRide := map[int64]string{}
+	noteRide := func(r *chaosRecord, a chaosAnswer) {
+		id := chargedRide(a)
+		if id == 0 {
+			return
+		}
+		if bookingsOf[id] == nil {
+			bookingsOf[id] = map[chaosUserKey]bool{}
+		}
+		bookingsOf[id][chaosUserKey{r.user.id, r.key}] = true
+		chargeOfRide[id] = chargeOf(a)
+	}
+	for _, r := range s.records {
+		if r.flow == "ride.create" {
+			for _, a := range r.answers {
+				noteRide(r, a)
+			}
+		}
+	}
+	for _, rt := range returned {
+		if rt.rec.flow == "ride.create" {
+			noteRide(rt.rec, rt.after)
+		}
+	}
+	reissued := 0
+	for _, keys := range bookingsOf {
+		if len(keys) > 1 {
+			reissued++
+		}
+	}
+	checks = append(checks, chaosCheck{id: "ride_ids_never_reissued", name: "every ride id a client was told, before or after the loss, names one booking",
+		expected: "0 ids", actual: fmt.Sprintf("%d ids named more than one booking (of %d)", reissued, len(bookingsOf)),
+		ok: reissued == 0})
+
+	// Every refund a client was answered is of the ride it named, and
+	// every refund at Stripe is of the charge of a ride a client asked to
+	// refund.
+	chargeOfRefund := map[string]string{}
+	for _, r := range s.ledger.Refunds {
+		chargeOfRefund[r.ID] = r.Charge
+	}
+	asked := map[string]bool{}
+	wrong, answered := 0, 0
+	noteRefund := func(r *chaosRecord, a chaosAnswer) {
+		rideID, refund, ok := refundOf(a)
+		if !ok {
+			return
+		}
+		answered++
+		if rideID != r.rideID || chargeOfRefund[refund] == "" || chargeOfRefund[refund] != chargeOfRide[r.rideID] {
+			wrong++
+			s.t.Logf("%s %s: answered %d %s; the ride's charge is %q, the refund's %q",
+				r.req.path, r.key, a.Status, a.Body, chargeOfRide[r.rideID], chargeOfRefund[refund])
+		}
+	}
+	for _, r := range s.records {
+		if r.flow != "ride.refund" {
+			continue
+		}
+		if ch := chargeOfRide[r.rideID]; ch != "" {
+			asked[ch] = true
+		}
+		for _, a := range r.answers {
+			noteRefund(r, a)
+		}
+	}
+	for _, rt := range returned {
+		if rt.rec.flow == "ride.refund" {
+			noteRefund(rt.rec, rt.after)
+		}
+	}
+	unasked := 0
+	for _, r := range s.ledger.Refunds {
+		if !asked[r.Charge] {
+			unasked++
+		}
+	}
+	checks = append(checks, chaosCheck{id: "refunds_of_the_ride_named", name: "every refund answered, and every refund at Stripe, is of a ride a client asked to refund",
+		expected: fmt.Sprintf("%d answers, 0 of another ride; 0 refunds at Stripe of a ride not asked for", answered),
+		actual:   fmt.Sprintf("%d answers, %d of another ride; %d refunds at Stripe of a ride not asked for", answered, wrong, unasked),
+		ok:       wrong == 0 && unasked == 0})
+
+	// Refund clients that came back: to a lost ride, not found (or their
+	// own answer, replayed from a process's memory); to a ride that
+	// survived, the same refund.
+	lostRetried, lostRight, lostNotFound, keptRetried, keptSame := 0, 0, 0, 0, 0
+	for _, rt := range returned {
+		if rt.rec.flow != "ride.refund" {
+			continue
+		}
+		if s.rides[rt.rec.rideID] == nil {
+			lostRetried++
+			notFound, ok := lostRefundAnswer(rt.before, rt.after)
+			if ok {
+				lostRight++
+			} else {
+				s.t.Logf("%s %s: its ride was lost; came back to %d %s", rt.rec.req.path, rt.rec.key, rt.after.Status, rt.after.Body)
+			}
+			if notFound {
+				lostNotFound++
+			}
+			continue
+		}
+		keptRetried++
+		_, was, _ := refundOf(rt.before)
+		if _, now, ok := refundOf(rt.after); ok && now == was {
+			keptSame++
+		} else {
+			s.t.Logf("%s %s: had %d %s, came back to %d %s", rt.rec.req.path, rt.rec.key,
+				rt.before.Status, rt.before.Body, rt.after.Status, rt.after.Body)
+		}
+	}
+	// The refund made after the backup, retried at each instance: its ride
+	// is surely lost; an instance that did not answer it remembers nothing
+	// of it and must answer 404.
+	canaryRight, canaryNotFound := 0, 0
+	canaryLost := fig.lostRefund != nil && s.rides[fig.lostRefund.rideID] == nil
+	if fig.lostRefund != nil {
+		before, _ := firstStored(fig.lostRefund)
+		for _, a := range fig.lostRefundAt {
+			notFound, ok := lostRefundAnswer(before, a)
+			if ok {
+				canaryRight++
+			} else {
+				s.t.Logf("%s %s: its ride was lost; came back to %d %s", fig.lostRefund.req.path, fig.lostRefund.key, a.Status, a.Body)
+			}
+			if notFound {
+				canaryNotFound++
+			}
+		}
+	}
+	checks = append(checks, chaosCheck{id: "lost_ride_refund_not_found",
+		name:     "a refund retried after its ride was lost is answered 404, or its own answer replayed from a process's memory; the one made after the backup, at each instance: 404 at least once",
+		expected: fmt.Sprintf("%d of %d; after the backup: lost, %d of %d, ≥ 1 × 404", lostRetried, lostRetried, len(fig.lostRefundAt), len(fig.lostRefundAt)),
+		actual: fmt.Sprintf("%d of %d (%d × 404); after the backup: lost %v, %d of %d, %d × 404",
+			lostRight, lostRetried, lostNotFound, canaryLost, canaryRight, len(fig.lostRefundAt), canaryNotFound),
+		ok: lostRight == lostRetried && canaryLost && len(fig.lostRefundAt) > 0 && canaryRight == len(fig.lostRefundAt) && canaryNotFound > 0})
+	checks = append(checks, chaosCheck{id: "kept_ride_refund_same", name: "a refund retried whose ride survived gets the same Stripe refund",
+		expected: fmt.Sprintf("%d of %d", keptRetried, keptRetried), actual: fmt.Sprintf("%d of %d", keptSame, keptRetried),
+		ok: keptSame == keptRetried})
+
+	return checks, fmt.Sprintf("%d refund clients came back (%d to a lost ride: %d not found, %d their own answer replayed from a process's memory; %d to a ride that survived: the same refund)",
+		lostRetried+keptRetried, lostRetried, lostNotFound, lostRight-lostNotFound, keptSame)
 }

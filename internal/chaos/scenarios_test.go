@@ -417,7 +417,8 @@ func (l *chaosLoad) malformedCases(u *chaosUser) []chaosMalformed {
 		{"no credentials", noAuth, http.StatusUnauthorized},
 		{"unknown API key", badAuth, http.StatusUnauthorized},
 		{"refund of ride 0", chaosRequest{method: http.MethodPost, path: "/rides/0/refund", token: u.token, key: l.newKey()}, http.StatusUnprocessableEntity},
-		{"refund of a ride that does not exist", chaosRequest{method: http.MethodPost, path: "/rides/999999999/refund", token: u.token, key: l.newKey()}, http.StatusNotFound},
+		// 2^53: above every ride id the database draws.
+		{"refund of a ride that does not exist", chaosRequest{method: http.MethodPost, path: "/rides/9007199254740992/refund", token: u.token, key: l.newKey()}, http.StatusNotFound},
 		{"same key, another body", ride(l.newKey(), good), http.StatusUnprocessableEntity},
 	}
 }

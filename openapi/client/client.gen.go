@@ -80,7 +80,9 @@ func (e RideRefundResultStatus) Valid() bool {
 // APIKey defines model for APIKey.
 type APIKey struct {
 	CreatedAt time.Time `json:"created_at"`
-	ID        int64     `json:"id"`
+
+	// ID Drawn at random (1 to 2^53 - 1); never names another key, even after a restore.
+	ID int64 `json:"id"`
 
 	// LastUsedAt When the key last authenticated a request, to within a minute; null if never.
 	LastUsedAt *time.Time `json:"last_used_at"`
@@ -162,9 +164,11 @@ type Ride struct {
 	ChargeStatus RideChargeStatus `json:"charge_status"`
 	CreatedAt    time.Time        `json:"created_at"`
 	Currency     string           `json:"currency"`
-	ID           int64            `json:"id"`
-	OriginLat    float64          `json:"origin_lat"`
-	OriginLon    float64          `json:"origin_lon"`
+
+	// ID Drawn at random (1 to 2^53 - 1) when the ride is booked; never names another ride, even after a restore.
+	ID        int64   `json:"id"`
+	OriginLat float64 `json:"origin_lat"`
+	OriginLon float64 `json:"origin_lon"`
 
 	// RefundStatus none until a refund is asked for; pending until the processor's answer is recorded; failed when the processor refused it
 	RefundStatus   RideRefundStatus `json:"refund_status"`
@@ -215,11 +219,13 @@ type RideRefundResultStatus string
 
 // User defines model for User.
 type User struct {
-	CreatedAt        time.Time `json:"created_at"`
-	Email            string    `json:"email"`
-	ID               int64     `json:"id"`
-	PaymentSource    string    `json:"payment_source"`
-	StripeCustomerID *string   `json:"stripe_customer_id"`
+	CreatedAt time.Time `json:"created_at"`
+	Email     string    `json:"email"`
+
+	// ID Drawn at random (1 to 2^53 - 1); never names another rider, even after a restore.
+	ID               int64   `json:"id"`
+	PaymentSource    string  `json:"payment_source"`
+	StripeCustomerID *string `json:"stripe_customer_id"`
 }
 
 // UserPutBody defines model for UserPutBody.
@@ -373,7 +379,7 @@ type ClientInterface interface {
 
 	// RideRefund Refund a charged ride in full, at most once per ride
 	//
-	// Refunds the ride's whole charge and queues the refund receipt. A ride is refunded at most once, whatever idempotency keys are used: Stripe is called with the entity-level key ride-<id>-refund, so requests under different keys converge on one refund. The request that asked for the refund first gets 201; a request under any other key gets the same refund with 200. 200, 201 and a refusal by the payment processor (409, /problems/refund-rejected) are stored and replayed byte for byte for every later request with the same key. A ride that is not the rider's (404) or not charged (409, /problems/ride-not-refundable) is refused without storing anything: a pending ride can be refunded once it is charged. 500 and 503 are not stored: retry with the same key.
+	// Refunds the ride's whole charge and queues the refund receipt. A ride is refunded at most once, whatever idempotency keys are used: Stripe is called with a key derived from the ride's charge, so requests under different keys converge on one refund. The request that asked for the refund first gets 201; a request under any other key gets the same refund with 200. 200, 201 and a refusal by the payment processor (409, /problems/refund-rejected) are stored and replayed byte for byte for every later request with the same key. A ride that does not exist or is not the rider's (404) or not charged (409, /problems/ride-not-refundable) is refused without storing anything: a pending ride can be refunded once it is charged. 500 and 503 are not stored: retry with the same key. Ride ids are never given to another ride, even by a database restored from a backup: a ride lost with a restore stays unknown (404), so a retried refund never refunds another ride.
 	//
 	// Corresponds with POST /rides/{id}/refund (the `RideRefund` operationId).
 	RideRefund(ctx context.Context, id int64, params *RideRefundParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -509,7 +515,7 @@ func (c *Client) RideGet(ctx context.Context, id int64, reqEditors ...RequestEdi
 
 // RideRefund Refund a charged ride in full, at most once per ride
 //
-// Refunds the ride's whole charge and queues the refund receipt. A ride is refunded at most once, whatever idempotency keys are used: Stripe is called with the entity-level key ride-<id>-refund, so requests under different keys converge on one refund. The request that asked for the refund first gets 201; a request under any other key gets the same refund with 200. 200, 201 and a refusal by the payment processor (409, /problems/refund-rejected) are stored and replayed byte for byte for every later request with the same key. A ride that is not the rider's (404) or not charged (409, /problems/ride-not-refundable) is refused without storing anything: a pending ride can be refunded once it is charged. 500 and 503 are not stored: retry with the same key.
+// Refunds the ride's whole charge and queues the refund receipt. A ride is refunded at most once, whatever idempotency keys are used: Stripe is called with a key derived from the ride's charge, so requests under different keys converge on one refund. The request that asked for the refund first gets 201; a request under any other key gets the same refund with 200. 200, 201 and a refusal by the payment processor (409, /problems/refund-rejected) are stored and replayed byte for byte for every later request with the same key. A ride that does not exist or is not the rider's (404) or not charged (409, /problems/ride-not-refundable) is refused without storing anything: a pending ride can be refunded once it is charged. 500 and 503 are not stored: retry with the same key. Ride ids are never given to another ride, even by a database restored from a backup: a ride lost with a restore stays unknown (404), so a retried refund never refunds another ride.
 //
 // Corresponds with POST /rides/{id}/refund (the `RideRefund` operationId).
 func (c *Client) RideRefund(ctx context.Context, id int64, params *RideRefundParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1048,7 +1054,7 @@ type ClientWithResponsesInterface interface {
 
 	// RideRefundWithResponse Refund a charged ride in full, at most once per ride
 	//
-	// Refunds the ride's whole charge and queues the refund receipt. A ride is refunded at most once, whatever idempotency keys are used: Stripe is called with the entity-level key ride-<id>-refund, so requests under different keys converge on one refund. The request that asked for the refund first gets 201; a request under any other key gets the same refund with 200. 200, 201 and a refusal by the payment processor (409, /problems/refund-rejected) are stored and replayed byte for byte for every later request with the same key. A ride that is not the rider's (404) or not charged (409, /problems/ride-not-refundable) is refused without storing anything: a pending ride can be refunded once it is charged. 500 and 503 are not stored: retry with the same key.
+	// Refunds the ride's whole charge and queues the refund receipt. A ride is refunded at most once, whatever idempotency keys are used: Stripe is called with a key derived from the ride's charge, so requests under different keys converge on one refund. The request that asked for the refund first gets 201; a request under any other key gets the same refund with 200. 200, 201 and a refusal by the payment processor (409, /problems/refund-rejected) are stored and replayed byte for byte for every later request with the same key. A ride that does not exist or is not the rider's (404) or not charged (409, /problems/ride-not-refundable) is refused without storing anything: a pending ride can be refunded once it is charged. 500 and 503 are not stored: retry with the same key. Ride ids are never given to another ride, even by a database restored from a backup: a ride lost with a restore stays unknown (404), so a retried refund never refunds another ride.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -1944,7 +1950,7 @@ func (c *ClientWithResponses) RideGetWithResponse(ctx context.Context, id int64,
 
 // RideRefundWithResponse Refund a charged ride in full, at most once per ride
 //
-// Refunds the ride's whole charge and queues the refund receipt. A ride is refunded at most once, whatever idempotency keys are used: Stripe is called with the entity-level key ride-<id>-refund, so requests under different keys converge on one refund. The request that asked for the refund first gets 201; a request under any other key gets the same refund with 200. 200, 201 and a refusal by the payment processor (409, /problems/refund-rejected) are stored and replayed byte for byte for every later request with the same key. A ride that is not the rider's (404) or not charged (409, /problems/ride-not-refundable) is refused without storing anything: a pending ride can be refunded once it is charged. 500 and 503 are not stored: retry with the same key.
+// Refunds the ride's whole charge and queues the refund receipt. A ride is refunded at most once, whatever idempotency keys are used: Stripe is called with a key derived from the ride's charge, so requests under different keys converge on one refund. The request that asked for the refund first gets 201; a request under any other key gets the same refund with 200. 200, 201 and a refusal by the payment processor (409, /problems/refund-rejected) are stored and replayed byte for byte for every later request with the same key. A ride that does not exist or is not the rider's (404) or not charged (409, /problems/ride-not-refundable) is refused without storing anything: a pending ride can be refunded once it is charged. 500 and 503 are not stored: retry with the same key. Ride ids are never given to another ride, even by a database restored from a backup: a ride lost with a restore stays unknown (404), so a retried refund never refunds another ride.
 //
 // Returns a wrapper object for the known response body format(s).
 //

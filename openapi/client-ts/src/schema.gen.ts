@@ -95,7 +95,7 @@ export interface paths {
         put?: never;
         /**
          * Refund a charged ride in full, at most once per ride
-         * @description Refunds the ride's whole charge and queues the refund receipt. A ride is refunded at most once, whatever idempotency keys are used: Stripe is called with the entity-level key ride-<id>-refund, so requests under different keys converge on one refund. The request that asked for the refund first gets 201; a request under any other key gets the same refund with 200. 200, 201 and a refusal by the payment processor (409, /problems/refund-rejected) are stored and replayed byte for byte for every later request with the same key. A ride that is not the rider's (404) or not charged (409, /problems/ride-not-refundable) is refused without storing anything: a pending ride can be refunded once it is charged. 500 and 503 are not stored: retry with the same key.
+         * @description Refunds the ride's whole charge and queues the refund receipt. A ride is refunded at most once, whatever idempotency keys are used: Stripe is called with a key derived from the ride's charge, so requests under different keys converge on one refund. The request that asked for the refund first gets 201; a request under any other key gets the same refund with 200. 200, 201 and a refusal by the payment processor (409, /problems/refund-rejected) are stored and replayed byte for byte for every later request with the same key. A ride that does not exist or is not the rider's (404) or not charged (409, /problems/ride-not-refundable) is refused without storing anything: a pending ride can be refunded once it is charged. 500 and 503 are not stored: retry with the same key. Ride ids are never given to another ride, even by a database restored from a backup: a ride lost with a restore stays unknown (404), so a retried refund never refunds another ride.
          */
         post: operations["ride-refund"];
         delete?: never;
@@ -175,7 +175,10 @@ export interface components {
         APIKey: {
             /** Format: date-time */
             created_at: string;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description Drawn at random (1 to 2^53 - 1); never names another key, even after a restore.
+             */
             id: number;
             /**
              * Format: date-time
@@ -258,7 +261,10 @@ export interface components {
             /** Format: date-time */
             created_at: string;
             currency: string;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description Drawn at random (1 to 2^53 - 1) when the ride is booked; never names another ride, even after a restore.
+             */
             id: number;
             /** Format: double */
             origin_lat: number;
@@ -323,7 +329,10 @@ export interface components {
             /** Format: date-time */
             created_at: string;
             email: string;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description Drawn at random (1 to 2^53 - 1); never names another rider, even after a restore.
+             */
             id: number;
             payment_source: string;
             stripe_customer_id: string | null;
@@ -539,8 +548,8 @@ export interface operations {
             header?: never;
             path: {
                 /**
-                 * @description The ride's id.
-                 * @example 42
+                 * @description The ride's id: drawn at random when the ride is booked, never given to another ride, even by a database restored from a backup.
+                 * @example 5351843670591273
                  */
                 id: number;
             };
@@ -609,8 +618,8 @@ export interface operations {
             };
             path: {
                 /**
-                 * @description The ride's id.
-                 * @example 42
+                 * @description The ride's id: drawn at random when the ride is booked, never given to another ride, even by a database restored from a backup.
+                 * @example 5351843670591273
                  */
                 id: number;
             };
@@ -947,8 +956,8 @@ export interface operations {
                  */
                 email: string;
                 /**
-                 * @description The key's id (api_key_id).
-                 * @example 11
+                 * @description The key's id (api_key_id): drawn at random when the key is minted, never given to another key.
+                 * @example 7431029865513702
                  */
                 id: number;
             };
