@@ -8,7 +8,8 @@ import (
 // CustomerCreateArgs is the job that creates a user's customer at the
 // payment processor and stores its id. It is inserted in the transaction that
 // creates the user; the processor sees one customer per user however often
-// the job runs, through the entity-level key "user-<id>-customer".
+// the job runs, through the entity-level key derived from the deployment's
+// namespace and the rider's normalised email ("ar-cu-…", processor_keys.go).
 type CustomerCreateArgs struct {
 	UserID int64 `json:"user_id"`
 }
