@@ -96,7 +96,7 @@ const aPIKeyList = `-- name: APIKeyList :many
 SELECT id, created_at, last_used_at, revoked_at
 FROM api_keys
 WHERE user_id = $1
-ORDER BY id
+ORDER BY created_at, id
 `
 
 type APIKeyListRow struct {

@@ -105,10 +105,12 @@ func newBenchEnv(tb testing.TB, cfg benchConfig) *benchEnv {
 
 	e.floorURL, e.seedURL, e.sqlURL, e.receiptURL = dbtest.NewURL(tb), dbtest.NewURL(tb), dbtest.NewURL(tb), dbtest.NewURL(tb)
 	e.floorName, e.seedName, e.sqlName, e.receiptName = benchDBName(tb, e.floorURL), benchDBName(tb, e.seedURL), benchDBName(tb, e.sqlURL), benchDBName(tb, e.receiptURL)
+	// The pgbench scripts pick a rider as random(1, :users): these riders
+	// get the ids 1…N explicitly (the service draws its ids at random).
 	for _, url := range []string{e.floorURL, e.seedURL, e.sqlURL, e.receiptURL} {
 		benchExec(tb, url, `
-			INSERT INTO users (email, payment_source, stripe_customer_id)
-			SELECT 'rider' || i || '@bench.example.com', 'tok_visa', 'cus_bench_' || i FROM generate_series(1, $1::int) i`,
+			INSERT INTO users (id, email, payment_source, stripe_customer_id)
+			SELECT i, 'rider' || i || '@bench.example.com', 'tok_visa', 'cus_bench_' || i FROM generate_series(1, $1::int) i`,
 			cfg.Users)
 	}
 

@@ -8,7 +8,7 @@ RETURNING id, created_at, user_id;
 SELECT id, created_at, last_used_at, revoked_at
 FROM api_keys
 WHERE user_id = @user_id
-ORDER BY id;
+ORDER BY created_at, id;
 
 -- name: APIKeyRevoke :one
 -- Revokes a live key of the user. No row: the key is unknown, another user's,
