@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/atomicrides/atomicrides/internal/binrun"
+
 	"strings"
 	"testing"
 
@@ -20,7 +22,7 @@ func TestCommandLine(t *testing.T) {
 	env := []string{unreachableDB, "ATOMICRIDES_API_KEY="}
 
 	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}} {
-		r := runBinary(t, env, args...)
+		r := binrun.RunT(t, env, args...)
 		require.Equal(t, 0, r.ExitCode, "%v: %s", args, r.Stderr)
 		require.Empty(t, r.Stderr, args)
 		for _, c := range commandSummaries {
@@ -35,7 +37,7 @@ func TestCommandLine(t *testing.T) {
 		{"keys", "list", "--help"}, {"keys", "show", "--help"}, {"keys", "complete", "-h"}, {"keys", "reconcile", "--help"},
 		{"book", "--help"}, {"fakestripe", "--help"}, {"mailsink", "--help"}, {"db", "--help"},
 	} {
-		r := runBinary(t, env, args...)
+		r := binrun.RunT(t, env, args...)
 		require.Equal(t, 0, r.ExitCode, "%v: %s", args, r.Stderr)
 		require.Empty(t, r.Stderr, "%v starts nothing and logs nothing", args)
 		require.True(t, strings.HasPrefix(r.Stdout, "usage: atomicrides "), "%v: %q", args, r.Stdout)
@@ -45,10 +47,10 @@ func TestCommandLine(t *testing.T) {
 		}
 		require.Contains(t, r.Stdout, "usage: atomicrides "+name)
 	}
-	r := runBinary(t, env, "keys", "list", "--help")
+	r := binrun.RunT(t, env, "keys", "list", "--help")
 	require.Contains(t, r.Stdout, "-dead")
 	require.Contains(t, r.Stdout, "-limit")
-	r = runBinary(t, env, "serve", "--help")
+	r = binrun.RunT(t, env, "serve", "--help")
 	require.Contains(t, r.Stdout, "-dev")
 	require.Contains(t, r.Stdout, "-no-migrate")
 
@@ -78,7 +80,7 @@ func TestCommandLine(t *testing.T) {
 		{[]string{"fakestripe", "-port", "1"}, "fakestripe: flag provided but not defined: -port"},
 		{[]string{"mailsink", "x"}, `mailsink: unexpected argument "x"`},
 	} {
-		r := runBinary(t, env, c.args...)
+		r := binrun.RunT(t, env, c.args...)
 		require.Equal(t, 2, r.ExitCode, "%v: %s", c.args, r.Stderr)
 		require.Empty(t, r.Stdout, c.args)
 		require.Equal(t, 1, strings.Count(r.Stderr, "\n"), "%v: one line: %q", c.args, r.Stderr)

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/atomicrides/atomicrides/internal/binrun"
+
 	"fmt"
 	"os"
 	"strings"
@@ -71,7 +73,7 @@ func TestInvalidConfiguration(t *testing.T) {
 		if args == nil {
 			args = []string{"serve", "-dev"}
 		}
-		r := runBinary(t, env, args...)
+		r := binrun.RunT(t, env, args...)
 		what := fmt.Sprintf("%v with %s=%q", args, c.name, c.value)
 		require.NotZero(t, r.ExitCode, what)
 		require.Empty(t, r.Stdout, what)
@@ -85,14 +87,14 @@ func TestInvalidConfiguration(t *testing.T) {
 	}
 
 	// Several invalid variables: one line each.
-	r := runBinary(t, []string{unreachableDB, "LEASE=x", "STRIPE_TIMEOUT=y"}, "serve", "-dev")
+	r := binrun.RunT(t, []string{unreachableDB, "LEASE=x", "STRIPE_TIMEOUT=y"}, "serve", "-dev")
 	require.Equal(t, 1, r.ExitCode)
 	require.Equal(t, "atomicrides: STRIPE_TIMEOUT: \"y\" is not a positive duration: want e.g. 90s, 5m or 72h\n"+
 		"atomicrides: LEASE: \"x\" is not a positive duration: want e.g. 90s, 5m or 72h\n", r.Stderr)
 
 	// A valid URL whose server does not answer: the failure to connect
 	// does not repeat the password either.
-	r = runBinary(t, []string{"DATABASE_URL=postgres://rider:" + dbPassword + "@127.0.0.1:1/rides?connect_timeout=2"}, "serve", "-dev")
+	r = binrun.RunT(t, []string{"DATABASE_URL=postgres://rider:" + dbPassword + "@127.0.0.1:1/rides?connect_timeout=2"}, "serve", "-dev")
 	require.Equal(t, 1, r.ExitCode)
 	require.Contains(t, r.Stderr, "connect to the database")
 	require.NotContains(t, r.Stderr, dbPassword)

@@ -38,17 +38,17 @@ import (
 	"go.opentelemetry.io/otel"
 	"riverqueue.com/riverui"
 
+	"github.com/atomicrides/atomicrides/internal/fake/fakestripe"
+	"github.com/atomicrides/atomicrides/internal/fake/mailsink"
+	"github.com/atomicrides/atomicrides/internal/pgenv"
 	"github.com/atomicrides/atomicrides/internal/telemetry"
 	"github.com/atomicrides/atomicrides/jobs"
 	"github.com/atomicrides/atomicrides/openapi"
 	"github.com/atomicrides/atomicrides/openapi/web"
 	"github.com/atomicrides/atomicrides/service"
 	"github.com/atomicrides/atomicrides/service/mail"
-	"github.com/atomicrides/atomicrides/service/mail/mailsink"
 	"github.com/atomicrides/atomicrides/service/payments"
-	"github.com/atomicrides/atomicrides/service/payments/fakestripe"
 	"github.com/atomicrides/atomicrides/sql/migrations"
-	"github.com/atomicrides/atomicrides/sql/pgenv"
 )
 
 func main() {

@@ -7,8 +7,8 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/atomicrides/atomicrides/internal/failpoint"
 	"github.com/atomicrides/atomicrides/service"
-	"github.com/atomicrides/atomicrides/service/failpoint"
 )
 
 // CompleterBatch is the most abandoned requests one completer pass queues.

@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/atomicrides/atomicrides/dbgen"
-	"github.com/atomicrides/atomicrides/service/failpoint"
+	"github.com/atomicrides/atomicrides/internal/failpoint"
 )
 
 // RecoveryPoint names the last atomic phase a request committed. Every key

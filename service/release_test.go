@@ -8,9 +8,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/atomicrides/atomicrides/internal/fake/fakestripe"
 	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/service"
-	"github.com/atomicrides/atomicrides/service/payments/fakestripe"
 )
 
 // TestReleaseOutlivesBrokenConnections: when the database drops every

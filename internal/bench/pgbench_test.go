@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/atomicrides/atomicrides/internal/binrun"
-	"github.com/atomicrides/atomicrides/sql/pgenv"
+	"github.com/atomicrides/atomicrides/internal/pgenv"
 )
 
 // pgbenchRun is what one pgbench run measured.

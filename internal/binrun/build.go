@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/atomicrides/atomicrides/sql/pgenv"
+	"github.com/atomicrides/atomicrides/internal/pgenv"
 )
 
 // builds holds one build of the binary per tag set, for the life of the test

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"testing"
+	"time"
 )
 
 // Result is what a command that ran to its end printed, and its exit code.
@@ -39,4 +41,18 @@ func (c Cmd) Run(ctx context.Context) (Result, error) {
 		return res, fmt.Errorf("binrun: %v: %w\n%s", c.Args, err, res.Stderr)
 	}
 	return res, nil
+}
+
+// RunT runs the built binary (Build) with args to its end, with env added to
+// the test's environment, in a temporary working directory, within a minute,
+// and fails tb if it could not be run at all.
+func RunT(tb testing.TB, env []string, args ...string) Result {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := Cmd{Bin: Build(tb), Args: args, Env: env, Dir: tb.TempDir()}.Run(ctx)
+	if err != nil {
+		tb.Fatalf("run %v: %v", args, err)
+	}
+	return res
 }

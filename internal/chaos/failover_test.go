@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/atomicrides/atomicrides/sql/pgenv"
+	"github.com/atomicrides/atomicrides/internal/pgenv"
 )
 
 // failoverPlan bounds one failover run: load, the primary's death, the new

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/atomicrides/atomicrides/internal/binrun"
-	"github.com/atomicrides/atomicrides/service/failpoint"
+	"github.com/atomicrides/atomicrides/internal/failpoint"
 )
 
 // TestProductionBinaryCarriesNoFailpoints builds the command as it ships (no
@@ -29,7 +29,7 @@ func TestProductionBinaryCarriesNoFailpoints(t *testing.T) {
 		b, err := os.ReadFile(binrun.Build(t, build.tags...))
 		require.NoError(t, err)
 		for _, s := range []string{
-			"atomicrides/service/failpoint", // its package path, in symbols and line tables
+			"atomicrides/internal/failpoint", // its package path, in symbols and line tables
 			failpoint.EnvVar,
 			"failpoint %s: crash",
 			"before_commit", "after_commit", "after_call",

@@ -17,9 +17,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/atomicrides/atomicrides/internal/binrun"
-	"github.com/atomicrides/atomicrides/service/failpoint"
-	"github.com/atomicrides/atomicrides/service/mail/mailsink"
-	"github.com/atomicrides/atomicrides/sql/pgenv"
+	"github.com/atomicrides/atomicrides/internal/failpoint"
+	"github.com/atomicrides/atomicrides/internal/fake/mailsink"
+	"github.com/atomicrides/atomicrides/internal/pgenv"
 )
 
 // Settings of the system under chaos: short enough that leases expire,

@@ -7,11 +7,11 @@
 //
 //   - its own PostgreSQL database, a copy of the migrated template of
 //     package sql/dbtest, dropped when the test ends;
-//   - its own stateful fake Stripe (service/payments/fakestripe) behind an
+//   - its own stateful fake Stripe (internal/fake/fakestripe) behind an
 //     HTTP server, and a payments client pointed at it that neither retries
 //     nor reuses connections, so that a fault the fake injects reaches the
 //     service as the lost or failed answer it is;
-//   - its own SMTP mail sink (service/mail/mailsink), keeping messages in
+//   - its own SMTP mail sink (internal/fake/mailsink), keeping messages in
 //     memory only, and a mailer sending to it;
 //   - a Clock for what the process keeps in memory (its caches); leases,
 //     grace periods and ages are judged by the database's clock, and

@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/atomicrides/atomicrides/internal/fake/mailsink"
 	"github.com/atomicrides/atomicrides/service/mail"
-	"github.com/atomicrides/atomicrides/service/mail/mailsink"
 )
 
 // NewMailSink serves a fresh SMTP mail sink on loopback until t ends and

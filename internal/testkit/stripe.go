@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/atomicrides/atomicrides/internal/fake/fakestripe"
 	"github.com/atomicrides/atomicrides/service/payments"
-	"github.com/atomicrides/atomicrides/service/payments/fakestripe"
 )
 
 // Stripe is a fake Stripe served over HTTP for one test.

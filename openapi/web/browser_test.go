@@ -16,8 +16,8 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/atomicrides/atomicrides/internal/fake/fakestripe"
 	"github.com/atomicrides/atomicrides/internal/testkit"
-	"github.com/atomicrides/atomicrides/service/payments/fakestripe"
 )
 
 // newBrowser starts a headless Chromium for this test only; extra options

@@ -8,9 +8,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/atomicrides/atomicrides/internal/fake/mailsink"
 	"github.com/atomicrides/atomicrides/service"
 	"github.com/atomicrides/atomicrides/service/mail"
-	"github.com/atomicrides/atomicrides/service/mail/mailsink"
 )
 
 func setup(t *testing.T) (*mailsink.Sink, string) {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/atomicrides/atomicrides/sql/pgenv"
+	"github.com/atomicrides/atomicrides/internal/pgenv"
 )
 
 // DefaultMaxConns is the size limit of a pool from New unless WithMaxConns

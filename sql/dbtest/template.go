@@ -9,8 +9,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/atomicrides/atomicrides/internal/pgenv"
 	"github.com/atomicrides/atomicrides/sql/migrations"
-	"github.com/atomicrides/atomicrides/sql/pgenv"
 )
 
 // templateLockID is the advisory lock (in the maintenance database) under

@@ -1,4 +1,4 @@
-package main
+package endtoend
 
 import (
 	"bufio"
@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/atomicrides/atomicrides/internal/binrun"
-	"github.com/atomicrides/atomicrides/service/payments/fakestripe"
+	"github.com/atomicrides/atomicrides/internal/fake/fakestripe"
 )
 
 // cutOffWithin is how soon a slow or idle client must be cut off.
@@ -27,6 +27,10 @@ const cutOffWithin = 45 * time.Second
 // are refused with 431, a body sent a byte at a time and an idle keep-alive
 // connection are cut off, and a payment that legitimately takes longer than
 // the server's write timeout still gets its answer.
+// serverWriteTimeout is serve's write timeout (httpserver.go): the time a
+// handler has to answer before its connection is cut.
+const serverWriteTimeout = 30 * time.Second
+
 func TestServersBoundTheirClients(t *testing.T) {
 	t.Parallel()
 	metricsAddr, pprofAddr := binrun.FreeAddr(t), binrun.FreeAddr(t)

@@ -27,7 +27,7 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/atomicrides/atomicrides/sql/pgenv"
+	"github.com/atomicrides/atomicrides/internal/pgenv"
 )
 
 func main() {
@@ -42,7 +42,7 @@ func main() {
 
 func run(ctx context.Context, args []string) (int, error) {
 	if len(args) == 0 {
-		return 2, errors.New("usage: pgenv url|up|down|exec [flags] (see go doc ./sql/pgenv/cmd/pgenv)")
+		return 2, errors.New("usage: pgenv url|up|down|exec [flags] (see go doc ./internal/pgenv/cmd/pgenv)")
 	}
 	cmd, args := args[0], args[1:]
 	fs := flag.NewFlagSet("pgenv "+cmd, flag.ContinueOnError)

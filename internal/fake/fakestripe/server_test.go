@@ -13,7 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/atomicrides/atomicrides/service/payments/fakestripe"
+	"github.com/atomicrides/atomicrides/internal/fake/fakestripe"
 )
 
 // The tests in this file speak raw HTTP to the fake, to pin down the wire

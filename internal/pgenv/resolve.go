@@ -200,7 +200,7 @@ func noPostgres(envVars []string, addr string, localErr error, dir string, start
 	if startErr != nil {
 		fmt.Fprintf(&b, "\n  - throwaway cluster in %s: %v", dir, startErr)
 	} else {
-		fmt.Fprintf(&b, "\n  - throwaway cluster in %s: not running, and starting one was not asked for (task db:up, or go run ./sql/pgenv/cmd/pgenv up, starts it)", dir)
+		fmt.Fprintf(&b, "\n  - throwaway cluster in %s: not running, and starting one was not asked for (task db:up, or go run ./internal/pgenv/cmd/pgenv up, starts it)", dir)
 	}
 	msg := fmt.Sprintf(`%v; tried:%s
 To get one, do any of:

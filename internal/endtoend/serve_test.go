@@ -1,4 +1,4 @@
-package main
+package endtoend
 
 import (
 	"context"
@@ -9,9 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/atomicrides/atomicrides/internal/binrun"
+	"github.com/atomicrides/atomicrides/internal/fake/fakestripe"
 	"github.com/atomicrides/atomicrides/internal/testkit"
-	"github.com/atomicrides/atomicrides/service/payments/fakestripe"
 	"github.com/atomicrides/atomicrides/sql/dbtest"
 )
 
@@ -72,16 +71,4 @@ func (s *servedBinary) count(t *testing.T, query string, args ...any) int64 {
 	var n int64
 	require.NoError(t, conn.QueryRow(context.Background(), query, args...).Scan(&n))
 	return n
-}
-
-// runBinary runs the built binary with args to its end, with env added to
-// the test's environment, in a temporary working directory, within a
-// minute.
-func runBinary(t *testing.T, env []string, args ...string) binrun.Result {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	res, err := binrun.Cmd{Bin: binrun.Build(t), Args: args, Env: env, Dir: t.TempDir()}.Run(ctx)
-	require.NoError(t, err)
-	return res
 }

@@ -1,0 +1,8 @@
+// Package fake is the home of every stand-in for the outside world: the
+// processors, the mail server and anything else the service talks to that a
+// developer's machine or a test does not have. Nothing under service/ imports
+// it; serve -dev, the fakestripe and mailsink commands and the tests do.
+//
+//	fakestripe  a stateful Stripe (charges, customers, refunds, idempotency keys, faults)
+//	mailsink    an SMTP server that keeps what it receives
+package fake
