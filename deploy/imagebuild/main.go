@@ -69,7 +69,9 @@ func run(args []string) error {
 	epoch := fs.Int64("epoch", 0, "every timestamp of the image, in seconds since 1970 (SOURCE_DATE_EPOCH)")
 	arch := fs.String("arch", runtime.GOARCH, "the binary's architecture (GOARCH)")
 	out := fs.String("o", "", "the docker-archive tarball to write")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return nil
+	} else if err != nil {
 		return err
 	}
 	if *bin == "" || *out == "" || fs.NArg() > 0 {
