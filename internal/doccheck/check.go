@@ -46,11 +46,15 @@ func CheckLinks(root string, pages map[string]Page) []Problem {
 	}
 	for _, file := range sortedKeys(pages) {
 		for _, l := range pages[file].Links {
-			if schemeRe.MatchString(l.Text) {
-				continue
-			}
 			bad := func(format string, args ...any) {
 				problems = append(problems, Problem{File: file, Line: l.Line, Msg: fmt.Sprintf("link %s: ", l.Text) + fmt.Sprintf(format, args...)})
+			}
+			if strings.HasPrefix(l.Text, "outside:") {
+				bad("not a page of %s", RepoURL)
+				continue
+			}
+			if schemeRe.MatchString(l.Text) {
+				continue
 			}
 			path, anchor, _ := strings.Cut(l.Text, "#")
 			path, err := url.PathUnescape(path)
@@ -212,4 +216,31 @@ func CheckCommands(pages map[string]Page, tasks map[string]bool, cmds Commands) 
 
 func sortedKeys(pages map[string]Page) []string {
 	return slices.Sorted(maps.Keys(pages))
+}
+
+// RepoURL is where the repository's files are browsed; links into it from
+// outside the docs (the alerts' runbook URLs) are checked as links to the
+// files under it.
+const RepoURL = "https://github.com/atomicrides/atomicrides/blob/main/"
+
+var runbookRe = regexp.MustCompile(`runbook_url:\s*["']?(\S+?)["']?\s*$`)
+
+// RunbookLinks returns the runbook_url of every alert of a Prometheus rules
+// file as a link from the repository's root ("/docs/operations.md#alert-…"),
+// so that CheckLinks resolves it; a runbook outside the repository is
+// returned as "outside:" and its URL, which CheckLinks reports.
+func RunbookLinks(rules []byte) []Ref {
+	var refs []Ref
+	for i, line := range strings.Split(string(rules), "\n") {
+		if m := runbookRe.FindStringSubmatch(line); m != nil {
+			target, ok := strings.CutPrefix(m[1], RepoURL)
+			if ok {
+				target = "/" + target
+			} else {
+				target = "outside:" + m[1]
+			}
+			refs = append(refs, Ref{Text: target, Line: i + 1})
+		}
+	}
+	return refs
 }

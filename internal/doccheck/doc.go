@@ -13,6 +13,10 @@
 //   - every quoted `go run . COMMAND [SUBCOMMAND]` names a command the binary
 //     lists in its --help, and a subcommand its COMMAND --help names.
 //
+// The runbook_url of every alert in ops/prometheus/rules.yml is checked as a
+// link too: it must name a section of a page of this repository
+// ([RunbookLinks]).
+//
 // Only code (fenced blocks and `code spans`) is searched for commands, so
 // prose may speak of tasks freely. Links with a scheme (https:, mailto:) are
 // left to the reader's browser.

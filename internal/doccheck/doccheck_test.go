@@ -1,6 +1,7 @@
 package doccheck
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -59,7 +60,15 @@ func TestDocs(t *testing.T) {
 	require.Greater(t, links, 20, "the pages link to each other")
 	require.Greater(t, quoted, 20, "the pages quote commands")
 
-	problems := append(CheckLinks(root, pages), CheckCommands(pages, tasks, cmds)...)
+	// The alerts' runbooks are sections of the docs too.
+	rules, err := os.ReadFile(filepath.Join(root, "ops", "prometheus", "rules.yml"))
+	require.NoError(t, err)
+	runbooks := RunbookLinks(rules)
+	require.NotEmpty(t, runbooks, "every alert names its runbook")
+	withRunbooks := maps.Clone(pages)
+	withRunbooks["ops/prometheus/rules.yml"] = Page{Links: runbooks}
+
+	problems := append(CheckLinks(root, withRunbooks), CheckCommands(pages, tasks, cmds)...)
 	for _, p := range problems {
 		t.Error(p)
 	}
@@ -187,4 +196,23 @@ func TestCheckCommands(t *testing.T) {
 		"README.md:6: go run . book: the binary has no command \"book\" (in `ATOMICRIDES_API_KEY=x go run . book --from 1,2`)",
 		"README.md:7: go run . keys lsit: keys has no subcommand \"lsit\", only list, show (in `go run . keys lsit -dead`)",
 	}, got)
+}
+
+// TestRunbookLinks reads an alert's runbook URL into the repository as a link
+// from its root, and one outside it as a link CheckLinks refuses.
+func TestRunbookLinks(t *testing.T) {
+	t.Parallel()
+	rules := "groups:\n  - rules:\n      - alert: A\n        annotations:\n          runbook_url: " + RepoURL + "docs/operations.md#alert-a\n" +
+		"      - alert: B\n        annotations:\n          runbook_url: 'https://wiki.example.com/b'\n"
+	refs := RunbookLinks([]byte(rules))
+	require.Equal(t, []Ref{{Text: "/docs/operations.md#alert-a", Line: 5}, {Text: "outside:https://wiki.example.com/b", Line: 8}}, refs)
+
+	root := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "docs"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "docs", "operations.md"), []byte("# Ops\n\n### Alert: A\n"), 0o644))
+	var got []string
+	for _, p := range CheckLinks(root, map[string]Page{"rules.yml": {Links: refs}}) {
+		got = append(got, p.String())
+	}
+	require.Equal(t, []string{"rules.yml:8: link outside:https://wiki.example.com/b: not a page of " + RepoURL}, got)
 }
