@@ -4,6 +4,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -215,4 +216,25 @@ func TestRunbookLinks(t *testing.T) {
 		got = append(got, p.String())
 	}
 	require.Equal(t, []string{"rules.yml:8: link outside:https://wiki.example.com/b: not a page of " + RepoURL}, got)
+}
+
+// TestReadmeQuotesTheCITestCommand keeps the README's test command the one
+// that CI runs, word for word: a newcomer who types it runs what CI runs.
+func TestReadmeQuotesTheCITestCommand(t *testing.T) {
+	t.Parallel()
+	root, err := binrun.ModuleRoot()
+	require.NoError(t, err)
+	ci, err := os.ReadFile(filepath.Join(root, ".ci", "run"))
+	require.NoError(t, err)
+	m := regexp.MustCompile(`(?m)^time (go tool task test\b[^\n#]*?)\s*$`).FindSubmatch(ci)
+	require.NotNil(t, m, ".ci/run runs the tests through go tool task test")
+	cmd := string(m[1])
+
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	require.NoError(t, err)
+	var quoted bool
+	for _, c := range Parse(string(readme)).Code {
+		quoted = quoted || c.Text == cmd || strings.HasPrefix(c.Text, cmd+" #")
+	}
+	require.True(t, quoted, "README.md quotes %q, the command .ci/run runs, as code of its own", cmd)
 }
