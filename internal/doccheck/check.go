@@ -244,3 +244,41 @@ func RunbookLinks(rules []byte) []Ref {
 	}
 	return refs
 }
+
+var (
+	configVarRe = regexp.MustCompile(`(?:\br\.\w+|\bgetenv)\("([A-Z][A-Z0-9_]*)"`)
+	upperWordRe = regexp.MustCompile(`[A-Z][A-Z0-9_]*`)
+)
+
+// ConfigVars returns the environment variables that config.go (its source
+// given) reads: the names passed to its readers (r.duration("LEASE"), …) and
+// to getenv.
+func ConfigVars(configGo []byte) []string {
+	seen := map[string]bool{}
+	var names []string
+	for _, m := range configVarRe.FindAllSubmatch(configGo, -1) {
+		if name := string(m[1]); !seen[name] {
+			seen[name] = true
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// UndocumentedVars returns the names among vars that page never quotes as
+// code (`NAME`, or NAME within a code span or block, as in `A`, `B`).
+func UndocumentedVars(page Page, vars []string) []string {
+	quoted := map[string]bool{}
+	for _, c := range page.Code {
+		for _, w := range upperWordRe.FindAllString(c.Text, -1) {
+			quoted[w] = true
+		}
+	}
+	var missing []string
+	for _, v := range vars {
+		if !quoted[v] {
+			missing = append(missing, v)
+		}
+	}
+	return missing
+}

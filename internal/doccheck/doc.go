@@ -15,7 +15,9 @@
 //
 // The runbook_url of every alert in ops/prometheus/rules.yml is checked as a
 // link too: it must name a section of a page of this repository
-// ([RunbookLinks]).
+// ([RunbookLinks]). docs/operations.md must quote every environment variable
+// config.go reads ([ConfigVars], [UndocumentedVars]), and README.md the test
+// command .ci/run runs, word for word.
 //
 // Only code (fenced blocks and `code spans`) is searched for commands, so
 // prose may speak of tasks freely. Links with a scheme (https:, mailto:) are

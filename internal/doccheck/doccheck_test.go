@@ -238,3 +238,32 @@ func TestReadmeQuotesTheCITestCommand(t *testing.T) {
 	}
 	require.True(t, quoted, "README.md quotes %q, the command .ci/run runs, as code of its own", cmd)
 }
+
+// TestOperationsListsEveryVariable keeps docs/operations.md's list of
+// variables complete: every variable config.go reads is quoted there.
+func TestOperationsListsEveryVariable(t *testing.T) {
+	t.Parallel()
+	root, err := binrun.ModuleRoot()
+	require.NoError(t, err)
+	src, err := os.ReadFile(filepath.Join(root, "config.go"))
+	require.NoError(t, err)
+	vars := ConfigVars(src)
+	require.Contains(t, vars, "DATABASE_URL")
+	require.Contains(t, vars, "ATOMICRIDES_API_KEY")
+	page, err := os.ReadFile(filepath.Join(root, "docs", "operations.md"))
+	require.NoError(t, err)
+	for _, v := range UndocumentedVars(Parse(string(page)), vars) {
+		t.Errorf("config.go reads %s, which docs/operations.md (Configuration) does not list", v)
+	}
+}
+
+// TestConfigVars finds the variables a config.go reads and reports those a
+// page does not quote.
+func TestConfigVars(t *testing.T) {
+	t.Parallel()
+	src := `Lease: r.duration("LEASE"), Addr: r.addr("ADDR", defaultAddr), key: getenv("API_KEY"), again: r.duration("LEASE"), not: "OTHER"`
+	vars := ConfigVars([]byte(src))
+	require.Equal(t, []string{"LEASE", "ADDR", "API_KEY"}, vars)
+	page := Parse("| `LEASE` | x |\n| `ADDR`, `PORT` | y |\n\nAPI_KEY in prose only.\n")
+	require.Equal(t, []string{"API_KEY"}, UndocumentedVars(page, vars))
+}
