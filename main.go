@@ -508,7 +508,7 @@ func mailerFrom(cfg *config, logger *slog.Logger, dev bool) (m service.Mailer, n
 		if err != nil {
 			return nil, "", nil, fmt.Errorf("SMTP_URL: %w", err)
 		}
-		return m, "", func() {}, nil
+		return m, "", func() { _ = m.Close() }, nil
 	}
 	if !dev {
 		return nil, "", nil, errors.New("SMTP_URL: not set") // refused by loadConfig first
@@ -528,7 +528,10 @@ func mailerFrom(cfg *config, logger *slog.Logger, dev bool) (m service.Mailer, n
 	if cfg.MailDir == "" {
 		note = "receipts kept in no file (MAIL_DIR=off)"
 	}
-	return mailer, note, func() { _ = stopSink(context.Background()) }, nil
+	return mailer, note, func() {
+		_ = mailer.Close()
+		_ = stopSink(context.Background())
+	}, nil
 }
 
 func serveMailSink(ctx context.Context, args []string, stdout io.Writer, logger *slog.Logger) error {
