@@ -8,6 +8,7 @@
 //	atomicrides mailsink     serve an SMTP server that keeps what it receives
 //	atomicrides db up|down|url   manage the throwaway development PostgreSQL
 //	atomicrides book --from LAT,LON --to LAT,LON   book a ride through the API (client side)
+//	atomicrides healthcheck  exit 0 when the instance serving on ADDR answers 200 on /readyz (the image's HEALTHCHECK)
 //
 // Configuration comes from the environment; docs/operations.md lists every
 // variable.
@@ -124,6 +125,8 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 		return dbCommand(ctx, args[1:], stdout, logger)
 	case "book":
 		return book(ctx, args[1:], stdout, stderr)
+	case "healthcheck":
+		return healthcheck(ctx, args[1:], stdout)
 	default:
 		return usagef("unknown command %q (see atomicrides --help)", args[0])
 	}
