@@ -179,3 +179,33 @@ func TestInboxChargeOutcomeFinishesTheBookingNow(t *testing.T) {
 	require.True(t, resp.Replayed)
 	require.Equal(t, http.StatusCreated, resp.Status)
 }
+
+func TestInboxReplayReadsWhatWasNeverDelivered(t *testing.T) {
+	t.Parallel()
+	b := setup(t) // no webhook endpoint: as if the deliveries were lost with a restore
+	uid := b.rider(t, "replayed@example.com")
+	ride := b.Ride(t, uid)
+	d, err := b.Stripe.DisputeOpen(*ride.StripeChargeID)
+	require.NoError(t, err)
+	_, err = b.Stripe.DisputeClose(d.ID, fakestripe.DisputeLost)
+	require.NoError(t, err)
+	_, err = b.Stripe.DashboardRefund(*ride.StripeChargeID)
+	require.NoError(t, err)
+
+	rep, err := b.Service.InboxReplay(b.Ctx, service.InboxSourceStripe, time.Now().Add(-time.Hour))
+	require.NoError(t, err)
+	require.Equal(t, 5, rep.Listed)
+	require.Equal(t, 5, rep.Recorded)
+	b.settle(t)
+	got, err := b.Service.RideGet(b.Ctx, uid, ride.ID)
+	require.NoError(t, err)
+	require.Equal(t, service.DisputeLost, got.DisputeStatus)
+	require.Equal(t, service.RideRefundRefunded, got.RefundStatus)
+
+	// Again: everything is a duplicate, nothing is written.
+	rep, err = b.Service.InboxReplay(b.Ctx, service.InboxSourceStripe, time.Now().Add(-time.Hour))
+	require.NoError(t, err)
+	require.Equal(t, 5, rep.Duplicates)
+	require.Equal(t, 0, rep.Recorded)
+	require.Equal(t, 5, b.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'inbox_apply'`))
+}

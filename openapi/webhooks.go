@@ -2,6 +2,7 @@ package openapi
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 
@@ -15,7 +16,7 @@ import (
 const ProblemWebhookRejected = "/problems/webhook-rejected"
 
 type stripeWebhookInput struct {
-	Signature string `header:"Stripe-Signature" doc:"Stripe's signature of the body: t=<unix time>,v1=<HMAC-SHA256 hex>[,v1=…]. Verified against every configured signing secret (STRIPE_WEBHOOK_SECRET)."`
+	Signature string `header:"Stripe-Signature" example:"t=1764000000,v1=5257a869e7ecebeda32affa62cdca3fa51cad7e77a0e56ff536d0ce8e108d8bd" doc:"Stripe's signature of the body: t=<unix time>,v1=<HMAC-SHA256 hex>[,v1=…]. Verified against every configured signing secret (STRIPE_WEBHOOK_SECRET)."`
 	RawBody   []byte `contentType:"application/json"`
 }
 
@@ -43,7 +44,9 @@ func (h *handlers) registerWebhooks() {
 			"job: refunds made in Stripe's dashboard, disputes, and charge outcomes of bookings the service has not " +
 			"finished. A refused delivery (a missing or bad signature, a stale timestamp, a body that is not an " +
 			"event: 400; over 1 MiB: 413) records nothing. Without a configured secret the route answers 404. " +
-			"Authenticated by the signature alone, not by an API key.",
+			"Authenticated by the signature alone, not by an API key. Stripe retries a delivery until it is " +
+			"answered 2xx, and may send an event more than once or out of order: every retry is idempotent, " +
+			"keyed by the event's id.",
 		Tags:          []string{"webhooks"},
 		DefaultStatus: http.StatusOK,
 		// The limit is the inbox's own (service.MaxInboundEventBytes), so
@@ -60,7 +63,21 @@ func (h *handlers) registerWebhooks() {
 	op.Responses["413"].Description = "The body is larger than 1 MiB. Nothing recorded."
 	op.Responses["404"].Description = "Webhooks from Stripe are not configured (STRIPE_WEBHOOK_SECRET unset)."
 	huma.Register(h.api, op, h.stripeWebhook)
+	registered := h.api.OpenAPI().Paths[op.Path].Post
+	registered.RequestBody.Content["application/json"].Examples = map[string]*huma.Example{
+		"charge-refunded": example("A refund made in Stripe's dashboard (abridged)", json.RawMessage(exampleStripeEvent)),
+	}
+	registered.Responses["200"].Content["application/json"].Examples = map[string]*huma.Example{
+		"recorded":  example("Recorded; it will be applied once", WebhookReceipt{Received: true}),
+		"duplicate": example("Already recorded by an earlier delivery; nothing written", WebhookReceipt{Received: true, Duplicate: true}),
+	}
 }
+
+const exampleStripeEvent = `{"id":"evt_3OdxS2LkdIwHu7ix0mPq4Y1z","object":"event","api_version":"2023-10-16",` +
+	`"created":1764000000,"type":"charge.refunded","livemode":false,"pending_webhooks":1,` +
+	`"request":{"id":null,"idempotency_key":null},"data":{"object":{"id":"ch_3OdxS2LkdIwHu7ix0c9Q","object":"charge",` +
+	`"amount":2000,"amount_refunded":2000,"currency":"usd","refunded":true,"status":"succeeded",` +
+	`"metadata":{"ar_ns":"6f1c0c7e2b7d4f0e9a1b3c5d7e9f1a2b"}}}}`
 
 func (h *handlers) stripeWebhook(ctx context.Context, in *stripeWebhookInput) (*webhookOutput, error) {
 	dup, err := h.svc.InboxReceive(ctx, service.InboxSourceStripe, in.RawBody, in.Signature)

@@ -117,6 +117,9 @@ type Service struct {
 	revocations    *revocationWatch
 	replays        *ttlCache[replayKey, finishedResponse]
 	inbound        map[string]EventSource
+	// rawPayments is Config.Payments itself, for what only some adapters
+	// offer (EventLister).
+	rawPayments Payments
 }
 
 // namespaceReadTimeout bounds the read of the deployment's namespace in New.
@@ -207,6 +210,7 @@ func New(cfg Config) (*Service, error) {
 		auth:           newTTLCache[[32]byte, authEntry](cfg.AuthCacheTTL),
 		replays:        newTTLCache[replayKey, finishedResponse](cfg.ReplayCacheTTL),
 		inbound:        cfg.Inbound,
+		rawPayments:    cfg.Payments,
 	}
 	s.revocations = newRevocationWatch(s.auth)
 	s.rides = s.rideFlow()
