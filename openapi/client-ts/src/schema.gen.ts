@@ -179,7 +179,7 @@ export interface paths {
         put?: never;
         /**
          * Receive a Stripe webhook event
-         * @description Stripe's webhook endpoint. The Stripe-Signature header is verified against the configured signing secrets (several during a rotation) within Stripe's tolerance of five minutes; the event is then recorded under its id with the job that applies it, in one transaction, and acknowledged with 200. A duplicate delivery answers 200 and writes nothing. Events are applied exactly once, in any order, by a background job: refunds made in Stripe's dashboard, disputes, and charge outcomes of bookings the service has not finished. A refused delivery (a missing or bad signature, a stale timestamp, a body that is not an event: 400; over 1 MiB: 413) records nothing. Without a configured secret the route answers 404. Authenticated by the signature alone, not by an API key.
+         * @description Stripe's webhook endpoint. The Stripe-Signature header is verified against the configured signing secrets (several during a rotation) within Stripe's tolerance of five minutes; the event is then recorded under its id with the job that applies it, in one transaction, and acknowledged with 200. A duplicate delivery answers 200 and writes nothing. Events are applied exactly once, in any order, by a background job: refunds made in Stripe's dashboard, disputes, and charge outcomes of bookings the service has not finished. A refused delivery (a missing or bad signature, a stale timestamp, a body that is not an event: 400; over 1 MiB: 413) records nothing. Without a configured secret the route answers 404. Authenticated by the signature alone, not by an API key. Stripe retries a delivery until it is answered 2xx, and may send an event more than once or out of order: every retry is idempotent, keyed by the event's id.
          */
         post: operations["webhook-stripe"];
         delete?: never;
@@ -1047,7 +1047,10 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Stripe's signature of the body: t=<unix time>,v1=<HMAC-SHA256 hex>[,v1=…]. Verified against every configured signing secret (STRIPE_WEBHOOK_SECRET). */
+                /**
+                 * @description Stripe's signature of the body: t=<unix time>,v1=<HMAC-SHA256 hex>[,v1=…]. Verified against every configured signing secret (STRIPE_WEBHOOK_SECRET).
+                 * @example t=1764000000,v1=5257a869e7ecebeda32affa62cdca3fa51cad7e77a0e56ff536d0ce8e108d8bd
+                 */
                 "Stripe-Signature"?: string;
             };
             path?: never;
