@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 
 	"github.com/atomicrides/atomicrides/internal/fake/fakestripe"
@@ -70,7 +71,8 @@ func TestInboxDashboardRefundThenRefundRequest(t *testing.T) {
 	for _, r := range b.Stripe.Requests() {
 		require.NotEqual(t, fakestripe.OpRefundCreate, r.Op, "no refund was asked of the processor")
 	}
-	b.waitFinal(t, service.RefundReceiptArgs{}.Kind(), 1)
+	receipt := b.waitFinal(t, service.RefundReceiptArgs{}.Kind(), 1)
+	require.Equal(t, river.EventKindJobCompleted, receipt[0].Kind, "the rider's refund receipt is sent")
 }
 
 func TestInboxRefundRequestBeforeTheDashboardRefundIsHeardOf(t *testing.T) {

@@ -15,7 +15,8 @@ CREATE TABLE inbox_events (
     -- when the processor made the event (its own clock)
     occurred_at TIMESTAMPTZ NOT NULL,
     received_at TIMESTAMPTZ NOT NULL DEFAULT now(),
-    -- the event as received, byte for byte what was signed
+    -- the event as received (its signature was checked on the raw bytes,
+    -- before this row was written)
     payload     JSONB       NOT NULL,
     -- set once, with the effect; outcome says what applying did
     applied_at  TIMESTAMPTZ,
