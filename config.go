@@ -55,6 +55,11 @@ type config struct {
 	StripeSecretKey, StripeAPIBase string
 	// StripeTimeout is STRIPE_TIMEOUT.
 	StripeTimeout time.Duration
+	// StripeWebhookSecrets are STRIPE_WEBHOOK_SECRET, comma-separated: the
+	// signing secrets of the webhook endpoint, several during a rotation.
+	// None: webhooks are off (POST /webhooks/stripe answers 404), unless
+	// serve -dev configures the built-in fake's.
+	StripeWebhookSecrets []string
 	// SMTPURL is SMTP_URL. A command that sends mail refuses to run
 	// without it, unless it runs with -dev, which sends receipts to the
 	// built-in mail sink (writing them to MailDir) instead.
@@ -137,17 +142,18 @@ func configFromEnv(needs backends) (*config, error) { return loadConfig(os.Geten
 func loadConfig(getenv func(string) string, needs backends) (*config, error) {
 	r := &envReader{getenv: getenv}
 	c := &config{
-		DatabaseURL:     r.databaseURL("DATABASE_URL"),
-		Addr:            r.addr("ADDR", defaultAddr),
-		PublicURL:       r.httpURL("PUBLIC_URL"),
-		MetricsAddr:     r.addr("METRICS_ADDR", ""),
-		PprofAddr:       r.addr("PPROF_ADDR", ""),
-		StripeSecretKey: r.stripeKey("STRIPE_SECRET_KEY"),
-		StripeAPIBase:   r.httpURL("STRIPE_API_BASE"),
-		StripeTimeout:   r.duration("STRIPE_TIMEOUT"),
-		SMTPURL:         r.smtpURL("SMTP_URL"),
-		MailFrom:        r.mailFrom("MAIL_FROM"),
-		MailDir:         r.mailDir("MAIL_DIR"),
+		DatabaseURL:          r.databaseURL("DATABASE_URL"),
+		Addr:                 r.addr("ADDR", defaultAddr),
+		PublicURL:            r.httpURL("PUBLIC_URL"),
+		MetricsAddr:          r.addr("METRICS_ADDR", ""),
+		PprofAddr:            r.addr("PPROF_ADDR", ""),
+		StripeSecretKey:      r.stripeKey("STRIPE_SECRET_KEY"),
+		StripeAPIBase:        r.httpURL("STRIPE_API_BASE"),
+		StripeTimeout:        r.duration("STRIPE_TIMEOUT"),
+		StripeWebhookSecrets: r.webhookSecrets("STRIPE_WEBHOOK_SECRET"),
+		SMTPURL:              r.smtpURL("SMTP_URL"),
+		MailFrom:             r.mailFrom("MAIL_FROM"),
+		MailDir:              r.mailDir("MAIL_DIR"),
 
 		Lease:             r.duration("LEASE"),
 		CompleterIdle:     r.duration("COMPLETER_IDLE"),
@@ -345,6 +351,29 @@ func (r *envReader) mailFrom(name string) string {
 		return ""
 	}
 	return v
+}
+
+// webhookSecrets reads Stripe webhook signing secrets, comma-separated,
+// never repeating them: each whsec_ followed by letters, digits or
+// underscores.
+func (r *envReader) webhookSecrets(name string) []string {
+	v := r.getenv(name)
+	if v == "" {
+		return nil
+	}
+	var out []string
+	for i, s := range strings.Split(v, ",") {
+		s = strings.TrimSpace(s)
+		rest, ok := strings.CutPrefix(s, "whsec_")
+		if !ok || rest == "" || strings.ContainsFunc(rest, func(c rune) bool {
+			return !(c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z')
+		}) {
+			r.fail(invalid(name, "secret %d is not a webhook signing secret: want whsec_… of letters, digits and underscores, several separated by commas (the value is not shown)", i+1))
+			return nil
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // stripeKey reads a Stripe secret key, never repeating it: one of

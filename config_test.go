@@ -42,6 +42,8 @@ func TestInvalidConfiguration(t *testing.T) {
 		{"STRIPE_SECRET_KEY", "sk_live_" + stripeSecret + "\n", nil, "not a Stripe secret key", nil},
 		{"STRIPE_API_BASE", "ftp://stripe.example", nil, "absolute http or https URL", nil},
 		{"STRIPE_TIMEOUT", "bogus", nil, "not a positive duration", nil},
+		{"STRIPE_WEBHOOK_SECRET", "sk_live_" + stripeSecret, nil, "secret 1 is not a webhook signing secret", nil},
+		{"STRIPE_WEBHOOK_SECRET", "whsec_ok,whsec_" + stripeSecret + "!", nil, "secret 2 is not a webhook signing secret", nil},
 		{"SMTP_URL", "smtp://mailer:" + smtpPassword + "@mail.example:25%zz", nil, "not a URL", nil},
 		{"SMTP_URL", "smtp://mailer:" + smtpPassword + "@:25", nil, "no host", nil},
 		{"SMTP_URL", "https://mailer:" + smtpPassword + "@mail.example", nil, "want smtp or smtps", nil},
@@ -116,6 +118,20 @@ func TestMailDir(t *testing.T) {
 		require.NoError(t, err, "MAIL_DIR=%q", value)
 		require.Equal(t, want, cfg.MailDir, "MAIL_DIR=%q", value)
 	}
+}
+
+// TestWebhookSecrets: STRIPE_WEBHOOK_SECRET lists one or more signing
+// secrets, every one of which verifies deliveries (a rotation).
+func TestWebhookSecrets(t *testing.T) {
+	t.Parallel()
+	cfg, err := loadConfig(func(name string) string {
+		if name == "STRIPE_WEBHOOK_SECRET" {
+			return "whsec_new_1, whsec_old_2"
+		}
+		return ""
+	}, backends{})
+	require.NoError(t, err)
+	require.Equal(t, []string{"whsec_new_1", "whsec_old_2"}, cfg.StripeWebhookSecrets)
 }
 
 // TestStripeKeyRule: STRIPE_SECRET_KEY takes secret and restricted keys,

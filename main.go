@@ -244,6 +244,11 @@ func serve(ctx context.Context, args []string, stdout io.Writer, logger *slog.Lo
 		return err
 	}
 	defer stopDeps()
+	if svc.InboxEnabled(service.InboxSourceStripe) {
+		logger.Info("webhooks on: Stripe events are received at POST /webhooks/stripe", "secrets", len(cfg.StripeWebhookSecrets))
+	} else {
+		logger.Warn("webhooks off: STRIPE_WEBHOOK_SECRET not set, POST /webhooks/stripe answers 404; refunds and disputes made at Stripe are seen only by reconciliation")
+	}
 	// Revoked API keys are forgotten by this process's auth cache as they are
 	// announced; the goroutine ends with ctx.
 	go func() { _ = svc.ListenAPIKeyRevocations(ctx) }()
@@ -383,10 +388,26 @@ func paymentsFrom(cfg *config, logger *slog.Logger, dev bool) (pay service.Payme
 		}
 		logger.Warn("-dev: STRIPE_SECRET_KEY not set, charges go to the built-in FAKE Stripe; never use this mode for real riders",
 			"url", url, "ledger", url+"/_fake/ledger")
+		// The fake delivers its events to this server, signed with its
+		// development secret, which the inbox then verifies.
+		if len(cfg.StripeWebhookSecrets) == 0 {
+			cfg.StripeWebhookSecrets = []string{fakestripe.DevWebhookSecret}
+		}
+		fake.SetWebhookEndpoint(&fakestripe.WebhookEndpoint{URL: webhookURL(cfg.Addr), Secret: cfg.StripeWebhookSecrets[0]})
 		return payments.New(payments.Config{SecretKey: "sk_test_fake", APIBase: url, Timeout: cfg.StripeTimeout}),
 			"fake Stripe at " + url, func() { _ = stop(context.Background()) }, nil
 	}
 	return payments.New(payments.Config{SecretKey: cfg.StripeSecretKey, APIBase: cfg.StripeAPIBase, Timeout: cfg.StripeTimeout}), "", func() {}, nil
+}
+
+// webhookURL is the Stripe webhook endpoint of a server listening on addr,
+// as the built-in fake reaches it.
+func webhookURL(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/webhooks/stripe"
 }
 
 func serveFakeStripe(ctx context.Context, args []string, stdout io.Writer, logger *slog.Logger) error {
@@ -490,8 +511,17 @@ func newService(pool *pgxpool.Pool, cfg *config, reg prometheus.Registerer, logg
 			notes = append(notes, note)
 		}
 	}
+	inbound := map[string]service.EventSource{}
+	if len(cfg.StripeWebhookSecrets) > 0 {
+		events, err := payments.NewEvents(cfg.StripeWebhookSecrets, 0)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		inbound[service.InboxSourceStripe] = events
+	}
 	svc, err = service.New(service.Config{
-		Pool: pool, Payments: pay, Mailer: mailer, MailFrom: cfg.MailFrom, Logger: logger, Registerer: reg,
+		Inbound: inbound,
+		Pool:    pool, Payments: pay, Mailer: mailer, MailFrom: cfg.MailFrom, Logger: logger, Registerer: reg,
 		// Zero values take the service's defaults.
 		AbandonedAfter: cfg.CompleterIdle, KeyRetention: cfg.KeyRetention, Lease: cfg.Lease,
 	})

@@ -64,6 +64,17 @@ type IdempotencyKey struct {
 	UserID             int64
 }
 
+type InboxEvent struct {
+	Source     string
+	EventID    string
+	EventType  string
+	OccurredAt time.Time
+	ReceivedAt time.Time
+	Payload    json.RawMessage
+	AppliedAt  *time.Time
+	Outcome    *string
+}
+
 type Receipt struct {
 	ID        int64
 	SentAt    time.Time
@@ -100,6 +111,8 @@ type Ride struct {
 	AmountCents      int64
 	Currency         string
 	UserID           int64
+	DisputeStatus    string
+	StripeDisputeID  *string
 }
 
 type User struct {

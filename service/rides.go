@@ -93,6 +93,9 @@ type Ride struct {
 	RefundStatus   RideRefundStatus `json:"refund_status" enum:"none,pending,refunded,failed" doc:"none until a refund is asked for; pending until the processor's answer is recorded; failed when the processor refused it"`
 	// StripeRefundID is set once the ride is refunded.
 	StripeRefundID *string `json:"stripe_refund_id" nullable:"true"`
+	// DisputeStatus is the dispute (chargeback) of the ride's charge, as
+	// the processor reported it; it only moves forward.
+	DisputeStatus DisputeStatus `json:"dispute_status" enum:"none,disputed,won,lost" doc:"none unless the rider's bank disputes the charge; disputed while the dispute is open; won or lost once decided"`
 }
 
 func rideFromRow(r *dbgen.Ride) *Ride {
@@ -108,6 +111,7 @@ func rideFromRow(r *dbgen.Ride) *Ride {
 		ChargeStatus:   RideChargeStatus(r.ChargeStatus),
 		StripeChargeID: r.StripeChargeID,
 		RefundStatus:   RideRefundNone,
+		DisputeStatus:  DisputeStatus(r.DisputeStatus),
 	}
 }
 
