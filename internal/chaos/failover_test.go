@@ -118,20 +118,27 @@ func runFailover(t *testing.T, plan failoverPlan) {
 	}
 
 	fig.killed = time.Now()
-	require.NoError(t, sys.cluster.Kill(ctx))
-	flog.event("primary killed (SIGKILL, every process)")
-	newPrimary := sys.standby
+	var newPrimary string // the new primary's URL
 	switch plan.db {
 	case chaosDBSyncStandby:
+		require.NoError(t, sys.cluster.Kill(ctx))
+		flog.event("primary killed (SIGKILL, every process)")
 		require.NoError(t, sys.standby.Promote(ctx))
 		flog.event("standby promoted")
+		newPrimary = sys.standby.URL
 	case chaosDBRestore:
-		newPrimary, err = pgenv.StartClusterWith(ctx, sys.spareDir, pgenv.ClusterOptions{Port: sys.sparePort, CrashSafe: true})
+		require.NoError(t, sys.cluster.Kill(ctx))
+		flog.event("primary killed (SIGKILL, every process)")
+		c, err := pgenv.StartClusterWith(ctx, sys.spareDir, pgenv.ClusterOptions{Port: sys.sparePort, CrashSafe: true})
 		require.NoError(t, err)
 		flog.event("backup started as the primary")
+		newPrimary = c.URL
+	case chaosDBPgBouncer:
+		require.NoError(t, restartPostgres(ctx, sys, flog))
+		newPrimary = sys.cluster.URL
 	}
 	fig.promoted = time.Now()
-	fig.promotedDB, err = dbNow(ctx, newPrimary.URL)
+	fig.promotedDB, err = dbNow(ctx, newPrimary)
 	require.NoError(t, err)
 
 	require.NoError(t, pause(ctx, plan.after))
@@ -157,13 +164,16 @@ func runFailover(t *testing.T, plan failoverPlan) {
 	var checks []chaosCheck
 	var notes []string
 	switch plan.db {
-	case chaosDBSyncStandby:
+	case chaosDBSyncStandby, chaosDBPgBouncer:
 		checks = chaosCheckAll(state)
 		checks = append(checks,
 			checkAnswersReplayed(ctx, load, state.records, fig.killed),
 			checkServedThrough(sys),
 			checkRiverAfterFailover(ctx, sys, fig.promotedDB),
 		)
+		if plan.db == chaosDBPgBouncer {
+			checks = append(checks, checkThroughBouncer(ctx, sys, len(state.keys)))
+		}
 	case chaosDBRestore:
 		rec, err := sys.reconcile(ctx)
 		checks, notes = restoreChecks(state, rec, err, returned, fig)
@@ -319,6 +329,9 @@ func failoverReport(plan failoverPlan, load *chaosLoad, stats *chaosStats, fig *
 	case chaosDBSyncStandby:
 		fmt.Fprintf(&b, "failover: primary SIGKILLed (every process) after %s of load; standby promoted %s later\n",
 			plan.before, fig.promoted.Sub(fig.killed).Round(time.Millisecond))
+	case chaosDBPgBouncer:
+		fmt.Fprintf(&b, "PostgreSQL behind PgBouncer (transaction pooling, %d server connections for 2 × 8 client connections) restarted (-m immediate) after %s of load, back %s later\n",
+			chaosBouncerPoolSize, plan.before, fig.promoted.Sub(fig.killed).Round(time.Millisecond))
 	case chaosDBRestore:
 		fmt.Fprintf(&b, "restore: base backup taken after %s of load, primary SIGKILLed %s after the backup ended, backup started as the primary %s later\n",
 			plan.before-plan.lead, fig.killed.Sub(fig.backupEnd).Round(time.Millisecond), fig.promoted.Sub(fig.killed).Round(time.Millisecond))

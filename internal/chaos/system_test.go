@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -57,9 +58,15 @@ type chaosSystem struct {
 	spareDir  string
 	sparePort int
 	spare     *pgenv.Cluster // the backup, once taken
+	// bouncer is the PgBouncer the serve processes reach the cluster
+	// through (chaosDBPgBouncer).
+	bouncer *pgenv.PgBouncer
 	// dbURL names every server that may be the primary, with
-	// target_session_attrs=read-write.
-	dbURL   string
+	// target_session_attrs=read-write: the harness's own connections.
+	dbURL string
+	// serveDB is the database settings of the serve processes: dbURL
+	// itself, or PgBouncer's URL and dbURL as the direct one.
+	serveDB []string
 	stripe  string // base URL of the fake Stripe process
 	sink    *mailsink.Sink
 	smtpURL string
@@ -78,7 +85,15 @@ const (
 	// chaosDBRestore is a primary whose base backup, taken during the run,
 	// is started in its place when it dies, on a port of its own.
 	chaosDBRestore
+	// chaosDBPgBouncer is one server behind PgBouncer in transaction
+	// pooling mode, restarted in place.
+	chaosDBPgBouncer
 )
+
+// chaosBouncerPoolSize is PgBouncer's server connections for the chaos
+// database: fewer than the serve processes' pools hold (2 × 8), so that
+// transactions of different clients share server connections.
+const chaosBouncerPoolSize = 6
 
 // startChaosSystem starts every process and waits until each answers.
 func startChaosSystem(t *testing.T, ctx context.Context, logDir string, db chaosDB) *chaosSystem {
@@ -90,7 +105,7 @@ func startChaosSystem(t *testing.T, ctx context.Context, logDir string, db chaos
 	// committed work survives the immediate restarts.
 	pgDir := t.TempDir()
 	cluster, err := pgenv.StartClusterWith(ctx, pgDir, pgenv.ClusterOptions{Port: binrun.FreePort(t), CrashSafe: true,
-		Replication: db != chaosDBSingle})
+		Replication: db != chaosDBSingle && db != chaosDBPgBouncer})
 	require.NoError(t, err)
 	stopCluster(t, pgDir, func() string { return cluster.Root })
 	sys.cluster = cluster
@@ -123,6 +138,21 @@ func startChaosSystem(t *testing.T, ctx context.Context, logDir string, db chaos
 		hosts += fmt.Sprintf(",127.0.0.1:%d", sys.sparePort)
 	}
 	sys.dbURL = fmt.Sprintf("postgres://%s@%s/chaos?sslmode=disable&target_session_attrs=read-write", pgenv.Superuser, hosts)
+	sys.serveDB = []string{"DATABASE_URL=" + sys.dbURL + "&pool_max_conns=8"}
+	if db == chaosDBPgBouncer {
+		dir := t.TempDir()
+		sys.bouncer, err = pgenv.StartPgBouncer(ctx, dir, cluster.Port, pgenv.PgBouncerOptions{Port: binrun.FreePort(t), PoolSize: chaosBouncerPoolSize})
+		require.NoError(t, err)
+		t.Cleanup(func() {
+			sys.bouncer.Stop()
+			_ = os.RemoveAll(sys.bouncer.Root)
+		})
+		sys.serveDB = []string{
+			"DATABASE_URL=" + sys.bouncer.URL("chaos") + "&pool_max_conns=8",
+			"DATABASE_POOLER=pgbouncer",
+			"DATABASE_DIRECT_URL=" + sys.dbURL,
+		}
+	}
 
 	// The fake Stripe, as its own process.
 	stripeAddr := binrun.FreeAddr(t)
@@ -167,19 +197,18 @@ func stopCluster(t *testing.T, dir string, root func() string) {
 
 // env is the environment of a serve process (and of the operator CLI).
 func (sys *chaosSystem) env() []string {
-	return []string{
-		"DATABASE_URL=" + sys.dbURL + "&pool_max_conns=8",
-		"ADMIN_TOKEN=" + chaosAdminToken,
-		"STRIPE_API_BASE=" + sys.stripe,
+	return append(slices.Clone(sys.serveDB),
+		"ADMIN_TOKEN="+chaosAdminToken,
+		"STRIPE_API_BASE="+sys.stripe,
 		"STRIPE_SECRET_KEY=sk_test_chaos",
-		"STRIPE_TIMEOUT=" + chaosStripeTimeout.String(),
-		"LEASE=" + chaosLease.String(),
-		"SMTP_URL=" + sys.smtpURL,
+		"STRIPE_TIMEOUT="+chaosStripeTimeout.String(),
+		"LEASE="+chaosLease.String(),
+		"SMTP_URL="+sys.smtpURL,
 		"COMPLETER_INTERVAL=1s",
-		"COMPLETER_IDLE=" + chaosCompleterIdle.String(),
-		"JOB_TIMEOUT=" + chaosJobTimeout.String(),
-		"JOB_RESCUE_AFTER=" + chaosJobRescueAfter.String(),
-	}
+		"COMPLETER_IDLE="+chaosCompleterIdle.String(),
+		"JOB_TIMEOUT="+chaosJobTimeout.String(),
+		"JOB_RESCUE_AFTER="+chaosJobRescueAfter.String(),
+	)
 }
 
 // bases returns the base URLs of the serve instances, as a load balancer

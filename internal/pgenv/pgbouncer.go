@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,11 +23,14 @@ type PgBouncerOptions struct {
 	PoolSize int
 	// MaxClientConn bounds the clients PgBouncer accepts; zero means 500.
 	MaxClientConn int
+	// User is the one user clients log in as (by trust), and PgBouncer
+	// as on the server; empty means Superuser.
+	User string
 }
 
 // PgBouncer is a PgBouncer in transaction pooling mode in front of a
-// Cluster: every database of the cluster is reachable through it under
-// its own name. It runs as a child of the process that started it, as the
+// PostgreSQL server on 127.0.0.1: every database of the server is
+// reachable through it under its own name. It runs as a child of the process that started it, as the
 // cluster's account (PgBouncer refuses to run as root), until Stop.
 type PgBouncer struct {
 	// Port is PgBouncer's TCP port on 127.0.0.1.
@@ -35,17 +39,20 @@ type PgBouncer struct {
 	Root string
 	// PoolSize is the server connections per database and user.
 	PoolSize int
+	// User is the user clients log in as.
+	User string
 
 	cmd  *exec.Cmd
 	done chan struct{}
 }
 
 // StartPgBouncer starts PgBouncer, in transaction pooling mode, in front
-// of the cluster c, its files in dir (which must not be shared with a
-// cluster), and returns once it accepts connections to c's "postgres"
-// database. Clients authenticate by trust as Superuser; PgBouncer connects
-// to c as the client's user.
-func StartPgBouncer(ctx context.Context, dir string, c *Cluster, opts PgBouncerOptions) (*PgBouncer, error) {
+// of the server on 127.0.0.1:serverPort (a Cluster's Port, say), its
+// files in dir (which must not be shared with a cluster), and returns once
+// it accepts connections to the server's "postgres" database. Clients
+// authenticate by trust as opts.User; PgBouncer connects to the server as
+// that user, which the server must let in without a password.
+func StartPgBouncer(ctx context.Context, dir string, serverPort int, opts PgBouncerOptions) (*PgBouncer, error) {
 	bin, err := exec.LookPath("pgbouncer")
 	if err != nil {
 		return nil, fmt.Errorf("pgenv: pgbouncer not found on PATH (Debian: apt-get install pgbouncer): %w", err)
@@ -65,7 +72,10 @@ func StartPgBouncer(ctx context.Context, dir string, c *Cluster, opts PgBouncerO
 	if err != nil {
 		return nil, err
 	}
-	b := &PgBouncer{Root: root, PoolSize: opts.PoolSize}
+	b := &PgBouncer{Root: root, PoolSize: opts.PoolSize, User: opts.User}
+	if b.User == "" {
+		b.User = Superuser
+	}
 	if b.PoolSize == 0 {
 		b.PoolSize = 20
 	}
@@ -81,7 +91,7 @@ func StartPgBouncer(ctx context.Context, dir string, c *Cluster, opts PgBouncerO
 		}
 		tried[port] = true
 		b.Port = port
-		if err := b.writeConf(acct, c.Port, maxClients); err != nil {
+		if err := b.writeConf(acct, serverPort, maxClients); err != nil {
 			return nil, err
 		}
 		logPath := filepath.Join(root, "pgbouncer.log")
@@ -102,9 +112,9 @@ func StartPgBouncer(ctx context.Context, dir string, c *Cluster, opts PgBouncerO
 	}
 }
 
-// URL connects to the database db through PgBouncer, as Superuser.
+// URL connects to the database db through PgBouncer, as its user.
 func (b *PgBouncer) URL(db string) string {
-	return fmt.Sprintf("postgres://%s@127.0.0.1:%d/%s?sslmode=disable", Superuser, b.Port, db)
+	return (&url.URL{Scheme: "postgres", User: url.User(b.User), Host: fmt.Sprintf("127.0.0.1:%d", b.Port), Path: "/" + db, RawQuery: "sslmode=disable"}).String()
 }
 
 // Stop ends PgBouncer at once (SIGTERM: client connections are closed) and
@@ -148,8 +158,9 @@ func (b *PgBouncer) start(acct *account, bin string) error {
 }
 
 // writeConf writes pgbouncer.ini and the user list: every database of the
-// server on serverPort, transaction pooling, trust for Superuser, on
-// 127.0.0.1 only.
+// server on serverPort, transaction pooling, trust for the user, on
+// 127.0.0.1 only; PgBouncer's own console (database pgbouncer) lets the
+// user in as an administrator.
 func (b *PgBouncer) writeConf(acct *account, serverPort, maxClients int) error {
 	users := filepath.Join(b.Root, "userlist.txt")
 	conf := fmt.Sprintf(`; Written by pgenv at every start; edits are lost.
@@ -171,10 +182,10 @@ ignore_startup_parameters = extra_float_digits
 server_login_retry = 1
 log_connections = 0
 log_disconnections = 0
-`, serverPort, b.Port, users, Superuser, b.PoolSize, maxClients)
+`, serverPort, b.Port, users, b.User, b.PoolSize, maxClients)
 	err := errors.Join(
 		os.WriteFile(filepath.Join(b.Root, "pgbouncer.ini"), []byte(conf), 0o600),
-		os.WriteFile(users, []byte(fmt.Sprintf("%q \"\"\n", Superuser)), 0o600),
+		os.WriteFile(users, []byte(fmt.Sprintf("%q \"\"\n", b.User)), 0o600),
 	)
 	if err != nil {
 		return fmt.Errorf("pgenv: %w", err)

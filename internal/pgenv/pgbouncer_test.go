@@ -26,7 +26,7 @@ func TestPgBouncerTransactionPooling(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.Chmod(dir, 0o755))
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	b, err := StartPgBouncer(ctx, dir, c, PgBouncerOptions{PoolSize: 2})
+	b, err := StartPgBouncer(ctx, dir, c.Port, PgBouncerOptions{PoolSize: 2})
 	require.NoError(t, err)
 	t.Cleanup(b.Stop)
 	require.NotEqual(t, c.Port, b.Port)
