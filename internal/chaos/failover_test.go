@@ -30,9 +30,12 @@ type failoverPlan struct {
 	// restore, the backup is taken lead before that.
 	before, lead time.Duration
 	// after is how long they run once the new primary takes writes.
-	after  time.Duration
-	settle time.Duration
-	bound  time.Duration
+	after time.Duration
+	// etcdDown, for chaosDBPatroni: instead of the leader, etcd is
+	// killed, for that long, then started again.
+	etcdDown time.Duration
+	settle   time.Duration
+	bound    time.Duration
 }
 
 // TestChaosFailoverShort is a failover to a synchronous standby under
@@ -78,6 +81,9 @@ type failoverFigures struct {
 	// the backup took the primary's place.
 	lostRefund   *chaosRecord
 	lostRefundAt []chaosAnswer
+	// patroni and outage: what Patroni did (chaosDBPatroni).
+	patroni *patroniFigures
+	outage  *etcdOutage
 }
 
 func runFailover(t *testing.T, plan failoverPlan) {
@@ -136,6 +142,16 @@ func runFailover(t *testing.T, plan failoverPlan) {
 	case chaosDBPgBouncer:
 		require.NoError(t, restartPostgres(ctx, sys, flog))
 		newPrimary = sys.cluster.URL
+	case chaosDBPatroni:
+		if plan.etcdDown > 0 {
+			fig.outage, err = killEtcd(ctx, sys, plan.etcdDown, flog)
+			require.NoError(t, err)
+			newPrimary = fig.outage.primary.NodeURL("chaos")
+		} else {
+			fig.patroni, err = killLeader(ctx, sys, flog)
+			require.NoError(t, err)
+			newPrimary = fig.patroni.survivor.NodeURL("chaos")
+		}
 	}
 	fig.promoted = time.Now()
 	fig.promotedDB, err = dbNow(ctx, newPrimary)
@@ -164,7 +180,7 @@ func runFailover(t *testing.T, plan failoverPlan) {
 	var checks []chaosCheck
 	var notes []string
 	switch plan.db {
-	case chaosDBSyncStandby, chaosDBPgBouncer:
+	case chaosDBSyncStandby, chaosDBPgBouncer, chaosDBPatroni:
 		checks = chaosCheckAll(state)
 		checks = append(checks,
 			checkAnswersReplayed(ctx, load, state.records, fig.killed),
@@ -173,6 +189,9 @@ func runFailover(t *testing.T, plan failoverPlan) {
 		)
 		if plan.db == chaosDBPgBouncer {
 			checks = append(checks, checkThroughBouncer(ctx, sys, len(state.keys)))
+		}
+		if fig.outage != nil {
+			checks = append(checks, checkNoSplitBrain(fig.outage), checkOutageAnswers(stats.attemptsSoFar(), fig.outage))
 		}
 	case chaosDBRestore:
 		rec, err := sys.reconcile(ctx)
@@ -329,6 +348,13 @@ func failoverReport(plan failoverPlan, load *chaosLoad, stats *chaosStats, fig *
 	case chaosDBSyncStandby:
 		fmt.Fprintf(&b, "failover: primary SIGKILLed (every process) after %s of load; standby promoted %s later\n",
 			plan.before, fig.promoted.Sub(fig.killed).Round(time.Millisecond))
+	case chaosDBPatroni:
+		if fig.patroni != nil {
+			fmt.Fprintln(&b, fig.patroni.report(plan.before))
+		}
+		if fig.outage != nil {
+			fmt.Fprintln(&b, fig.outage.report(plan.before))
+		}
 	case chaosDBPgBouncer:
 		fmt.Fprintf(&b, "PostgreSQL behind PgBouncer (transaction pooling, %d server connections for 2 × 8 client connections) restarted (-m immediate) after %s of load, back %s later\n",
 			chaosBouncerPoolSize, plan.before, fig.promoted.Sub(fig.killed).Round(time.Millisecond))

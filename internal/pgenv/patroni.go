@@ -281,11 +281,11 @@ func (p *Patroni) startNode(n *PatroniNode) error {
 	}
 	// JSON is YAML: the settings are written with encoding/json.
 	conf := map[string]any{
-		"scope":     filepath.Base(p.Root),
-		"name":      n.Name,
-		"log":       map[string]any{"level": "INFO"},
-		"restapi":   map[string]any{"listen": fmt.Sprintf("127.0.0.1:%d", n.APIPort), "connect_address": fmt.Sprintf("127.0.0.1:%d", n.APIPort)},
-		"etcd3":     map[string]any{"hosts": []string{strings.TrimPrefix(p.EtcdURL, "http://")}},
+		"scope":   filepath.Base(p.Root),
+		"name":    n.Name,
+		"log":     map[string]any{"level": "INFO"},
+		"restapi": map[string]any{"listen": fmt.Sprintf("127.0.0.1:%d", n.APIPort), "connect_address": fmt.Sprintf("127.0.0.1:%d", n.APIPort)},
+		"etcd3":   map[string]any{"hosts": []string{strings.TrimPrefix(p.EtcdURL, "http://")}},
 		"bootstrap": map[string]any{
 			"dcs": map[string]any{
 				"ttl": int(p.ttl / time.Second), "loop_wait": int(p.loopWait / time.Second), "retry_timeout": int(p.ttl / time.Second / 2),
