@@ -30,8 +30,20 @@
 //     another's charge, and `keys reconcile` lists the charges no ride
 //     records.
 //
+//   - TestChaosPgBouncerShort, TestChaosPgBouncer: the serve processes
+//     reach PostgreSQL through PgBouncer in transaction pooling mode
+//     (DATABASE_POOLER=pgbouncer, listeners on DATABASE_DIRECT_URL), and
+//     PostgreSQL crashes and restarts behind it under load.
+//   - TestChaosPatroniShort, TestChaosPatroni: a Patroni cluster on etcd;
+//     the leader's Patroni and PostgreSQL are SIGKILLed and Patroni
+//     promotes the synchronous standby by itself; the report gives the
+//     times its REST API showed.
+//   - TestChaosPatroniEtcdShort, TestChaosPatroniEtcd: etcd is killed for
+//     longer than the leader key's TTL: never two primaries, only
+//     retryable errors while none takes writes, and recovery by itself.
+//
 // The short forms run in go tool task test; the full ones need -chaos.full
-// (go tool task chaos runs all three).
+// (go tool task chaos runs them all).
 //   - TestProductionBinaryCarriesNoFailpoints: the binary as it ships holds
 //     none of the failpoint machinery.
 //
