@@ -146,10 +146,12 @@ func runFailover(t *testing.T, plan failoverPlan) {
 		if plan.etcdDown > 0 {
 			fig.outage, err = killEtcd(ctx, sys, plan.etcdDown, flog)
 			require.NoError(t, err)
+			fig.killed = fig.outage.killed
 			newPrimary = fig.outage.primary.NodeURL("chaos")
 		} else {
 			fig.patroni, err = killLeader(ctx, sys, flog)
 			require.NoError(t, err)
+			fig.killed = fig.patroni.killed // once every process is gone
 			newPrimary = fig.patroni.survivor.NodeURL("chaos")
 		}
 	}

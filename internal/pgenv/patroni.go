@@ -508,3 +508,25 @@ func pollUntil(ctx context.Context, timeout time.Duration, f func() error) error
 		}
 	}
 }
+
+// patroniLogTime is how Patroni stamps its log lines (local time).
+const patroniLogTime = "2006-01-02 15:04:05,000"
+
+// LogEvent returns when the node's Patroni first logged a line holding
+// substr at or after since, from the time stamp Patroni wrote on it.
+func (n *PatroniNode) LogEvent(since time.Time, substr string) (time.Time, bool) {
+	b, err := os.ReadFile(n.Log)
+	if err != nil {
+		return time.Time{}, false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if len(line) < len(patroniLogTime) || !strings.Contains(line, substr) {
+			continue
+		}
+		at, err := time.ParseInLocation(patroniLogTime, line[:len(patroniLogTime)], time.Local)
+		if err == nil && !at.Before(since.Truncate(time.Millisecond)) {
+			return at, true
+		}
+	}
+	return time.Time{}, false
+}
