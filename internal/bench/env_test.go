@@ -21,6 +21,7 @@ import (
 	"github.com/atomicrides/atomicrides/internal/binrun"
 	"github.com/atomicrides/atomicrides/internal/fake/fakestripe"
 	"github.com/atomicrides/atomicrides/internal/pgenv"
+	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/service"
 	"github.com/atomicrides/atomicrides/sql/dbtest"
 )
@@ -146,7 +147,7 @@ func newBenchEnv(tb testing.TB, cfg benchConfig) *benchEnv {
 		tb.Fatalf("the mail sink: %v", err)
 	}
 
-	e.bouncer = startBenchBouncer(tb, dbtest.AdminURL(tb), cfg.PoolMaxConns)
+	e.bouncer = testkit.PgBouncer(tb, cfg.PoolMaxConns)
 
 	var maxConns, inUse int
 	if err := e.admin.QueryRow(context.Background(), `SELECT current_setting('max_connections')::int, (SELECT count(*) FROM pg_stat_activity)`).Scan(&maxConns, &inUse); err != nil {
@@ -183,38 +184,6 @@ func (d *deployment) viaBouncer() *deployment {
 		"DATABASE_DIRECT_URL=" + d.url,
 	}
 	return &pd
-}
-
-// startBenchBouncer starts PgBouncer in front of the server of adminURL,
-// which must listen on 127.0.0.1, with poolSize server connections per
-// database (as many as the service's own pool holds), and stops it when tb
-// ends.
-func startBenchBouncer(tb testing.TB, adminURL string, poolSize int) *pgenv.PgBouncer {
-	tb.Helper()
-	cfg, err := pgx.ParseConfig(adminURL)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if cfg.Host != "127.0.0.1" && cfg.Host != "localhost" {
-		tb.Fatalf("the pooled series needs the test server on 127.0.0.1 for PgBouncer, not %s", cfg.Host)
-	}
-	dir, err := os.MkdirTemp("", "bench-pgbouncer-")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		tb.Fatal(err)
-	}
-	b, err := pgenv.StartPgBouncer(context.Background(), dir, int(cfg.Port), pgenv.PgBouncerOptions{PoolSize: poolSize, User: cfg.User})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		b.Stop()
-		_ = os.RemoveAll(b.Root)
-		_ = os.RemoveAll(dir)
-	})
-	return b
 }
 
 // dropServerConns makes PgBouncer close its server connections to db at
