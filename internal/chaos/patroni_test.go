@@ -165,9 +165,10 @@ type etcdOutage struct {
 	primary *pgenv.PatroniNode // after it
 	down    time.Duration
 	// killed: etcd got SIGKILL; readOnly: from then, the first moment no
-	// node took writes; back: etcd started again; writable: the first
-	// moment after that a node took writes again.
-	killed, readOnly, back, writable time.Time
+	// node took writes; back: etcd started again; takesWrites: the first
+	// moment after that a node took writes again; writable: the first
+	// moment one did that Patroni also calls the primary.
+	killed, readOnly, back, takesWrites, writable time.Time
 	// demoted: the old leader's Patroni logged that it demoted itself for
 	// want of the DCS.
 	demoted time.Time
@@ -183,9 +184,11 @@ func (o *etcdOutage) report(before time.Duration) string {
 		readOnly = "+" + o.readOnly.Sub(o.killed).Round(time.Millisecond).String()
 	}
 	return fmt.Sprintf("etcd: killed (SIGKILL) after %s of load, leader %s; its Patroni demoted it for want of the DCS (its log) +%s; no node took writes from %s (no failsafe_mode); "+
-		"etcd started again +%s; %s took writes again +%s (%s after etcd came back); %d samples of both nodes, %d with two primaries",
+		"etcd started again +%s; %s took writes again +%s (%s after etcd came back; Patroni's REST API called it the primary +%s); "+
+		"%d samples of both nodes, %d with two primaries",
 		before, o.leader.Name, since(o.killed, o.demoted), readOnly, o.back.Sub(o.killed).Round(time.Millisecond), o.primary.Name,
-		o.writable.Sub(o.killed).Round(time.Millisecond), o.writable.Sub(o.back).Round(time.Millisecond), o.samples, o.split)
+		o.takesWrites.Sub(o.killed).Round(time.Millisecond), o.takesWrites.Sub(o.back).Round(time.Millisecond),
+		o.writable.Sub(o.killed).Round(time.Millisecond), o.samples, o.split)
 }
 
 // killEtcd kills etcd for down, then starts it again, and returns once a
@@ -243,6 +246,9 @@ func killEtcd(ctx context.Context, sys *chaosSystem, down time.Duration, flog *c
 	flog.event("etcd started again")
 	err = poll(ctx, 2*time.Minute, 100*time.Millisecond, func() error {
 		w := sample()
+		if len(w) > 0 && o.takesWrites.IsZero() {
+			o.takesWrites = time.Now()
+		}
 		if len(w) != 1 {
 			return fmt.Errorf("%d nodes take writes", len(w))
 		}
@@ -297,11 +303,15 @@ func checkNoSplitBrain(o *etcdOutage) chaosCheck {
 		ok: o.split == 0 && o.samples > 0}
 }
 
-// checkOutageAnswers: while no node took writes, every answer of the
-// service that was an error was a retryable one (5xx, each with
-// Retry-After) or none at all, and never a 4xx or a success made up.
+// checkOutageAnswers: while no node took writes (requests sent after the
+// first sample without a primary and answered before the first sample
+// with one again), every error answer of the service was a retryable one
+// (5xx, each with Retry-After) or none at all. The other answers are
+// listed: replays from memory, and answers of requests that reached the
+// database between two samples (samples are about 100 ms apart, more on
+// a loaded machine); whether each is right is what the invariants check.
 func checkOutageAnswers(attempts []chaosAttempt, o *etcdOutage) chaosCheck {
-	from, to := o.readOnly, o.writable
+	from, to := o.readOnly, o.takesWrites
 	counts := map[string]int{}
 	bad := 0
 	for _, a := range attempts {
