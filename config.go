@@ -36,6 +36,14 @@ type config struct {
 	// DatabaseURL is DATABASE_URL; empty lets pgenv find or start a
 	// development server.
 	DatabaseURL string
+	// DatabasePooler is DATABASE_POOLER: poolerNone (unset) when
+	// DATABASE_URL reaches PostgreSQL itself, poolerPgBouncer when it
+	// reaches a PgBouncer in transaction pooling mode (see poolConfig).
+	DatabasePooler string
+	// DatabaseDirectURL is DATABASE_DIRECT_URL: PostgreSQL itself, for what
+	// needs a session of its own (LISTEN, the migrations' advisory lock).
+	// Required with a pooler; unset otherwise, DATABASE_URL serves.
+	DatabaseDirectURL string
 	// Addr is the API's listen address (ADDR).
 	Addr string
 	// AdminToken is ADMIN_TOKEN, or one generated for this run.
@@ -143,6 +151,8 @@ func loadConfig(getenv func(string) string, needs backends) (*config, error) {
 	r := &envReader{getenv: getenv}
 	c := &config{
 		DatabaseURL:          r.databaseURL("DATABASE_URL"),
+		DatabasePooler:       r.pooler("DATABASE_POOLER"),
+		DatabaseDirectURL:    r.databaseURL("DATABASE_DIRECT_URL"),
 		Addr:                 r.addr("ADDR", defaultAddr),
 		PublicURL:            r.httpURL("PUBLIC_URL"),
 		MetricsAddr:          r.addr("METRICS_ADDR", ""),
@@ -150,9 +160,9 @@ func loadConfig(getenv func(string) string, needs backends) (*config, error) {
 		StripeSecretKey:      r.stripeKey("STRIPE_SECRET_KEY"),
 		StripeAPIBase:        r.httpURL("STRIPE_API_BASE"),
 		StripeTimeout:        r.duration("STRIPE_TIMEOUT"),
-		StripeWebhookSecrets: r.webhookSecrets("STRIPE_WEBHOOK_SECRET"),
 		SMTPURL:              r.smtpURL("SMTP_URL"),
 		MailFrom:             r.mailFrom("MAIL_FROM"),
+		StripeWebhookSecrets: r.webhookSecrets("STRIPE_WEBHOOK_SECRET"),
 		MailDir:              r.mailDir("MAIL_DIR"),
 
 		Lease:             r.duration("LEASE"),
@@ -184,6 +194,14 @@ func loadConfig(getenv func(string) string, needs backends) (*config, error) {
 	}
 
 	// Settings that must agree with others.
+	if c.DatabasePooler == poolerPgBouncer {
+		if getenv("DATABASE_DIRECT_URL") == "" {
+			r.fail(invalid("DATABASE_DIRECT_URL", "not set: with DATABASE_POOLER=%s it must reach PostgreSQL itself, not the pooler (River's and the API key revocations' LISTEN and the migrations' advisory lock need a session of their own)", poolerPgBouncer))
+		}
+		if mode := execModeOf(c.DatabaseURL); mode != "" && !pooledExecModes[mode] {
+			r.fail(invalid("DATABASE_URL", "default_query_exec_mode=%s does not work through PgBouncer's transaction pooling: leave it out (cache_describe is used) or set cache_describe, exec or simple_protocol", mode))
+		}
+	}
 	if c.Lease > 0 {
 		budget := payments.New(payments.Config{Timeout: c.StripeTimeout}).Budget()
 		if c.Lease <= budget {
@@ -302,6 +320,23 @@ func (r *envReader) databaseURL(name string) string {
 		return ""
 	}
 	return v
+}
+
+// Values of DATABASE_POOLER.
+const (
+	poolerNone      = "none"
+	poolerPgBouncer = "pgbouncer"
+)
+
+// pooler reads DATABASE_POOLER: unset or none, or pgbouncer.
+func (r *envReader) pooler(name string) string {
+	switch v := r.str(name, poolerNone); v {
+	case poolerNone, poolerPgBouncer:
+		return v
+	default:
+		r.fail(invalid(name, "%q is not a pooler: want %s (PgBouncer in transaction pooling mode between DATABASE_URL and PostgreSQL) or %s", v, poolerPgBouncer, poolerNone))
+		return poolerNone
+	}
 }
 
 // smtpURL reads SMTP_URL as package mail reads it; its errors never

@@ -32,6 +32,11 @@ func TestInvalidConfiguration(t *testing.T) {
 	}{
 		{"DATABASE_URL", "postgres://rider:" + dbPassword + "@db.example:notaport/rides", nil, "not a valid PostgreSQL connection string", nil},
 		{"DATABASE_URL", "postgres://rider:" + dbPassword + "@[::1/rides", nil, "not a valid PostgreSQL connection string", nil},
+		{"DATABASE_POOLER", "pgpool", nil, "is not a pooler", nil},
+		{"DATABASE_DIRECT_URL", "", []string{"DATABASE_POOLER=pgbouncer"}, "not set: with DATABASE_POOLER=pgbouncer", nil},
+		{"DATABASE_DIRECT_URL", "postgres://rider:" + dbPassword + "@[::1/rides", nil, "not a valid PostgreSQL connection string", nil},
+		{"DATABASE_URL", "postgres://rider:" + dbPassword + "@127.0.0.1:1/rides?default_query_exec_mode=describe_exec",
+			[]string{"DATABASE_POOLER=pgbouncer", "DATABASE_DIRECT_URL=postgres://127.0.0.1:1/rides"}, "does not work through PgBouncer's transaction pooling", nil},
 		{"ADDR", "nowhere", nil, "not a listen address", nil},
 		{"ADMIN_TOKEN", adminSecret, nil, "too short", nil},
 		{"ADMIN_TOKEN", adminSecret + " with spaces in it, long enough", nil, "printable ASCII", nil},

@@ -35,7 +35,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 	"go.opentelemetry.io/otel"
 	"riverqueue.com/riverui"
@@ -154,7 +153,7 @@ func connect(ctx context.Context, cfg *config, logger *slog.Logger, start bool, 
 	if err != nil {
 		return nil, err
 	}
-	poolCfg, err := poolConfig(url)
+	poolCfg, err := poolConfig("DATABASE_URL", url, cfg.DatabasePooler)
 	if err != nil {
 		return nil, err
 	}
@@ -177,6 +176,44 @@ func connect(ctx context.Context, cfg *config, logger *slog.Logger, start bool, 
 	return pool, nil
 }
 
+// directPool is PostgreSQL itself, for what needs a session of its own: a
+// pool of its own on DATABASE_DIRECT_URL behind a pooler, else the pool.
+type directPool struct {
+	*pgxpool.Pool
+	own bool
+}
+
+// Close closes the pool if it is one of its own.
+func (d directPool) Close() {
+	if d.own {
+		d.Pool.Close()
+	}
+}
+
+// connectDirect opens the direct pool: on DATABASE_DIRECT_URL when it is
+// set, else pool (DATABASE_URL reaches PostgreSQL itself).
+func connectDirect(ctx context.Context, cfg *config, pool *pgxpool.Pool) (directPool, error) {
+	if cfg.DatabaseDirectURL == "" {
+		return directPool{Pool: pool}, nil
+	}
+	poolCfg, err := poolConfig("DATABASE_DIRECT_URL", cfg.DatabaseDirectURL, poolerNone)
+	if err != nil {
+		return directPool{}, err
+	}
+	poolCfg.ConnConfig.Tracer = telemetry.PgxTracer{}
+	direct, err := pgxpool.NewWithConfig(ctx, poolCfg)
+	if err != nil {
+		return directPool{}, err
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := direct.Ping(pingCtx); err != nil {
+		direct.Close()
+		return directPool{}, fmt.Errorf("connect to the database (DATABASE_DIRECT_URL): %w", err)
+	}
+	return directPool{Pool: direct, own: true}, nil
+}
+
 func migrate(ctx context.Context, args []string, stdout io.Writer, logger *slog.Logger) error {
 	if err := newCommand("migrate", "migrate\n\nApplies the pending migrations, the service's and River's, to DATABASE_URL.", stdout).parse(args, 0); err != nil {
 		return err
@@ -190,7 +227,12 @@ func migrate(ctx context.Context, args []string, stdout io.Writer, logger *slog.
 		return err
 	}
 	defer pool.Close()
-	res, err := migrations.Migrate(ctx, pool)
+	direct, err := connectDirect(ctx, cfg, pool)
+	if err != nil {
+		return err
+	}
+	defer direct.Close()
+	res, err := migrations.Migrate(ctx, direct.Pool)
 	if err != nil {
 		return err
 	}
@@ -230,16 +272,23 @@ func serve(ctx context.Context, args []string, stdout io.Writer, logger *slog.Lo
 		return err
 	}
 	defer pool.Close() // last: after HTTP and River have stopped
+	// PostgreSQL itself, behind a pooler: for the migrations' advisory lock
+	// and the listeners.
+	direct, err := connectDirect(ctx, cfg, pool)
+	if err != nil {
+		return err
+	}
+	defer direct.Close()
 
 	if !*noMigrate {
-		if _, err := migrations.Migrate(ctx, pool); err != nil {
+		if _, err := migrations.Migrate(ctx, direct.Pool); err != nil {
 			return err
 		}
 	}
 
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), dbCounter)
-	svc, devNote, stopDeps, err := newService(pool, cfg, registry, logger, needs)
+	svc, devNote, stopDeps, err := newService(pool, direct.Pool, cfg, registry, logger, needs)
 	if err != nil {
 		return err
 	}
@@ -256,7 +305,7 @@ func serve(ctx context.Context, args []string, stdout io.Writer, logger *slog.Lo
 	riverCfg := jobs.RiverConfig(cfg.jobsConfig(logger), svc)
 	// A job's run continues the trace of the phase that inserted it.
 	riverCfg.Plugins = []rivertype.Plugin{telemetry.NewRiverMiddleware(nil)}
-	riverClient, err := river.NewClient(riverpgxv5.New(pool), riverCfg)
+	riverClient, err := river.NewClient(riverDriver(pool, direct.Pool), riverCfg)
 	if err != nil {
 		return err
 	}
@@ -473,7 +522,7 @@ func dbCommand(ctx context.Context, args []string, stdout io.Writer, logger *slo
 // fakes in place of those cfg lacks. A command that reaches neither (keys
 // list, keys show) gets a Stripe client it never calls. devNote says which
 // fakes run; stop releases what was started.
-func newService(pool *pgxpool.Pool, cfg *config, reg prometheus.Registerer, logger *slog.Logger, needs backends) (svc *service.Service, devNote string, stop func(), err error) {
+func newService(pool, direct *pgxpool.Pool, cfg *config, reg prometheus.Registerer, logger *slog.Logger, needs backends) (svc *service.Service, devNote string, stop func(), err error) {
 	var stops []func()
 	stopAll := func() {
 		for i := len(stops) - 1; i >= 0; i-- {
@@ -521,7 +570,8 @@ func newService(pool *pgxpool.Pool, cfg *config, reg prometheus.Registerer, logg
 	}
 	svc, err = service.New(service.Config{
 		Inbound: inbound,
-		Pool:    pool, Payments: pay, Mailer: mailer, MailFrom: cfg.MailFrom, Logger: logger, Registerer: reg,
+		Pool:    pool, ListenConfig: direct.Config().ConnConfig,
+		Payments: pay, Mailer: mailer, MailFrom: cfg.MailFrom, Logger: logger, Registerer: reg,
 		// Zero values take the service's defaults.
 		AbandonedAfter: cfg.CompleterIdle, KeyRetention: cfg.KeyRetention, Lease: cfg.Lease,
 	})

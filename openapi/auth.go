@@ -4,7 +4,9 @@ import (
 	"crypto/subtle"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -50,6 +52,13 @@ func (h *handlers) unauthorized(ctx huma.Context, err error) {
 	var e *service.Error
 	if !errors.As(err, &e) || e.Code != service.CodeUnauthenticated {
 		h.logger.ErrorContext(ctx.Context(), "authenticate", "request_id", RequestID(ctx.Context()), "err", err)
+		// The keys could not be read (the database unreachable, or no
+		// primary during a failover): as every 500, retryable.
+		retry := time.Second
+		if e != nil && e.RetryAfter > 0 {
+			retry = e.RetryAfter
+		}
+		ctx.SetHeader("Retry-After", strconv.Itoa(int((retry+time.Second-1)/time.Second)))
 		_ = huma.WriteErr(h.api, ctx, http.StatusInternalServerError, "internal error")
 		return
 	}
