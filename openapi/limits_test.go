@@ -144,3 +144,69 @@ func fromAddr(local string) *http.Client {
 		},
 	}, Timeout: 10 * time.Second}
 }
+
+// send sends a request through client and reads the answer whole.
+func send(t *testing.T, client *http.Client, method, url string, header http.Header) testkit.Reply {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	require.NoError(t, err)
+	req.Header = header
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return testkit.Reply{Status: resp.StatusCode, Header: resp.Header, Body: body}
+}
+
+// TestFailedAuthLimit: failures from one address, whichever credential was
+// wrong (API key, operator token, River UI password), spend the address's
+// budget; then every request from it that presents credentials, right or
+// wrong, gets the same 429, while other addresses and authorised scrapes of
+// /metrics are unaffected.
+func TestFailedAuthLimit(t *testing.T) {
+	t.Parallel()
+	b := setupLimited(t, openapi.Limits{AuthFailures: limits.Policy{Name: "auth-failures", Quota: 3, Window: time.Hour}})
+	aliceKey := b.newRider(t, "alice@example.com")
+	flood, other := fromAddr("127.0.0.2"), fromAddr("127.0.0.3")
+	bearer := func(tok string) http.Header { return http.Header{"Authorization": {"Bearer " + tok}} }
+	basic := func(pass string) http.Header {
+		r, _ := http.NewRequest(http.MethodGet, "/", nil)
+		r.SetBasicAuth("ops", pass)
+		return r.Header
+	}
+
+	// Three failures, one of each kind: 401 each.
+	send(t, flood, http.MethodGet, b.url+"/rides/1", bearer("ar_not-a-key")).Problem(t, http.StatusUnauthorized)
+	send(t, flood, http.MethodGet, b.url+"/users/alice@example.com/api_keys", bearer("wrong-admin")).Problem(t, http.StatusUnauthorized)
+	send(t, flood, http.MethodGet, b.url+"/riverui/", basic("wrong-password")).Problem(t, http.StatusUnauthorized)
+
+	// Now every credential from the address is refused alike.
+	var details []string
+	for _, r := range []testkit.Reply{
+		send(t, flood, http.MethodGet, b.url+"/rides/1", bearer("ar_not-a-key")),
+		send(t, flood, http.MethodGet, b.url+"/rides/1", bearer(aliceKey)),
+		send(t, flood, http.MethodGet, b.url+"/users/alice@example.com/api_keys", bearer(adminToken)),
+		send(t, flood, http.MethodGet, b.url+"/riverui/", basic(adminToken)),
+		send(t, flood, http.MethodGet, b.url+"/riverui/", basic("wrong-password")),
+	} {
+		r.Problem(t, http.StatusTooManyRequests)
+		require.Equal(t, openapi.ProblemAuthLimited, r.JSON(t)["type"])
+		require.NotEmpty(t, r.Header.Get("Retry-After"))
+		require.Empty(t, r.Header.Get("WWW-Authenticate"))
+		details = append(details, r.JSON(t)["detail"].(string))
+	}
+	for _, d := range details {
+		require.Regexp(t, `^too many failed authentications from this address; retry after \d+ s$`, d)
+	}
+
+	// A request without credentials is not a guess: 401 as ever.
+	send(t, flood, http.MethodGet, b.url+"/rides/1", http.Header{}).Problem(t, http.StatusUnauthorized)
+	// An authorised scrape is never limited.
+	require.Equal(t, http.StatusOK, send(t, flood, http.MethodGet, b.url+"/metrics", bearer(adminToken)).Status)
+
+	// Another address is unaffected: its failures are 401, its riders served.
+	send(t, other, http.MethodGet, b.url+"/rides/1", bearer("ar_not-a-key")).Problem(t, http.StatusUnauthorized)
+	send(t, other, http.MethodGet, b.url+"/rides/1", bearer(aliceKey)).Problem(t, http.StatusNotFound)
+	require.Equal(t, http.StatusOK, send(t, other, http.MethodGet, b.url+"/users/alice@example.com/api_keys", bearer(adminToken)).Status)
+}
