@@ -32,10 +32,22 @@ type Shared struct {
 	logger  *slog.Logger
 	metrics *Metrics
 
+	// timeout bounds each call: a dial and an answer.
+	timeout time.Duration
+
 	mu        sync.Mutex
+	downSince time.Time
 	downUntil time.Time
 	down      bool
 }
+
+// quietRedis drops go-redis's own log lines (a failed dial, each time): the
+// shared limiter reports Redis' state itself, once per change.
+type quietRedis struct{}
+
+func (quietRedis) Printf(context.Context, string, ...any) {}
+
+var quietOnce sync.Once
 
 // RedisOptions parses a REDIS_URL (redis://[user:password@]host:port[/db],
 // or rediss:// for TLS) into the client options the shared limiter uses.
@@ -58,8 +70,10 @@ func NewShared(opt *redis.Options, logger *slog.Logger, metrics *Metrics) *Share
 	if logger == nil {
 		logger = slog.Default()
 	}
+	quietOnce.Do(func() { redis.SetLogger(quietRedis{}) })
 	client := redis.NewClient(opt)
-	return &Shared{client: client, redis: redis_rate.NewLimiter(client), local: NewLocal(), logger: logger, metrics: metrics}
+	return &Shared{client: client, redis: redis_rate.NewLimiter(client), local: NewLocal(), logger: logger, metrics: metrics,
+		timeout: opt.DialTimeout + opt.ReadTimeout}
 }
 
 // Close closes the Redis client.
@@ -78,16 +92,19 @@ func (s *Shared) useRedis(now time.Time) bool {
 	return !s.down || now.After(s.downUntil)
 }
 
-// observe records whether Redis answered, logging and counting a change.
-func (s *Shared) observe(err error) {
+// observe records whether a call started at started reached Redis, logging
+// and counting a change. Only a call started after Redis was found
+// unreachable may find it back, so that the late answers of calls already
+// under way do not toggle the state.
+func (s *Shared) observe(started time.Time, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
 	case err != nil && !s.down:
-		s.down = true
+		s.down, s.downSince = true, time.Now()
 		s.logger.Warn("rate limits: Redis unreachable, each replica enforces its own in-process budgets until it answers", "err", err)
 		s.metrics.setFallback(true)
-	case err == nil && s.down:
+	case err == nil && s.down && started.After(s.downSince):
 		s.down = false
 		s.logger.Info("rate limits: Redis answers again, budgets are shared")
 		s.metrics.setFallback(false)
@@ -105,10 +122,11 @@ func (s *Shared) allowN(ctx context.Context, p Policy, key string, n int) (*redi
 	if !s.useRedis(time.Now()) {
 		return nil, false
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), redisTimeout)
+	started := time.Now()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.timeout)
 	defer cancel()
 	res, err := s.redis.AllowN(ctx, p.Name+":"+key, limitOf(p), n)
-	s.observe(err)
+	s.observe(started, err)
 	return res, err == nil
 }
 
