@@ -33,7 +33,7 @@ func printMainUsage(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Run 'atomicrides COMMAND --help' for a command's usage. Configuration comes")
-	fmt.Fprintln(w, "from the environment (DATABASE_URL, ADDR, ADMIN_TOKEN, ...): see README.md.")
+	fmt.Fprintln(w, "from the environment (DATABASE_URL, ADDR, ADMIN_TOKEN, ...): see docs/operations.md.")
 }
 
 // errHelpShown means that the usage asked for (--help, -h, help) was printed
