@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
+	"github.com/atomicrides/atomicrides/internal/limits"
 	"github.com/atomicrides/atomicrides/jobs"
 	"github.com/atomicrides/atomicrides/service"
 	"github.com/atomicrides/atomicrides/service/mail"
@@ -84,6 +85,20 @@ type config struct {
 	Lease, CompleterIdle, KeyRetention                   time.Duration
 	CompleterInterval, ReaperInterval, ReconcileInterval time.Duration
 	JobTimeout, JobRescueAfter                           time.Duration
+
+	// RateLimitWrites, RateLimitReads and RateLimitAuthFailures are
+	// RATE_LIMIT_WRITES, RATE_LIMIT_READS and RATE_LIMIT_AUTH_FAILURES
+	// (QUOTA/WINDOW or off); nil is unset, for package limits' default.
+	RateLimitWrites, RateLimitReads, RateLimitAuthFailures *limits.Policy
+	// ShedInFlight is LOAD_SHED_IN_FLIGHT: 0 unset, -1 off.
+	ShedInFlight int
+	// ShedReserved is LOAD_SHED_RESERVED: 0 unset.
+	ShedReserved float64
+	// ShedDBWait is LOAD_SHED_DB_WAIT: 0 unset, -1 off.
+	ShedDBWait time.Duration
+	// RedisURL is REDIS_URL: when set, the rate limits are shared by every
+	// replica through this Redis.
+	RedisURL string
 
 	// FakeStripeAddr and MailSinkAddr are where the fakestripe and
 	// mailsink commands listen by default (FAKESTRIPE_ADDR, MAILSINK_ADDR).
@@ -173,6 +188,14 @@ func loadConfig(getenv func(string) string, needs backends) (*config, error) {
 		ReconcileInterval: r.duration("RECONCILE_INTERVAL"),
 		JobTimeout:        r.duration("JOB_TIMEOUT"),
 		JobRescueAfter:    r.duration("JOB_RESCUE_AFTER"),
+
+		RateLimitWrites:       r.policy("RATE_LIMIT_WRITES", "writes"),
+		RateLimitReads:        r.policy("RATE_LIMIT_READS", "reads"),
+		RateLimitAuthFailures: r.policy("RATE_LIMIT_AUTH_FAILURES", "auth-failures"),
+		ShedInFlight:          r.inFlight("LOAD_SHED_IN_FLIGHT"),
+		ShedReserved:          r.share("LOAD_SHED_RESERVED"),
+		ShedDBWait:            r.durationOrOff("LOAD_SHED_DB_WAIT"),
+		RedisURL:              r.redisURL("REDIS_URL"),
 
 		FakeStripeAddr: r.addr("FAKESTRIPE_ADDR", defaultFakeStripeAddr),
 		MailSinkAddr:   r.addr("MAILSINK_ADDR", defaultMailSinkAddr),
@@ -454,4 +477,73 @@ func (r *envReader) adminToken(name string) (token string, generated bool) {
 		return "", false
 	}
 	return v, false
+}
+
+// policy reads a budget, QUOTA/WINDOW or off (limits.ParsePolicy); unset
+// is nil.
+func (r *envReader) policy(name, policyName string) *limits.Policy {
+	v := r.getenv(name)
+	if v == "" {
+		return nil
+	}
+	p, err := limits.ParsePolicy(policyName, v)
+	if err != nil {
+		r.fail(invalid(name, "%s", err))
+		return nil
+	}
+	return &p
+}
+
+// inFlight reads the in-flight threshold: a whole number from 1 to
+// 100000, or off (-1); unset is 0.
+func (r *envReader) inFlight(name string) int {
+	v := r.getenv(name)
+	if v == "" {
+		return 0
+	}
+	if v == "off" {
+		return -1
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 100_000 {
+		r.fail(invalid(name, "%q: want a whole number of requests from 1 to 100000, or off", v))
+		return 0
+	}
+	return n
+}
+
+// share reads a fraction from 0.01 to 0.9; unset is 0.
+func (r *envReader) share(name string) float64 {
+	v := r.getenv(name)
+	if v == "" {
+		return 0
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || !(f >= 0.01 && f <= 0.9) {
+		r.fail(invalid(name, "%q: want a fraction from 0.01 to 0.9, e.g. 0.25", v))
+		return 0
+	}
+	return f
+}
+
+// durationOrOff reads a positive duration or off (-1); unset is 0.
+func (r *envReader) durationOrOff(name string) time.Duration {
+	if r.getenv(name) == "off" {
+		return -1
+	}
+	return r.duration(name)
+}
+
+// redisURL reads a redis:// or rediss:// URL; the message never repeats it,
+// since it may hold a password.
+func (r *envReader) redisURL(name string) string {
+	v := r.getenv(name)
+	if v == "" {
+		return ""
+	}
+	if _, err := limits.RedisOptions(v); err != nil {
+		r.fail(invalid(name, "not a valid redis:// or rediss:// URL, e.g. redis://127.0.0.1:6379/0"))
+		return ""
+	}
+	return v
 }

@@ -325,7 +325,10 @@ func serve(ctx context.Context, args []string, stdout io.Writer, logger *slog.Lo
 		return err
 	}
 
+	admission, stopLimits := newLimits(cfg, pool, registry, logger)
+	defer stopLimits()
 	handler := openapi.NewHandler(openapi.Config{
+		Limits:     admission,
 		Service:    svc,
 		AdminToken: adminToken,
 		RiverUI:    ui,
