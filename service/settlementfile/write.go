@@ -34,4 +34,3 @@ func Write(w io.Writer, lines []Line) error {
 	cw.Flush()
 	return cw.Error()
 }
-
