@@ -8,8 +8,6 @@ package dbgen
 import (
 	"context"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const settlementFileAdvance = `-- name: SettlementFileAdvance :execrows
@@ -648,24 +646,23 @@ func (q *Queries) SettlementListByRide(ctx context.Context, db DBTX, rideID *int
 }
 
 const settlementMissingList = `-- name: SettlementMissingList :many
-WITH since AS (
-    SELECT min(created_at) - $2::interval AS t FROM settlement_files
+WITH bounds AS (
+    SELECT (SELECT min(sf.created_at) FROM settlement_files sf) - make_interval(0, 0, 0, 0, 0, 0, $2::float8) AS since,
+           now() - make_interval(0, 0, 0, 0, 0, 0, $2::float8) AS before
 )
 SELECT 'charge'::text AS type, r.stripe_charge_id::text AS processor_reference, r.id AS ride_id,
        r.amount_cents, r.currency, r.created_at
-FROM rides r, since
-WHERE r.charge_status = 'charged' AND r.created_at >= since.t
-  AND r.created_at < now() - $2::interval
+FROM rides r, bounds b
+WHERE r.charge_status = 'charged' AND r.created_at >= b.since AND r.created_at < b.before
   AND NOT EXISTS (SELECT 1 FROM settlement_lines l
                   WHERE l.processor_reference = r.stripe_charge_id AND l.type = 'charge')
 UNION ALL
 SELECT 'refund'::text, f.stripe_refund_id::text, f.ride_id, f.amount_cents, f.currency, f.created_at
-FROM refunds f, since
-WHERE f.status = 'refunded' AND f.created_at >= since.t
-  AND f.created_at < now() - $2::interval
+FROM refunds f, bounds b
+WHERE f.status = 'refunded' AND f.created_at >= b.since AND f.created_at < b.before
   AND NOT EXISTS (SELECT 1 FROM settlement_lines l
                   WHERE l.processor_reference = f.stripe_refund_id AND l.type = 'refund')
-ORDER BY created_at LIMIT $1
+ORDER BY 6 LIMIT $1
 `
 
 type SettlementMissingListRow struct {
@@ -681,8 +678,8 @@ type SettlementMissingListRow struct {
 // settles. Only objects made since the first settlement file was received
 // (less max_age) are judged, so that turning the feature on does not report
 // the whole history.
-func (q *Queries) SettlementMissingList(ctx context.Context, db DBTX, maxRows int32, maxAge pgtype.Interval) ([]*SettlementMissingListRow, error) {
-	rows, err := db.Query(ctx, settlementMissingList, maxRows, maxAge)
+func (q *Queries) SettlementMissingList(ctx context.Context, db DBTX, maxRows int32, maxAgeSeconds float64) ([]*SettlementMissingListRow, error) {
+	rows, err := db.Query(ctx, settlementMissingList, maxRows, maxAgeSeconds)
 	if err != nil {
 		return nil, err
 	}

@@ -23,6 +23,7 @@ type metrics struct {
 	pastHorizon     prometheus.Gauge
 	receipts        *prometheus.CounterVec
 	ops             *opsMetrics
+	settlements     *settlementMetrics
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -61,7 +62,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "atomicrides_receipts_total",
 			Help: "Receipt sends by kind and outcome (sent, already_sent, error).",
 		}, []string{"kind", "outcome"}),
-		ops: newOpsMetrics(),
+		ops:         newOpsMetrics(),
+		settlements: newSettlementMetrics(),
 	}
 	m.initSeries()
 	collectors := []prometheus.Collector{
@@ -80,6 +82,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Transactions rerun after a serialization failure, a deadlock or a random id drawn twice.",
 		}, func() float64 { return float64(m.txRetries.Load()) }),
 	}
+	collectors = append(collectors, m.settlements.collectors()...)
 	for _, c := range append(collectors, m.ops.collectors()...) {
 		if err := reg.Register(c); err != nil {
 			return nil, err

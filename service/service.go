@@ -80,6 +80,12 @@ type Config struct {
 	// saw finished from memory. Default DefaultReplayCacheTTL; negative
 	// disables the cache.
 	ReplayCacheTTL time.Duration
+	// SettlementBatchLines is how many lines of a settlement file one
+	// transaction applies. Default DefaultSettlementBatchLines.
+	SettlementBatchLines int
+	// SettlementMaxAge is how long a charge or refund of ours may go
+	// unsettled before it is reported. Default DefaultSettlementMaxAge.
+	SettlementMaxAge time.Duration
 	// TracerProvider receives the spans of atomic phases and processor
 	// calls, and of the jobs the service inserts. Default the global
 	// provider (a no-op unless the program set one).
@@ -112,6 +118,12 @@ type Service struct {
 	auth           *ttlCache[[32]byte, authEntry]
 	revocations    *revocationWatch
 	replays        *ttlCache[replayKey, finishedResponse]
+	// settlementBatchLines and settlementMaxAge are the settlement policy;
+	// afterSettlementBatch, set by tests only, runs after each committed
+	// batch of a settlement file.
+	settlementBatchLines int
+	settlementMaxAge     time.Duration
+	afterSettlementBatch func(fileID int64, cursor int)
 }
 
 // namespaceReadTimeout bounds the read of the deployment's namespace in New.
@@ -154,6 +166,15 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.KeyRetention <= ProcessorKeyWindow {
 		return nil, errors.New("service: Config.KeyRetention must outlast the processor's key window")
+	}
+	if cfg.SettlementBatchLines == 0 {
+		cfg.SettlementBatchLines = DefaultSettlementBatchLines
+	}
+	if cfg.SettlementMaxAge == 0 {
+		cfg.SettlementMaxAge = DefaultSettlementMaxAge
+	}
+	if cfg.SettlementBatchLines < 0 || cfg.SettlementMaxAge < 0 {
+		return nil, errors.New("service: Config.SettlementBatchLines and SettlementMaxAge must be positive")
 	}
 	if cfg.Registerer == nil {
 		cfg.Registerer = prometheus.NewRegistry()
@@ -201,6 +222,9 @@ func New(cfg Config) (*Service, error) {
 		retention:      cfg.KeyRetention,
 		auth:           newTTLCache[[32]byte, authEntry](cfg.AuthCacheTTL),
 		replays:        newTTLCache[replayKey, finishedResponse](cfg.ReplayCacheTTL),
+
+		settlementBatchLines: cfg.SettlementBatchLines,
+		settlementMaxAge:     cfg.SettlementMaxAge,
 	}
 	s.revocations = newRevocationWatch(s.auth)
 	s.rides = s.rideFlow()

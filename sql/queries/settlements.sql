@@ -110,24 +110,23 @@ FROM refunds f WHERE f.stripe_refund_id = @stripe_refund_id::text;
 -- settles. Only objects made since the first settlement file was received
 -- (less max_age) are judged, so that turning the feature on does not report
 -- the whole history.
-WITH since AS (
-    SELECT min(created_at) - @max_age::interval AS t FROM settlement_files
+WITH bounds AS (
+    SELECT (SELECT min(sf.created_at) FROM settlement_files sf) - make_interval(0, 0, 0, 0, 0, 0, @max_age_seconds::float8) AS since,
+           now() - make_interval(0, 0, 0, 0, 0, 0, @max_age_seconds::float8) AS before
 )
 SELECT 'charge'::text AS type, r.stripe_charge_id::text AS processor_reference, r.id AS ride_id,
        r.amount_cents, r.currency, r.created_at
-FROM rides r, since
-WHERE r.charge_status = 'charged' AND r.created_at >= since.t
-  AND r.created_at < now() - @max_age::interval
+FROM rides r, bounds b
+WHERE r.charge_status = 'charged' AND r.created_at >= b.since AND r.created_at < b.before
   AND NOT EXISTS (SELECT 1 FROM settlement_lines l
                   WHERE l.processor_reference = r.stripe_charge_id AND l.type = 'charge')
 UNION ALL
 SELECT 'refund'::text, f.stripe_refund_id::text, f.ride_id, f.amount_cents, f.currency, f.created_at
-FROM refunds f, since
-WHERE f.status = 'refunded' AND f.created_at >= since.t
-  AND f.created_at < now() - @max_age::interval
+FROM refunds f, bounds b
+WHERE f.status = 'refunded' AND f.created_at >= b.since AND f.created_at < b.before
   AND NOT EXISTS (SELECT 1 FROM settlement_lines l
                   WHERE l.processor_reference = f.stripe_refund_id AND l.type = 'refund')
-ORDER BY created_at LIMIT @max_rows;
+ORDER BY 6 LIMIT @max_rows;
 
 -- name: SettlementListByRide :many
 -- What the bank settled of one ride: its charge line and its refund's.
