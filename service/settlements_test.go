@@ -209,7 +209,7 @@ func TestSettlementDiscrepancies(t *testing.T) {
 	t.Parallel()
 	w := setupSettled(t, 3)
 	lines := append([]settlementfile.Line{}, w.lines[1:2]...) // the second ride's charge only
-	wrong := w.lines[2]                                        // the third ride's charge, for another amount
+	wrong := w.lines[2]                                       // the third ride's charge, for another amount
 	wrong.GrossCents += 100
 	wrong.NetCents += 100
 	unknown := w.lines[1]
