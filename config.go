@@ -19,6 +19,7 @@ import (
 
 	"github.com/atomicrides/atomicrides/jobs"
 	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/bankinbox"
 	"github.com/atomicrides/atomicrides/service/mail"
 	"github.com/atomicrides/atomicrides/service/payments"
 )
@@ -71,6 +72,14 @@ type config struct {
 	Lease, CompleterIdle, KeyRetention                   time.Duration
 	CompleterInterval, ReaperInterval, ReconcileInterval time.Duration
 	JobTimeout, JobRescueAfter                           time.Duration
+
+	// SettlementInbox is the bank's SFTP inbox of settlement files, from
+	// SETTLEMENT_SFTP_URL, SETTLEMENT_SFTP_HOST_KEY and
+	// SETTLEMENT_SFTP_KEY_FILE (all three or none); nil turns fetching off.
+	SettlementInbox *bankinbox.Config
+	// SettlementInterval and SettlementMaxAge are SETTLEMENT_INTERVAL and
+	// SETTLEMENT_MAX_AGE.
+	SettlementInterval, SettlementMaxAge time.Duration
 
 	// FakeStripeAddr and MailSinkAddr are where the fakestripe and
 	// mailsink commands listen by default (FAKESTRIPE_ADDR, MAILSINK_ADDR).
@@ -158,6 +167,10 @@ func loadConfig(getenv func(string) string, needs backends) (*config, error) {
 		JobTimeout:        r.duration("JOB_TIMEOUT"),
 		JobRescueAfter:    r.duration("JOB_RESCUE_AFTER"),
 
+		SettlementInbox:    r.settlementInbox("SETTLEMENT_SFTP_URL", "SETTLEMENT_SFTP_HOST_KEY", "SETTLEMENT_SFTP_KEY_FILE"),
+		SettlementInterval: r.duration("SETTLEMENT_INTERVAL"),
+		SettlementMaxAge:   r.duration("SETTLEMENT_MAX_AGE"),
+
 		FakeStripeAddr: r.addr("FAKESTRIPE_ADDR", defaultFakeStripeAddr),
 		MailSinkAddr:   r.addr("MAILSINK_ADDR", defaultMailSinkAddr),
 	}
@@ -208,6 +221,8 @@ func (c *config) jobsConfig(logger *slog.Logger) jobs.Config {
 		ReconcileInterval:    c.ReconcileInterval,
 		JobTimeout:           c.JobTimeout,
 		RescueStuckJobsAfter: c.JobRescueAfter,
+		SettlementInbox:      c.SettlementInbox,
+		SettlementInterval:   c.SettlementInterval,
 		Logger:               logger,
 	}
 }
@@ -390,4 +405,47 @@ func (r *envReader) adminToken(name string) (token string, generated bool) {
 		return "", false
 	}
 	return v, false
+}
+
+// settlementInbox reads the bank's SFTP inbox from its three variables:
+// none set turns the feature off; some set names each one missing.
+func (r *envReader) settlementInbox(urlName, hostKeyName, keyFileName string) *bankinbox.Config {
+	rawURL, hostKey, keyFile := r.getenv(urlName), r.getenv(hostKeyName), r.getenv(keyFileName)
+	if rawURL == "" && hostKey == "" && keyFile == "" {
+		return nil
+	}
+	var cfg bankinbox.Config
+	ok := true
+	for _, v := range []struct{ name, value string }{{urlName, rawURL}, {hostKeyName, hostKey}, {keyFileName, keyFile}} {
+		if v.value == "" {
+			r.fail(invalid(v.name, "not set: the settlement inbox needs %s, %s and %s together", urlName, hostKeyName, keyFileName))
+			ok = false
+		}
+	}
+	if rawURL != "" {
+		if err := cfg.ParseURL(rawURL); err != nil {
+			r.fail(invalid(urlName, "%v; want sftp://user@host[:port]/inbox/path", err))
+			ok = false
+		}
+	}
+	if hostKey != "" {
+		key, err := bankinbox.ParseHostKey(hostKey)
+		if err != nil {
+			r.fail(invalid(hostKeyName, "%v", err))
+			ok = false
+		}
+		cfg.HostKey = key
+	}
+	if keyFile != "" {
+		signer, err := bankinbox.LoadSigner(keyFile)
+		if err != nil {
+			r.fail(invalid(keyFileName, "%s: %v", keyFile, err))
+			ok = false
+		}
+		cfg.Signer = signer
+	}
+	if !ok {
+		return nil
+	}
+	return &cfg
 }
