@@ -119,6 +119,8 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 		return serveMailSink(ctx, args[1:], stdout, logger)
 	case "keys":
 		return keysCommand(ctx, args[1:], stdout, logger)
+	case "settlements":
+		return settlementsCommand(ctx, args[1:], stdout, logger)
 	case "db":
 		return dbCommand(ctx, args[1:], stdout, logger)
 	case "book":
