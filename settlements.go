@@ -177,11 +177,11 @@ func printSettlementFile(out io.Writer, d *service.SettlementFileDetail) {
 			l.GrossCents, l.FeeCents, l.NetCents, l.Currency, l.PayoutID, match, ride)
 	}
 	_ = tw.Flush()
-	if len(d.Quarantined) > 0 {
+	if len(d.QuarantinedLines) > 0 {
 		fmt.Fprintln(out)
 		tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "QUARANTINED LINE\tREASON\tRAW")
-		for _, q := range d.Quarantined {
+		for _, q := range d.QuarantinedLines {
 			fmt.Fprintf(tw, "%d\t%s\t%s\n", q.Line, q.Reason, q.Raw)
 		}
 		_ = tw.Flush()

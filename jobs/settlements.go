@@ -17,11 +17,14 @@ const DefaultSettlementInterval = time.Hour
 
 // SettlementFetchTimeout bounds one fetch of the bank's inbox: listing,
 // reading and archiving its files.
-const SettlementFetchTimeout = 5 * time.Minute
+const SettlementFetchTimeout = 3 * time.Minute
 
-// SettlementApplyTimeout bounds one run of applying a settlement file; a
-// run stopped by it resumes from the file's cursor.
-const SettlementApplyTimeout = 10 * time.Minute
+// SettlementApplyTimeout bounds one run of applying a settlement file
+// (batches of a few hundred lines take well under a second each). A run
+// stopped by it resumes from the file's cursor at its next attempt, so it
+// is kept short: River takes the job of a dead process over only once its
+// timeout has passed.
+const SettlementApplyTimeout = time.Minute
 
 // settlementCheckRows bounds the lists of the check a fetch ends with.
 const settlementCheckRows = 1000

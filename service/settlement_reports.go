@@ -161,8 +161,8 @@ type SettlementQuarantined struct {
 // SettlementFileDetail is one file version with its lines.
 type SettlementFileDetail struct {
 	SettlementFileSummary
-	Lines       []SettlementLine        `json:"lines"`
-	Quarantined []SettlementQuarantined `json:"quarantined"`
+	Lines            []SettlementLine        `json:"lines"`
+	QuarantinedLines []SettlementQuarantined `json:"quarantined_lines"`
 }
 
 // SettlementFileShow returns a recorded file with the lines it applied and
@@ -182,7 +182,7 @@ func (s *Service) SettlementFileShow(ctx context.Context, fileID int64) (*Settle
 			Duplicate: int(f.LinesDuplicate), Quarantined: int(f.LinesQuarantined), Flagged: f.Flagged,
 			FlagReason: deref(f.FlagReason), Finished: f.FinishedAt,
 		},
-		Lines: []SettlementLine{}, Quarantined: []SettlementQuarantined{},
+		Lines: []SettlementLine{}, QuarantinedLines: []SettlementQuarantined{},
 	}
 	lines, err := s.queries.SettlementLineListByFile(ctx, s.pool, fileID)
 	if err != nil {
@@ -196,7 +196,7 @@ func (s *Service) SettlementFileShow(ctx context.Context, fileID int64) (*Settle
 		return nil, internal(err)
 	}
 	for _, l := range q {
-		d.Quarantined = append(d.Quarantined, SettlementQuarantined{Line: int(l.LineNumber), Reason: l.Reason, Raw: l.Raw})
+		d.QuarantinedLines = append(d.QuarantinedLines, SettlementQuarantined{Line: int(l.LineNumber), Reason: l.Reason, Raw: l.Raw})
 	}
 	return d, nil
 }

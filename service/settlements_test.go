@@ -134,9 +134,9 @@ func TestSettlementCorrectedReuploadIsFlaggedAndAppliesOnlyNewLines(t *testing.T
 
 	detail, err := w.Service.SettlementFileShow(w.Ctx, rec2.FileID)
 	require.NoError(t, err)
-	require.Len(t, detail.Quarantined, 1)
-	require.Equal(t, 3, detail.Quarantined[0].Line)
-	require.Contains(t, detail.Quarantined[0].Reason, "settlement_2.csv version 1 line 3")
+	require.Len(t, detail.QuarantinedLines, 1)
+	require.Equal(t, 3, detail.QuarantinedLines[0].Line)
+	require.Contains(t, detail.QuarantinedLines[0].Reason, "settlement_2.csv version 1 line 3")
 
 	rep, err := w.Service.SettlementCheck(w.Ctx, 100)
 	require.NoError(t, err)
@@ -188,7 +188,7 @@ func TestSettlementMalformedLineIsQuarantinedAndTheRestApplied(t *testing.T) {
 	require.Equal(t, sumOf(w.lines), w.totals(t))
 	detail, err := w.Service.SettlementFileShow(w.Ctx, rec.FileID)
 	require.NoError(t, err)
-	require.Equal(t, []service.SettlementQuarantined{{Line: 3, Reason: `currency "US dollars" is not a lowercase ISO 4217 code`, Raw: bad}}, detail.Quarantined)
+	require.Equal(t, []service.SettlementQuarantined{{Line: 3, Reason: `currency "US dollars" is not a lowercase ISO 4217 code`, Raw: bad}}, detail.QuarantinedLines)
 }
 
 func TestSettlementUnreadableFileIsRejectedAndFlagged(t *testing.T) {
