@@ -196,6 +196,13 @@ func printKey(out io.Writer, k *service.KeyInfo) {
 	if k.ResponseCode != nil {
 		row("response", "%d", *k.ResponseCode)
 	}
+	for _, a := range k.Attempts {
+		if a.Reason != "" {
+			row("attempt "+strconv.Itoa(a.Attempt), "%s (moved on: %s)", a.Processor, a.Reason)
+		} else {
+			row("attempt "+strconv.Itoa(a.Attempt), "%s", a.Processor)
+		}
+	}
 	row("completion", "%s", completion(k.Completion))
 	if k.Completion != nil && k.Completion.LastError != "" {
 		row("last error", "%s", k.Completion.LastError)

@@ -64,6 +64,15 @@ type IdempotencyKey struct {
 	UserID             int64
 }
 
+type ProcessorRegistration struct {
+	UserID     int64
+	Processor  string
+	UpdatedAt  time.Time
+	Status     string
+	CustomerID *string
+	Reason     *string
+}
+
 type Receipt struct {
 	ID        int64
 	SentAt    time.Time
@@ -100,6 +109,8 @@ type Ride struct {
 	AmountCents      int64
 	Currency         string
 	UserID           int64
+	Processor        string
+	ChargeAttempt    int32
 }
 
 type User struct {

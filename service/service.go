@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -40,8 +41,23 @@ const (
 type Config struct {
 	// Pool is the database. Required.
 	Pool *pgxpool.Pool
-	// Payments is the payment processor. Required.
+	// Payments is the Stripe adapter: the one processor when Processors is
+	// empty. Required unless Processors is set.
 	Payments Payments
+	// Processors are the payment processors in order of preference (e.g.
+	// Stripe, then Adyen): a new booking goes to the first whose circuit
+	// is closed. Empty means Stripe alone, through Payments.
+	Processors []Processor
+	// BreakerFailures is how many consecutive indeterminate outcomes open
+	// a processor's circuit. Default DefaultBreakerFailures.
+	BreakerFailures uint32
+	// BreakerOpenFor is how long an open circuit stays open before real
+	// traffic tries the processor again. Default DefaultBreakerOpenFor.
+	BreakerOpenFor time.Duration
+	// DevDefaultPaymentSource, for development only, registers riders who
+	// send no payment source with DefaultPaymentSource (a test card).
+	// Without it a payment source is required (422 naming the field).
+	DevDefaultPaymentSource bool
 	// Logger receives the service's logs. Defaults to discarding them.
 	Logger *slog.Logger
 	// Clock returns the current time for the process's own caches (replays,
@@ -93,7 +109,12 @@ type Service struct {
 	namespace string
 	pool      *pgxpool.Pool
 	queries   *dbgen.Queries
-	payments  Payments
+	// processors are the configured processors by name; order is their
+	// order of preference.
+	processors map[string]*processor
+	order      []string
+	// devSource registers riders without a source with the test card.
+	devSource bool
 	jobs      *river.Client[pgx.Tx]
 	logger    *slog.Logger
 	now       func() time.Time
@@ -125,8 +146,26 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Pool == nil {
 		return nil, errors.New("service: Config.Pool is required")
 	}
-	if cfg.Payments == nil {
-		return nil, errors.New("service: Config.Payments is required")
+	if len(cfg.Processors) == 0 {
+		if cfg.Payments == nil {
+			return nil, errors.New("service: Config.Payments or Config.Processors is required")
+		}
+		cfg.Processors = []Processor{{Name: ProcessorStripe, Payments: cfg.Payments}}
+	}
+	var budget time.Duration
+	names := make([]string, 0, len(cfg.Processors))
+	for _, p := range cfg.Processors {
+		if p.Payments == nil || (p.Name != ProcessorStripe && p.Name != ProcessorAdyen) || slices.Contains(names, p.Name) {
+			return nil, fmt.Errorf("service: Config.Processors: %q is not a known processor with an adapter, or is listed twice", p.Name)
+		}
+		names = append(names, p.Name)
+		budget = max(budget, p.Payments.Budget())
+	}
+	if cfg.BreakerFailures == 0 {
+		cfg.BreakerFailures = DefaultBreakerFailures
+	}
+	if cfg.BreakerOpenFor == 0 {
+		cfg.BreakerOpenFor = DefaultBreakerOpenFor
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -135,10 +174,10 @@ func New(cfg Config) (*Service, error) {
 		cfg.Clock = time.Now
 	}
 	if cfg.Lease == 0 {
-		cfg.Lease = 2*cfg.Payments.Budget() + leaseSlack
+		cfg.Lease = 2*budget + leaseSlack
 	}
-	if cfg.Lease <= cfg.Payments.Budget() {
-		return nil, errors.New("service: Config.Lease must outlast Payments.Budget()")
+	if cfg.Lease <= budget {
+		return nil, errors.New("service: Config.Lease must outlast every processor's Budget()")
 	}
 	if cfg.ProcessorKeyMargin == 0 {
 		cfg.ProcessorKeyMargin = DefaultProcessorKeyMargin
@@ -158,8 +197,18 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Registerer == nil {
 		cfg.Registerer = prometheus.NewRegistry()
 	}
-	m, err := newMetrics(cfg.Registerer)
+	m, err := newMetrics(cfg.Registerer, names)
 	if err != nil {
+		return nil, err
+	}
+	tracer := telemetry.Tracer(cfg.TracerProvider)
+	procs := map[string]*processor{}
+	list := make([]*processor, 0, len(cfg.Processors))
+	for _, p := range cfg.Processors {
+		procs[p.Name] = newProcessor(p, m, tracer, cfg.Logger, cfg.BreakerFailures, cfg.BreakerOpenFor)
+		list = append(list, procs[p.Name])
+	}
+	if err := cfg.Registerer.Register(newCircuitCollector(list)); err != nil {
 		return nil, err
 	}
 	if cfg.AuthCacheTTL == 0 {
@@ -187,7 +236,9 @@ func New(cfg Config) (*Service, error) {
 		namespace:      namespace,
 		pool:           cfg.Pool,
 		queries:        queries,
-		payments:       meteredPayments{p: cfg.Payments, m: m, tracer: telemetry.Tracer(cfg.TracerProvider), logger: cfg.Logger},
+		processors:     procs,
+		order:          names,
+		devSource:      cfg.DevDefaultPaymentSource,
 		jobs:           jobs,
 		logger:         cfg.Logger,
 		now:            cfg.Clock,

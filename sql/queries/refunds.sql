@@ -44,3 +44,9 @@ SELECT rides.stripe_charge_id::text
 FROM refunds
 JOIN rides ON rides.id = refunds.ride_id
 WHERE refunds.status = 'pending' AND rides.stripe_charge_id IS NOT NULL;
+
+-- name: RefundGetByIdempotencyKey :one
+-- The refund a key asked for, with the processor of its ride ('keys show').
+SELECT refunds.ride_id, rides.processor FROM refunds
+JOIN rides ON rides.id = refunds.ride_id
+WHERE refunds.idempotency_key_id = @idempotency_key_id;
