@@ -310,6 +310,13 @@ func (s *Service) rideChargeCall(ctx context.Context, key *Key, st *rideState) e
 	default:
 		c, err := s.processorCustomer(ctx, proc.name, st.user, key.ClaimedAt)
 		if err != nil {
+			if pe := PaymentFinal(err); pe != nil {
+				// The rider's registration state at this processor,
+				// as the customer job would have recorded it.
+				refused := *pe
+				refused.Code, refused.Message = PaymentCodeSourceRefused, refusalReason(proc.name, pe)
+				err = &refused
+			}
 			return st.definitive(err)
 		}
 		st.customerID, st.newCustomer = c.ID, true
