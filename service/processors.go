@@ -108,7 +108,10 @@ func (p *processor) circuitState() float64 {
 	return 0
 }
 
-// breakerPayments passes calls through a circuit breaker. Only an
+// breakerPayments passes the calls that make something (customers,
+// charges, refunds) through a circuit breaker; lookups and listings go
+// straight to the processor, so that reconciliation and the adoption of
+// earlier charges are never held back by a circuit. Only an
 // indeterminate outcome (PaymentClassUnavailable) counts as a failure: a
 // decline, a refusal or a configuration error is an answer from a working
 // processor. A call the breaker refuses (open, or half-open and full) is
@@ -143,7 +146,7 @@ func (b breakerPayments) CustomerCreate(ctx context.Context, p CustomerCreatePar
 }
 
 func (b breakerPayments) CustomerFind(ctx context.Context, key string) ([]*Customer, error) {
-	return guard(b, func() ([]*Customer, error) { return b.p.CustomerFind(ctx, key) })
+	return b.p.CustomerFind(ctx, key)
 }
 
 func (b breakerPayments) ChargeCreate(ctx context.Context, p ChargeCreateParams) (*Charge, error) {
@@ -151,15 +154,15 @@ func (b breakerPayments) ChargeCreate(ctx context.Context, p ChargeCreateParams)
 }
 
 func (b breakerPayments) ChargeFind(ctx context.Context, key string) ([]*Charge, error) {
-	return guard(b, func() ([]*Charge, error) { return b.p.ChargeFind(ctx, key) })
+	return b.p.ChargeFind(ctx, key)
 }
 
 func (b breakerPayments) ChargeGet(ctx context.Context, id string) (*Charge, error) {
-	return guard(b, func() (*Charge, error) { return b.p.ChargeGet(ctx, id) })
+	return b.p.ChargeGet(ctx, id)
 }
 
 func (b breakerPayments) ChargeListSince(ctx context.Context, since time.Time) ([]*Charge, error) {
-	return guard(b, func() ([]*Charge, error) { return b.p.ChargeListSince(ctx, since) })
+	return b.p.ChargeListSince(ctx, since)
 }
 
 func (b breakerPayments) RefundCreate(ctx context.Context, p RefundCreateParams) (*Refund, error) {
@@ -167,11 +170,11 @@ func (b breakerPayments) RefundCreate(ctx context.Context, p RefundCreateParams)
 }
 
 func (b breakerPayments) RefundList(ctx context.Context, chargeID string) ([]*Refund, error) {
-	return guard(b, func() ([]*Refund, error) { return b.p.RefundList(ctx, chargeID) })
+	return b.p.RefundList(ctx, chargeID)
 }
 
 func (b breakerPayments) RefundListSince(ctx context.Context, since time.Time) ([]*Refund, error) {
-	return guard(b, func() ([]*Refund, error) { return b.p.RefundListSince(ctx, since) })
+	return b.p.RefundListSince(ctx, since)
 }
 
 func (b breakerPayments) Budget() time.Duration { return b.p.Budget() }

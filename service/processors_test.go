@@ -265,3 +265,52 @@ func configErrorsTotal(t *testing.T, reg *prometheus.Registry) float64 {
 	}
 	return n
 }
+
+// TestLostRoutingCommitIsDetected is the one case the design cannot
+// prevent: a booking charged at Stripe whose commits are lost (a restore
+// from a backup, a failover that loses commits), retried by its client
+// while Stripe's circuit is open, is routed anew — to Adyen — and charged
+// there too. Reconciliation lists it as a double charge, with its metric.
+func TestLostRoutingCommitIsDetected(t *testing.T) {
+	t.Parallel()
+	w := testkit.NewTwoProcessors(t, 1, time.Hour)
+	uid := w.Rider(t, "lost@example.com", "tok_visa").ID
+	_, err := w.Service.CustomerCreate(w.Ctx, uid)
+	require.NoError(t, err)
+	key := testkit.NewKey()
+	first, err := book(t, w, uid, key)
+	require.NoError(t, err)
+	charged := testkit.DecodeRide(t, first.Body)
+	require.Equal(t, service.ProcessorStripe, charged.Processor)
+
+	// The restore: the key, its ride and what hangs on it are gone.
+	w.Exec(t, `DELETE FROM receipts WHERE ride_id = $1`, charged.ID)
+	w.Exec(t, `DELETE FROM rides WHERE id = $1`, charged.ID)
+	w.Exec(t, `DELETE FROM idempotency_keys WHERE user_id = $1 AND idempotency_key = $2`, uid, key)
+
+	// Stripe goes down and its circuit opens on another booking; the
+	// client retries the lost request, which now looks new.
+	stripeDown(w)
+	_, err = book(t, w, uid, testkit.NewKey())
+	require.Error(t, err)
+	again, err := book(t, w, uid, key)
+	require.NoError(t, err)
+	rerouted := testkit.DecodeRide(t, again.Body)
+	require.Equal(t, service.ProcessorAdyen, rerouted.Processor)
+
+	w.Stripe.ClearFaults()
+	rep, err := w.Service.Reconcile(w.Ctx, time.Hour)
+	require.NoError(t, err)
+	require.Equal(t, []string{service.ProcessorStripe}, rep.Processors)
+	require.Equal(t, []string{service.ProcessorAdyen}, rep.Unlisted)
+	require.Len(t, rep.DoubleCharges, 1, "%+v", rep)
+	d := rep.DoubleCharges[0]
+	require.Equal(t, rerouted.ID, d.RideID)
+	require.Equal(t, service.ProcessorAdyen, d.RecordedProcessor)
+	require.Equal(t, *rerouted.StripeChargeID, d.RecordedChargeID)
+	require.Equal(t, service.ProcessorStripe, d.OtherProcessor)
+	require.Equal(t, *charged.StripeChargeID, d.OtherChargeID)
+	require.Empty(t, rep.OrphanCharges, "the Stripe charge is listed as the double charge it is, not as an orphan")
+	require.Equal(t, 1, rep.Orphans()["double_charge"])
+	require.False(t, rep.Clean())
+}

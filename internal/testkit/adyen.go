@@ -84,6 +84,9 @@ func NewTwoProcessors(t testing.TB, failures uint32, openFor time.Duration) *Two
 		Clock:                   e.Clock.Now,
 		AbandonedAfter:          AbandonedAfter,
 		DevDefaultPaymentSource: true,
+		// Replays come from the database, as after a restore or on
+		// another instance.
+		ReplayCacheTTL: -1,
 	})
 	require.NoError(t, err)
 	e.Service = svc
