@@ -134,6 +134,12 @@ func (h *handlers) registerUsers() {
 		Security:    []map[string][]string{{schemeAdmin: {}}},
 		Middlewares: huma.Middlewares{h.requireAdmin},
 	}
+	op.Responses = map[string]*huma.Response{
+		"200": {Description: "The rider, with the card's registration at each processor that answered.", Content: map[string]*huma.MediaType{"application/json": {Examples: map[string]*huma.Example{
+			"registered": example("The card is registered at Stripe", exampleUser()),
+			"refused":    example("Adyen refused the rider's payment source", exampleUserRefused()),
+		}}}},
+	}
 	h.errorResponses(&op, 401, 404, 422, 500)
 	withExamples(&op, "404", map[string]*huma.Example{"no-user": example("No rider with this email", problem(404, "", "no user with this email"))})
 	huma.Register(h.api, op, h.userGet)

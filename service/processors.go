@@ -64,7 +64,10 @@ type processor struct {
 // newProcessor wraps p's adapter: the breaker sees every call, the meter
 // sees what the breaker answers too (a call refused by an open circuit is
 // counted as unavailable).
-func newProcessor(p Processor, m *metrics, tracer trace.Tracer, logger *slog.Logger, failures uint32, openFor time.Duration) *processor {
+//
+// A processor alone (PROCESSORS=stripe) has no breaker: with nowhere else
+// to route, its requests behave exactly as without routing.
+func newProcessor(p Processor, alone bool, m *metrics, tracer trace.Tracer, logger *slog.Logger, failures uint32, openFor time.Duration) *processor {
 	pr := &processor{name: p.Name, window: ProcessorKeyWindow}
 	if w, ok := p.Payments.(keyWindowed); ok {
 		pr.window = w.KeyWindow()
@@ -83,8 +86,12 @@ func newProcessor(p Processor, m *metrics, tracer trace.Tracer, logger *slog.Log
 			logger.Warn("payment processor circuit changed state", "processor", name, "from", from.String(), "to", to.String())
 		},
 	})
+	var inner Payments = breakerPayments{p: p.Payments, cb: pr.breaker}
+	if alone {
+		pr.breaker, inner = nil, p.Payments
+	}
 	pr.pay = meteredPayments{
-		p:         breakerPayments{p: p.Payments, cb: pr.breaker},
+		p:         inner,
 		processor: p.Name,
 		m:         m,
 		tracer:    tracer,
@@ -94,11 +101,14 @@ func newProcessor(p Processor, m *metrics, tracer trace.Tracer, logger *slog.Log
 }
 
 // open reports whether the processor's circuit keeps new bookings away.
-func (p *processor) open() bool { return p.breaker.State() == gobreaker.StateOpen }
+func (p *processor) open() bool { return p.breaker != nil && p.breaker.State() == gobreaker.StateOpen }
 
 // circuitState is the processor's circuit state as a number for /metrics:
 // 0 closed, 1 half-open, 2 open.
 func (p *processor) circuitState() float64 {
+	if p.breaker == nil {
+		return 0
+	}
 	switch p.breaker.State() {
 	case gobreaker.StateHalfOpen:
 		return 1

@@ -129,6 +129,28 @@ func TestProcessorRouting(t *testing.T) {
 		require.Equal(t, []service.KeyAttempt{{Attempt: 1, Processor: service.ProcessorStripe}}, k.Attempts)
 	})
 
+	t.Run("EveryCircuitOpenRefusedBeforeAnythingIsWritten", func(t *testing.T) {
+		t.Parallel()
+		w := testkit.NewTwoProcessors(t, 1, time.Hour)
+		uid := w.Rider(t, "nowhere@example.com", "tok_visa").ID
+		_, err := w.Service.CustomerCreate(w.Ctx, uid)
+		require.NoError(t, err)
+		stripeDown(w)
+		w.Adyen.SetOutage(true)
+		for range 2 { // one opens Stripe's circuit, the next Adyen's
+			_, err = book(t, w, uid, testkit.NewKey())
+			require.Equal(t, service.CodeProcessorUnavailable, service.ErrorCode(err), "err: %v", err)
+		}
+		require.Equal(t, 2, w.Count(t, `SELECT count(*) FROM rides WHERE user_id = $1`, uid))
+		require.Equal(t, 1, w.Count(t, `SELECT count(*) FROM rides WHERE user_id = $1 AND processor = 'adyen'`, uid))
+		key := testkit.NewKey()
+		_, err = book(t, w, uid, key)
+		require.Equal(t, service.CodeProcessorUnavailable, service.ErrorCode(err), "err: %v", err)
+		require.Equal(t, 0, w.Count(t, `SELECT count(*) FROM rides WHERE user_id = $1 AND processor = 'stripe' AND idempotency_key_id IN (SELECT id FROM idempotency_keys WHERE idempotency_key = $2)`, uid, key), "%v", err)
+		require.Equal(t, 2, w.Count(t, `SELECT count(*) FROM rides WHERE user_id = $1`, uid))
+		require.Zero(t, w.Count(t, `SELECT count(*) FROM idempotency_keys WHERE user_id = $1 AND idempotency_key = $2`, uid, key))
+	})
+
 	t.Run("RefundGoesToTheProcessorThatCharged", func(t *testing.T) {
 		t.Parallel()
 		w := testkit.NewTwoProcessors(t, 1, time.Hour)

@@ -441,8 +441,7 @@ func (s *Service) rideChargePhase(ctx context.Context, tx pgx.Tx, key *Key, st *
 			Detail: "the card was declined: " + st.failure.Message}
 		switch {
 		case st.failure.Code == PaymentCodeSourceRefused:
-			p.Type, p.Title = ProblemPaymentRejected, "Payment source refused"
-			p.Detail = "the payment source was refused (" + st.failure.Message + "); register another with PUT /users/{email}"
+			p.Detail = "the card was declined: the payment source was refused (" + st.failure.Message + "); register another with PUT /users/{email}"
 		case st.failure.Class != PaymentClassDecline:
 			p.Type, p.Title = ProblemPaymentRejected, "Payment rejected"
 			p.Detail = "the payment processor rejected the charge"

@@ -205,7 +205,7 @@ func New(cfg Config) (*Service, error) {
 	procs := map[string]*processor{}
 	list := make([]*processor, 0, len(cfg.Processors))
 	for _, p := range cfg.Processors {
-		procs[p.Name] = newProcessor(p, m, tracer, cfg.Logger, cfg.BreakerFailures, cfg.BreakerOpenFor)
+		procs[p.Name] = newProcessor(p, len(cfg.Processors) == 1, m, tracer, cfg.Logger, cfg.BreakerFailures, cfg.BreakerOpenFor)
 		list = append(list, procs[p.Name])
 	}
 	if err := cfg.Registerer.Register(newCircuitCollector(list)); err != nil {

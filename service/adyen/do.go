@@ -128,11 +128,12 @@ var configurationCodes = map[string]bool{
 
 // classify turns an answer other than 2xx into a *service.PaymentError:
 //
-//   - 401 and 403 (the API key refused or lacking a role), and the
-//     errorCodes of configurationCodes, are configuration errors: never the
-//     rider's outcome, indeterminate, retried once an operator acts;
 //   - 409 (the key is being processed), 429 and 5xx are unavailable: the
 //     request may or may not have taken effect;
+//   - 401 and 403 (the API key refused or lacking a role), and a 4xx with
+//     one of the errorCodes of configurationCodes, are configuration
+//     errors: never the rider's outcome, indeterminate, retried once an
+//     operator acts;
 //   - any other 4xx is a refusal of the request, final: for a stored card
 //     (op "store") its Code is service.PaymentCodeSourceRefused, the rider's
 //     card refused at registration.
@@ -150,10 +151,10 @@ func classify(op string, rep reply) error {
 		Err:        fmt.Errorf("adyen %s: %d %s: %s", op, rep.status, se.ErrorCode, msg),
 	}
 	switch s := rep.status; {
-	case s == http.StatusUnauthorized, s == http.StatusForbidden, configurationCodes[se.ErrorCode]:
-		pe.Class, pe.Kind = service.PaymentClassConfiguration, service.PaymentUnavailable
 	case s == http.StatusConflict, s == http.StatusTooManyRequests, s >= 500:
 		pe.Class, pe.Kind = service.PaymentClassUnavailable, service.PaymentUnavailable
+	case s == http.StatusUnauthorized, s == http.StatusForbidden, configurationCodes[se.ErrorCode]:
+		pe.Class, pe.Kind = service.PaymentClassConfiguration, service.PaymentUnavailable
 	case s >= 400:
 		pe.Class, pe.Kind = service.PaymentClassRefusal, service.PaymentInvalid
 		if op == opStore {

@@ -760,7 +760,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description OK */
+            /** @description The rider, with the card's registration at each processor that answered. */
             200: {
                 headers: {
                     [name: string]: unknown;
