@@ -25,7 +25,7 @@ import (
 )
 
 // config is the process's configuration: every environment variable the
-// binary reads, read and checked here and nowhere else (README.md,
+// binary reads, read and checked here and nowhere else (docs/operations.md,
 // "Configuration", documents them). A variable that is unset stays zero, and
 // the package that owns the setting applies its default; the few defaults
 // below belong to the binary itself.
@@ -67,6 +67,11 @@ type config struct {
 	// Adyen's test Checkout API). Required when PROCESSORS names adyen,
 	// unless -dev runs the built-in fake Adyen.
 	AdyenAPIKey, AdyenMerchantAccount, AdyenAPIBase string
+	// StripeWebhookSecrets are STRIPE_WEBHOOK_SECRET, comma-separated: the
+	// signing secrets of the webhook endpoint, several during a rotation.
+	// None: webhooks are off (POST /webhooks/stripe answers 404), unless
+	// serve -dev configures the built-in fake's.
+	StripeWebhookSecrets []string
 	// SMTPURL is SMTP_URL. A command that sends mail refuses to run
 	// without it, unless it runs with -dev, which sends receipts to the
 	// built-in mail sink (writing them to MailDir) instead.
@@ -161,6 +166,7 @@ func loadConfig(getenv func(string) string, needs backends) (*config, error) {
 		AdyenAPIKey:          r.adyenKey("ADYEN_API_KEY"),
 		AdyenAPIBase:         r.httpURL("ADYEN_API_BASE"),
 		AdyenMerchantAccount: r.adyenMerchant("ADYEN_MERCHANT_ACCOUNT"),
+		StripeWebhookSecrets: r.webhookSecrets("STRIPE_WEBHOOK_SECRET"),
 		SMTPURL:              r.smtpURL("SMTP_URL"),
 		MailFrom:             r.mailFrom("MAIL_FROM"),
 		MailDir:              r.mailDir("MAIL_DIR"),
@@ -365,6 +371,29 @@ func (r *envReader) mailFrom(name string) string {
 		return ""
 	}
 	return v
+}
+
+// webhookSecrets reads Stripe webhook signing secrets, comma-separated,
+// never repeating them: each whsec_ followed by letters, digits or
+// underscores.
+func (r *envReader) webhookSecrets(name string) []string {
+	v := r.getenv(name)
+	if v == "" {
+		return nil
+	}
+	var out []string
+	for i, s := range strings.Split(v, ",") {
+		s = strings.TrimSpace(s)
+		rest, ok := strings.CutPrefix(s, "whsec_")
+		if !ok || rest == "" || strings.ContainsFunc(rest, func(c rune) bool {
+			return !(c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z')
+		}) {
+			r.fail(invalid(name, "secret %d is not a webhook signing secret: want whsec_… of letters, digits and underscores, several separated by commas (the value is not shown)", i+1))
+			return nil
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // stripeKey reads a Stripe secret key, never repeating it: one of

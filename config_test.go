@@ -47,6 +47,8 @@ func TestInvalidConfiguration(t *testing.T) {
 		{"ADYEN_API_KEY", "key with spaces", nil, "not an Adyen API key", nil},
 		{"ADYEN_MERCHANT_ACCOUNT", "Merchant/Account", nil, "merchant account name", nil},
 		{"ADYEN_API_BASE", "ftp://adyen.example", nil, "absolute http or https URL", nil},
+		{"STRIPE_WEBHOOK_SECRET", "sk_live_" + stripeSecret, nil, "secret 1 is not a webhook signing secret", nil},
+		{"STRIPE_WEBHOOK_SECRET", "whsec_ok,whsec_" + stripeSecret + "!", nil, "secret 2 is not a webhook signing secret", nil},
 		{"SMTP_URL", "smtp://mailer:" + smtpPassword + "@mail.example:25%zz", nil, "not a URL", nil},
 		{"SMTP_URL", "smtp://mailer:" + smtpPassword + "@:25", nil, "no host", nil},
 		{"SMTP_URL", "https://mailer:" + smtpPassword + "@mail.example", nil, "want smtp or smtps", nil},
@@ -122,6 +124,20 @@ func TestMailDir(t *testing.T) {
 		require.NoError(t, err, "MAIL_DIR=%q", value)
 		require.Equal(t, want, cfg.MailDir, "MAIL_DIR=%q", value)
 	}
+}
+
+// TestWebhookSecrets: STRIPE_WEBHOOK_SECRET lists one or more signing
+// secrets, every one of which verifies deliveries (a rotation).
+func TestWebhookSecrets(t *testing.T) {
+	t.Parallel()
+	cfg, err := loadConfig(func(name string) string {
+		if name == "STRIPE_WEBHOOK_SECRET" {
+			return "whsec_new_1, whsec_old_2"
+		}
+		return ""
+	}, backends{})
+	require.NoError(t, err)
+	require.Equal(t, []string{"whsec_new_1", "whsec_old_2"}, cfg.StripeWebhookSecrets)
 }
 
 // TestStripeKeyRule: STRIPE_SECRET_KEY takes secret and restricted keys,

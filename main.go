@@ -8,8 +8,10 @@
 //	atomicrides mailsink     serve an SMTP server that keeps what it receives
 //	atomicrides db up|down|url   manage the throwaway development PostgreSQL
 //	atomicrides book --from LAT,LON --to LAT,LON   book a ride through the API (client side)
+//	atomicrides healthcheck  exit 0 when the instance serving on ADDR answers 200 on /readyz (the image's HEALTHCHECK)
 //
-// Configuration comes from the environment; see README.md.
+// Configuration comes from the environment; docs/operations.md lists every
+// variable.
 package main
 
 import (
@@ -125,6 +127,8 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 		return dbCommand(ctx, args[1:], stdout, logger)
 	case "book":
 		return book(ctx, args[1:], stdout, stderr)
+	case "healthcheck":
+		return healthcheck(ctx, args[1:], stdout)
 	default:
 		return usagef("unknown command %q (see atomicrides --help)", args[0])
 	}
@@ -197,7 +201,7 @@ func migrate(ctx context.Context, args []string, stdout io.Writer, logger *slog.
 }
 
 func serve(ctx context.Context, args []string, stdout io.Writer, logger *slog.Logger) error {
-	cmd := newCommand("serve", "serve [-no-migrate] [-dev]\n\nServes the HTTP API, the booking pages and River UI, and runs the River workers.\nConfiguration comes from the environment: see README.md. Without -dev, STRIPE_SECRET_KEY\nand SMTP_URL are required.", stdout)
+	cmd := newCommand("serve", "serve [-no-migrate] [-dev]\n\nServes the HTTP API, the booking pages and River UI, and runs the River workers.\nConfiguration comes from the environment: see docs/operations.md. Without -dev, STRIPE_SECRET_KEY\nand SMTP_URL are required.", stdout)
 	noMigrate := cmd.fs.Bool("no-migrate", false, "do not apply pending migrations at start")
 	dev := cmd.fs.Bool("dev", false, "development: without STRIPE_SECRET_KEY use the built-in fake Stripe, without SMTP_URL the built-in mail sink")
 	if err := cmd.parse(args, 0); err != nil {
@@ -242,6 +246,11 @@ func serve(ctx context.Context, args []string, stdout io.Writer, logger *slog.Lo
 		return err
 	}
 	defer stopDeps()
+	if svc.InboxEnabled(service.InboxSourceStripe) {
+		logger.Info("webhooks on: Stripe events are received at POST /webhooks/stripe", "secrets", len(cfg.StripeWebhookSecrets))
+	} else {
+		logger.Warn("webhooks off: STRIPE_WEBHOOK_SECRET not set, POST /webhooks/stripe answers 404; refunds and disputes made at Stripe are seen only by reconciliation")
+	}
 	// Revoked API keys are forgotten by this process's auth cache as they are
 	// announced; the goroutine ends with ctx.
 	go func() { _ = svc.ListenAPIKeyRevocations(ctx) }()
@@ -381,6 +390,12 @@ func paymentsFrom(cfg *config, logger *slog.Logger, dev bool) (pay service.Payme
 		}
 		logger.Warn("-dev: STRIPE_SECRET_KEY not set, charges go to the built-in FAKE Stripe; never use this mode for real riders",
 			"url", url, "ledger", url+"/_fake/ledger")
+		// The fake delivers its events to this server, signed with its
+		// development secret, which the inbox then verifies.
+		if len(cfg.StripeWebhookSecrets) == 0 {
+			cfg.StripeWebhookSecrets = []string{fakestripe.DevWebhookSecret}
+		}
+		fake.SetWebhookEndpoint(&fakestripe.WebhookEndpoint{URL: webhookURL(cfg.Addr), Secret: cfg.StripeWebhookSecrets[0]})
 		return payments.New(payments.Config{SecretKey: "sk_test_fake", APIBase: url, Timeout: cfg.StripeTimeout}),
 			"fake Stripe at " + url, func() { _ = stop(context.Background()) }, nil
 	}
@@ -407,6 +422,16 @@ func adyenFrom(cfg *config, logger *slog.Logger, dev bool) (pay service.Payments
 	logger.Warn("-dev: ADYEN_API_KEY not set, Adyen payments go to the built-in FAKE Adyen; never use this mode for real riders", "url", url)
 	return adyen.New(adyen.Config{APIKey: "test_fake", MerchantAccount: "AtomicRidesDev", APIBase: url, Timeout: cfg.StripeTimeout}),
 		"fake Adyen at " + url, func() { _ = stopFake(context.Background()) }, nil
+}
+
+// webhookURL is the Stripe webhook endpoint of a server listening on addr,
+// as the built-in fake reaches it.
+func webhookURL(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/webhooks/stripe"
 }
 
 func serveFakeStripe(ctx context.Context, args []string, stdout io.Writer, logger *slog.Logger) error {
@@ -534,8 +559,17 @@ func newService(pool *pgxpool.Pool, cfg *config, reg prometheus.Registerer, logg
 			notes = append(notes, note)
 		}
 	}
+	inbound := map[string]service.EventSource{}
+	if len(cfg.StripeWebhookSecrets) > 0 {
+		events, err := payments.NewEvents(cfg.StripeWebhookSecrets, 0)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		inbound[service.InboxSourceStripe] = events
+	}
 	svc, err = service.New(service.Config{
-		Pool: pool, Processors: procs, Mailer: mailer, MailFrom: cfg.MailFrom, Logger: logger, Registerer: reg,
+		Inbound: inbound,
+		Pool:    pool, Processors: procs, Mailer: mailer, MailFrom: cfg.MailFrom, Logger: logger, Registerer: reg,
 		DevDefaultPaymentSource: needs.dev,
 		// Zero values take the service's defaults.
 		AbandonedAfter: cfg.CompleterIdle, KeyRetention: cfg.KeyRetention, Lease: cfg.Lease,
@@ -556,7 +590,7 @@ func mailerFrom(cfg *config, logger *slog.Logger, dev bool) (m service.Mailer, n
 		if err != nil {
 			return nil, "", nil, fmt.Errorf("SMTP_URL: %w", err)
 		}
-		return m, "", func() {}, nil
+		return m, "", func() { _ = m.Close() }, nil
 	}
 	if !dev {
 		return nil, "", nil, errors.New("SMTP_URL: not set") // refused by loadConfig first
@@ -576,7 +610,10 @@ func mailerFrom(cfg *config, logger *slog.Logger, dev bool) (m service.Mailer, n
 	if cfg.MailDir == "" {
 		note = "receipts kept in no file (MAIL_DIR=off)"
 	}
-	return mailer, note, func() { _ = stopSink(context.Background()) }, nil
+	return mailer, note, func() {
+		_ = mailer.Close()
+		_ = stopSink(context.Background())
+	}, nil
 }
 
 func serveMailSink(ctx context.Context, args []string, stdout io.Writer, logger *slog.Logger) error {

@@ -64,6 +64,17 @@ type IdempotencyKey struct {
 	UserID             int64
 }
 
+type InboxEvent struct {
+	Source     string
+	EventID    string
+	EventType  string
+	OccurredAt time.Time
+	ReceivedAt time.Time
+	Payload    json.RawMessage
+	AppliedAt  *time.Time
+	Outcome    *string
+}
+
 type ProcessorRegistration struct {
 	UserID     int64
 	Processor  string
@@ -111,6 +122,8 @@ type Ride struct {
 	UserID           int64
 	Processor        string
 	ChargeAttempt    int32
+	DisputeStatus    string
+	StripeDisputeID  *string
 }
 
 type User struct {

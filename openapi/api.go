@@ -111,6 +111,7 @@ func register(mux *http.ServeMux, cfg Config) huma.API {
 	h.registerUsers()
 	h.registerRides()
 	h.registerRefunds()
+	h.registerWebhooks()
 	h.registerHealth(cfg.Ready)
 	finishExamples(api.OpenAPI())
 	return api

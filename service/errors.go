@@ -37,6 +37,13 @@ const (
 	// CodeInternal: an unexpected failure; the request can be retried with
 	// the same key.
 	CodeInternal Code = "internal"
+	// CodeEventRejected: an inbound message (a webhook) was refused before
+	// it was recorded: a missing or bad signature, a stale timestamp, or a
+	// body that is not an event.
+	CodeEventRejected Code = "event_rejected"
+	// CodeEventTooLarge: an inbound message is larger than
+	// MaxInboundEventBytes; nothing was recorded.
+	CodeEventTooLarge Code = "event_too_large"
 )
 
 // Codes returns every Code the domain uses, so that an adapter can prove
@@ -52,6 +59,8 @@ func Codes() []Code {
 		CodeKeyReused,
 		CodeProcessorUnavailable,
 		CodeInternal,
+		CodeEventRejected,
+		CodeEventTooLarge,
 	}
 }
 
@@ -135,7 +144,7 @@ func isRetryable(err error) bool {
 }
 
 // randomIDKeys are the primary keys of the tables whose ids the database
-// draws at random (random_id(), migration 0007), so that no id a client
+// draws (random_id(): migrations 0007 and 0012), so that no id a client
 // holds is ever handed out again.
 var randomIDKeys = map[string]bool{
 	"rides_pkey":    true,

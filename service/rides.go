@@ -96,6 +96,9 @@ type Ride struct {
 	// Processor is the payment processor the ride's charge goes to, chosen
 	// once when the ride is booked.
 	Processor string `json:"processor" enum:"stripe,adyen" doc:"The payment processor the ride's charge goes to, chosen once when the ride is booked; stripe_charge_id and stripe_refund_id are that processor's ids (an Adyen pspReference for adyen)."`
+	// DisputeStatus is the dispute (chargeback) of the ride's charge, as
+	// the processor reported it; it only moves forward.
+	DisputeStatus DisputeStatus `json:"dispute_status" enum:"none,disputed,won,lost" doc:"none unless the rider's bank disputes the charge; disputed while the dispute is open; won or lost once decided"`
 }
 
 func rideFromRow(r *dbgen.Ride) *Ride {
@@ -112,6 +115,7 @@ func rideFromRow(r *dbgen.Ride) *Ride {
 		StripeChargeID: r.StripeChargeID,
 		RefundStatus:   RideRefundNone,
 		Processor:      r.Processor,
+		DisputeStatus:  DisputeStatus(r.DisputeStatus),
 	}
 }
 

@@ -100,6 +100,10 @@ type Config struct {
 	// calls, and of the jobs the service inserts. Default the global
 	// provider (a no-op unless the program set one).
 	TracerProvider trace.TracerProvider
+	// Inbound are the sources of inbound messages (webhooks) by source name
+	// (InboxSourceStripe, …). A source without one is not received: its
+	// route answers 404.
+	Inbound map[string]EventSource
 }
 
 // Service is the domain: every transaction of the application begins and
@@ -133,6 +137,10 @@ type Service struct {
 	auth           *ttlCache[[32]byte, authEntry]
 	revocations    *revocationWatch
 	replays        *ttlCache[replayKey, finishedResponse]
+	inbound        map[string]EventSource
+	// rawPayments is the Stripe adapter itself, for what only some adapters
+	// offer (EventLister).
+	rawPayments Payments
 }
 
 // namespaceReadTimeout bounds the read of the deployment's namespace in New.
@@ -252,6 +260,8 @@ func New(cfg Config) (*Service, error) {
 		retention:      cfg.KeyRetention,
 		auth:           newTTLCache[[32]byte, authEntry](cfg.AuthCacheTTL),
 		replays:        newTTLCache[replayKey, finishedResponse](cfg.ReplayCacheTTL),
+		inbound:        cfg.Inbound,
+		rawPayments:    stripeAdapter(cfg.Processors),
 	}
 	s.revocations = newRevocationWatch(s.auth)
 	s.rides = s.rideFlow()
@@ -261,6 +271,17 @@ func New(cfg Config) (*Service, error) {
 		s.refunds.Name: s.refunds.runner(),
 	}
 	return s, nil
+}
+
+// stripeAdapter is the Stripe adapter among processors, nil when Stripe is
+// not configured.
+func stripeAdapter(processors []Processor) Payments {
+	for _, p := range processors {
+		if p.Name == ProcessorStripe {
+			return p.Payments
+		}
+	}
+	return nil
 }
 
 // Namespace returns the deployment's namespace at the payment processor.

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/oapi-codegen/runtime"
+	openapi_types "github.com/oapi-codegen/runtime/types"
 )
 
 // Defines values for RegistrationProcessor.
@@ -68,6 +69,30 @@ func (e RideChargeStatus) Valid() bool {
 	case RideChargeStatusDeclined:
 		return true
 	case RideChargeStatusPending:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RideDisputeStatus.
+const (
+	RideDisputeStatusDisputed RideDisputeStatus = "disputed"
+	RideDisputeStatusLost     RideDisputeStatus = "lost"
+	RideDisputeStatusNone     RideDisputeStatus = "none"
+	RideDisputeStatusWon      RideDisputeStatus = "won"
+)
+
+// Valid indicates whether the value is a known member of the RideDisputeStatus enum.
+func (e RideDisputeStatus) Valid() bool {
+	switch e {
+	case RideDisputeStatusDisputed:
+		return true
+	case RideDisputeStatusLost:
+		return true
+	case RideDisputeStatusNone:
+		return true
+	case RideDisputeStatusWon:
 		return true
 	default:
 		return false
@@ -235,6 +260,9 @@ type Ride struct {
 	CreatedAt    time.Time        `json:"created_at"`
 	Currency     string           `json:"currency"`
 
+	// DisputeStatus none unless the rider's bank disputes the charge; disputed while the dispute is open; won or lost once decided
+	DisputeStatus RideDisputeStatus `json:"dispute_status"`
+
 	// ID Drawn at random (1 to 2^53 - 1) when the ride is booked; never names another ride, even after a restore.
 	ID        int64   `json:"id"`
 	OriginLat float64 `json:"origin_lat"`
@@ -253,6 +281,9 @@ type Ride struct {
 
 // RideChargeStatus pending until the charge is decided
 type RideChargeStatus string
+
+// RideDisputeStatus none unless the rider's bank disputes the charge; disputed while the dispute is open; won or lost once decided
+type RideDisputeStatus string
 
 // RideProcessor The payment processor the ride's charge goes to, chosen once when the ride is booked; stripe_charge_id and stripe_refund_id are that processor's ids (an Adyen pspReference for adyen).
 type RideProcessor string
@@ -325,6 +356,15 @@ type UserPutResponse struct {
 	User     User   `json:"user"`
 }
 
+// WebhookReceipt defines model for WebhookReceipt.
+type WebhookReceipt struct {
+	// Duplicate true when the event was already recorded by an earlier delivery; nothing was written.
+	Duplicate bool `json:"duplicate"`
+
+	// Received Always true: the event is recorded, and will be applied once.
+	Received bool `json:"received"`
+}
+
 // RideCreateParams defines parameters for RideCreate.
 type RideCreateParams struct {
 	// IdempotencyKey 20 to 255 printable ASCII characters, bare or as a quoted structured-field string. One key per logical booking: retry with the same key.
@@ -337,11 +377,23 @@ type RideRefundParams struct {
 	IdempotencyKey string `json:"Idempotency-Key"`
 }
 
+// WebhookStripeJSONBody defines parameters for WebhookStripe.
+type WebhookStripeJSONBody = openapi_types.File
+
+// WebhookStripeParams defines parameters for WebhookStripe.
+type WebhookStripeParams struct {
+	// StripeSignature Stripe's signature of the body: t=<unix time>,v1=<HMAC-SHA256 hex>[,v1=…]. Verified against every configured signing secret (STRIPE_WEBHOOK_SECRET).
+	StripeSignature *string `json:"Stripe-Signature,omitempty"`
+}
+
 // RideCreateJSONRequestBody defines body for RideCreate for application/json ContentType.
 type RideCreateJSONRequestBody = RideCreateBody
 
 // UserPutJSONRequestBody defines body for UserPut for application/json ContentType.
 type UserPutJSONRequestBody = UserPutBody
+
+// WebhookStripeJSONRequestBody defines body for WebhookStripe for application/json ContentType.
+type WebhookStripeJSONRequestBody = WebhookStripeJSONBody
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -508,6 +560,24 @@ type ClientInterface interface {
 	//
 	// Corresponds with DELETE /users/{email}/api_keys/{id} (the `APIKeyRevoke` operationId).
 	APIKeyRevoke(ctx context.Context, email string, id int64, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// WebhookStripeWithBody Receive a Stripe webhook event
+	//
+	// Stripe's webhook endpoint. The Stripe-Signature header is verified against the configured signing secrets (several during a rotation) within Stripe's tolerance of five minutes; the event is then recorded under its id with the job that applies it, in one transaction, and acknowledged with 200. A duplicate delivery answers 200 and writes nothing. Events are applied exactly once, in any order, by a background job: refunds made in Stripe's dashboard, disputes, and charge outcomes of bookings the service has not finished. A refused delivery (a missing or bad signature, a stale timestamp, a body that is not an event: 400; over 1 MiB: 413) records nothing. Without a configured secret the route answers 404. Authenticated by the signature alone, not by an API key. Stripe retries a delivery until it is answered 2xx, and may send an event more than once or out of order: every retry is idempotent, keyed by the event's id.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /webhooks/stripe (the `WebhookStripe` operationId).
+	WebhookStripeWithBody(ctx context.Context, params *WebhookStripeParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// WebhookStripe Receive a Stripe webhook event
+	//
+	// Stripe's webhook endpoint. The Stripe-Signature header is verified against the configured signing secrets (several during a rotation) within Stripe's tolerance of five minutes; the event is then recorded under its id with the job that applies it, in one transaction, and acknowledged with 200. A duplicate delivery answers 200 and writes nothing. Events are applied exactly once, in any order, by a background job: refunds made in Stripe's dashboard, disputes, and charge outcomes of bookings the service has not finished. A refused delivery (a missing or bad signature, a stale timestamp, a body that is not an event: 400; over 1 MiB: 413) records nothing. Without a configured secret the route answers 404. Authenticated by the signature alone, not by an API key. Stripe retries a delivery until it is answered 2xx, and may send an event more than once or out of order: every retry is idempotent, keyed by the event's id.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /webhooks/stripe (the `WebhookStripe` operationId).
+	WebhookStripe(ctx context.Context, params *WebhookStripeParams, body WebhookStripeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // Healthz Liveness: the process serves HTTP
@@ -712,6 +782,44 @@ func (c *Client) APIKeyCreate(ctx context.Context, email string, reqEditors ...R
 // Corresponds with DELETE /users/{email}/api_keys/{id} (the `APIKeyRevoke` operationId).
 func (c *Client) APIKeyRevoke(ctx context.Context, email string, id int64, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewAPIKeyRevokeRequest(c.Server, email, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// WebhookStripeWithBody Receive a Stripe webhook event
+//
+// Stripe's webhook endpoint. The Stripe-Signature header is verified against the configured signing secrets (several during a rotation) within Stripe's tolerance of five minutes; the event is then recorded under its id with the job that applies it, in one transaction, and acknowledged with 200. A duplicate delivery answers 200 and writes nothing. Events are applied exactly once, in any order, by a background job: refunds made in Stripe's dashboard, disputes, and charge outcomes of bookings the service has not finished. A refused delivery (a missing or bad signature, a stale timestamp, a body that is not an event: 400; over 1 MiB: 413) records nothing. Without a configured secret the route answers 404. Authenticated by the signature alone, not by an API key. Stripe retries a delivery until it is answered 2xx, and may send an event more than once or out of order: every retry is idempotent, keyed by the event's id.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /webhooks/stripe (the `WebhookStripe` operationId).
+func (c *Client) WebhookStripeWithBody(ctx context.Context, params *WebhookStripeParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewWebhookStripeRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// WebhookStripe Receive a Stripe webhook event
+//
+// Stripe's webhook endpoint. The Stripe-Signature header is verified against the configured signing secrets (several during a rotation) within Stripe's tolerance of five minutes; the event is then recorded under its id with the job that applies it, in one transaction, and acknowledged with 200. A duplicate delivery answers 200 and writes nothing. Events are applied exactly once, in any order, by a background job: refunds made in Stripe's dashboard, disputes, and charge outcomes of bookings the service has not finished. A refused delivery (a missing or bad signature, a stale timestamp, a body that is not an event: 400; over 1 MiB: 413) records nothing. Without a configured secret the route answers 404. Authenticated by the signature alone, not by an API key. Stripe retries a delivery until it is answered 2xx, and may send an event more than once or out of order: every retry is idempotent, keyed by the event's id.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /webhooks/stripe (the `WebhookStripe` operationId).
+func (c *Client) WebhookStripe(ctx context.Context, params *WebhookStripeParams, body WebhookStripeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewWebhookStripeRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1100,6 +1208,61 @@ func NewAPIKeyRevokeRequest(server string, email string, id int64) (*http.Reques
 	return req, nil
 }
 
+// NewWebhookStripeRequest calls the generic WebhookStripe builder with application/json body
+func NewWebhookStripeRequest(server string, params *WebhookStripeParams, body WebhookStripeJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewWebhookStripeRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewWebhookStripeRequestWithBody constructs an http.Request for the WebhookStripe method, with any body, and a specified content type
+func NewWebhookStripeRequestWithBody(server string, params *WebhookStripeParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/webhooks/stripe")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.StripeSignature != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Stripe-Signature", *params.StripeSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Stripe-Signature", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -1251,6 +1414,24 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with DELETE /users/{email}/api_keys/{id} (the `APIKeyRevoke` operationId).
 	APIKeyRevokeWithResponse(ctx context.Context, email string, id int64, reqEditors ...RequestEditorFn) (*APIKeyRevokeReply, error)
+
+	// WebhookStripeWithBodyWithResponse Receive a Stripe webhook event
+	//
+	// Stripe's webhook endpoint. The Stripe-Signature header is verified against the configured signing secrets (several during a rotation) within Stripe's tolerance of five minutes; the event is then recorded under its id with the job that applies it, in one transaction, and acknowledged with 200. A duplicate delivery answers 200 and writes nothing. Events are applied exactly once, in any order, by a background job: refunds made in Stripe's dashboard, disputes, and charge outcomes of bookings the service has not finished. A refused delivery (a missing or bad signature, a stale timestamp, a body that is not an event: 400; over 1 MiB: 413) records nothing. Without a configured secret the route answers 404. Authenticated by the signature alone, not by an API key. Stripe retries a delivery until it is answered 2xx, and may send an event more than once or out of order: every retry is idempotent, keyed by the event's id.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /webhooks/stripe (the `WebhookStripe` operationId).
+	WebhookStripeWithBodyWithResponse(ctx context.Context, params *WebhookStripeParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*WebhookStripeReply, error)
+
+	// WebhookStripeWithResponse Receive a Stripe webhook event
+	//
+	// Stripe's webhook endpoint. The Stripe-Signature header is verified against the configured signing secrets (several during a rotation) within Stripe's tolerance of five minutes; the event is then recorded under its id with the job that applies it, in one transaction, and acknowledged with 200. A duplicate delivery answers 200 and writes nothing. Events are applied exactly once, in any order, by a background job: refunds made in Stripe's dashboard, disputes, and charge outcomes of bookings the service has not finished. A refused delivery (a missing or bad signature, a stale timestamp, a body that is not an event: 400; over 1 MiB: 413) records nothing. Without a configured secret the route answers 404. Authenticated by the signature alone, not by an API key. Stripe retries a delivery until it is answered 2xx, and may send an event more than once or out of order: every retry is idempotent, keyed by the event's id.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /webhooks/stripe (the `WebhookStripe` operationId).
+	WebhookStripeWithResponse(ctx context.Context, params *WebhookStripeParams, body WebhookStripeJSONRequestBody, reqEditors ...RequestEditorFn) (*WebhookStripeReply, error)
 }
 
 type HealthzReply struct {
@@ -2095,6 +2276,82 @@ func (r APIKeyRevokeReply) ContentType() string {
 	return ""
 }
 
+// WebhookStripeReply500Headers the declared response headers of an HTTP 500 response for WebhookStripe
+type WebhookStripeReply500Headers struct {
+	RetryAfter *int
+}
+
+type WebhookStripeReply struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *WebhookReceipt
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *ErrorModel
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *ErrorModel
+	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationProblemJSON413 *ErrorModel
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *ErrorModel
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *WebhookStripeReply500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r WebhookStripeReply) GetJSON200() *WebhookReceipt {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r WebhookStripeReply) GetApplicationProblemJSON400() *ErrorModel {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r WebhookStripeReply) GetApplicationProblemJSON404() *ErrorModel {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r WebhookStripeReply) GetApplicationProblemJSON413() *ErrorModel {
+	return r.ApplicationProblemJSON413
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r WebhookStripeReply) GetApplicationProblemJSON500() *ErrorModel {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r WebhookStripeReply) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r WebhookStripeReply) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r WebhookStripeReply) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r WebhookStripeReply) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // HealthzWithResponse Liveness: the process serves HTTP
 //
 // Answers 200 as long as the process serves HTTP, without touching the database. Read-only: safe to call and retry at any time.
@@ -2273,6 +2530,36 @@ func (c *ClientWithResponses) APIKeyRevokeWithResponse(ctx context.Context, emai
 		return nil, err
 	}
 	return ParseAPIKeyRevokeReply(rsp)
+}
+
+// WebhookStripeWithBodyWithResponse Receive a Stripe webhook event
+//
+// Stripe's webhook endpoint. The Stripe-Signature header is verified against the configured signing secrets (several during a rotation) within Stripe's tolerance of five minutes; the event is then recorded under its id with the job that applies it, in one transaction, and acknowledged with 200. A duplicate delivery answers 200 and writes nothing. Events are applied exactly once, in any order, by a background job: refunds made in Stripe's dashboard, disputes, and charge outcomes of bookings the service has not finished. A refused delivery (a missing or bad signature, a stale timestamp, a body that is not an event: 400; over 1 MiB: 413) records nothing. Without a configured secret the route answers 404. Authenticated by the signature alone, not by an API key. Stripe retries a delivery until it is answered 2xx, and may send an event more than once or out of order: every retry is idempotent, keyed by the event's id.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /webhooks/stripe (the `WebhookStripe` operationId).
+func (c *ClientWithResponses) WebhookStripeWithBodyWithResponse(ctx context.Context, params *WebhookStripeParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*WebhookStripeReply, error) {
+	rsp, err := c.WebhookStripeWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseWebhookStripeReply(rsp)
+}
+
+// WebhookStripeWithResponse Receive a Stripe webhook event
+//
+// Stripe's webhook endpoint. The Stripe-Signature header is verified against the configured signing secrets (several during a rotation) within Stripe's tolerance of five minutes; the event is then recorded under its id with the job that applies it, in one transaction, and acknowledged with 200. A duplicate delivery answers 200 and writes nothing. Events are applied exactly once, in any order, by a background job: refunds made in Stripe's dashboard, disputes, and charge outcomes of bookings the service has not finished. A refused delivery (a missing or bad signature, a stale timestamp, a body that is not an event: 400; over 1 MiB: 413) records nothing. Without a configured secret the route answers 404. Authenticated by the signature alone, not by an API key. Stripe retries a delivery until it is answered 2xx, and may send an event more than once or out of order: every retry is idempotent, keyed by the event's id.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /webhooks/stripe (the `WebhookStripe` operationId).
+func (c *ClientWithResponses) WebhookStripeWithResponse(ctx context.Context, params *WebhookStripeParams, body WebhookStripeJSONRequestBody, reqEditors ...RequestEditorFn) (*WebhookStripeReply, error) {
+	rsp, err := c.WebhookStripe(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseWebhookStripeReply(rsp)
 }
 
 // ParseHealthzReply parses an HTTP response from a HealthzWithResponse call
@@ -3059,6 +3346,73 @@ func ParseAPIKeyRevokeReply(rsp *http.Response) (*APIKeyRevokeReply, error) {
 	switch {
 	case rsp.StatusCode == 500:
 		var headers APIKeyRevokeReply500Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseWebhookStripeReply parses an HTTP response from a WebhookStripeWithResponse call
+func ParseWebhookStripeReply(rsp *http.Response) (*WebhookStripeReply, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &WebhookStripeReply{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest WebhookReceipt
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 500:
+		var headers WebhookStripeReply500Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
