@@ -41,6 +41,12 @@ const (
 type Config struct {
 	// Pool is the database. Required.
 	Pool *pgxpool.Pool
+	// ListenConfig is the connection ListenAPIKeyRevocations opens. It must
+	// reach PostgreSQL itself: through PgBouncer's transaction pooling a
+	// LISTEN lands on whichever server connection the statement got, and
+	// its notifications never reach the listener, which would go on
+	// trusting its cache. Default Pool's configuration.
+	ListenConfig *pgx.ConnConfig
 	// Payments is the Stripe adapter: the one processor when Processors is
 	// empty. Required unless Processors is set.
 	Payments Payments
@@ -96,6 +102,12 @@ type Config struct {
 	// saw finished from memory. Default DefaultReplayCacheTTL; negative
 	// disables the cache.
 	ReplayCacheTTL time.Duration
+	// SettlementBatchLines is how many lines of a settlement file one
+	// transaction applies. Default DefaultSettlementBatchLines.
+	SettlementBatchLines int
+	// SettlementMaxAge is how long a charge or refund of ours may go
+	// unsettled before it is reported. Default DefaultSettlementMaxAge.
+	SettlementMaxAge time.Duration
 	// TracerProvider receives the spans of atomic phases and processor
 	// calls, and of the jobs the service inserts. Default the global
 	// provider (a no-op unless the program set one).
@@ -128,6 +140,8 @@ type Service struct {
 	tracer    trace.Tracer
 	mailer    Mailer
 	mailFrom  string
+	// listenConfig is where the revocation listener connects.
+	listenConfig *pgx.ConnConfig
 	// abandonedAfter and retention are the completer's and reaper's policy.
 	abandonedAfter time.Duration
 	retention      time.Duration
@@ -141,6 +155,12 @@ type Service struct {
 	// rawPayments is the Stripe adapter itself, for what only some adapters
 	// offer (EventLister).
 	rawPayments Payments
+	// settlementBatchLines and settlementMaxAge are the settlement policy;
+	// afterSettlementBatch, set by tests only, runs after each committed
+	// batch of a settlement file.
+	settlementBatchLines int
+	settlementMaxAge     time.Duration
+	afterSettlementBatch func(fileID int64, cursor int)
 }
 
 // namespaceReadTimeout bounds the read of the deployment's namespace in New.
@@ -202,6 +222,15 @@ func New(cfg Config) (*Service, error) {
 	if cfg.KeyRetention <= ProcessorKeyWindow {
 		return nil, errors.New("service: Config.KeyRetention must outlast the processor's key window")
 	}
+	if cfg.SettlementBatchLines == 0 {
+		cfg.SettlementBatchLines = DefaultSettlementBatchLines
+	}
+	if cfg.SettlementMaxAge == 0 {
+		cfg.SettlementMaxAge = DefaultSettlementMaxAge
+	}
+	if cfg.SettlementBatchLines < 0 || cfg.SettlementMaxAge < 0 {
+		return nil, errors.New("service: Config.SettlementBatchLines and SettlementMaxAge must be positive")
+	}
 	if cfg.Registerer == nil {
 		cfg.Registerer = prometheus.NewRegistry()
 	}
@@ -221,6 +250,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.AuthCacheTTL == 0 {
 		cfg.AuthCacheTTL = DefaultAuthCacheTTL
+	}
+	if cfg.ListenConfig == nil {
+		cfg.ListenConfig = cfg.Pool.Config().ConnConfig
 	}
 	if cfg.ReplayCacheTTL == 0 {
 		cfg.ReplayCacheTTL = DefaultReplayCacheTTL
@@ -243,6 +275,7 @@ func New(cfg Config) (*Service, error) {
 	s := &Service{
 		namespace:      namespace,
 		pool:           cfg.Pool,
+		listenConfig:   cfg.ListenConfig,
 		queries:        queries,
 		processors:     procs,
 		order:          names,
@@ -262,6 +295,9 @@ func New(cfg Config) (*Service, error) {
 		replays:        newTTLCache[replayKey, finishedResponse](cfg.ReplayCacheTTL),
 		inbound:        cfg.Inbound,
 		rawPayments:    stripeAdapter(cfg.Processors),
+
+		settlementBatchLines: cfg.SettlementBatchLines,
+		settlementMaxAge:     cfg.SettlementMaxAge,
 	}
 	s.revocations = newRevocationWatch(s.auth)
 	s.rides = s.rideFlow()

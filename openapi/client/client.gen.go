@@ -1547,6 +1547,13 @@ type RideCreateReply409Headers struct {
 	RetryAfter *int
 }
 
+// RideCreateReply429Headers the declared response headers of an HTTP 429 response for RideCreate
+type RideCreateReply429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
 // RideCreateReply500Headers the declared response headers of an HTTP 500 response for RideCreate
 type RideCreateReply500Headers struct {
 	RetryAfter *int
@@ -1576,6 +1583,8 @@ type RideCreateReply struct {
 	ApplicationProblemJSON415 *ErrorModel
 	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationProblemJSON422 *ErrorModel
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *ErrorModel
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *ErrorModel
 	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
@@ -1586,6 +1595,8 @@ type RideCreateReply struct {
 	Headers402 *RideCreateReply402Headers
 	// Headers409 the parsed response headers for an HTTP 409 response
 	Headers409 *RideCreateReply409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RideCreateReply429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *RideCreateReply500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -1632,6 +1643,11 @@ func (r RideCreateReply) GetApplicationProblemJSON422() *ErrorModel {
 	return r.ApplicationProblemJSON422
 }
 
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r RideCreateReply) GetApplicationProblemJSON429() *ErrorModel {
+	return r.ApplicationProblemJSON429
+}
+
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r RideCreateReply) GetApplicationProblemJSON500() *ErrorModel {
 	return r.ApplicationProblemJSON500
@@ -1671,8 +1687,20 @@ func (r RideCreateReply) ContentType() string {
 	return ""
 }
 
+// RideGetReply429Headers the declared response headers of an HTTP 429 response for RideGet
+type RideGetReply429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
 // RideGetReply500Headers the declared response headers of an HTTP 500 response for RideGet
 type RideGetReply500Headers struct {
+	RetryAfter *int
+}
+
+// RideGetReply503Headers the declared response headers of an HTTP 503 response for RideGet
+type RideGetReply503Headers struct {
 	RetryAfter *int
 }
 
@@ -1687,10 +1715,18 @@ type RideGetReply struct {
 	ApplicationProblemJSON404 *ErrorModel
 	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationProblemJSON422 *ErrorModel
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *ErrorModel
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *ErrorModel
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *ErrorModel
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RideGetReply429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *RideGetReply500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RideGetReply503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -1713,9 +1749,19 @@ func (r RideGetReply) GetApplicationProblemJSON422() *ErrorModel {
 	return r.ApplicationProblemJSON422
 }
 
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r RideGetReply) GetApplicationProblemJSON429() *ErrorModel {
+	return r.ApplicationProblemJSON429
+}
+
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r RideGetReply) GetApplicationProblemJSON500() *ErrorModel {
 	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RideGetReply) GetApplicationProblemJSON503() *ErrorModel {
+	return r.ApplicationProblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -1765,6 +1811,13 @@ type RideRefundReply409Headers struct {
 	RetryAfter         *int
 }
 
+// RideRefundReply429Headers the declared response headers of an HTTP 429 response for RideRefund
+type RideRefundReply429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
 // RideRefundReply500Headers the declared response headers of an HTTP 500 response for RideRefund
 type RideRefundReply500Headers struct {
 	RetryAfter *int
@@ -1792,6 +1845,8 @@ type RideRefundReply struct {
 	ApplicationProblemJSON409 *ErrorModel
 	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationProblemJSON422 *ErrorModel
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *ErrorModel
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *ErrorModel
 	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
@@ -1802,6 +1857,8 @@ type RideRefundReply struct {
 	Headers201 *RideRefundReply201Headers
 	// Headers409 the parsed response headers for an HTTP 409 response
 	Headers409 *RideRefundReply409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RideRefundReply429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *RideRefundReply500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -1841,6 +1898,11 @@ func (r RideRefundReply) GetApplicationProblemJSON409() *ErrorModel {
 // GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
 func (r RideRefundReply) GetApplicationProblemJSON422() *ErrorModel {
 	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r RideRefundReply) GetApplicationProblemJSON429() *ErrorModel {
+	return r.ApplicationProblemJSON429
 }
 
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
@@ -1958,8 +2020,20 @@ func (r UserGetReply) ContentType() string {
 	return ""
 }
 
+// UserPutReply429Headers the declared response headers of an HTTP 429 response for UserPut
+type UserPutReply429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
 // UserPutReply500Headers the declared response headers of an HTTP 500 response for UserPut
 type UserPutReply500Headers struct {
+	RetryAfter *int
+}
+
+// UserPutReply503Headers the declared response headers of an HTTP 503 response for UserPut
+type UserPutReply503Headers struct {
 	RetryAfter *int
 }
 
@@ -1980,10 +2054,18 @@ type UserPutReply struct {
 	ApplicationProblemJSON415 *ErrorModel
 	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationProblemJSON422 *ErrorModel
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *ErrorModel
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *ErrorModel
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *ErrorModel
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *UserPutReply429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *UserPutReply500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *UserPutReply503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -2021,9 +2103,19 @@ func (r UserPutReply) GetApplicationProblemJSON422() *ErrorModel {
 	return r.ApplicationProblemJSON422
 }
 
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r UserPutReply) GetApplicationProblemJSON429() *ErrorModel {
+	return r.ApplicationProblemJSON429
+}
+
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r UserPutReply) GetApplicationProblemJSON500() *ErrorModel {
 	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r UserPutReply) GetApplicationProblemJSON503() *ErrorModel {
+	return r.ApplicationProblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -2055,8 +2147,20 @@ func (r UserPutReply) ContentType() string {
 	return ""
 }
 
+// APIKeyListReply429Headers the declared response headers of an HTTP 429 response for APIKeyList
+type APIKeyListReply429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
 // APIKeyListReply500Headers the declared response headers of an HTTP 500 response for APIKeyList
 type APIKeyListReply500Headers struct {
+	RetryAfter *int
+}
+
+// APIKeyListReply503Headers the declared response headers of an HTTP 503 response for APIKeyList
+type APIKeyListReply503Headers struct {
 	RetryAfter *int
 }
 
@@ -2071,10 +2175,18 @@ type APIKeyListReply struct {
 	ApplicationProblemJSON404 *ErrorModel
 	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationProblemJSON422 *ErrorModel
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *ErrorModel
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *ErrorModel
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *ErrorModel
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *APIKeyListReply429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *APIKeyListReply500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *APIKeyListReply503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -2097,9 +2209,19 @@ func (r APIKeyListReply) GetApplicationProblemJSON422() *ErrorModel {
 	return r.ApplicationProblemJSON422
 }
 
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r APIKeyListReply) GetApplicationProblemJSON429() *ErrorModel {
+	return r.ApplicationProblemJSON429
+}
+
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r APIKeyListReply) GetApplicationProblemJSON500() *ErrorModel {
 	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r APIKeyListReply) GetApplicationProblemJSON503() *ErrorModel {
+	return r.ApplicationProblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -2131,8 +2253,20 @@ func (r APIKeyListReply) ContentType() string {
 	return ""
 }
 
+// APIKeyCreateReply429Headers the declared response headers of an HTTP 429 response for APIKeyCreate
+type APIKeyCreateReply429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
 // APIKeyCreateReply500Headers the declared response headers of an HTTP 500 response for APIKeyCreate
 type APIKeyCreateReply500Headers struct {
+	RetryAfter *int
+}
+
+// APIKeyCreateReply503Headers the declared response headers of an HTTP 503 response for APIKeyCreate
+type APIKeyCreateReply503Headers struct {
 	RetryAfter *int
 }
 
@@ -2147,10 +2281,18 @@ type APIKeyCreateReply struct {
 	ApplicationProblemJSON404 *ErrorModel
 	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationProblemJSON422 *ErrorModel
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *ErrorModel
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *ErrorModel
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *ErrorModel
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *APIKeyCreateReply429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *APIKeyCreateReply500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *APIKeyCreateReply503Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -2173,9 +2315,19 @@ func (r APIKeyCreateReply) GetApplicationProblemJSON422() *ErrorModel {
 	return r.ApplicationProblemJSON422
 }
 
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r APIKeyCreateReply) GetApplicationProblemJSON429() *ErrorModel {
+	return r.ApplicationProblemJSON429
+}
+
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r APIKeyCreateReply) GetApplicationProblemJSON500() *ErrorModel {
 	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r APIKeyCreateReply) GetApplicationProblemJSON503() *ErrorModel {
+	return r.ApplicationProblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -2207,8 +2359,20 @@ func (r APIKeyCreateReply) ContentType() string {
 	return ""
 }
 
+// APIKeyRevokeReply429Headers the declared response headers of an HTTP 429 response for APIKeyRevoke
+type APIKeyRevokeReply429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
 // APIKeyRevokeReply500Headers the declared response headers of an HTTP 500 response for APIKeyRevoke
 type APIKeyRevokeReply500Headers struct {
+	RetryAfter *int
+}
+
+// APIKeyRevokeReply503Headers the declared response headers of an HTTP 503 response for APIKeyRevoke
+type APIKeyRevokeReply503Headers struct {
 	RetryAfter *int
 }
 
@@ -2221,10 +2385,18 @@ type APIKeyRevokeReply struct {
 	ApplicationProblemJSON404 *ErrorModel
 	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationProblemJSON422 *ErrorModel
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *ErrorModel
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *ErrorModel
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *ErrorModel
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *APIKeyRevokeReply429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *APIKeyRevokeReply500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *APIKeyRevokeReply503Headers
 }
 
 // GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
@@ -2242,9 +2414,19 @@ func (r APIKeyRevokeReply) GetApplicationProblemJSON422() *ErrorModel {
 	return r.ApplicationProblemJSON422
 }
 
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r APIKeyRevokeReply) GetApplicationProblemJSON429() *ErrorModel {
+	return r.ApplicationProblemJSON429
+}
+
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r APIKeyRevokeReply) GetApplicationProblemJSON500() *ErrorModel {
 	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r APIKeyRevokeReply) GetApplicationProblemJSON503() *ErrorModel {
+	return r.ApplicationProblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -2698,6 +2880,13 @@ func ParseRideCreateReply(rsp *http.Response) (*RideCreateReply, error) {
 		}
 		response.ApplicationProblemJSON422 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest ErrorModel
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -2759,6 +2948,30 @@ func ParseRideCreateReply(rsp *http.Response) (*RideCreateReply, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers RideCreateReply429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers RideCreateReply500Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -2826,6 +3039,13 @@ func ParseRideGetReply(rsp *http.Response) (*RideGetReply, error) {
 		}
 		response.ApplicationProblemJSON422 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest ErrorModel
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -2833,9 +3053,40 @@ func ParseRideGetReply(rsp *http.Response) (*RideGetReply, error) {
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	switch {
+	case rsp.StatusCode == 429:
+		var headers RideGetReply429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers RideGetReply500Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -2846,6 +3097,16 @@ func ParseRideGetReply(rsp *http.Response) (*RideGetReply, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers RideGetReply503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -2913,6 +3174,13 @@ func ParseRideRefundReply(rsp *http.Response) (*RideRefundReply, error) {
 			return nil, err
 		}
 		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest ErrorModel
@@ -2982,6 +3250,30 @@ func ParseRideRefundReply(rsp *http.Response) (*RideRefundReply, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers RideRefundReply429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers RideRefundReply500Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -3137,6 +3429,13 @@ func ParseUserPutReply(rsp *http.Response) (*UserPutReply, error) {
 		}
 		response.ApplicationProblemJSON422 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest ErrorModel
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -3144,9 +3443,40 @@ func ParseUserPutReply(rsp *http.Response) (*UserPutReply, error) {
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	switch {
+	case rsp.StatusCode == 429:
+		var headers UserPutReply429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers UserPutReply500Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -3157,6 +3487,16 @@ func ParseUserPutReply(rsp *http.Response) (*UserPutReply, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers UserPutReply503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -3204,6 +3544,13 @@ func ParseAPIKeyListReply(rsp *http.Response) (*APIKeyListReply, error) {
 		}
 		response.ApplicationProblemJSON422 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest ErrorModel
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -3211,9 +3558,40 @@ func ParseAPIKeyListReply(rsp *http.Response) (*APIKeyListReply, error) {
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	switch {
+	case rsp.StatusCode == 429:
+		var headers APIKeyListReply429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers APIKeyListReply500Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -3224,6 +3602,16 @@ func ParseAPIKeyListReply(rsp *http.Response) (*APIKeyListReply, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers APIKeyListReply503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -3271,6 +3659,13 @@ func ParseAPIKeyCreateReply(rsp *http.Response) (*APIKeyCreateReply, error) {
 		}
 		response.ApplicationProblemJSON422 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest ErrorModel
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -3278,9 +3673,40 @@ func ParseAPIKeyCreateReply(rsp *http.Response) (*APIKeyCreateReply, error) {
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	switch {
+	case rsp.StatusCode == 429:
+		var headers APIKeyCreateReply429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers APIKeyCreateReply500Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -3291,6 +3717,16 @@ func ParseAPIKeyCreateReply(rsp *http.Response) (*APIKeyCreateReply, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers APIKeyCreateReply503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -3334,6 +3770,13 @@ func ParseAPIKeyRevokeReply(rsp *http.Response) (*APIKeyRevokeReply, error) {
 		}
 		response.ApplicationProblemJSON422 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest ErrorModel
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -3341,9 +3784,40 @@ func ParseAPIKeyRevokeReply(rsp *http.Response) (*APIKeyRevokeReply, error) {
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	switch {
+	case rsp.StatusCode == 429:
+		var headers APIKeyRevokeReply429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers APIKeyRevokeReply500Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -3354,6 +3828,16 @@ func ParseAPIKeyRevokeReply(rsp *http.Response) (*APIKeyRevokeReply, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers APIKeyRevokeReply503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
