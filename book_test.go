@@ -40,7 +40,7 @@ func TestBookCommand(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	fake := testkit.NewStripe(t)
-	svc, err := service.New(service.Config{Pool: dbtest.New(t), Payments: payments.New(payments.Config{
+	svc, err := service.New(service.Config{DevDefaultPaymentSource: true, Pool: dbtest.New(t), Payments: payments.New(payments.Config{
 		APIBase: fake.URL, SecretKey: "sk_test_book", MaxNetworkRetries: payments.NoRetries,
 	})})
 	require.NoError(t, err)

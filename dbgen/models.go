@@ -75,6 +75,15 @@ type InboxEvent struct {
 	Outcome    *string
 }
 
+type ProcessorRegistration struct {
+	UserID     int64
+	Processor  string
+	UpdatedAt  time.Time
+	Status     string
+	CustomerID *string
+	Reason     *string
+}
+
 type Receipt struct {
 	ID        int64
 	SentAt    time.Time
@@ -111,6 +120,8 @@ type Ride struct {
 	AmountCents      int64
 	Currency         string
 	UserID           int64
+	Processor        string
+	ChargeAttempt    int32
 	DisputeStatus    string
 	StripeDisputeID  *string
 }

@@ -20,7 +20,7 @@ INSERT INTO rides (
     $1, $2, $3, $4, $5,
     $6, $7, $8
 )
-RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, dispute_status, stripe_dispute_id
+RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, processor, charge_attempt, dispute_status, stripe_dispute_id
 `
 
 type RideCreateParams struct {
@@ -59,6 +59,8 @@ func (q *Queries) RideCreate(ctx context.Context, db DBTX, arg RideCreateParams)
 		&i.AmountCents,
 		&i.Currency,
 		&i.UserID,
+		&i.Processor,
+		&i.ChargeAttempt,
 		&i.DisputeStatus,
 		&i.StripeDisputeID,
 	)
@@ -69,17 +71,17 @@ const rideCreateAudited = `-- name: RideCreateAudited :one
 WITH ride AS (
     INSERT INTO rides (
         idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon,
-        amount_cents, currency, user_id
+        amount_cents, currency, user_id, processor
     ) VALUES (
         $1, $2, $3, $4, $5,
-        $6, $7, $8
+        $6, $7, $8, $9
     )
-    RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, dispute_status, stripe_dispute_id
+    RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, processor, charge_attempt, dispute_status, stripe_dispute_id
 ), audit AS (
     INSERT INTO audit_records (action, data, origin_ip, resource_id, resource_type, user_id)
-    SELECT $9, $10, $11, ride.id, 'ride', ride.user_id FROM ride
+    SELECT $10, $11, $12, ride.id, 'ride', ride.user_id FROM ride
 )
-SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.dispute_status, rides.stripe_dispute_id, users.id, users.created_at, users.email, users.payment_source, users.stripe_customer_id
+SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, users.id, users.created_at, users.email, users.payment_source, users.stripe_customer_id
 FROM ride AS rides JOIN users ON users.id = rides.user_id
 `
 
@@ -92,6 +94,7 @@ type RideCreateAuditedParams struct {
 	AmountCents      int64
 	Currency         string
 	UserID           int64
+	Processor        string
 	AuditAction      string
 	AuditData        json.RawMessage
 	OriginIP         *netip.Addr
@@ -115,6 +118,7 @@ func (q *Queries) RideCreateAudited(ctx context.Context, db DBTX, arg RideCreate
 		arg.AmountCents,
 		arg.Currency,
 		arg.UserID,
+		arg.Processor,
 		arg.AuditAction,
 		arg.AuditData,
 		arg.OriginIP,
@@ -133,6 +137,8 @@ func (q *Queries) RideCreateAudited(ctx context.Context, db DBTX, arg RideCreate
 		&i.Ride.AmountCents,
 		&i.Ride.Currency,
 		&i.Ride.UserID,
+		&i.Ride.Processor,
+		&i.Ride.ChargeAttempt,
 		&i.Ride.DisputeStatus,
 		&i.Ride.StripeDisputeID,
 		&i.User.ID,
@@ -145,7 +151,7 @@ func (q *Queries) RideCreateAudited(ctx context.Context, db DBTX, arg RideCreate
 }
 
 const rideGetByCharge = `-- name: RideGetByCharge :one
-SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, dispute_status, stripe_dispute_id FROM rides WHERE stripe_charge_id = $1
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, processor, charge_attempt, dispute_status, stripe_dispute_id FROM rides WHERE stripe_charge_id = $1
 `
 
 func (q *Queries) RideGetByCharge(ctx context.Context, db DBTX, stripeChargeID *string) (*Ride, error) {
@@ -164,6 +170,8 @@ func (q *Queries) RideGetByCharge(ctx context.Context, db DBTX, stripeChargeID *
 		&i.AmountCents,
 		&i.Currency,
 		&i.UserID,
+		&i.Processor,
+		&i.ChargeAttempt,
 		&i.DisputeStatus,
 		&i.StripeDisputeID,
 	)
@@ -171,7 +179,7 @@ func (q *Queries) RideGetByCharge(ctx context.Context, db DBTX, stripeChargeID *
 }
 
 const rideGetByIdempotencyKey = `-- name: RideGetByIdempotencyKey :one
-SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, dispute_status, stripe_dispute_id FROM rides WHERE idempotency_key_id = $1
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, processor, charge_attempt, dispute_status, stripe_dispute_id FROM rides WHERE idempotency_key_id = $1
 `
 
 func (q *Queries) RideGetByIdempotencyKey(ctx context.Context, db DBTX, idempotencyKeyID *int64) (*Ride, error) {
@@ -190,6 +198,8 @@ func (q *Queries) RideGetByIdempotencyKey(ctx context.Context, db DBTX, idempote
 		&i.AmountCents,
 		&i.Currency,
 		&i.UserID,
+		&i.Processor,
+		&i.ChargeAttempt,
 		&i.DisputeStatus,
 		&i.StripeDisputeID,
 	)
@@ -197,7 +207,7 @@ func (q *Queries) RideGetByIdempotencyKey(ctx context.Context, db DBTX, idempote
 }
 
 const rideGetForUser = `-- name: RideGetForUser :one
-SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, dispute_status, stripe_dispute_id FROM rides WHERE id = $1 AND user_id = $2
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, processor, charge_attempt, dispute_status, stripe_dispute_id FROM rides WHERE id = $1 AND user_id = $2
 `
 
 func (q *Queries) RideGetForUser(ctx context.Context, db DBTX, iD int64, userID int64) (*Ride, error) {
@@ -216,14 +226,65 @@ func (q *Queries) RideGetForUser(ctx context.Context, db DBTX, iD int64, userID 
 		&i.AmountCents,
 		&i.Currency,
 		&i.UserID,
+		&i.Processor,
+		&i.ChargeAttempt,
 		&i.DisputeStatus,
 		&i.StripeDisputeID,
 	)
 	return &i, err
 }
 
+const rideListChargedElsewhere = `-- name: RideListChargedElsewhere :many
+SELECT rides.id, rides.processor, rides.stripe_charge_id::text AS charge_id,
+       users.email, idempotency_keys.idempotency_key
+FROM rides
+JOIN users ON users.id = rides.user_id
+JOIN idempotency_keys ON idempotency_keys.id = rides.idempotency_key_id
+WHERE rides.charge_status = 'charged'
+  AND rides.processor <> $1
+  AND rides.created_at >= now() - make_interval(secs => $2::float8)
+`
+
+type RideListChargedElsewhereRow struct {
+	ID             int64
+	Processor      string
+	ChargeID       string
+	Email          string
+	IdempotencyKey string
+}
+
+// Rides created within since_seconds, charged at a processor other than
+// @processor, with what their charge key is made of (the rider's email and
+// the client's key, while the key is kept): reconciliation recognises a
+// charge at @processor under such a key as a second charge of the ride.
+func (q *Queries) RideListChargedElsewhere(ctx context.Context, db DBTX, processor string, sinceSeconds float64) ([]*RideListChargedElsewhereRow, error) {
+	rows, err := db.Query(ctx, rideListChargedElsewhere, processor, sinceSeconds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*RideListChargedElsewhereRow
+	for rows.Next() {
+		var i RideListChargedElsewhereRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Processor,
+			&i.ChargeID,
+			&i.Email,
+			&i.IdempotencyKey,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const rideListChargedSince = `-- name: RideListChargedSince :many
-SELECT id, stripe_charge_id::text AS stripe_charge_id, created_at FROM rides
+SELECT id, stripe_charge_id::text AS stripe_charge_id, created_at, processor FROM rides
 WHERE charge_status = 'charged'
   AND created_at >= now() - make_interval(secs => $1::float8)
 ORDER BY id
@@ -233,6 +294,7 @@ type RideListChargedSinceRow struct {
 	ID             int64
 	StripeChargeID string
 	CreatedAt      time.Time
+	Processor      string
 }
 
 // Rides recorded as charged that were created within since_seconds by the
@@ -246,7 +308,12 @@ func (q *Queries) RideListChargedSince(ctx context.Context, db DBTX, sinceSecond
 	var items []*RideListChargedSinceRow
 	for rows.Next() {
 		var i RideListChargedSinceRow
-		if err := rows.Scan(&i.ID, &i.StripeChargeID, &i.CreatedAt); err != nil {
+		if err := rows.Scan(
+			&i.ID,
+			&i.StripeChargeID,
+			&i.CreatedAt,
+			&i.Processor,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, &i)
@@ -284,7 +351,7 @@ func (q *Queries) RideListRecordedCharges(ctx context.Context, db DBTX, stripeCh
 }
 
 const rideLockByCharge = `-- name: RideLockByCharge :one
-SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, dispute_status, stripe_dispute_id FROM rides WHERE stripe_charge_id = $1 FOR UPDATE
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, processor, charge_attempt, dispute_status, stripe_dispute_id FROM rides WHERE stripe_charge_id = $1 FOR UPDATE
 `
 
 func (q *Queries) RideLockByCharge(ctx context.Context, db DBTX, stripeChargeID *string) (*Ride, error) {
@@ -303,6 +370,8 @@ func (q *Queries) RideLockByCharge(ctx context.Context, db DBTX, stripeChargeID 
 		&i.AmountCents,
 		&i.Currency,
 		&i.UserID,
+		&i.Processor,
+		&i.ChargeAttempt,
 		&i.DisputeStatus,
 		&i.StripeDisputeID,
 	)
@@ -310,7 +379,7 @@ func (q *Queries) RideLockByCharge(ctx context.Context, db DBTX, stripeChargeID 
 }
 
 const rideLockForUser = `-- name: RideLockForUser :one
-SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, dispute_status, stripe_dispute_id FROM rides WHERE id = $1 AND user_id = $2 FOR UPDATE
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, processor, charge_attempt, dispute_status, stripe_dispute_id FROM rides WHERE id = $1 AND user_id = $2 FOR UPDATE
 `
 
 func (q *Queries) RideLockForUser(ctx context.Context, db DBTX, iD int64, userID int64) (*Ride, error) {
@@ -329,10 +398,34 @@ func (q *Queries) RideLockForUser(ctx context.Context, db DBTX, iD int64, userID
 		&i.AmountCents,
 		&i.Currency,
 		&i.UserID,
+		&i.Processor,
+		&i.ChargeAttempt,
 		&i.DisputeStatus,
 		&i.StripeDisputeID,
 	)
 	return &i, err
+}
+
+const rideReroute = `-- name: RideReroute :execrows
+UPDATE rides
+SET processor = $1, charge_attempt = charge_attempt + 1
+WHERE id = $2 AND charge_status = 'pending' AND charge_attempt = $3
+`
+
+type RideRerouteParams struct {
+	Processor     string
+	ID            int64
+	ChargeAttempt int32
+}
+
+// Moves a pending ride to another processor as its next attempt, after a
+// definitive "not charged" at the one it was routed to.
+func (q *Queries) RideReroute(ctx context.Context, db DBTX, arg RideRerouteParams) (int64, error) {
+	result, err := db.Exec(ctx, rideReroute, arg.Processor, arg.ID, arg.ChargeAttempt)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const rideSetCharged = `-- name: RideSetCharged :execrows

@@ -38,7 +38,7 @@ func exampleRide(refunded bool) *service.Ride {
 		TargetLat: exampleRideBody.TargetLat, TargetLon: exampleRideBody.TargetLon,
 		AmountCents: 2000, Currency: "usd",
 		ChargeStatus: "charged", StripeChargeID: &exampleChargeID,
-		RefundStatus: "none",
+		RefundStatus: "none", Processor: service.ProcessorStripe,
 	}
 	if refunded {
 		r.RefundStatus, r.StripeRefundID = "refunded", &exampleRefundID
@@ -54,11 +54,21 @@ const exampleAPIKey = "ark_4XbT9qLm2VwK7sNc3RzP8hJd6FgY5aEu0iOp1QwE2rT"
 func exampleUserNew() *service.User {
 	u := exampleUser()
 	u.StripeCustomerID = nil
+	u.Registrations = []service.Registration{}
 	return u
 }
 
 func exampleUser() *service.User {
-	return &service.User{ID: exampleUserID, CreatedAt: exampleTime, Email: "rider@example.com", PaymentSource: "tok_visa", StripeCustomerID: &exampleCustomer}
+	return &service.User{ID: exampleUserID, CreatedAt: exampleTime, Email: "rider@example.com", PaymentSource: "tok_visa", StripeCustomerID: &exampleCustomer,
+		Registrations: []service.Registration{{Processor: service.ProcessorStripe, Status: "registered", UpdatedAt: exampleTime}}}
+}
+
+// exampleUserRefused is a rider whose source one processor refused.
+func exampleUserRefused() *service.User {
+	u := exampleUser()
+	reason := "adyen refused the payment source: Invalid card number"
+	u.Registrations = append(u.Registrations, service.Registration{Processor: service.ProcessorAdyen, Status: "refused", Reason: &reason, UpdatedAt: exampleTime})
+	return u
 }
 
 // exampleAPIKeys is a rider's key list: one live, one revoked.

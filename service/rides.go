@@ -93,6 +93,9 @@ type Ride struct {
 	RefundStatus   RideRefundStatus `json:"refund_status" enum:"none,pending,refunded,failed" doc:"none until a refund is asked for; pending until the processor's answer is recorded; failed when the processor refused it"`
 	// StripeRefundID is set once the ride is refunded.
 	StripeRefundID *string `json:"stripe_refund_id" nullable:"true"`
+	// Processor is the payment processor the ride's charge goes to, chosen
+	// once when the ride is booked.
+	Processor string `json:"processor" enum:"stripe,adyen" doc:"The payment processor the ride's charge goes to, chosen once when the ride is booked; stripe_charge_id and stripe_refund_id are that processor's ids (an Adyen pspReference for adyen)."`
 	// DisputeStatus is the dispute (chargeback) of the ride's charge, as
 	// the processor reported it; it only moves forward.
 	DisputeStatus DisputeStatus `json:"dispute_status" enum:"none,disputed,won,lost" doc:"none unless the rider's bank disputes the charge; disputed while the dispute is open; won or lost once decided"`
@@ -111,6 +114,7 @@ func rideFromRow(r *dbgen.Ride) *Ride {
 		ChargeStatus:   RideChargeStatus(r.ChargeStatus),
 		StripeChargeID: r.StripeChargeID,
 		RefundStatus:   RideRefundNone,
+		Processor:      r.Processor,
 		DisputeStatus:  DisputeStatus(r.DisputeStatus),
 	}
 }
@@ -172,6 +176,10 @@ type rideState struct {
 	params RideCreateParams
 	ride   *dbgen.Ride
 
+	// reg is the rider's registration at the ride's processor, nil when
+	// the rider has none there yet.
+	reg *dbgen.ProcessorRegistration
+
 	// Results of the charge call.
 	customerID  string
 	newCustomer bool
@@ -208,15 +216,48 @@ func (s *Service) rideLoad(ctx context.Context, tx pgx.Tx, key *Key) (*rideState
 	if st.ride, err = s.queries.RideGetByIdempotencyKey(ctx, tx, &key.ID); err != nil {
 		return nil, fmt.Errorf("ride of key %d at %s: %w", key.ID, key.Point, err)
 	}
+	if err := s.loadRegistration(ctx, tx, st); err != nil {
+		return nil, err
+	}
 	return st, nil
+}
+
+// loadRegistration reads the rider's registration at the ride's processor.
+func (s *Service) loadRegistration(ctx context.Context, tx pgx.Tx, st *rideState) error {
+	st.reg = nil
+	if st.ride.Processor == ProcessorStripe && st.user.StripeCustomerID != nil {
+		st.reg = &dbgen.ProcessorRegistration{
+			UserID: st.user.ID, Processor: ProcessorStripe, Status: registrationRegistered, CustomerID: st.user.StripeCustomerID,
+		}
+		return nil
+	}
+	regs, err := s.queries.ProcessorRegistrationList(ctx, tx, st.user.ID)
+	if err != nil {
+		return err
+	}
+	for _, r := range regs {
+		if r.Processor == st.ride.Processor {
+			st.reg = r
+		}
+	}
+	return nil
 }
 
 // rideCreatePhase: the ride and its audit record; the rider comes back with
 // them.
+//
+// The ride's processor is chosen here (route) and committed with the ride,
+// with the request's charge key, before any call: every continuation reads
+// it and goes back to it.
 func (s *Service) rideCreatePhase(ctx context.Context, tx pgx.Tx, key *Key, st *rideState) (Outcome, error) {
+	proc, err := s.route(ctx, tx, key.UserID, nil)
+	if err != nil {
+		return Outcome{}, err
+	}
 	// The audit record's data is the request's stored input: the ride's
 	// coordinates, as normalised.
 	row, err := s.queries.RideCreateAudited(ctx, tx, dbgen.RideCreateAuditedParams{
+		Processor:        proc,
 		IdempotencyKeyID: &key.ID,
 		OriginLat:        st.params.OriginLat,
 		OriginLon:        st.params.OriginLon,
@@ -233,6 +274,9 @@ func (s *Service) rideCreatePhase(ctx context.Context, tx pgx.Tx, key *Key, st *
 		return Outcome{}, err
 	}
 	st.ride, st.user = &row.Ride, &row.User
+	if err := s.loadRegistration(ctx, tx, st); err != nil {
+		return Outcome{}, err
+	}
 	return MoveTo(RecoveryPointRideCreated), nil
 }
 
@@ -249,11 +293,34 @@ const rideDescription = "Atomic Rides ride"
 func (s *Service) rideChargeCall(ctx context.Context, key *Key, st *rideState) error {
 	st.customerID, st.newCustomer, st.charge, st.failure = "", false, nil, nil
 
-	if st.user.StripeCustomerID != nil {
-		st.customerID = *st.user.StripeCustomerID
-	} else {
-		c, err := s.processorCustomer(ctx, st.user, key.ClaimedAt)
+	// The processor recorded with the ride, whatever the circuits say now:
+	// while it is down the request waits at its recovery point (503).
+	proc, err := s.proc(st.ride.Processor)
+	if err != nil {
+		return err
+	}
+	switch {
+	case st.reg != nil && st.reg.Status == registrationRefused:
+		// The processor refused the rider's card: nothing can be charged
+		// there; the phase records it and routes the ride on or answers
+		// 402.
+		st.failure = &PaymentError{
+			Class: PaymentClassRefusal, Kind: PaymentInvalid, Code: PaymentCodeSourceRefused,
+			Message: *st.reg.Reason,
+		}
+		return nil
+	case st.reg != nil:
+		st.customerID = *st.reg.CustomerID
+	default:
+		c, err := s.processorCustomer(ctx, proc.name, st.user, key.ClaimedAt)
 		if err != nil {
+			if pe := PaymentFinal(err); pe != nil {
+				// The rider's registration state at this processor,
+				// as the customer job would have recorded it.
+				refused := *pe
+				refused.Code, refused.Message = PaymentCodeSourceRefused, refusalReason(proc.name, pe)
+				err = &refused
+			}
 			return st.definitive(err)
 		}
 		st.customerID, st.newCustomer = c.ID, true
@@ -262,8 +329,8 @@ func (s *Service) rideChargeCall(ctx context.Context, key *Key, st *rideState) e
 	pkey := ChargeKey(s.namespace, st.user.Email, key.ClientKey)
 	// Past the processor's key window a retried charge would not be
 	// deduplicated: adopt the charge if it was made.
-	if s.pastProcessorWindow(key.ClaimedAt, key.CreatedAt) {
-		ch, err := s.processorChargeOf(ctx, pkey, st.user.Email)
+	if s.pastProcessorWindow(proc.name, key.ClaimedAt, key.CreatedAt) {
+		ch, err := s.processorChargeOf(ctx, proc, pkey, st.user.Email)
 		if err != nil {
 			return err
 		}
@@ -273,7 +340,7 @@ func (s *Service) rideChargeCall(ctx context.Context, key *Key, st *rideState) e
 		}
 	}
 
-	ch, err := s.payments.ChargeCreate(ctx, ChargeCreateParams{
+	ch, err := proc.pay.ChargeCreate(ctx, ChargeCreateParams{
 		IdempotencyKey: chargeIdempotencyKey(pkey, st.customerID),
 		CustomerID:     st.customerID,
 		AmountCents:    st.ride.AmountCents,
@@ -284,7 +351,7 @@ func (s *Service) rideChargeCall(ctx context.Context, key *Key, st *rideState) e
 	if isIdempotencyMismatch(err) {
 		// The key was used with other parameters, which none of ours
 		// should cause: whatever charge it made is this request's.
-		found, ferr := s.processorChargeOf(ctx, pkey, st.user.Email)
+		found, ferr := s.processorChargeOf(ctx, proc, pkey, st.user.Email)
 		if ferr != nil {
 			return ferr
 		}
@@ -303,8 +370,8 @@ func (s *Service) rideChargeCall(ctx context.Context, key *Key, st *rideState) e
 // processorChargeOf returns the succeeded charge made under the processor
 // key pkey by this deployment for the rider with email, or nil when the
 // processor has none.
-func (s *Service) processorChargeOf(ctx context.Context, pkey, email string) (*Charge, error) {
-	charges, err := s.payments.ChargeFind(ctx, pkey)
+func (s *Service) processorChargeOf(ctx context.Context, proc *processor, pkey, email string) (*Charge, error) {
+	charges, err := proc.pay.ChargeFind(ctx, pkey)
 	if err != nil {
 		return nil, err
 	}
@@ -335,6 +402,37 @@ func (st *rideState) definitive(err error) error {
 
 // rideChargePhase records the charge's outcome and finishes the request.
 func (s *Service) rideChargePhase(ctx context.Context, tx pgx.Tx, key *Key, st *rideState) (Outcome, error) {
+	if st.failure != nil && st.failure.Code == PaymentCodeSourceRefused {
+		// Definitively not charged: the processor refused the rider's card.
+		// It is the rider's registration state there; the ride moves on to
+		// a processor that may take the card, as a recorded new attempt,
+		// or answers 402 naming the refusal.
+		if err := s.registrationRefused(ctx, tx, st.user.ID, st.ride.Processor, st.failure.Message); err != nil {
+			return Outcome{}, err
+		}
+		next, err := s.rerouteTarget(ctx, tx, st)
+		if err != nil {
+			return Outcome{}, err
+		}
+		if next != "" {
+			n, err := s.queries.RideReroute(ctx, tx, dbgen.RideRerouteParams{Processor: next, ID: st.ride.ID, ChargeAttempt: st.ride.ChargeAttempt})
+			if err != nil {
+				return Outcome{}, err
+			}
+			if n != 1 {
+				return Outcome{}, fmt.Errorf("ride %d: not pending at attempt %d when rerouting", st.ride.ID, st.ride.ChargeAttempt)
+			}
+			if err := s.audit(ctx, tx, "ride.charge_rerouted", "ride", st.ride.ID, key.UserID, key.IP,
+				map[string]any{"from": st.ride.Processor, "to": next, "attempt": st.ride.ChargeAttempt + 1, "reason": st.failure.Message}); err != nil {
+				return Outcome{}, err
+			}
+			st.ride.Processor, st.ride.ChargeAttempt = next, st.ride.ChargeAttempt+1
+			if err := s.loadRegistration(ctx, tx, st); err != nil {
+				return Outcome{}, err
+			}
+			return MoveTo(RecoveryPointRideCreated), nil
+		}
+	}
 	if st.failure != nil {
 		if _, err := s.queries.RideSetDeclined(ctx, tx, st.ride.ID); err != nil {
 			return Outcome{}, err
@@ -345,7 +443,10 @@ func (s *Service) rideChargePhase(ctx context.Context, tx pgx.Tx, key *Key, st *
 		}
 		p := Problem{Type: ProblemCardDeclined, Title: "Card declined", Status: http.StatusPaymentRequired,
 			Detail: "the card was declined: " + st.failure.Message}
-		if st.failure.Class != PaymentClassDecline {
+		switch {
+		case st.failure.Code == PaymentCodeSourceRefused:
+			p.Detail = "the card was declined: the payment source was refused (" + st.failure.Message + "); register another with PUT /users/{email}"
+		case st.failure.Class != PaymentClassDecline:
 			p.Type, p.Title = ProblemPaymentRejected, "Payment rejected"
 			p.Detail = "the payment processor rejected the charge"
 		}
@@ -353,7 +454,7 @@ func (s *Service) rideChargePhase(ctx context.Context, tx pgx.Tx, key *Key, st *
 	}
 
 	if st.newCustomer {
-		if _, err := s.queries.UserSetStripeCustomer(ctx, tx, st.customerID, key.UserID); err != nil {
+		if _, err := s.storeCustomer(ctx, s.queries, tx, st.ride.Processor, key.UserID, st.customerID); err != nil {
 			return Outcome{}, err
 		}
 	}
@@ -372,8 +473,30 @@ func (s *Service) rideChargePhase(ctx context.Context, tx pgx.Tx, key *Key, st *
 	return Finish(http.StatusCreated, ride), nil
 }
 
-// pastProcessorWindow reports whether, at now, the processor may have
+// rerouteTarget is the processor a ride refused at its processor moves to:
+// the next by preference whose circuit is closed and where the rider's card
+// is not refused, or "" when there is none.
+func (s *Service) rerouteTarget(ctx context.Context, tx pgx.Tx, st *rideState) (string, error) {
+	if st.ride.ChargeAttempt >= int32(len(s.order)) {
+		return "", nil
+	}
+	next, err := s.route(ctx, tx, st.user.ID, map[string]bool{st.ride.Processor: true})
+	if err != nil {
+		var e *Error
+		if errors.As(err, &e) && e.Code == CodeProcessorUnavailable {
+			return "", nil
+		}
+		return "", err
+	}
+	return next, nil
+}
+
+// pastProcessorWindow reports whether, at now, the processor name may have
 // forgotten a key first sent at since (both by the database's clock).
-func (s *Service) pastProcessorWindow(now, since time.Time) bool {
-	return now.Sub(since) > ProcessorKeyWindow-s.margin
+func (s *Service) pastProcessorWindow(name string, now, since time.Time) bool {
+	window := ProcessorKeyWindow
+	if p, ok := s.processors[name]; ok {
+		window = p.window
+	}
+	return now.Sub(since) > window-s.margin
 }

@@ -60,6 +60,9 @@ func New(t testing.TB) *Env {
 		Mailer:         mailer,
 		Clock:          e.Clock.Now,
 		AbandonedAfter: AbandonedAfter,
+		// The tests of riders without a source are those of the
+		// development default; the requirement is tested on its own.
+		DevDefaultPaymentSource: true,
 	})
 	require.NoError(t, err)
 	e.Service = svc

@@ -50,7 +50,7 @@ func setup(t *testing.T) *testBundle {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.DisableKeepAlives = true
 	b.pool = dbtest.New(t)
-	svc, err := service.New(service.Config{Pool: b.pool, Payments: payments.New(payments.Config{
+	svc, err := service.New(service.Config{DevDefaultPaymentSource: true, Pool: b.pool, Payments: payments.New(payments.Config{
 		APIBase: stripe.URL, SecretKey: "sk_test_client_ts", MaxNetworkRetries: payments.NoRetries,
 		HTTPClient: &http.Client{Transport: transport},
 	})})

@@ -18,6 +18,42 @@ import (
 	openapi_types "github.com/oapi-codegen/runtime/types"
 )
 
+// Defines values for RegistrationProcessor.
+const (
+	RegistrationProcessorAdyen  RegistrationProcessor = "adyen"
+	RegistrationProcessorStripe RegistrationProcessor = "stripe"
+)
+
+// Valid indicates whether the value is a known member of the RegistrationProcessor enum.
+func (e RegistrationProcessor) Valid() bool {
+	switch e {
+	case RegistrationProcessorAdyen:
+		return true
+	case RegistrationProcessorStripe:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RegistrationStatus.
+const (
+	Refused    RegistrationStatus = "refused"
+	Registered RegistrationStatus = "registered"
+)
+
+// Valid indicates whether the value is a known member of the RegistrationStatus enum.
+func (e RegistrationStatus) Valid() bool {
+	switch e {
+	case Refused:
+		return true
+	case Registered:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for RideChargeStatus.
 const (
 	RideChargeStatusCharged  RideChargeStatus = "charged"
@@ -57,6 +93,24 @@ func (e RideDisputeStatus) Valid() bool {
 	case RideDisputeStatusNone:
 		return true
 	case RideDisputeStatusWon:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RideProcessor.
+const (
+	RideProcessorAdyen  RideProcessor = "adyen"
+	RideProcessorStripe RideProcessor = "stripe"
+)
+
+// Valid indicates whether the value is a known member of the RideProcessor enum.
+func (e RideProcessor) Valid() bool {
+	switch e {
+	case RideProcessorAdyen:
+		return true
+	case RideProcessorStripe:
 		return true
 	default:
 		return false
@@ -181,6 +235,22 @@ type HealthResponse struct {
 	Status string `json:"status"`
 }
 
+// Registration defines model for Registration.
+type Registration struct {
+	Processor RegistrationProcessor `json:"processor"`
+	Reason    *string               `json:"reason,omitempty"`
+
+	// Status registered: the card is stored at the processor; refused: the processor refused the payment source (register another)
+	Status    RegistrationStatus `json:"status"`
+	UpdatedAt time.Time          `json:"updated_at"`
+}
+
+// RegistrationProcessor defines model for Registration.Processor.
+type RegistrationProcessor string
+
+// RegistrationStatus registered: the card is stored at the processor; refused: the processor refused the payment source (register another)
+type RegistrationStatus string
+
 // Ride defines model for Ride.
 type Ride struct {
 	AmountCents int64 `json:"amount_cents"`
@@ -198,6 +268,9 @@ type Ride struct {
 	OriginLat float64 `json:"origin_lat"`
 	OriginLon float64 `json:"origin_lon"`
 
+	// Processor The payment processor the ride's charge goes to, chosen once when the ride is booked; stripe_charge_id and stripe_refund_id are that processor's ids (an Adyen pspReference for adyen).
+	Processor RideProcessor `json:"processor"`
+
 	// RefundStatus none until a refund is asked for; pending until the processor's answer is recorded; failed when the processor refused it
 	RefundStatus   RideRefundStatus `json:"refund_status"`
 	StripeChargeID *string          `json:"stripe_charge_id"`
@@ -211,6 +284,9 @@ type RideChargeStatus string
 
 // RideDisputeStatus none unless the rider's bank disputes the charge; disputed while the dispute is open; won or lost once decided
 type RideDisputeStatus string
+
+// RideProcessor The payment processor the ride's charge goes to, chosen once when the ride is booked; stripe_charge_id and stripe_refund_id are that processor's ids (an Adyen pspReference for adyen).
+type RideProcessor string
 
 // RideRefundStatus none until a refund is asked for; pending until the processor's answer is recorded; failed when the processor refused it
 type RideRefundStatus string
@@ -254,14 +330,17 @@ type User struct {
 	Email     string    `json:"email"`
 
 	// ID Drawn at random (1 to 2^53 - 1); never names another rider, even after a restore.
-	ID               int64   `json:"id"`
-	PaymentSource    string  `json:"payment_source"`
-	StripeCustomerID *string `json:"stripe_customer_id"`
+	ID            int64  `json:"id"`
+	PaymentSource string `json:"payment_source"`
+
+	// Registrations The rider's card at each payment processor that has answered: registered, or refused with the processor's reason (the rider must register another source). A processor not listed has not answered yet.
+	Registrations    *[]Registration `json:"registrations"`
+	StripeCustomerID *string         `json:"stripe_customer_id"`
 }
 
 // UserPutBody defines model for UserPutBody.
 type UserPutBody struct {
-	// PaymentSource A payment processor token or source id. Default tok_visa.
+	// PaymentSource A payment processor token or source id. Required; only a development server (serve -dev) defaults it to the test card tok_visa.
 	//
 	// Examples: tok_visa
 	PaymentSource *string `json:"payment_source,omitempty"`
@@ -436,6 +515,13 @@ type ClientInterface interface {
 	// Corresponds with POST /rides/{id}/refund (the `RideRefund` operationId).
 	RideRefund(ctx context.Context, id int64, params *RideRefundParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// UserGet Show a rider, with the registration of the rider's card at each payment processor
+	//
+	// The rider and, for each payment processor that has answered, whether it stored the rider's card (registered) or refused the payment source (refused, with the processor's reason). A refused source is the rider's to fix by registering another; bookings go to a processor where the card is registered, or answer 402 naming the refusal. A read: safe to retry.
+	//
+	// Corresponds with GET /users/{email} (the `UserGet` operationId).
+	UserGet(ctx context.Context, email string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// UserPutWithBody Create a rider unless one exists
 	//
 	// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent by its URL, with no Idempotency-Key: a repeat (a retry after a lost answer included) returns 200 with the existing user and no key, and an existing user is not changed. If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.
@@ -590,6 +676,23 @@ func (c *Client) RideGet(ctx context.Context, id int64, reqEditors ...RequestEdi
 // Corresponds with POST /rides/{id}/refund (the `RideRefund` operationId).
 func (c *Client) RideRefund(ctx context.Context, id int64, params *RideRefundParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRideRefundRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UserGet Show a rider, with the registration of the rider's card at each payment processor
+//
+// The rider and, for each payment processor that has answered, whether it stored the rider's card (registered) or refused the payment source (refused, with the processor's reason). A refused source is the rider's to fix by registering another; bookings go to a processor where the card is registered, or answer 402 naming the refusal. A read: safe to retry.
+//
+// Corresponds with GET /users/{email} (the `UserGet` operationId).
+func (c *Client) UserGet(ctx context.Context, email string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUserGetRequest(c.Server, email)
 	if err != nil {
 		return nil, err
 	}
@@ -915,6 +1018,40 @@ func NewRideRefundRequest(server string, id int64, params *RideRefundParams) (*h
 	return req, nil
 }
 
+// NewUserGetRequest constructs an http.Request for the UserGet method
+func NewUserGetRequest(server string, email string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "email", email, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/users/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewUserPutRequest calls the generic UserPut builder with application/json body
 func NewUserPutRequest(server string, email string, body UserPutJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -1223,6 +1360,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /rides/{id}/refund (the `RideRefund` operationId).
 	RideRefundWithResponse(ctx context.Context, id int64, params *RideRefundParams, reqEditors ...RequestEditorFn) (*RideRefundReply, error)
+
+	// UserGetWithResponse Show a rider, with the registration of the rider's card at each payment processor
+	//
+	// The rider and, for each payment processor that has answered, whether it stored the rider's card (registered) or refused the payment source (refused, with the processor's reason). A refused source is the rider's to fix by registering another; bookings go to a processor where the card is registered, or answer 402 naming the refusal. A read: safe to retry.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /users/{email} (the `UserGet` operationId).
+	UserGetWithResponse(ctx context.Context, email string, reqEditors ...RequestEditorFn) (*UserGetReply, error)
 
 	// UserPutWithBodyWithResponse Create a rider unless one exists
 	//
@@ -1792,6 +1938,82 @@ func (r RideRefundReply) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r RideRefundReply) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// UserGetReply500Headers the declared response headers of an HTTP 500 response for UserGet
+type UserGetReply500Headers struct {
+	RetryAfter *int
+}
+
+type UserGetReply struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *User
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *ErrorModel
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *ErrorModel
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *ErrorModel
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *ErrorModel
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *UserGetReply500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r UserGetReply) GetJSON200() *User {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r UserGetReply) GetApplicationProblemJSON401() *ErrorModel {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r UserGetReply) GetApplicationProblemJSON404() *ErrorModel {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r UserGetReply) GetApplicationProblemJSON422() *ErrorModel {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r UserGetReply) GetApplicationProblemJSON500() *ErrorModel {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r UserGetReply) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r UserGetReply) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r UserGetReply) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r UserGetReply) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -2400,6 +2622,21 @@ func (c *ClientWithResponses) RideRefundWithResponse(ctx context.Context, id int
 		return nil, err
 	}
 	return ParseRideRefundReply(rsp)
+}
+
+// UserGetWithResponse Show a rider, with the registration of the rider's card at each payment processor
+//
+// The rider and, for each payment processor that has answered, whether it stored the rider's card (registered) or refused the payment source (refused, with the processor's reason). A refused source is the rider's to fix by registering another; bookings go to a processor where the card is registered, or answer 402 naming the refusal. A read: safe to retry.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /users/{email} (the `UserGet` operationId).
+func (c *ClientWithResponses) UserGetWithResponse(ctx context.Context, email string, reqEditors ...RequestEditorFn) (*UserGetReply, error) {
+	rsp, err := c.UserGet(ctx, email, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUserGetReply(rsp)
 }
 
 // UserPutWithBodyWithResponse Create a rider unless one exists
@@ -3057,6 +3294,73 @@ func ParseRideRefundReply(rsp *http.Response) (*RideRefundReply, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseUserGetReply parses an HTTP response from a UserGetWithResponse call
+func ParseUserGetReply(rsp *http.Response) (*UserGetReply, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &UserGetReply{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest User
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 500:
+		var headers UserGetReply500Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers500 = &headers
 	}
 
 	return response, nil

@@ -35,10 +35,10 @@ SELECT * FROM rides WHERE id = @id AND user_id = @user_id FOR UPDATE;
 WITH ride AS (
     INSERT INTO rides (
         idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon,
-        amount_cents, currency, user_id
+        amount_cents, currency, user_id, processor
     ) VALUES (
         @idempotency_key_id, @origin_lat, @origin_lon, @target_lat, @target_lon,
-        @amount_cents, @currency, @user_id
+        @amount_cents, @currency, @user_id, @processor
     )
     RETURNING *
 ), audit AS (
@@ -56,10 +56,31 @@ WHERE stripe_charge_id = ANY(@stripe_charge_ids::text[]);
 -- name: RideListChargedSince :many
 -- Rides recorded as charged that were created within since_seconds by the
 -- database's clock (reconciliation).
-SELECT id, stripe_charge_id::text AS stripe_charge_id, created_at FROM rides
+SELECT id, stripe_charge_id::text AS stripe_charge_id, created_at, processor FROM rides
 WHERE charge_status = 'charged'
   AND created_at >= now() - make_interval(secs => @since_seconds::float8)
 ORDER BY id;
+
+-- name: RideReroute :execrows
+-- Moves a pending ride to another processor as its next attempt, after a
+-- definitive "not charged" at the one it was routed to.
+UPDATE rides
+SET processor = @processor, charge_attempt = charge_attempt + 1
+WHERE id = @id AND charge_status = 'pending' AND charge_attempt = @charge_attempt;
+
+-- name: RideListChargedElsewhere :many
+-- Rides created within since_seconds, charged at a processor other than
+-- @processor, with what their charge key is made of (the rider's email and
+-- the client's key, while the key is kept): reconciliation recognises a
+-- charge at @processor under such a key as a second charge of the ride.
+SELECT rides.id, rides.processor, rides.stripe_charge_id::text AS charge_id,
+       users.email, idempotency_keys.idempotency_key
+FROM rides
+JOIN users ON users.id = rides.user_id
+JOIN idempotency_keys ON idempotency_keys.id = rides.idempotency_key_id
+WHERE rides.charge_status = 'charged'
+  AND rides.processor <> @processor
+  AND rides.created_at >= now() - make_interval(secs => @since_seconds::float8);
 
 -- name: RideLockByCharge :one
 SELECT * FROM rides WHERE stripe_charge_id = @stripe_charge_id FOR UPDATE;

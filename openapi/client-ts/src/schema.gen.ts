@@ -111,7 +111,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /**
+         * Show a rider, with the registration of the rider's card at each payment processor
+         * @description The rider and, for each payment processor that has answered, whether it stored the rider's card (registered) or refused the payment source (refused, with the processor's reason). A refused source is the rider's to fix by registering another; bookings go to a processor where the card is registered, or answer 402 naming the refusal. A read: safe to retry.
+         */
+        get: operations["user-get"];
         /**
          * Create a rider unless one exists
          * @description One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent by its URL, with no Idempotency-Key: a repeat (a retry after a lost answer included) returns 200 with the existing user and no key, and an existing user is not changed. If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.
@@ -270,6 +274,18 @@ export interface components {
             /** @example ok */
             status: string;
         };
+        Registration: {
+            /** @enum {string} */
+            processor: "stripe" | "adyen";
+            reason?: string;
+            /**
+             * @description registered: the card is stored at the processor; refused: the processor refused the payment source (register another)
+             * @enum {string}
+             */
+            status: "registered" | "refused";
+            /** Format: date-time */
+            updated_at: string;
+        };
         Ride: {
             /** Format: int64 */
             amount_cents: number;
@@ -295,6 +311,11 @@ export interface components {
             origin_lat: number;
             /** Format: double */
             origin_lon: number;
+            /**
+             * @description The payment processor the ride's charge goes to, chosen once when the ride is booked; stripe_charge_id and stripe_refund_id are that processor's ids (an Adyen pspReference for adyen).
+             * @enum {string}
+             */
+            processor: "stripe" | "adyen";
             /**
              * @description none until a refund is asked for; pending until the processor's answer is recorded; failed when the processor refused it
              * @enum {string}
@@ -360,11 +381,13 @@ export interface components {
              */
             id: number;
             payment_source: string;
+            /** @description The rider's card at each payment processor that has answered: registered, or refused with the processor's reason (the rider must register another source). A processor not listed has not answered yet. */
+            registrations: components["schemas"]["Registration"][] | null;
             stripe_customer_id: string | null;
         };
         UserPutBody: {
             /**
-             * @description A payment processor token or source id. Default tok_visa.
+             * @description A payment processor token or source id. Required; only a development server (serve -dev) defaults it to the test card tok_visa.
              * @example tok_visa
              */
             payment_source?: string;
@@ -798,6 +821,70 @@ export interface operations {
             };
             /** @description The payment processor gave no definitive answer, or the service is shedding load. Not stored: retry with the same idempotency key after Retry-After. */
             503: {
+                headers: {
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "user-get": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The rider's email address, in any case.
+                 * @example rider@example.com
+                 */
+                email: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The rider, with the card's registration at each processor that answered. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["User"];
+                };
+            };
+            /** @description Missing or invalid credentials. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description No such resource for this caller. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Invalid input (the errors name the field), or an idempotency key reused with a different request. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal error. Not stored: retry with the same idempotency key. */
+            500: {
                 headers: {
                     /** @description Seconds to wait before retrying with the same idempotency key. */
                     "Retry-After"?: number;
