@@ -100,6 +100,8 @@ type Ride struct {
 	AmountCents      int64
 	Currency         string
 	UserID           int64
+	DeclineCode      *string
+	DeclineMessage   *string
 }
 
 type User struct {

@@ -77,6 +77,27 @@ func (e RideRefundResultStatus) Valid() bool {
 	}
 }
 
+// Defines values for RideListParamsChargeStatus.
+const (
+	RideListParamsChargeStatusCharged  RideListParamsChargeStatus = "charged"
+	RideListParamsChargeStatusDeclined RideListParamsChargeStatus = "declined"
+	RideListParamsChargeStatusPending  RideListParamsChargeStatus = "pending"
+)
+
+// Valid indicates whether the value is a known member of the RideListParamsChargeStatus enum.
+func (e RideListParamsChargeStatus) Valid() bool {
+	switch e {
+	case RideListParamsChargeStatusCharged:
+		return true
+	case RideListParamsChargeStatusDeclined:
+		return true
+	case RideListParamsChargeStatusPending:
+		return true
+	default:
+		return false
+	}
+}
+
 // APIKey defines model for APIKey.
 type APIKey struct {
 	CreatedAt time.Time `json:"created_at"`
@@ -156,6 +177,34 @@ type HealthResponse struct {
 	Status string `json:"status"`
 }
 
+// Problem defines model for Problem.
+type Problem struct {
+	// Detail What happened to this request.
+	//
+	// Examples: the card was declined: Your card was declined.
+	Detail *string `json:"detail,omitempty"`
+
+	// RideID Extension member of a declined booking (402): the ride the booking created, whose charge_status is declined (GET /rides/{id}). Absent from answers stored before the service named the ride.
+	//
+	// Examples: 5351843670591273
+	RideID *int64 `json:"ride_id,omitempty"`
+
+	// Status The HTTP status code.
+	//
+	// Examples: 402
+	Status int64 `json:"status"`
+
+	// Title A short summary of the problem type.
+	//
+	// Examples: Card declined
+	Title string `json:"title"`
+
+	// Type A URI reference naming the problem type.
+	//
+	// Examples: /problems/card-declined
+	Type string `json:"type"`
+}
+
 // Ride defines model for Ride.
 type Ride struct {
 	AmountCents int64 `json:"amount_cents"`
@@ -165,10 +214,23 @@ type Ride struct {
 	CreatedAt    time.Time        `json:"created_at"`
 	Currency     string           `json:"currency"`
 
+	// DeclineCode Why the charge was declined, while charge_status is declined: the processor's code (e.g. card_declined), or payment_rejected when the processor refused the charge for a reason other than the card. Null otherwise (and for rides declined before the service recorded it).
+	//
+	// Examples: card_declined
+	DeclineCode *string `json:"decline_code"`
+
+	// DeclineMessage The message the rider was shown with the 402 answer, while charge_status is declined; null otherwise.
+	//
+	// Examples: Your card was declined.
+	DeclineMessage *string `json:"decline_message"`
+
 	// ID Drawn at random (1 to 2^53 - 1) when the ride is booked; never names another ride, even after a restore.
 	ID        int64   `json:"id"`
 	OriginLat float64 `json:"origin_lat"`
 	OriginLon float64 `json:"origin_lon"`
+
+	// RefundFailureCode The processor's reason for refusing the refund, while refund_status is failed; null otherwise.
+	RefundFailureCode *string `json:"refund_failure_code"`
 
 	// RefundStatus none until a refund is asked for; pending until the processor's answer is recorded; failed when the processor refused it
 	RefundStatus   RideRefundStatus `json:"refund_status"`
@@ -197,6 +259,15 @@ type RideCreateBody struct {
 
 	// TargetLon Longitude of the destination, degrees.
 	TargetLon float64 `json:"target_lon"`
+}
+
+// RideList defines model for RideList.
+type RideList struct {
+	// Data The page's rides, newest first (by created_at, then id).
+	Data []Ride `json:"data"`
+
+	// HasMore Whether more rides lie beyond this page in the direction it was read: older rides for a first page or a starting_after page (pass the last ride's id as starting_after), newer rides for an ending_before page (pass the first ride's id as ending_before).
+	HasMore bool `json:"has_more"`
 }
 
 // RideRefundResult defines model for RideRefundResult.
@@ -245,6 +316,30 @@ type UserPutResponse struct {
 	APIKeyID *int64 `json:"api_key_id,omitempty"`
 	User     User   `json:"user"`
 }
+
+// RideListParams defines parameters for RideList.
+type RideListParams struct {
+	// Limit How many rides the page holds at most: 1 to 100.
+	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// StartingAfter A ride id of the rider's, as a cursor: the page holds the rides just older than it. Pass the last ride of the previous page. Another rider's ride, or no ride, is 404.
+	StartingAfter *int64 `form:"starting_after,omitempty" json:"starting_after,omitempty"`
+
+	// EndingBefore A ride id of the rider's, as a cursor: the page holds the rides just newer than it (still newest first). Pass the first ride of the previous page to page back. Excludes starting_after. Another rider's ride, or no ride, is 404.
+	EndingBefore *int64 `form:"ending_before,omitempty" json:"ending_before,omitempty"`
+
+	// ChargeStatus Only the rides whose charge is in this status.
+	ChargeStatus *RideListParamsChargeStatus `form:"charge_status,omitempty" json:"charge_status,omitempty"`
+
+	// CreatedGte Only the rides created at or after this time (RFC 3339).
+	CreatedGte *time.Time `form:"created[gte],omitempty" json:"created[gte],omitempty"`
+
+	// CreatedLt Only the rides created before this time (RFC 3339).
+	CreatedLt *time.Time `form:"created[lt],omitempty" json:"created[lt],omitempty"`
+}
+
+// RideListParamsChargeStatus defines parameters for RideList.
+type RideListParamsChargeStatus string
 
 // RideCreateParams defines parameters for RideCreate.
 type RideCreateParams struct {
@@ -352,6 +447,13 @@ type ClientInterface interface {
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// RideList List the rider's rides, newest first, a page at a time
+	//
+	// The rider's rides, newest first (by created_at, then id), with their charge and refund as GET /rides/{id} shows them. Pages follow cursors the way Stripe's lists do: pass the last ride's id of a page as starting_after to read the next (older) page while has_more is true, or the first ride's id as ending_before to read the previous (newer) one. A cursor is a position, not an offset: rides booked while a client pages never shift, repeat or hide the rides of later pages. A cursor that is not one of the rider's rides is 404, whoever's it is. Read-only and safe to retry; it takes no Idempotency-Key.
+	//
+	// Corresponds with GET /rides (the `RideList` operationId).
+	RideList(ctx context.Context, params *RideListParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// RideCreateWithBody Book and charge a ride, exactly once per idempotency key
 	//
 	// Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key. 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
@@ -372,7 +474,7 @@ type ClientInterface interface {
 
 	// RideGet Get one of the rider's rides, with its charge and refund
 	//
-	// Reads the ride as it is now: charge_status is pending until the charge is decided, and refund_status follows a refund. Read-only and safe to retry at any time; it takes no Idempotency-Key. Another rider's ride is 404, as if it did not exist.
+	// Reads the ride as it is now, with everything its rider may know of it: charge_status is pending until the charge is decided; a declined ride carries the decline_code and decline_message its rider was shown (the 402 answer names the ride in ride_id); refund_status follows a refund, with the processor's refund_failure_code when it refused one. Read-only and safe to retry at any time; it takes no Idempotency-Key. Another rider's ride is 404, as if it did not exist.
 	//
 	// Corresponds with GET /rides/{id} (the `RideGet` operationId).
 	RideGet(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -458,6 +560,23 @@ func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*ht
 	return c.Client.Do(req)
 }
 
+// RideList List the rider's rides, newest first, a page at a time
+//
+// The rider's rides, newest first (by created_at, then id), with their charge and refund as GET /rides/{id} shows them. Pages follow cursors the way Stripe's lists do: pass the last ride's id of a page as starting_after to read the next (older) page while has_more is true, or the first ride's id as ending_before to read the previous (newer) one. A cursor is a position, not an offset: rides booked while a client pages never shift, repeat or hide the rides of later pages. A cursor that is not one of the rider's rides is 404, whoever's it is. Read-only and safe to retry; it takes no Idempotency-Key.
+//
+// Corresponds with GET /rides (the `RideList` operationId).
+func (c *Client) RideList(ctx context.Context, params *RideListParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRideListRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // RideCreateWithBody Book and charge a ride, exactly once per idempotency key
 //
 // Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key. 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
@@ -498,7 +617,7 @@ func (c *Client) RideCreate(ctx context.Context, params *RideCreateParams, body 
 
 // RideGet Get one of the rider's rides, with its charge and refund
 //
-// Reads the ride as it is now: charge_status is pending until the charge is decided, and refund_status follows a refund. Read-only and safe to retry at any time; it takes no Idempotency-Key. Another rider's ride is 404, as if it did not exist.
+// Reads the ride as it is now, with everything its rider may know of it: charge_status is pending until the charge is decided; a declined ride carries the decline_code and decline_message its rider was shown (the 402 answer names the ride in ride_id); refund_status follows a refund, with the processor's refund_failure_code when it refused one. Read-only and safe to retry at any time; it takes no Idempotency-Key. Another rider's ride is 404, as if it did not exist.
 //
 // Corresponds with GET /rides/{id} (the `RideGet` operationId).
 func (c *Client) RideGet(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -663,6 +782,120 @@ func NewReadyzRequest(server string) (*http.Request, error) {
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRideListRequest constructs an http.Request for the RideList method
+func NewRideListRequest(server string, params *RideListParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/rides")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.StartingAfter != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "starting_after", *params.StartingAfter, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.EndingBefore != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "ending_before", *params.EndingBefore, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ChargeStatus != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "charge_status", *params.ChargeStatus, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.CreatedGte != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "created[gte]", *params.CreatedGte, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.CreatedLt != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "created[lt]", *params.CreatedLt, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -1025,6 +1258,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	ReadyzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ReadyzReply, error)
 
+	// RideListWithResponse List the rider's rides, newest first, a page at a time
+	//
+	// The rider's rides, newest first (by created_at, then id), with their charge and refund as GET /rides/{id} shows them. Pages follow cursors the way Stripe's lists do: pass the last ride's id of a page as starting_after to read the next (older) page while has_more is true, or the first ride's id as ending_before to read the previous (newer) one. A cursor is a position, not an offset: rides booked while a client pages never shift, repeat or hide the rides of later pages. A cursor that is not one of the rider's rides is 404, whoever's it is. Read-only and safe to retry; it takes no Idempotency-Key.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /rides (the `RideList` operationId).
+	RideListWithResponse(ctx context.Context, params *RideListParams, reqEditors ...RequestEditorFn) (*RideListReply, error)
+
 	// RideCreateWithBodyWithResponse Book and charge a ride, exactly once per idempotency key
 	//
 	// Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key. 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
@@ -1045,7 +1287,7 @@ type ClientWithResponsesInterface interface {
 
 	// RideGetWithResponse Get one of the rider's rides, with its charge and refund
 	//
-	// Reads the ride as it is now: charge_status is pending until the charge is decided, and refund_status follows a refund. Read-only and safe to retry at any time; it takes no Idempotency-Key. Another rider's ride is 404, as if it did not exist.
+	// Reads the ride as it is now, with everything its rider may know of it: charge_status is pending until the charge is decided; a declined ride carries the decline_code and decline_message its rider was shown (the 402 answer names the ride in ride_id); refund_status follows a refund, with the processor's refund_failure_code when it refused one. Read-only and safe to retry at any time; it takes no Idempotency-Key. Another rider's ride is 404, as if it did not exist.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -1203,6 +1445,82 @@ func (r ReadyzReply) ContentType() string {
 	return ""
 }
 
+// RideListReply500Headers the declared response headers of an HTTP 500 response for RideList
+type RideListReply500Headers struct {
+	RetryAfter *int
+}
+
+type RideListReply struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *RideList
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *ErrorModel
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *ErrorModel
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *ErrorModel
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *ErrorModel
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *RideListReply500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RideListReply) GetJSON200() *RideList {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RideListReply) GetApplicationProblemJSON401() *ErrorModel {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RideListReply) GetApplicationProblemJSON404() *ErrorModel {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r RideListReply) GetApplicationProblemJSON422() *ErrorModel {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r RideListReply) GetApplicationProblemJSON500() *ErrorModel {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r RideListReply) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RideListReply) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RideListReply) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RideListReply) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // RideCreateReply201Headers the declared response headers of an HTTP 201 response for RideCreate
 type RideCreateReply201Headers struct {
 	ContentType        *string
@@ -1240,7 +1558,7 @@ type RideCreateReply struct {
 	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationProblemJSON401 *ErrorModel
 	// ApplicationProblemJSON402 the response for an HTTP 402 `application/problem+json` response
-	ApplicationProblemJSON402 *ErrorModel
+	ApplicationProblemJSON402 *Problem
 	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationProblemJSON409 *ErrorModel
 	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
@@ -1281,7 +1599,7 @@ func (r RideCreateReply) GetApplicationProblemJSON401() *ErrorModel {
 }
 
 // GetApplicationProblemJSON402 returns the response for an HTTP 402 `application/problem+json` response
-func (r RideCreateReply) GetApplicationProblemJSON402() *ErrorModel {
+func (r RideCreateReply) GetApplicationProblemJSON402() *Problem {
 	return r.ApplicationProblemJSON402
 }
 
@@ -1903,6 +2221,21 @@ func (c *ClientWithResponses) ReadyzWithResponse(ctx context.Context, reqEditors
 	return ParseReadyzReply(rsp)
 }
 
+// RideListWithResponse List the rider's rides, newest first, a page at a time
+//
+// The rider's rides, newest first (by created_at, then id), with their charge and refund as GET /rides/{id} shows them. Pages follow cursors the way Stripe's lists do: pass the last ride's id of a page as starting_after to read the next (older) page while has_more is true, or the first ride's id as ending_before to read the previous (newer) one. A cursor is a position, not an offset: rides booked while a client pages never shift, repeat or hide the rides of later pages. A cursor that is not one of the rider's rides is 404, whoever's it is. Read-only and safe to retry; it takes no Idempotency-Key.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /rides (the `RideList` operationId).
+func (c *ClientWithResponses) RideListWithResponse(ctx context.Context, params *RideListParams, reqEditors ...RequestEditorFn) (*RideListReply, error) {
+	rsp, err := c.RideList(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRideListReply(rsp)
+}
+
 // RideCreateWithBodyWithResponse Book and charge a ride, exactly once per idempotency key
 //
 // Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key. 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
@@ -1935,7 +2268,7 @@ func (c *ClientWithResponses) RideCreateWithResponse(ctx context.Context, params
 
 // RideGetWithResponse Get one of the rider's rides, with its charge and refund
 //
-// Reads the ride as it is now: charge_status is pending until the charge is decided, and refund_status follows a refund. Read-only and safe to retry at any time; it takes no Idempotency-Key. Another rider's ride is 404, as if it did not exist.
+// Reads the ride as it is now, with everything its rider may know of it: charge_status is pending until the charge is decided; a declined ride carries the decline_code and decline_message its rider was shown (the 402 answer names the ride in ride_id); refund_status follows a refund, with the processor's refund_failure_code when it refused one. Read-only and safe to retry at any time; it takes no Idempotency-Key. Another rider's ride is 404, as if it did not exist.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -2104,6 +2437,73 @@ func ParseReadyzReply(rsp *http.Response) (*ReadyzReply, error) {
 	return response, nil
 }
 
+// ParseRideListReply parses an HTTP response from a RideListWithResponse call
+func ParseRideListReply(rsp *http.Response) (*RideListReply, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RideListReply{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest RideList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 500:
+		var headers RideListReply500Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseRideCreateReply parses an HTTP response from a RideCreateWithResponse call
 func ParseRideCreateReply(rsp *http.Response) (*RideCreateReply, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -2140,7 +2540,7 @@ func ParseRideCreateReply(rsp *http.Response) (*RideCreateReply, error) {
 		response.ApplicationProblemJSON401 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 402:
-		var dest ErrorModel
+		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
