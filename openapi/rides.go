@@ -11,7 +11,7 @@ import (
 )
 
 type rideCreateInput struct {
-	IdempotencyKey string `header:"Idempotency-Key" required:"true" example:"MVUB2FKCT3XG5OSXEUDMPBZTIZ" doc:"20 to 255 printable ASCII characters, bare or as a quoted structured-field string. One key per logical booking: retry with the same key."`
+	IdempotencyKey string `header:"Idempotency-Key" required:"true" minLength:"20" maxLength:"512" pattern:"^(?:[!#-~][!-~]{19,254}|\"(?:[!#-\\[\\]-~]|\\\\[\"\\\\]){20,255}\")$" patternDescription:"20 to 255 printable ASCII characters, bare or as a quoted structured-field string" example:"MVUB2FKCT3XG5OSXEUDMPBZTIZ" doc:"20 to 255 printable ASCII characters, bare or as a quoted structured-field string. One key per logical booking: retry with the same key."`
 	Body           rideCreateBody
 }
 

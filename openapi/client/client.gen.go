@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/oapi-codegen/runtime"
+	openapi_types "github.com/oapi-codegen/runtime/types"
 )
 
 // Defines values for RideChargeStatus.
@@ -493,7 +494,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with PUT /users/{email} (the `UserPut` operationId).
-	UserPutWithBody(ctx context.Context, email string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	UserPutWithBody(ctx context.Context, email openapi_types.Email, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// UserPut Create a rider unless one exists
 	//
@@ -502,28 +503,28 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with PUT /users/{email} (the `UserPut` operationId).
-	UserPut(ctx context.Context, email string, body UserPutJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	UserPut(ctx context.Context, email openapi_types.Email, body UserPutJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// APIKeyList List a rider's API keys (ids and times, never secrets)
 	//
 	// Every key of the rider, revoked ones included, with when it was created, last used (to within a minute) and revoked. A read: safe to retry any number of times.
 	//
 	// Corresponds with GET /users/{email}/api_keys (the `APIKeyList` operationId).
-	APIKeyList(ctx context.Context, email string, reqEditors ...RequestEditorFn) (*http.Response, error)
+	APIKeyList(ctx context.Context, email openapi_types.Email, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// APIKeyCreate Mint another API key for a rider
 	//
 	// Creates a new API key for an existing rider; the rider's other keys stay valid. Not idempotent: every request mints a key, so a retry after a lost answer mints another, and every minted key is valid. It has no side effect beyond the key and its audit record, so a retry is harmless: keep the key you receive.
 	//
 	// Corresponds with POST /users/{email}/api_keys (the `APIKeyCreate` operationId).
-	APIKeyCreate(ctx context.Context, email string, reqEditors ...RequestEditorFn) (*http.Response, error)
+	APIKeyCreate(ctx context.Context, email openapi_types.Email, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// APIKeyRevoke Revoke one of a rider's API keys
 	//
 	// The key is refused (401) by every instance within a second of the answer. Idempotent: revoking a revoked key answers 204 again, so a retry after a lost answer is safe. An unknown key, or another rider's, is 404.
 	//
 	// Corresponds with DELETE /users/{email}/api_keys/{id} (the `APIKeyRevoke` operationId).
-	APIKeyRevoke(ctx context.Context, email string, id int64, reqEditors ...RequestEditorFn) (*http.Response, error)
+	APIKeyRevoke(ctx context.Context, email openapi_types.Email, id int64, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // Healthz Liveness: the process serves HTTP
@@ -656,7 +657,7 @@ func (c *Client) RideRefund(ctx context.Context, id int64, params *RideRefundPar
 // Takes any type of body and a specified content type.
 //
 // Corresponds with PUT /users/{email} (the `UserPut` operationId).
-func (c *Client) UserPutWithBody(ctx context.Context, email string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+func (c *Client) UserPutWithBody(ctx context.Context, email openapi_types.Email, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewUserPutRequestWithBody(c.Server, email, contentType, body)
 	if err != nil {
 		return nil, err
@@ -675,7 +676,7 @@ func (c *Client) UserPutWithBody(ctx context.Context, email string, contentType 
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with PUT /users/{email} (the `UserPut` operationId).
-func (c *Client) UserPut(ctx context.Context, email string, body UserPutJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+func (c *Client) UserPut(ctx context.Context, email openapi_types.Email, body UserPutJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewUserPutRequest(c.Server, email, body)
 	if err != nil {
 		return nil, err
@@ -692,7 +693,7 @@ func (c *Client) UserPut(ctx context.Context, email string, body UserPutJSONRequ
 // Every key of the rider, revoked ones included, with when it was created, last used (to within a minute) and revoked. A read: safe to retry any number of times.
 //
 // Corresponds with GET /users/{email}/api_keys (the `APIKeyList` operationId).
-func (c *Client) APIKeyList(ctx context.Context, email string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+func (c *Client) APIKeyList(ctx context.Context, email openapi_types.Email, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewAPIKeyListRequest(c.Server, email)
 	if err != nil {
 		return nil, err
@@ -709,7 +710,7 @@ func (c *Client) APIKeyList(ctx context.Context, email string, reqEditors ...Req
 // Creates a new API key for an existing rider; the rider's other keys stay valid. Not idempotent: every request mints a key, so a retry after a lost answer mints another, and every minted key is valid. It has no side effect beyond the key and its audit record, so a retry is harmless: keep the key you receive.
 //
 // Corresponds with POST /users/{email}/api_keys (the `APIKeyCreate` operationId).
-func (c *Client) APIKeyCreate(ctx context.Context, email string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+func (c *Client) APIKeyCreate(ctx context.Context, email openapi_types.Email, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewAPIKeyCreateRequest(c.Server, email)
 	if err != nil {
 		return nil, err
@@ -726,7 +727,7 @@ func (c *Client) APIKeyCreate(ctx context.Context, email string, reqEditors ...R
 // The key is refused (401) by every instance within a second of the answer. Idempotent: revoking a revoked key answers 204 again, so a retry after a lost answer is safe. An unknown key, or another rider's, is 404.
 //
 // Corresponds with DELETE /users/{email}/api_keys/{id} (the `APIKeyRevoke` operationId).
-func (c *Client) APIKeyRevoke(ctx context.Context, email string, id int64, reqEditors ...RequestEditorFn) (*http.Response, error) {
+func (c *Client) APIKeyRevoke(ctx context.Context, email openapi_types.Email, id int64, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewAPIKeyRevokeRequest(c.Server, email, id)
 	if err != nil {
 		return nil, err
@@ -1041,7 +1042,7 @@ func NewRideRefundRequest(server string, id int64, params *RideRefundParams) (*h
 }
 
 // NewUserPutRequest calls the generic UserPut builder with application/json body
-func NewUserPutRequest(server string, email string, body UserPutJSONRequestBody) (*http.Request, error) {
+func NewUserPutRequest(server string, email openapi_types.Email, body UserPutJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
@@ -1052,12 +1053,12 @@ func NewUserPutRequest(server string, email string, body UserPutJSONRequestBody)
 }
 
 // NewUserPutRequestWithBody constructs an http.Request for the UserPut method, with any body, and a specified content type
-func NewUserPutRequestWithBody(server string, email string, contentType string, body io.Reader) (*http.Request, error) {
+func NewUserPutRequestWithBody(server string, email openapi_types.Email, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
 
-	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "email", email, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "email", email, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "email"})
 	if err != nil {
 		return nil, err
 	}
@@ -1088,12 +1089,12 @@ func NewUserPutRequestWithBody(server string, email string, contentType string, 
 }
 
 // NewAPIKeyListRequest constructs an http.Request for the APIKeyList method
-func NewAPIKeyListRequest(server string, email string) (*http.Request, error) {
+func NewAPIKeyListRequest(server string, email openapi_types.Email) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
 
-	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "email", email, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "email", email, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "email"})
 	if err != nil {
 		return nil, err
 	}
@@ -1122,12 +1123,12 @@ func NewAPIKeyListRequest(server string, email string) (*http.Request, error) {
 }
 
 // NewAPIKeyCreateRequest constructs an http.Request for the APIKeyCreate method
-func NewAPIKeyCreateRequest(server string, email string) (*http.Request, error) {
+func NewAPIKeyCreateRequest(server string, email openapi_types.Email) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
 
-	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "email", email, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "email", email, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "email"})
 	if err != nil {
 		return nil, err
 	}
@@ -1156,12 +1157,12 @@ func NewAPIKeyCreateRequest(server string, email string) (*http.Request, error) 
 }
 
 // NewAPIKeyRevokeRequest constructs an http.Request for the APIKeyRevoke method
-func NewAPIKeyRevokeRequest(server string, email string, id int64) (*http.Request, error) {
+func NewAPIKeyRevokeRequest(server string, email openapi_types.Email, id int64) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
 
-	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "email", email, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "email", email, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "email"})
 	if err != nil {
 		return nil, err
 	}
@@ -1310,7 +1311,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PUT /users/{email} (the `UserPut` operationId).
-	UserPutWithBodyWithResponse(ctx context.Context, email string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UserPutReply, error)
+	UserPutWithBodyWithResponse(ctx context.Context, email openapi_types.Email, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UserPutReply, error)
 
 	// UserPutWithResponse Create a rider unless one exists
 	//
@@ -1319,7 +1320,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PUT /users/{email} (the `UserPut` operationId).
-	UserPutWithResponse(ctx context.Context, email string, body UserPutJSONRequestBody, reqEditors ...RequestEditorFn) (*UserPutReply, error)
+	UserPutWithResponse(ctx context.Context, email openapi_types.Email, body UserPutJSONRequestBody, reqEditors ...RequestEditorFn) (*UserPutReply, error)
 
 	// APIKeyListWithResponse List a rider's API keys (ids and times, never secrets)
 	//
@@ -1328,7 +1329,7 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /users/{email}/api_keys (the `APIKeyList` operationId).
-	APIKeyListWithResponse(ctx context.Context, email string, reqEditors ...RequestEditorFn) (*APIKeyListReply, error)
+	APIKeyListWithResponse(ctx context.Context, email openapi_types.Email, reqEditors ...RequestEditorFn) (*APIKeyListReply, error)
 
 	// APIKeyCreateWithResponse Mint another API key for a rider
 	//
@@ -1337,7 +1338,7 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /users/{email}/api_keys (the `APIKeyCreate` operationId).
-	APIKeyCreateWithResponse(ctx context.Context, email string, reqEditors ...RequestEditorFn) (*APIKeyCreateReply, error)
+	APIKeyCreateWithResponse(ctx context.Context, email openapi_types.Email, reqEditors ...RequestEditorFn) (*APIKeyCreateReply, error)
 
 	// APIKeyRevokeWithResponse Revoke one of a rider's API keys
 	//
@@ -1346,7 +1347,7 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with DELETE /users/{email}/api_keys/{id} (the `APIKeyRevoke` operationId).
-	APIKeyRevokeWithResponse(ctx context.Context, email string, id int64, reqEditors ...RequestEditorFn) (*APIKeyRevokeReply, error)
+	APIKeyRevokeWithResponse(ctx context.Context, email openapi_types.Email, id int64, reqEditors ...RequestEditorFn) (*APIKeyRevokeReply, error)
 }
 
 type HealthzReply struct {
@@ -2303,7 +2304,7 @@ func (c *ClientWithResponses) RideRefundWithResponse(ctx context.Context, id int
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PUT /users/{email} (the `UserPut` operationId).
-func (c *ClientWithResponses) UserPutWithBodyWithResponse(ctx context.Context, email string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UserPutReply, error) {
+func (c *ClientWithResponses) UserPutWithBodyWithResponse(ctx context.Context, email openapi_types.Email, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UserPutReply, error) {
 	rsp, err := c.UserPutWithBody(ctx, email, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
@@ -2318,7 +2319,7 @@ func (c *ClientWithResponses) UserPutWithBodyWithResponse(ctx context.Context, e
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PUT /users/{email} (the `UserPut` operationId).
-func (c *ClientWithResponses) UserPutWithResponse(ctx context.Context, email string, body UserPutJSONRequestBody, reqEditors ...RequestEditorFn) (*UserPutReply, error) {
+func (c *ClientWithResponses) UserPutWithResponse(ctx context.Context, email openapi_types.Email, body UserPutJSONRequestBody, reqEditors ...RequestEditorFn) (*UserPutReply, error) {
 	rsp, err := c.UserPut(ctx, email, body, reqEditors...)
 	if err != nil {
 		return nil, err
@@ -2333,7 +2334,7 @@ func (c *ClientWithResponses) UserPutWithResponse(ctx context.Context, email str
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /users/{email}/api_keys (the `APIKeyList` operationId).
-func (c *ClientWithResponses) APIKeyListWithResponse(ctx context.Context, email string, reqEditors ...RequestEditorFn) (*APIKeyListReply, error) {
+func (c *ClientWithResponses) APIKeyListWithResponse(ctx context.Context, email openapi_types.Email, reqEditors ...RequestEditorFn) (*APIKeyListReply, error) {
 	rsp, err := c.APIKeyList(ctx, email, reqEditors...)
 	if err != nil {
 		return nil, err
@@ -2348,7 +2349,7 @@ func (c *ClientWithResponses) APIKeyListWithResponse(ctx context.Context, email 
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /users/{email}/api_keys (the `APIKeyCreate` operationId).
-func (c *ClientWithResponses) APIKeyCreateWithResponse(ctx context.Context, email string, reqEditors ...RequestEditorFn) (*APIKeyCreateReply, error) {
+func (c *ClientWithResponses) APIKeyCreateWithResponse(ctx context.Context, email openapi_types.Email, reqEditors ...RequestEditorFn) (*APIKeyCreateReply, error) {
 	rsp, err := c.APIKeyCreate(ctx, email, reqEditors...)
 	if err != nil {
 		return nil, err
@@ -2363,7 +2364,7 @@ func (c *ClientWithResponses) APIKeyCreateWithResponse(ctx context.Context, emai
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with DELETE /users/{email}/api_keys/{id} (the `APIKeyRevoke` operationId).
-func (c *ClientWithResponses) APIKeyRevokeWithResponse(ctx context.Context, email string, id int64, reqEditors ...RequestEditorFn) (*APIKeyRevokeReply, error) {
+func (c *ClientWithResponses) APIKeyRevokeWithResponse(ctx context.Context, email openapi_types.Email, id int64, reqEditors ...RequestEditorFn) (*APIKeyRevokeReply, error) {
 	rsp, err := c.APIKeyRevoke(ctx, email, id, reqEditors...)
 	if err != nil {
 		return nil, err
