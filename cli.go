@@ -17,6 +17,7 @@ var commandSummaries = []struct{ name, summary string }{
 	{"book", "book a ride through the API (client side)"},
 	{"fakestripe", "serve the built-in fake Stripe on its own address"},
 	{"mailsink", "serve an SMTP server that keeps what it receives"},
+	{"healthcheck", "exit 0 when the instance on ADDR is ready (GET /readyz); the image's HEALTHCHECK"},
 	{"db", "manage the throwaway development PostgreSQL: up, down, url"},
 	{"help", "show this help, or a command's usage: help COMMAND"},
 }
@@ -33,7 +34,7 @@ func printMainUsage(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Run 'atomicrides COMMAND --help' for a command's usage. Configuration comes")
-	fmt.Fprintln(w, "from the environment (DATABASE_URL, ADDR, ADMIN_TOKEN, ...): see README.md.")
+	fmt.Fprintln(w, "from the environment (DATABASE_URL, ADDR, ADMIN_TOKEN, ...): see docs/operations.md.")
 }
 
 // errHelpShown means that the usage asked for (--help, -h, help) was printed

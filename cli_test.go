@@ -36,6 +36,7 @@ func TestCommandLine(t *testing.T) {
 		{"keys", "--help"}, {"keys", "-h"}, {"keys", "help"},
 		{"keys", "list", "--help"}, {"keys", "show", "--help"}, {"keys", "complete", "-h"}, {"keys", "reconcile", "--help"},
 		{"book", "--help"}, {"fakestripe", "--help"}, {"mailsink", "--help"}, {"db", "--help"},
+		{"healthcheck", "--help"}, {"help", "healthcheck"},
 	} {
 		r := binrun.RunT(t, env, args...)
 		require.Equal(t, 0, r.ExitCode, "%v: %s", args, r.Stderr)
@@ -50,6 +51,9 @@ func TestCommandLine(t *testing.T) {
 	r := binrun.RunT(t, env, "keys", "list", "--help")
 	require.Contains(t, r.Stdout, "-dead")
 	require.Contains(t, r.Stdout, "-limit")
+	r = binrun.RunT(t, env, "healthcheck", "--help")
+	require.Contains(t, r.Stdout, "/readyz")
+	require.Contains(t, r.Stdout, "-timeout")
 	r = binrun.RunT(t, env, "serve", "--help")
 	require.Contains(t, r.Stdout, "-dev")
 	require.Contains(t, r.Stdout, "-no-migrate")
@@ -79,6 +83,8 @@ func TestCommandLine(t *testing.T) {
 		{[]string{"db", "sideways"}, `db: unknown subcommand "sideways"`},
 		{[]string{"fakestripe", "-port", "1"}, "fakestripe: flag provided but not defined: -port"},
 		{[]string{"mailsink", "x"}, `mailsink: unexpected argument "x"`},
+		{[]string{"healthcheck", "now"}, `healthcheck: unexpected argument "now"`},
+		{[]string{"healthcheck", "-timeout", "0s"}, "healthcheck: -timeout 0s"},
 	} {
 		r := binrun.RunT(t, env, c.args...)
 		require.Equal(t, 2, r.ExitCode, "%v: %s", c.args, r.Stderr)

@@ -24,7 +24,7 @@ import (
 )
 
 // config is the process's configuration: every environment variable the
-// binary reads, read and checked here and nowhere else (README.md,
+// binary reads, read and checked here and nowhere else (docs/operations.md,
 // "Configuration", documents them). A variable that is unset stays zero, and
 // the package that owns the setting applies its default; the few defaults
 // below belong to the binary itself.

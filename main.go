@@ -8,8 +8,10 @@
 //	atomicrides mailsink     serve an SMTP server that keeps what it receives
 //	atomicrides db up|down|url   manage the throwaway development PostgreSQL
 //	atomicrides book --from LAT,LON --to LAT,LON   book a ride through the API (client side)
+//	atomicrides healthcheck  exit 0 when the instance serving on ADDR answers 200 on /readyz (the image's HEALTHCHECK)
 //
-// Configuration comes from the environment; see README.md.
+// Configuration comes from the environment; docs/operations.md lists every
+// variable.
 package main
 
 import (
@@ -123,6 +125,8 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 		return dbCommand(ctx, args[1:], stdout, logger)
 	case "book":
 		return book(ctx, args[1:], stdout, stderr)
+	case "healthcheck":
+		return healthcheck(ctx, args[1:], stdout)
 	default:
 		return usagef("unknown command %q (see atomicrides --help)", args[0])
 	}
@@ -195,7 +199,7 @@ func migrate(ctx context.Context, args []string, stdout io.Writer, logger *slog.
 }
 
 func serve(ctx context.Context, args []string, stdout io.Writer, logger *slog.Logger) error {
-	cmd := newCommand("serve", "serve [-no-migrate] [-dev]\n\nServes the HTTP API, the booking pages and River UI, and runs the River workers.\nConfiguration comes from the environment: see README.md. Without -dev, STRIPE_SECRET_KEY\nand SMTP_URL are required.", stdout)
+	cmd := newCommand("serve", "serve [-no-migrate] [-dev]\n\nServes the HTTP API, the booking pages and River UI, and runs the River workers.\nConfiguration comes from the environment: see docs/operations.md. Without -dev, STRIPE_SECRET_KEY\nand SMTP_URL are required.", stdout)
 	noMigrate := cmd.fs.Bool("no-migrate", false, "do not apply pending migrations at start")
 	dev := cmd.fs.Bool("dev", false, "development: without STRIPE_SECRET_KEY use the built-in fake Stripe, without SMTP_URL the built-in mail sink")
 	if err := cmd.parse(args, 0); err != nil {
@@ -507,7 +511,7 @@ func mailerFrom(cfg *config, logger *slog.Logger, dev bool) (m service.Mailer, n
 		if err != nil {
 			return nil, "", nil, fmt.Errorf("SMTP_URL: %w", err)
 		}
-		return m, "", func() {}, nil
+		return m, "", func() { _ = m.Close() }, nil
 	}
 	if !dev {
 		return nil, "", nil, errors.New("SMTP_URL: not set") // refused by loadConfig first
@@ -527,7 +531,10 @@ func mailerFrom(cfg *config, logger *slog.Logger, dev bool) (m service.Mailer, n
 	if cfg.MailDir == "" {
 		note = "receipts kept in no file (MAIL_DIR=off)"
 	}
-	return mailer, note, func() { _ = stopSink(context.Background()) }, nil
+	return mailer, note, func() {
+		_ = mailer.Close()
+		_ = stopSink(context.Background())
+	}, nil
 }
 
 func serveMailSink(ctx context.Context, args []string, stdout io.Writer, logger *slog.Logger) error {

@@ -135,7 +135,7 @@ func isRetryable(err error) bool {
 }
 
 // randomIDKeys are the primary keys of the tables whose ids the database
-// draws at random (random_id(), migration 0007), so that no id a client
+// draws (random_id(): migrations 0007 and 0012), so that no id a client
 // holds is ever handed out again.
 var randomIDKeys = map[string]bool{
 	"rides_pkey":    true,

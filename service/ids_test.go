@@ -49,19 +49,27 @@ func TestRandomIDs(t *testing.T) {
 			require.Nil(t, seq, "%s: no sequence a restore could replay", table)
 		}
 
-		// The draws: distinct, in [1, 2^53 - 1], and spread over the range.
-		var n, distinct int
-		var lo, hi int64
+		// The draws: in [1, 2^53 - 1]; their high bits are the database
+		// clock's milliseconds since 2026-01-01, never going back, so a
+		// restore (which goes back in data, not in time) draws ids later than
+		// every id it lost; their 12 low bits are random.
+		var n, lowBits, backwards int
+		var lo, hi, firstMS, lastMS, clockMS int64
 		require.NoError(t, b.Pool.QueryRow(b.Ctx, `
-			SELECT count(*), count(DISTINCT id), min(id), max(id)
-			FROM (SELECT random_id() AS id FROM generate_series(1, 100000)) d`).Scan(&n, &distinct, &lo, &hi))
+			WITH d AS (SELECT i, random_id() AS id FROM generate_series(1, 100000) i)
+			SELECT count(*), count(DISTINCT id % 4096), min(id), max(id),
+			       min(id / 4096), max(id / 4096),
+			       count(*) FILTER (WHERE id / 4096 < prev / 4096),
+			       floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint - 1767225600000
+			FROM (SELECT id, lag(id) OVER (ORDER BY i) AS prev FROM d) x`).Scan(
+			&n, &lowBits, &lo, &hi, &firstMS, &lastMS, &backwards, &clockMS))
 		require.Equal(t, 100000, n)
-		require.Equal(t, n, distinct)
 		require.GreaterOrEqual(t, lo, int64(1))
 		require.LessOrEqual(t, hi, int64(maxID))
-		require.Greater(t, hi, int64(maxID/2), "100,000 draws all in the lower half: not uniform")
-		require.Less(t, lo, int64(maxID/2), "100,000 draws all in the upper half: not uniform")
-
+		require.Zero(t, backwards, "a later draw never carries an earlier millisecond")
+		require.LessOrEqual(t, lastMS, clockMS, "the milliseconds are the database clock's")
+		require.Greater(t, firstMS, clockMS-60_000, "the milliseconds are the database clock's")
+		require.Greater(t, lowBits, 4000, "100,000 draws use nearly every one of the 4,096 random low parts")
 		// An id outside the range is refused, whoever writes it.
 		_, err := b.Pool.Exec(b.Ctx, `INSERT INTO users (id, email, payment_source) VALUES ($1, 'big@example.com', 'tok_visa')`, int64(maxID)+1)
 		require.ErrorContains(t, err, "users_id_range")

@@ -30,5 +30,5 @@
 // writing only under its t.TempDir(), and asserts that it measured something
 // (CPU of every process, round trips) and wrote its files.
 //
-// See README.md, "Benchmarks".
+// docs/benchmarks.md tells what each target means and holds the figures.
 package bench

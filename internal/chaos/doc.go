@@ -35,5 +35,5 @@
 //   - TestProductionBinaryCarriesNoFailpoints: the binary as it ships holds
 //     none of the failpoint machinery.
 //
-// See README.md, "Chaos".
+// docs/chaos.md tells what it proves and how to read its report.
 package chaos

@@ -17,8 +17,16 @@ import (
 	"github.com/atomicrides/atomicrides/service"
 )
 
-// DefaultTimeout bounds one send when Config.Timeout is zero.
-const DefaultTimeout = 30 * time.Second
+const (
+	// DefaultTimeout bounds one send when Config.Timeout is zero.
+	DefaultTimeout = 30 * time.Second
+	// DefaultMaxIdle is the number of idle sessions kept when
+	// Config.MaxIdle is zero.
+	DefaultMaxIdle = 4
+	// DefaultIdleTimeout ends an idle session when Config.IdleTimeout is
+	// zero.
+	DefaultIdleTimeout = 30 * time.Second
+)
 
 // Config configures an SMTP mailer.
 type Config struct {
@@ -30,10 +38,21 @@ type Config struct {
 	Timeout time.Duration
 	// TLSConfig overrides the TLS settings (tests use it for a private CA).
 	TLSConfig *tls.Config
+	// MaxIdle is the number of sessions kept open between messages.
+	// Default DefaultMaxIdle; negative keeps none.
+	MaxIdle int
+	// IdleTimeout ends a session unused for that long. Default
+	// DefaultIdleTimeout, well under the five minutes RFC 5321 gives a
+	// server before it may close an idle session.
+	IdleTimeout time.Duration
 }
 
-// Mailer sends messages over SMTP, one connection per message.
+// Mailer sends messages over SMTP. It keeps up to Config.MaxIdle sessions
+// open between messages (one mail transaction at a time on each), so a
+// steady stream of receipts costs no connection, greeting or TLS handshake
+// per message.
 type Mailer struct {
+	pool      *sessionPool
 	addr      string
 	host      string
 	auth      smtp.Auth
@@ -89,11 +108,25 @@ func New(cfg Config) (*Mailer, error) {
 	if m.tlsConfig == nil {
 		m.tlsConfig = &tls.Config{ServerName: m.host, MinVersion: tls.VersionTLS12}
 	}
+	maxIdle, idle := cfg.MaxIdle, cfg.IdleTimeout
+	if maxIdle == 0 {
+		maxIdle = DefaultMaxIdle
+	}
+	if idle <= 0 {
+		idle = DefaultIdleTimeout
+	}
+	m.pool = newSessionPool(max(maxIdle, 0), idle)
 	return m, nil
 }
 
-// send delivers msg. The whole exchange is bounded by the configured timeout
-// and by ctx.
+// send delivers msg over a pooled session, or a new one. The whole
+// exchange is bounded by the configured timeout and by ctx.
+//
+// A pooled session is first checked with RSET: a server that closed it
+// while idle fails there, before any part of msg was sent, so the message
+// goes over a new connection instead and is never sent twice. Any failure
+// after MAIL FROM ends the session and is returned: msg may or may not have
+// been accepted, as Mailer's contract says.
 func (m *Mailer) send(ctx context.Context, msg service.Message) error {
 	if err := msg.Validate(); err != nil {
 		return err
@@ -104,9 +137,39 @@ func (m *Mailer) send(ctx context.Context, msg service.Message) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, m.timeout)
 	defer cancel()
-	deadline, _ := ctx.Deadline()
 
+	s := m.pool.get()
+	if s != nil {
+		stop := s.bind(ctx)
+		if err := s.c.Reset(); err != nil {
+			stop()
+			s.close()
+			s = nil
+		} else {
+			stop()
+		}
+	}
+	if s == nil {
+		if s, err = m.dial(ctx); err != nil {
+			return err
+		}
+	}
+	stop := s.bind(ctx)
+	err = deliver(s.c, msg, data)
+	stop()
+	if err != nil {
+		s.close()
+		return err
+	}
+	m.pool.put(s)
+	return nil
+}
+
+// dial opens a session: connection, greeting, EHLO, STARTTLS and AUTH as
+// configured.
+func (m *Mailer) dial(ctx context.Context) (*session, error) {
 	var conn net.Conn
+	var err error
 	d := &net.Dialer{}
 	if m.implicit {
 		conn, err = (&tls.Dialer{NetDialer: d, Config: m.tlsConfig}).DialContext(ctx, "tcp", m.addr)
@@ -114,35 +177,42 @@ func (m *Mailer) send(ctx context.Context, msg service.Message) error {
 		conn, err = d.DialContext(ctx, "tcp", m.addr)
 	}
 	if err != nil {
-		return fmt.Errorf("smtp dial %s: %w", m.addr, err)
+		return nil, fmt.Errorf("smtp dial %s: %w", m.addr, err)
 	}
-	defer conn.Close()
-	_ = conn.SetDeadline(deadline)
-	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
+	s := &session{conn: conn}
+	stop := s.bind(ctx)
 	defer stop()
-
+	fail := func(err error) (*session, error) {
+		_ = conn.Close()
+		return nil, err
+	}
 	c, err := smtp.NewClient(conn, m.host)
 	if err != nil {
-		return fmt.Errorf("smtp greeting: %w", err)
+		return fail(fmt.Errorf("smtp greeting: %w", err))
 	}
-	defer c.Close()
+	s.c = c
 	if err := c.Hello("localhost"); err != nil {
-		return fmt.Errorf("smtp hello: %w", err)
+		return fail(fmt.Errorf("smtp hello: %w", err))
 	}
 	if !m.implicit {
 		if ok, _ := c.Extension("STARTTLS"); ok {
 			if err := c.StartTLS(m.tlsConfig); err != nil {
-				return fmt.Errorf("smtp starttls: %w", err)
+				return fail(fmt.Errorf("smtp starttls: %w", err))
 			}
 		} else if m.startTLS == "required" {
-			return errors.New("smtp: the server does not offer STARTTLS, and it is required")
+			return fail(errors.New("smtp: the server does not offer STARTTLS, and it is required"))
 		}
 	}
 	if m.auth != nil {
 		if err := c.Auth(m.auth); err != nil {
-			return fmt.Errorf("smtp auth: %w", err)
+			return fail(fmt.Errorf("smtp auth: %w", err))
 		}
 	}
+	return s, nil
+}
+
+// deliver runs one mail transaction on c: MAIL FROM, RCPT TO, DATA.
+func deliver(c *smtp.Client, msg service.Message, data []byte) error {
 	if err := c.Mail(address(msg.From)); err != nil {
 		return fmt.Errorf("smtp MAIL FROM: %w", err)
 	}
@@ -159,8 +229,13 @@ func (m *Mailer) send(ctx context.Context, msg service.Message) error {
 	if err := w.Close(); err != nil {
 		return fmt.Errorf("smtp end of data: %w", err)
 	}
-	// The server accepted the message; a failed QUIT changes nothing.
-	_ = c.Quit()
+	return nil
+}
+
+// Close ends the idle sessions (QUIT). Sends after Close still work, each
+// over a connection of its own that is not kept.
+func (m *Mailer) Close() error {
+	m.pool.close()
 	return nil
 }
 

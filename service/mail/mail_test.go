@@ -2,7 +2,9 @@ package mail_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -84,4 +86,99 @@ func TestNewRejectsBadURLs(t *testing.T) {
 		_, err := mail.New(mail.Config{URL: u})
 		require.NoError(t, err, u)
 	}
+}
+
+// numbered is msg with its own Message-ID.
+func numbered(i int) service.Message {
+	m := msg
+	m.MessageID = fmt.Sprintf("receipt.ride-%d@example.com", i)
+	return m
+}
+
+func TestSendReusesSessions(t *testing.T) {
+	t.Parallel()
+	sink, url := setup(t)
+	m, err := mail.New(mail.Config{URL: url})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = m.Close() })
+
+	for i := range 5 {
+		require.NoError(t, m.Send(context.Background(), numbered(i)))
+	}
+	require.Equal(t, 1, sink.Connections(), "one session carries every message")
+	ids := sink.CountByMessageID()
+	require.Len(t, ids, 5)
+	for id, n := range ids {
+		require.Equal(t, 1, n, id)
+	}
+}
+
+func TestSendRedialsWhenTheServerDroppedTheSession(t *testing.T) {
+	t.Parallel()
+	sink, url := setup(t)
+	m, err := mail.New(mail.Config{URL: url})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = m.Close() })
+
+	require.NoError(t, m.Send(context.Background(), numbered(1)))
+	sink.DropConnections()
+	require.NoError(t, m.Send(context.Background(), numbered(2)))
+	require.Equal(t, 2, sink.Connections())
+	require.Equal(t, map[string]int{"receipt.ride-1@example.com": 1, "receipt.ride-2@example.com": 1}, sink.CountByMessageID(),
+		"the message after the drop goes over a new session, once")
+}
+
+func TestSendKeepsNoSessionWhenToldNot(t *testing.T) {
+	t.Parallel()
+	sink, url := setup(t)
+	m, err := mail.New(mail.Config{URL: url, MaxIdle: -1})
+	require.NoError(t, err)
+	for i := range 3 {
+		require.NoError(t, m.Send(context.Background(), numbered(i)))
+	}
+	require.Equal(t, 3, sink.Connections())
+}
+
+func TestSendConcurrently(t *testing.T) {
+	t.Parallel()
+	sink, url := setup(t)
+	m, err := mail.New(mail.Config{URL: url})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = m.Close() })
+
+	const senders, each = 8, 10
+	var wg sync.WaitGroup
+	errs := make(chan error, senders*each)
+	for s := range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				errs <- m.Send(context.Background(), numbered(s*each+i))
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	ids := sink.CountByMessageID()
+	require.Len(t, ids, senders*each)
+	for id, n := range ids {
+		require.Equal(t, 1, n, id)
+	}
+	require.LessOrEqual(t, sink.Connections(), senders, "no more sessions than concurrent senders")
+}
+
+func TestCloseEndsIdleSessions(t *testing.T) {
+	t.Parallel()
+	sink, url := setup(t)
+	m, err := mail.New(mail.Config{URL: url})
+	require.NoError(t, err)
+	require.NoError(t, m.Send(context.Background(), numbered(1)))
+	require.NoError(t, m.Close())
+	require.NoError(t, m.Send(context.Background(), numbered(2)), "a send after Close still delivers")
+	require.Equal(t, 2, sink.Connections())
+	require.Equal(t, 2, sink.Count())
 }

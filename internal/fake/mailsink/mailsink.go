@@ -51,6 +51,8 @@ type Sink struct {
 	changed  chan struct{} // closed and replaced on every accepted message
 	refuse   int           // number of messages still to refuse
 	refuseAs int           // the SMTP code they are refused with
+	accepted int           // connections accepted so far
+	open     map[net.Conn]struct{}
 }
 
 // New returns a Sink; Start serves it.
@@ -74,8 +76,9 @@ func (s *Sink) Start(addr string) (url string, stop func(context.Context) error,
 		return "", nil, err
 	}
 	var wg sync.WaitGroup
-	conns := make(map[net.Conn]struct{})
-	var connsMu sync.Mutex
+	s.mu.Lock()
+	s.open = make(map[net.Conn]struct{})
+	s.mu.Unlock()
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -84,26 +87,23 @@ func (s *Sink) Start(addr string) (url string, stop func(context.Context) error,
 			if err != nil {
 				return
 			}
-			connsMu.Lock()
-			conns[c] = struct{}{}
-			connsMu.Unlock()
+			s.mu.Lock()
+			s.open[c] = struct{}{}
+			s.accepted++
+			s.mu.Unlock()
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				s.serveConn(c)
-				connsMu.Lock()
-				delete(conns, c)
-				connsMu.Unlock()
+				s.mu.Lock()
+				delete(s.open, c)
+				s.mu.Unlock()
 			}()
 		}
 	}()
 	stop = func(ctx context.Context) error {
 		err := ln.Close()
-		connsMu.Lock()
-		for c := range conns {
-			_ = c.Close()
-		}
-		connsMu.Unlock()
+		s.DropConnections()
 		done := make(chan struct{})
 		go func() { wg.Wait(); close(done) }()
 		select {
@@ -114,6 +114,23 @@ func (s *Sink) Start(addr string) (url string, stop func(context.Context) error,
 		return err
 	}
 	return "smtp://" + ln.Addr().String(), stop, nil
+}
+
+// Connections is the number of SMTP connections accepted so far.
+func (s *Sink) Connections() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.accepted
+}
+
+// DropConnections closes every open connection without a word, as a server
+// does that ends idle sessions or restarts.
+func (s *Sink) DropConnections() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.open {
+		_ = c.Close()
+	}
 }
 
 // Refuse makes the sink refuse the next n messages at the end of DATA with
