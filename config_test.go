@@ -32,6 +32,11 @@ func TestInvalidConfiguration(t *testing.T) {
 	}{
 		{"DATABASE_URL", "postgres://rider:" + dbPassword + "@db.example:notaport/rides", nil, "not a valid PostgreSQL connection string", nil},
 		{"DATABASE_URL", "postgres://rider:" + dbPassword + "@[::1/rides", nil, "not a valid PostgreSQL connection string", nil},
+		{"DATABASE_POOLER", "pgpool", nil, "is not a pooler", nil},
+		{"DATABASE_DIRECT_URL", "", []string{"DATABASE_POOLER=pgbouncer"}, "not set: with DATABASE_POOLER=pgbouncer", nil},
+		{"DATABASE_DIRECT_URL", "postgres://rider:" + dbPassword + "@[::1/rides", nil, "not a valid PostgreSQL connection string", nil},
+		{"DATABASE_URL", "postgres://rider:" + dbPassword + "@127.0.0.1:1/rides?default_query_exec_mode=describe_exec",
+			[]string{"DATABASE_POOLER=pgbouncer", "DATABASE_DIRECT_URL=postgres://127.0.0.1:1/rides"}, "does not work through PgBouncer's transaction pooling", nil},
 		{"ADDR", "nowhere", nil, "not a listen address", nil},
 		{"ADMIN_TOKEN", adminSecret, nil, "too short", nil},
 		{"ADMIN_TOKEN", adminSecret + " with spaces in it, long enough", nil, "printable ASCII", nil},
@@ -42,6 +47,8 @@ func TestInvalidConfiguration(t *testing.T) {
 		{"STRIPE_SECRET_KEY", "sk_live_" + stripeSecret + "\n", nil, "not a Stripe secret key", nil},
 		{"STRIPE_API_BASE", "ftp://stripe.example", nil, "absolute http or https URL", nil},
 		{"STRIPE_TIMEOUT", "bogus", nil, "not a positive duration", nil},
+		{"STRIPE_WEBHOOK_SECRET", "sk_live_" + stripeSecret, nil, "secret 1 is not a webhook signing secret", nil},
+		{"STRIPE_WEBHOOK_SECRET", "whsec_ok,whsec_" + stripeSecret + "!", nil, "secret 2 is not a webhook signing secret", nil},
 		{"SMTP_URL", "smtp://mailer:" + smtpPassword + "@mail.example:25%zz", nil, "not a URL", nil},
 		{"SMTP_URL", "smtp://mailer:" + smtpPassword + "@:25", nil, "no host", nil},
 		{"SMTP_URL", "https://mailer:" + smtpPassword + "@mail.example", nil, "want smtp or smtps", nil},
@@ -61,6 +68,13 @@ func TestInvalidConfiguration(t *testing.T) {
 		{"JOB_RESCUE_AFTER", "30s", nil, "must outlast JOB_TIMEOUT (1m0s)", nil},
 		{"OTEL_TRACES_EXPORTER", "bogus", nil, "want otlp or none", nil},
 		{"OTEL_EXPORTER_OTLP_PROTOCOL", "carrier-pigeon", []string{"OTEL_TRACES_EXPORTER=otlp"}, "want http/protobuf or grpc", nil},
+		{"RATE_LIMIT_WRITES", "50", nil, "want QUOTA/WINDOW", nil},
+		{"RATE_LIMIT_READS", "0/10s", nil, "not a whole number from 1 to 1000000", nil},
+		{"RATE_LIMIT_AUTH_FAILURES", "20/500ms", nil, "not a duration from 1s to 24h", nil},
+		{"LOAD_SHED_IN_FLIGHT", "lots", nil, "want a whole number of requests from 1 to 100000, or off", nil},
+		{"LOAD_SHED_RESERVED", "1.5", nil, "want a fraction from 0.01 to 0.9", nil},
+		{"LOAD_SHED_DB_WAIT", "-1s", nil, "not a positive duration", nil},
+		{"REDIS_URL", "http://cache:" + dbPassword + "@redis.example", nil, "not a valid redis:// or rediss:// URL", nil},
 		{"FAKESTRIPE_ADDR", "12111", nil, "not a listen address", []string{"fakestripe"}},
 		{"MAILSINK_ADDR", "host:port", nil, "not a listen address", []string{"mailsink"}},
 		{"ATOMICRIDES_URL", "localhost:8080", []string{"ATOMICRIDES_API_KEY=ar_key"}, "absolute http or https URL", []string{"book", "--from", "1,2", "--to", "3,4"}},
@@ -116,6 +130,20 @@ func TestMailDir(t *testing.T) {
 		require.NoError(t, err, "MAIL_DIR=%q", value)
 		require.Equal(t, want, cfg.MailDir, "MAIL_DIR=%q", value)
 	}
+}
+
+// TestWebhookSecrets: STRIPE_WEBHOOK_SECRET lists one or more signing
+// secrets, every one of which verifies deliveries (a rotation).
+func TestWebhookSecrets(t *testing.T) {
+	t.Parallel()
+	cfg, err := loadConfig(func(name string) string {
+		if name == "STRIPE_WEBHOOK_SECRET" {
+			return "whsec_new_1, whsec_old_2"
+		}
+		return ""
+	}, backends{})
+	require.NoError(t, err)
+	require.Equal(t, []string{"whsec_new_1", "whsec_old_2"}, cfg.StripeWebhookSecrets)
 }
 
 // TestStripeKeyRule: STRIPE_SECRET_KEY takes secret and restricted keys,

@@ -16,14 +16,18 @@ import (
 	"github.com/atomicrides/atomicrides/service"
 )
 
-const keysUsage = `keys list|show|complete|reconcile ...
+const keysUsage = `keys list|show|complete|reconcile|events-replay ...
 
   keys list [-dead] [-limit N] [-json]   unfinished requests idle past COMPLETER_IDLE or past KEY_RETENTION;
                                          -dead: those whose completion was discarded after its last attempt
   keys show [-json] ID                   one key, its stored request and its completion job
   keys complete ID                       drive the request to completion now, as its client's retry would
   keys reconcile [-since 48h] [-json]    charges and refunds at Stripe of this deployment that no ride records,
-                                         and rides recorded as charged that Stripe lacks; exit 1 when any`
+                                         and rides recorded as charged that Stripe lacks; exit 1 when any
+  keys events-replay [-since 72h] [-json]
+                                         read Stripe's events since then again through the webhook inbox
+                                         (after a restore or a failover that lost commits); the new ones are
+                                         applied once by the serving processes' workers`
 
 // errReconcileFindings is the error (exit status 1) of a reconciliation
 // that found something for an operator to look at.
@@ -33,7 +37,7 @@ var errReconcileFindings = errors.New("reconciliation found orphans or missing c
 // is checked in full before the database is touched.
 func keysCommand(ctx context.Context, args []string, out io.Writer, logger *slog.Logger) error {
 	if len(args) == 0 {
-		return usagef("keys: missing subcommand: list, show, complete or reconcile (see atomicrides keys --help)")
+		return usagef("keys: missing subcommand: list, show, complete, reconcile or events-replay (see atomicrides keys --help)")
 	}
 	sub := args[0]
 	if isHelp(sub) {
@@ -67,6 +71,16 @@ func keysCommand(ctx context.Context, args []string, out io.Writer, logger *slog
 		if *since <= 0 {
 			return usagef("keys reconcile: -since %s: want a positive duration such as 48h", *since)
 		}
+	case "events-replay":
+		cmd = newCommand("keys events-replay", "keys events-replay [-since 72h] [-json]\n\nReads Stripe's events since then (Stripe keeps 30 days) through the webhook inbox: events it\nlacks are recorded and applied once by the serving processes' workers; the others write nothing.\nRun it after restoring a backup or promoting a standby, with -since before the restore point.", out)
+		since = cmd.fs.Duration("since", 72*time.Hour, "how far back to read")
+		asJSON = cmd.fs.Bool("json", false, "print JSON")
+		if err := cmd.parse(args[1:], 0); err != nil {
+			return err
+		}
+		if *since <= 0 || *since > 30*24*time.Hour {
+			return usagef("keys events-replay: -since %s: want a positive duration of at most 720h (Stripe keeps 30 days of events)", *since)
+		}
 	case "show", "complete":
 		if sub == "show" {
 			cmd = newCommand("keys show", "keys show [-json] ID\n\nShows one key, its stored request and its completion job.", out)
@@ -85,12 +99,12 @@ func keysCommand(ctx context.Context, args []string, out io.Writer, logger *slog
 			return usagef("keys %s: key id %q: want a positive integer", sub, cmd.fs.Arg(0))
 		}
 	default:
-		return usagef("keys: unknown subcommand %q: want list, show, complete or reconcile (see atomicrides keys --help)", sub)
+		return usagef("keys: unknown subcommand %q: want list, show, complete, reconcile or events-replay (see atomicrides keys --help)", sub)
 	}
 
 	// complete and reconcile reach Stripe: they refuse to run without its
 	// configuration, before touching anything. None of them sends mail.
-	needs := backends{stripe: sub == "complete" || sub == "reconcile"}
+	needs := backends{stripe: sub == "complete" || sub == "reconcile" || sub == "events-replay"}
 	cfg, err := configFromEnv(needs)
 	if err != nil {
 		return err
@@ -100,13 +114,24 @@ func keysCommand(ctx context.Context, args []string, out io.Writer, logger *slog
 		return err
 	}
 	defer pool.Close()
-	svc, _, stop, err := newService(pool, cfg, prometheus.NewRegistry(), logger, needs)
+	svc, _, stop, err := newService(pool, pool, cfg, prometheus.NewRegistry(), logger, needs)
 	if err != nil {
 		return err
 	}
 	defer stop()
 
 	switch sub {
+	case "events-replay":
+		rep, err := svc.InboxReplay(ctx, service.InboxSourceStripe, time.Now().Add(-*since))
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(out, rep)
+		}
+		fmt.Fprintf(out, "events since %s: %d listed, %d new (queued to be applied once), %d already received\n",
+			rep.Since.Format(time.RFC3339), rep.Listed, rep.Recorded, rep.Duplicates)
+		return nil
 	case "reconcile":
 		rep, err := svc.Reconcile(ctx, *since)
 		if err != nil {

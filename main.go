@@ -35,7 +35,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 	"go.opentelemetry.io/otel"
 	"riverqueue.com/riverui"
@@ -154,7 +153,7 @@ func connect(ctx context.Context, cfg *config, logger *slog.Logger, start bool, 
 	if err != nil {
 		return nil, err
 	}
-	poolCfg, err := poolConfig(url)
+	poolCfg, err := poolConfig("DATABASE_URL", url, cfg.DatabasePooler)
 	if err != nil {
 		return nil, err
 	}
@@ -177,6 +176,44 @@ func connect(ctx context.Context, cfg *config, logger *slog.Logger, start bool, 
 	return pool, nil
 }
 
+// directPool is PostgreSQL itself, for what needs a session of its own: a
+// pool of its own on DATABASE_DIRECT_URL behind a pooler, else the pool.
+type directPool struct {
+	*pgxpool.Pool
+	own bool
+}
+
+// Close closes the pool if it is one of its own.
+func (d directPool) Close() {
+	if d.own {
+		d.Pool.Close()
+	}
+}
+
+// connectDirect opens the direct pool: on DATABASE_DIRECT_URL when it is
+// set, else pool (DATABASE_URL reaches PostgreSQL itself).
+func connectDirect(ctx context.Context, cfg *config, pool *pgxpool.Pool) (directPool, error) {
+	if cfg.DatabaseDirectURL == "" {
+		return directPool{Pool: pool}, nil
+	}
+	poolCfg, err := poolConfig("DATABASE_DIRECT_URL", cfg.DatabaseDirectURL, poolerNone)
+	if err != nil {
+		return directPool{}, err
+	}
+	poolCfg.ConnConfig.Tracer = telemetry.PgxTracer{}
+	direct, err := pgxpool.NewWithConfig(ctx, poolCfg)
+	if err != nil {
+		return directPool{}, err
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := direct.Ping(pingCtx); err != nil {
+		direct.Close()
+		return directPool{}, fmt.Errorf("connect to the database (DATABASE_DIRECT_URL): %w", err)
+	}
+	return directPool{Pool: direct, own: true}, nil
+}
+
 func migrate(ctx context.Context, args []string, stdout io.Writer, logger *slog.Logger) error {
 	if err := newCommand("migrate", "migrate\n\nApplies the pending migrations, the service's and River's, to DATABASE_URL.", stdout).parse(args, 0); err != nil {
 		return err
@@ -190,7 +227,12 @@ func migrate(ctx context.Context, args []string, stdout io.Writer, logger *slog.
 		return err
 	}
 	defer pool.Close()
-	res, err := migrations.Migrate(ctx, pool)
+	direct, err := connectDirect(ctx, cfg, pool)
+	if err != nil {
+		return err
+	}
+	defer direct.Close()
+	res, err := migrations.Migrate(ctx, direct.Pool)
 	if err != nil {
 		return err
 	}
@@ -230,20 +272,32 @@ func serve(ctx context.Context, args []string, stdout io.Writer, logger *slog.Lo
 		return err
 	}
 	defer pool.Close() // last: after HTTP and River have stopped
+	// PostgreSQL itself, behind a pooler: for the migrations' advisory lock
+	// and the listeners.
+	direct, err := connectDirect(ctx, cfg, pool)
+	if err != nil {
+		return err
+	}
+	defer direct.Close()
 
 	if !*noMigrate {
-		if _, err := migrations.Migrate(ctx, pool); err != nil {
+		if _, err := migrations.Migrate(ctx, direct.Pool); err != nil {
 			return err
 		}
 	}
 
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), dbCounter)
-	svc, devNote, stopDeps, err := newService(pool, cfg, registry, logger, needs)
+	svc, devNote, stopDeps, err := newService(pool, direct.Pool, cfg, registry, logger, needs)
 	if err != nil {
 		return err
 	}
 	defer stopDeps()
+	if svc.InboxEnabled(service.InboxSourceStripe) {
+		logger.Info("webhooks on: Stripe events are received at POST /webhooks/stripe", "secrets", len(cfg.StripeWebhookSecrets))
+	} else {
+		logger.Warn("webhooks off: STRIPE_WEBHOOK_SECRET not set, POST /webhooks/stripe answers 404; refunds and disputes made at Stripe are seen only by reconciliation")
+	}
 	// Revoked API keys are forgotten by this process's auth cache as they are
 	// announced; the goroutine ends with ctx.
 	go func() { _ = svc.ListenAPIKeyRevocations(ctx) }()
@@ -251,7 +305,7 @@ func serve(ctx context.Context, args []string, stdout io.Writer, logger *slog.Lo
 	riverCfg := jobs.RiverConfig(cfg.jobsConfig(logger), svc)
 	// A job's run continues the trace of the phase that inserted it.
 	riverCfg.Plugins = []rivertype.Plugin{telemetry.NewRiverMiddleware(nil)}
-	riverClient, err := river.NewClient(riverpgxv5.New(pool), riverCfg)
+	riverClient, err := river.NewClient(riverDriver(pool, direct.Pool), riverCfg)
 	if err != nil {
 		return err
 	}
@@ -271,7 +325,10 @@ func serve(ctx context.Context, args []string, stdout io.Writer, logger *slog.Lo
 		return err
 	}
 
+	admission, stopLimits := newLimits(cfg, pool, registry, logger)
+	defer stopLimits()
 	handler := openapi.NewHandler(openapi.Config{
+		Limits:     admission,
 		Service:    svc,
 		AdminToken: adminToken,
 		RiverUI:    ui,
@@ -383,10 +440,26 @@ func paymentsFrom(cfg *config, logger *slog.Logger, dev bool) (pay service.Payme
 		}
 		logger.Warn("-dev: STRIPE_SECRET_KEY not set, charges go to the built-in FAKE Stripe; never use this mode for real riders",
 			"url", url, "ledger", url+"/_fake/ledger")
+		// The fake delivers its events to this server, signed with its
+		// development secret, which the inbox then verifies.
+		if len(cfg.StripeWebhookSecrets) == 0 {
+			cfg.StripeWebhookSecrets = []string{fakestripe.DevWebhookSecret}
+		}
+		fake.SetWebhookEndpoint(&fakestripe.WebhookEndpoint{URL: webhookURL(cfg.Addr), Secret: cfg.StripeWebhookSecrets[0]})
 		return payments.New(payments.Config{SecretKey: "sk_test_fake", APIBase: url, Timeout: cfg.StripeTimeout}),
 			"fake Stripe at " + url, func() { _ = stop(context.Background()) }, nil
 	}
 	return payments.New(payments.Config{SecretKey: cfg.StripeSecretKey, APIBase: cfg.StripeAPIBase, Timeout: cfg.StripeTimeout}), "", func() {}, nil
+}
+
+// webhookURL is the Stripe webhook endpoint of a server listening on addr,
+// as the built-in fake reaches it.
+func webhookURL(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/webhooks/stripe"
 }
 
 func serveFakeStripe(ctx context.Context, args []string, stdout io.Writer, logger *slog.Logger) error {
@@ -452,7 +525,7 @@ func dbCommand(ctx context.Context, args []string, stdout io.Writer, logger *slo
 // fakes in place of those cfg lacks. A command that reaches neither (keys
 // list, keys show) gets a Stripe client it never calls. devNote says which
 // fakes run; stop releases what was started.
-func newService(pool *pgxpool.Pool, cfg *config, reg prometheus.Registerer, logger *slog.Logger, needs backends) (svc *service.Service, devNote string, stop func(), err error) {
+func newService(pool, direct *pgxpool.Pool, cfg *config, reg prometheus.Registerer, logger *slog.Logger, needs backends) (svc *service.Service, devNote string, stop func(), err error) {
 	var stops []func()
 	stopAll := func() {
 		for i := len(stops) - 1; i >= 0; i-- {
@@ -490,8 +563,18 @@ func newService(pool *pgxpool.Pool, cfg *config, reg prometheus.Registerer, logg
 			notes = append(notes, note)
 		}
 	}
+	inbound := map[string]service.EventSource{}
+	if len(cfg.StripeWebhookSecrets) > 0 {
+		events, err := payments.NewEvents(cfg.StripeWebhookSecrets, 0)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		inbound[service.InboxSourceStripe] = events
+	}
 	svc, err = service.New(service.Config{
-		Pool: pool, Payments: pay, Mailer: mailer, MailFrom: cfg.MailFrom, Logger: logger, Registerer: reg,
+		Inbound: inbound,
+		Pool:    pool, ListenConfig: direct.Config().ConnConfig,
+		Payments: pay, Mailer: mailer, MailFrom: cfg.MailFrom, Logger: logger, Registerer: reg,
 		// Zero values take the service's defaults.
 		AbandonedAfter: cfg.CompleterIdle, KeyRetention: cfg.KeyRetention, Lease: cfg.Lease,
 	})

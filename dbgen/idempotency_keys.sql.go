@@ -393,6 +393,41 @@ func (q *Queries) IdempotencyKeyListByIDs(ctx context.Context, db DBTX, ids []in
 	return items, nil
 }
 
+const idempotencyKeyListUnfinishedRideIDs = `-- name: IdempotencyKeyListUnfinishedRideIDs :many
+SELECT k.id, k.idempotency_key, u.email
+FROM idempotency_keys k
+JOIN users u ON u.id = k.user_id
+WHERE k.recovery_point <> 'finished' AND k.flow = $1
+`
+
+type IdempotencyKeyListUnfinishedRideIDsRow struct {
+	ID             int64
+	IdempotencyKey string
+	Email          string
+}
+
+// The unfinished ride requests with their client keys and riders, to find
+// the one whose charge a processor event reports (the inbox).
+func (q *Queries) IdempotencyKeyListUnfinishedRideIDs(ctx context.Context, db DBTX, flow string) ([]*IdempotencyKeyListUnfinishedRideIDsRow, error) {
+	rows, err := db.Query(ctx, idempotencyKeyListUnfinishedRideIDs, flow)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*IdempotencyKeyListUnfinishedRideIDsRow
+	for rows.Next() {
+		var i IdempotencyKeyListUnfinishedRideIDsRow
+		if err := rows.Scan(&i.ID, &i.IdempotencyKey, &i.Email); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const idempotencyKeyListUnfinishedRides = `-- name: IdempotencyKeyListUnfinishedRides :many
 SELECT k.idempotency_key, u.email
 FROM idempotency_keys k

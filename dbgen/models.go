@@ -64,6 +64,17 @@ type IdempotencyKey struct {
 	UserID             int64
 }
 
+type InboxEvent struct {
+	Source     string
+	EventID    string
+	EventType  string
+	OccurredAt time.Time
+	ReceivedAt time.Time
+	Payload    json.RawMessage
+	AppliedAt  *time.Time
+	Outcome    *string
+}
+
 type Receipt struct {
 	ID        int64
 	SentAt    time.Time
@@ -102,6 +113,8 @@ type Ride struct {
 	UserID           int64
 	DeclineCode      *string
 	DeclineMessage   *string
+	DisputeStatus    string
+	StripeDisputeID  *string
 }
 
 type User struct {

@@ -148,6 +148,45 @@ func (q *Queries) RefundLockByRide(ctx context.Context, db DBTX, rideID int64) (
 	return &i, err
 }
 
+const refundRecordExternal = `-- name: RefundRecordExternal :one
+INSERT INTO refunds (ride_id, status, stripe_refund_id, amount_cents, currency)
+VALUES ($1, 'refunded', $2::text, $3, $4)
+RETURNING id, created_at, updated_at, ride_id, idempotency_key_id, status, stripe_refund_id, failure_code, amount_cents, currency, attempt
+`
+
+type RefundRecordExternalParams struct {
+	RideID         int64
+	StripeRefundID string
+	AmountCents    int64
+	Currency       string
+}
+
+// Records a refund made outside the service (the processor's dashboard) on a
+// ride that has no refund row: refunded at once, asked for by no request.
+func (q *Queries) RefundRecordExternal(ctx context.Context, db DBTX, arg RefundRecordExternalParams) (*Refund, error) {
+	row := db.QueryRow(ctx, refundRecordExternal,
+		arg.RideID,
+		arg.StripeRefundID,
+		arg.AmountCents,
+		arg.Currency,
+	)
+	var i Refund
+	err := row.Scan(
+		&i.ID,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.RideID,
+		&i.IdempotencyKeyID,
+		&i.Status,
+		&i.StripeRefundID,
+		&i.FailureCode,
+		&i.AmountCents,
+		&i.Currency,
+		&i.Attempt,
+	)
+	return &i, err
+}
+
 const refundRetry = `-- name: RefundRetry :one
 UPDATE refunds
 SET status = 'pending', failure_code = NULL, idempotency_key_id = $1,

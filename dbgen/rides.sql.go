@@ -20,7 +20,7 @@ INSERT INTO rides (
     $1, $2, $3, $4, $5,
     $6, $7, $8
 )
-RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message
+RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, dispute_status, stripe_dispute_id
 `
 
 type RideCreateParams struct {
@@ -61,6 +61,8 @@ func (q *Queries) RideCreate(ctx context.Context, db DBTX, arg RideCreateParams)
 		&i.UserID,
 		&i.DeclineCode,
 		&i.DeclineMessage,
+		&i.DisputeStatus,
+		&i.StripeDisputeID,
 	)
 	return &i, err
 }
@@ -74,12 +76,12 @@ WITH ride AS (
         $1, $2, $3, $4, $5,
         $6, $7, $8
     )
-    RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message
+    RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, dispute_status, stripe_dispute_id
 ), audit AS (
     INSERT INTO audit_records (action, data, origin_ip, resource_id, resource_type, user_id)
     SELECT $9, $10, $11, ride.id, 'ride', ride.user_id FROM ride
 )
-SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, users.id, users.created_at, users.email, users.payment_source, users.stripe_customer_id
+SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.dispute_status, rides.stripe_dispute_id, users.id, users.created_at, users.email, users.payment_source, users.stripe_customer_id
 FROM ride AS rides JOIN users ON users.id = rides.user_id
 `
 
@@ -135,6 +137,8 @@ func (q *Queries) RideCreateAudited(ctx context.Context, db DBTX, arg RideCreate
 		&i.Ride.UserID,
 		&i.Ride.DeclineCode,
 		&i.Ride.DeclineMessage,
+		&i.Ride.DisputeStatus,
+		&i.Ride.StripeDisputeID,
 		&i.User.ID,
 		&i.User.CreatedAt,
 		&i.User.Email,
@@ -144,8 +148,36 @@ func (q *Queries) RideCreateAudited(ctx context.Context, db DBTX, arg RideCreate
 	return &i, err
 }
 
+const rideGetByCharge = `-- name: RideGetByCharge :one
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, dispute_status, stripe_dispute_id FROM rides WHERE stripe_charge_id = $1
+`
+
+func (q *Queries) RideGetByCharge(ctx context.Context, db DBTX, stripeChargeID *string) (*Ride, error) {
+	row := db.QueryRow(ctx, rideGetByCharge, stripeChargeID)
+	var i Ride
+	err := row.Scan(
+		&i.ID,
+		&i.CreatedAt,
+		&i.IdempotencyKeyID,
+		&i.OriginLat,
+		&i.OriginLon,
+		&i.TargetLat,
+		&i.TargetLon,
+		&i.ChargeStatus,
+		&i.StripeChargeID,
+		&i.AmountCents,
+		&i.Currency,
+		&i.UserID,
+		&i.DeclineCode,
+		&i.DeclineMessage,
+		&i.DisputeStatus,
+		&i.StripeDisputeID,
+	)
+	return &i, err
+}
+
 const rideGetByIdempotencyKey = `-- name: RideGetByIdempotencyKey :one
-SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message FROM rides WHERE idempotency_key_id = $1
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, dispute_status, stripe_dispute_id FROM rides WHERE idempotency_key_id = $1
 `
 
 func (q *Queries) RideGetByIdempotencyKey(ctx context.Context, db DBTX, idempotencyKeyID *int64) (*Ride, error) {
@@ -166,12 +198,14 @@ func (q *Queries) RideGetByIdempotencyKey(ctx context.Context, db DBTX, idempote
 		&i.UserID,
 		&i.DeclineCode,
 		&i.DeclineMessage,
+		&i.DisputeStatus,
+		&i.StripeDisputeID,
 	)
 	return &i, err
 }
 
 const rideGetForUser = `-- name: RideGetForUser :one
-SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message FROM rides WHERE id = $1 AND user_id = $2
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, dispute_status, stripe_dispute_id FROM rides WHERE id = $1 AND user_id = $2
 `
 
 func (q *Queries) RideGetForUser(ctx context.Context, db DBTX, iD int64, userID int64) (*Ride, error) {
@@ -192,12 +226,14 @@ func (q *Queries) RideGetForUser(ctx context.Context, db DBTX, iD int64, userID 
 		&i.UserID,
 		&i.DeclineCode,
 		&i.DeclineMessage,
+		&i.DisputeStatus,
+		&i.StripeDisputeID,
 	)
 	return &i, err
 }
 
 const rideGetWithRefund = `-- name: RideGetWithRefund :one
-SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, refunds.status AS refund_status, refunds.stripe_refund_id AS stripe_refund_id,
+SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.dispute_status, rides.stripe_dispute_id, refunds.status AS refund_status, refunds.stripe_refund_id AS stripe_refund_id,
     refunds.failure_code AS refund_failure_code
 FROM rides LEFT JOIN refunds ON refunds.ride_id = rides.id
 WHERE rides.id = $1 AND rides.user_id = $2
@@ -229,6 +265,8 @@ func (q *Queries) RideGetWithRefund(ctx context.Context, db DBTX, iD int64, user
 		&i.Ride.UserID,
 		&i.Ride.DeclineCode,
 		&i.Ride.DeclineMessage,
+		&i.Ride.DisputeStatus,
+		&i.Ride.StripeDisputeID,
 		&i.RefundStatus,
 		&i.StripeRefundID,
 		&i.RefundFailureCode,
@@ -272,7 +310,7 @@ func (q *Queries) RideListChargedSince(ctx context.Context, db DBTX, sinceSecond
 }
 
 const rideListForUser = `-- name: RideListForUser :many
-SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, refunds.status AS refund_status, refunds.stripe_refund_id AS stripe_refund_id,
+SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.dispute_status, rides.stripe_dispute_id, refunds.status AS refund_status, refunds.stripe_refund_id AS stripe_refund_id,
     refunds.failure_code AS refund_failure_code
 FROM rides LEFT JOIN refunds ON refunds.ride_id = rides.id
 WHERE rides.user_id = $1
@@ -336,6 +374,8 @@ func (q *Queries) RideListForUser(ctx context.Context, db DBTX, arg RideListForU
 			&i.Ride.UserID,
 			&i.Ride.DeclineCode,
 			&i.Ride.DeclineMessage,
+			&i.Ride.DisputeStatus,
+			&i.Ride.StripeDisputeID,
 			&i.RefundStatus,
 			&i.StripeRefundID,
 			&i.RefundFailureCode,
@@ -351,7 +391,7 @@ func (q *Queries) RideListForUser(ctx context.Context, db DBTX, arg RideListForU
 }
 
 const rideListForUserAscending = `-- name: RideListForUserAscending :many
-SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, refunds.status AS refund_status, refunds.stripe_refund_id AS stripe_refund_id,
+SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.dispute_status, rides.stripe_dispute_id, refunds.status AS refund_status, refunds.stripe_refund_id AS stripe_refund_id,
     refunds.failure_code AS refund_failure_code
 FROM rides LEFT JOIN refunds ON refunds.ride_id = rides.id
 WHERE rides.user_id = $1
@@ -413,6 +453,8 @@ func (q *Queries) RideListForUserAscending(ctx context.Context, db DBTX, arg Rid
 			&i.Ride.UserID,
 			&i.Ride.DeclineCode,
 			&i.Ride.DeclineMessage,
+			&i.Ride.DisputeStatus,
+			&i.Ride.StripeDisputeID,
 			&i.RefundStatus,
 			&i.StripeRefundID,
 			&i.RefundFailureCode,
@@ -453,8 +495,36 @@ func (q *Queries) RideListRecordedCharges(ctx context.Context, db DBTX, stripeCh
 	return items, nil
 }
 
+const rideLockByCharge = `-- name: RideLockByCharge :one
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, dispute_status, stripe_dispute_id FROM rides WHERE stripe_charge_id = $1 FOR UPDATE
+`
+
+func (q *Queries) RideLockByCharge(ctx context.Context, db DBTX, stripeChargeID *string) (*Ride, error) {
+	row := db.QueryRow(ctx, rideLockByCharge, stripeChargeID)
+	var i Ride
+	err := row.Scan(
+		&i.ID,
+		&i.CreatedAt,
+		&i.IdempotencyKeyID,
+		&i.OriginLat,
+		&i.OriginLon,
+		&i.TargetLat,
+		&i.TargetLon,
+		&i.ChargeStatus,
+		&i.StripeChargeID,
+		&i.AmountCents,
+		&i.Currency,
+		&i.UserID,
+		&i.DeclineCode,
+		&i.DeclineMessage,
+		&i.DisputeStatus,
+		&i.StripeDisputeID,
+	)
+	return &i, err
+}
+
 const rideLockForUser = `-- name: RideLockForUser :one
-SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message FROM rides WHERE id = $1 AND user_id = $2 FOR UPDATE
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, dispute_status, stripe_dispute_id FROM rides WHERE id = $1 AND user_id = $2 FOR UPDATE
 `
 
 func (q *Queries) RideLockForUser(ctx context.Context, db DBTX, iD int64, userID int64) (*Ride, error) {
@@ -475,6 +545,8 @@ func (q *Queries) RideLockForUser(ctx context.Context, db DBTX, iD int64, userID
 		&i.UserID,
 		&i.DeclineCode,
 		&i.DeclineMessage,
+		&i.DisputeStatus,
+		&i.StripeDisputeID,
 	)
 	return &i, err
 }
@@ -508,6 +580,31 @@ type RideSetDeclinedParams struct {
 // Records a declined charge with what the rider was told.
 func (q *Queries) RideSetDeclined(ctx context.Context, db DBTX, arg RideSetDeclinedParams) (int64, error) {
 	result, err := db.Exec(ctx, rideSetDeclined, arg.DeclineCode, arg.DeclineMessage, arg.ID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const rideSetDispute = `-- name: RideSetDispute :execrows
+UPDATE rides
+SET dispute_status = $1::text, stripe_dispute_id = $2::text
+WHERE id = $3 AND (
+    dispute_status = 'none'
+    OR (dispute_status = 'disputed' AND $1::text IN ('won', 'lost'))
+)
+`
+
+type RideSetDisputeParams struct {
+	DisputeStatus   string
+	StripeDisputeID string
+	ID              int64
+}
+
+// Moves the ride's dispute forward only: none -> disputed -> won or lost;
+// won and lost are final, and a stale event cannot move it back.
+func (q *Queries) RideSetDispute(ctx context.Context, db DBTX, arg RideSetDisputeParams) (int64, error) {
+	result, err := db.Exec(ctx, rideSetDispute, arg.DisputeStatus, arg.StripeDisputeID, arg.ID)
 	if err != nil {
 		return 0, err
 	}

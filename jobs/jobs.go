@@ -22,6 +22,7 @@ func Register(workers *river.Workers, svc *service.Service) {
 	river.AddWorker(workers, &KeyCompleteWorker{svc: svc})
 	river.AddWorker(workers, &KeyReaperWorker{svc: svc})
 	river.AddWorker(workers, &ReconcileWorker{svc: svc})
+	river.AddWorker(workers, &InboxApplyWorker{svc: svc})
 }
 
 // Defaults of Config, applied to its zero fields.

@@ -50,6 +50,8 @@ var httpErrors = map[service.Code]httpError{
 	service.CodeKeyReused:            {status: http.StatusUnprocessableEntity, problemType: ProblemKeyReused},
 	service.CodeProcessorUnavailable: {status: http.StatusServiceUnavailable, problemType: ProblemProcessorDown},
 	service.CodeInternal:             {status: http.StatusInternalServerError},
+	service.CodeEventRejected:        {status: http.StatusBadRequest, problemType: ProblemWebhookRejected},
+	service.CodeEventTooLarge:        {status: http.StatusRequestEntityTooLarge},
 }
 
 // toHTTP translates a domain error, wrapped or not, into the problem+json

@@ -37,6 +37,13 @@ const (
 	// CodeInternal: an unexpected failure; the request can be retried with
 	// the same key.
 	CodeInternal Code = "internal"
+	// CodeEventRejected: an inbound message (a webhook) was refused before
+	// it was recorded: a missing or bad signature, a stale timestamp, or a
+	// body that is not an event.
+	CodeEventRejected Code = "event_rejected"
+	// CodeEventTooLarge: an inbound message is larger than
+	// MaxInboundEventBytes; nothing was recorded.
+	CodeEventTooLarge Code = "event_too_large"
 )
 
 // Codes returns every Code the domain uses, so that an adapter can prove
@@ -52,6 +59,8 @@ func Codes() []Code {
 		CodeKeyReused,
 		CodeProcessorUnavailable,
 		CodeInternal,
+		CodeEventRejected,
+		CodeEventTooLarge,
 	}
 }
 

@@ -22,6 +22,10 @@ type metrics struct {
 	reaped          prometheus.Counter
 	pastHorizon     prometheus.Gauge
 	receipts        *prometheus.CounterVec
+	inboxReceived   *prometheus.CounterVec
+	inboxRejected   *prometheus.CounterVec
+	inboxApplied    *prometheus.CounterVec
+	disputes        *prometheus.CounterVec
 	ops             *opsMetrics
 }
 
@@ -61,12 +65,28 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "atomicrides_receipts_total",
 			Help: "Receipt sends by kind and outcome (sent, already_sent, error).",
 		}, []string{"kind", "outcome"}),
+		inboxReceived: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "atomicrides_inbox_received_total",
+			Help: "Inbound messages (webhooks) verified, by source and outcome: recorded (new, its job queued) or duplicate (already recorded; nothing written).",
+		}, []string{"source", "outcome"}),
+		inboxRejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "atomicrides_inbox_rejected_total",
+			Help: "Inbound messages refused before anything was recorded, by source and reason: missing_signature, bad_signature, stale_timestamp, not_an_event, too_large.",
+		}, []string{"source", "reason"}),
+		inboxApplied: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "atomicrides_inbox_applied_total",
+			Help: "Inbound events applied (once each), by source, kind and outcome; ignored_other_deployment and ignored_type are acknowledged and ignored, orphan_charge waits for the orphan policy.",
+		}, []string{"source", "kind", "outcome"}),
+		disputes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "atomicrides_disputes_total",
+			Help: "Rides whose dispute (chargeback) moved to a status: disputed, won, lost.",
+		}, []string{"status"}),
 		ops: newOpsMetrics(),
 	}
 	m.initSeries()
 	collectors := []prometheus.Collector{
 		m.phaseSeconds, m.paymentCalls, m.paymentSeconds, m.completions, m.completerQueued,
-		m.reaped, m.pastHorizon, m.receipts,
+		m.reaped, m.pastHorizon, m.receipts, m.inboxReceived, m.inboxRejected, m.inboxApplied, m.disputes,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "atomicrides_idempotency_replays_total",
 			Help: "Responses replayed from finished idempotency keys.",

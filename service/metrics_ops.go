@@ -85,6 +85,12 @@ func (m *metrics) initSeries() {
 			m.receipts.WithLabelValues(string(kind), outcome)
 		}
 	}
+	for _, status := range []DisputeStatus{DisputeOpen, DisputeWon, DisputeLost} {
+		m.disputes.WithLabelValues(string(status))
+	}
+	for _, r := range InboxRejectReasons {
+		m.inboxRejected.WithLabelValues(InboxSourceStripe, string(r))
+	}
 	for _, outcome := range []string{"finished", "already_finished", "in_use", "unavailable", "error", "not_found"} {
 		m.completions.WithLabelValues(outcome)
 	}

@@ -249,19 +249,28 @@ func (s *Service) refundCall(ctx context.Context, key *Key, st *refundState) err
 }
 
 // processorRefundOf returns the accepted refund this deployment made of the
-// ride's charge for its rider (by the refund's tag), or nil when the
-// processor has none.
+// ride's charge for its rider (by the refund's tag), or else an accepted
+// refund of the charge made outside the service (no tag: the processor's
+// dashboard), which is the ride's refund as well; nil when the processor
+// has neither.
 func (s *Service) processorRefundOf(ctx context.Context, st *refundState) (*Refund, error) {
 	refunds, err := s.payments.RefundList(ctx, *st.ride.StripeChargeID)
 	if err != nil {
 		return nil, err
 	}
+	var external *Refund
 	for _, r := range refunds {
-		if s.owns(r.Tag, st.user.Email) && r.Accepted() {
+		if !r.Accepted() {
+			continue
+		}
+		if s.owns(r.Tag, st.user.Email) {
 			return r, nil
 		}
+		if r.Tag == (Tag{}) && external == nil {
+			external = r
+		}
 	}
-	return nil, nil
+	return external, nil
 }
 
 // refundRecordPhase records the processor's answer on the ride's refund,

@@ -100,6 +100,9 @@ type Ride struct {
 	// charge was declined (the 402 answer); null for every other ride.
 	DeclineCode    *string `json:"decline_code" nullable:"true" example:"card_declined" doc:"Why the charge was declined, while charge_status is declined: the processor's code (e.g. card_declined), or payment_rejected when the processor refused the charge for a reason other than the card. Null otherwise (and for rides declined before the service recorded it)."`
 	DeclineMessage *string `json:"decline_message" nullable:"true" example:"Your card was declined." doc:"The message the rider was shown with the 402 answer, while charge_status is declined; null otherwise."`
+	// DisputeStatus is the dispute (chargeback) of the ride's charge, as
+	// the processor reported it; it only moves forward.
+	DisputeStatus DisputeStatus `json:"dispute_status" enum:"none,disputed,won,lost" doc:"none unless the rider's bank disputes the charge; disputed while the dispute is open; won or lost once decided"`
 }
 
 func rideFromRow(r *dbgen.Ride) *Ride {
@@ -117,6 +120,7 @@ func rideFromRow(r *dbgen.Ride) *Ride {
 		RefundStatus:   RideRefundNone,
 		DeclineCode:    r.DeclineCode,
 		DeclineMessage: r.DeclineMessage,
+		DisputeStatus:  DisputeStatus(r.DisputeStatus),
 	}
 }
 

@@ -40,6 +40,12 @@ const (
 type Config struct {
 	// Pool is the database. Required.
 	Pool *pgxpool.Pool
+	// ListenConfig is the connection ListenAPIKeyRevocations opens. It must
+	// reach PostgreSQL itself: through PgBouncer's transaction pooling a
+	// LISTEN lands on whichever server connection the statement got, and
+	// its notifications never reach the listener, which would go on
+	// trusting its cache. Default Pool's configuration.
+	ListenConfig *pgx.ConnConfig
 	// Payments is the payment processor. Required.
 	Payments Payments
 	// Logger receives the service's logs. Defaults to discarding them.
@@ -84,6 +90,10 @@ type Config struct {
 	// calls, and of the jobs the service inserts. Default the global
 	// provider (a no-op unless the program set one).
 	TracerProvider trace.TracerProvider
+	// Inbound are the sources of inbound messages (webhooks) by source name
+	// (InboxSourceStripe, …). A source without one is not received: its
+	// route answers 404.
+	Inbound map[string]EventSource
 }
 
 // Service is the domain: every transaction of the application begins and
@@ -92,17 +102,19 @@ type Service struct {
 	// namespace is the deployment's, read from the database once at start.
 	namespace string
 	pool      *pgxpool.Pool
-	queries   *dbgen.Queries
-	payments  Payments
-	jobs      *river.Client[pgx.Tx]
-	logger    *slog.Logger
-	now       func() time.Time
-	lease     time.Duration
-	margin    time.Duration
-	metrics   *metrics
-	tracer    trace.Tracer
-	mailer    Mailer
-	mailFrom  string
+	// listenConfig is where the revocation listener connects.
+	listenConfig *pgx.ConnConfig
+	queries      *dbgen.Queries
+	payments     Payments
+	jobs         *river.Client[pgx.Tx]
+	logger       *slog.Logger
+	now          func() time.Time
+	lease        time.Duration
+	margin       time.Duration
+	metrics      *metrics
+	tracer       trace.Tracer
+	mailer       Mailer
+	mailFrom     string
 	// abandonedAfter and retention are the completer's and reaper's policy.
 	abandonedAfter time.Duration
 	retention      time.Duration
@@ -112,6 +124,10 @@ type Service struct {
 	auth           *ttlCache[[32]byte, authEntry]
 	revocations    *revocationWatch
 	replays        *ttlCache[replayKey, finishedResponse]
+	inbound        map[string]EventSource
+	// rawPayments is Config.Payments itself, for what only some adapters
+	// offer (EventLister).
+	rawPayments Payments
 }
 
 // namespaceReadTimeout bounds the read of the deployment's namespace in New.
@@ -165,6 +181,9 @@ func New(cfg Config) (*Service, error) {
 	if cfg.AuthCacheTTL == 0 {
 		cfg.AuthCacheTTL = DefaultAuthCacheTTL
 	}
+	if cfg.ListenConfig == nil {
+		cfg.ListenConfig = cfg.Pool.Config().ConnConfig
+	}
 	if cfg.ReplayCacheTTL == 0 {
 		cfg.ReplayCacheTTL = DefaultReplayCacheTTL
 	}
@@ -186,6 +205,7 @@ func New(cfg Config) (*Service, error) {
 	s := &Service{
 		namespace:      namespace,
 		pool:           cfg.Pool,
+		listenConfig:   cfg.ListenConfig,
 		queries:        queries,
 		payments:       meteredPayments{p: cfg.Payments, m: m, tracer: telemetry.Tracer(cfg.TracerProvider), logger: cfg.Logger},
 		jobs:           jobs,
@@ -201,6 +221,8 @@ func New(cfg Config) (*Service, error) {
 		retention:      cfg.KeyRetention,
 		auth:           newTTLCache[[32]byte, authEntry](cfg.AuthCacheTTL),
 		replays:        newTTLCache[replayKey, finishedResponse](cfg.ReplayCacheTTL),
+		inbound:        cfg.Inbound,
+		rawPayments:    cfg.Payments,
 	}
 	s.revocations = newRevocationWatch(s.auth)
 	s.rides = s.rideFlow()

@@ -18,6 +18,11 @@ import (
 // it by ageing the records (Env.Age).
 const AbandonedAfter = 5 * time.Minute
 
+// WebhookSecret is the signing secret of the Stripe webhook endpoint in
+// every world: the fake signs its deliveries with it (Env.Webhooks), and
+// the service verifies them with it.
+const WebhookSecret = "whsec_testkit_webhooks"
+
 // Env is one isolated world of a test: a database, a fake Stripe, a mail
 // sink and a clock, with a service over them. Everything in it ends with
 // the test.
@@ -46,7 +51,10 @@ func New(t testing.TB) *Env {
 		Sink:     sink,
 		Clock:    &Clock{},
 	}
+	events, err := payments.NewEvents([]string{WebhookSecret}, 0)
+	require.NoError(t, err)
 	svc, err := service.New(service.Config{
+		Inbound:        map[string]service.EventSource{service.InboxSourceStripe: events},
 		Pool:           e.Pool,
 		Payments:       e.Payments,
 		Mailer:         mailer,

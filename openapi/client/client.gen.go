@@ -39,6 +39,30 @@ func (e RideChargeStatus) Valid() bool {
 	}
 }
 
+// Defines values for RideDisputeStatus.
+const (
+	RideDisputeStatusDisputed RideDisputeStatus = "disputed"
+	RideDisputeStatusLost     RideDisputeStatus = "lost"
+	RideDisputeStatusNone     RideDisputeStatus = "none"
+	RideDisputeStatusWon      RideDisputeStatus = "won"
+)
+
+// Valid indicates whether the value is a known member of the RideDisputeStatus enum.
+func (e RideDisputeStatus) Valid() bool {
+	switch e {
+	case RideDisputeStatusDisputed:
+		return true
+	case RideDisputeStatusLost:
+		return true
+	case RideDisputeStatusNone:
+		return true
+	case RideDisputeStatusWon:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for RideRefundStatus.
 const (
 	RideRefundStatusFailed   RideRefundStatus = "failed"
@@ -225,6 +249,9 @@ type Ride struct {
 	// Examples: Your card was declined.
 	DeclineMessage *string `json:"decline_message"`
 
+	// DisputeStatus none unless the rider's bank disputes the charge; disputed while the dispute is open; won or lost once decided
+	DisputeStatus RideDisputeStatus `json:"dispute_status"`
+
 	// ID Drawn at random (1 to 2^53 - 1) when the ride is booked; never names another ride, even after a restore.
 	ID        int64   `json:"id"`
 	OriginLat float64 `json:"origin_lat"`
@@ -243,6 +270,9 @@ type Ride struct {
 
 // RideChargeStatus pending until the charge is decided
 type RideChargeStatus string
+
+// RideDisputeStatus none unless the rider's bank disputes the charge; disputed while the dispute is open; won or lost once decided
+type RideDisputeStatus string
 
 // RideRefundStatus none until a refund is asked for; pending until the processor's answer is recorded; failed when the processor refused it
 type RideRefundStatus string
@@ -318,6 +348,15 @@ type UserPutResponse struct {
 	User     User   `json:"user"`
 }
 
+// WebhookReceipt defines model for WebhookReceipt.
+type WebhookReceipt struct {
+	// Duplicate true when the event was already recorded by an earlier delivery; nothing was written.
+	Duplicate bool `json:"duplicate"`
+
+	// Received Always true: the event is recorded, and will be applied once.
+	Received bool `json:"received"`
+}
+
 // RideListParams defines parameters for RideList.
 type RideListParams struct {
 	// Limit How many rides the page holds at most: 1 to 100.
@@ -354,11 +393,23 @@ type RideRefundParams struct {
 	IdempotencyKey string `json:"Idempotency-Key"`
 }
 
+// WebhookStripeJSONBody defines parameters for WebhookStripe.
+type WebhookStripeJSONBody = openapi_types.File
+
+// WebhookStripeParams defines parameters for WebhookStripe.
+type WebhookStripeParams struct {
+	// StripeSignature Stripe's signature of the body: t=<unix time>,v1=<HMAC-SHA256 hex>[,v1=…]. Verified against every configured signing secret (STRIPE_WEBHOOK_SECRET).
+	StripeSignature *string `json:"Stripe-Signature,omitempty"`
+}
+
 // RideCreateJSONRequestBody defines body for RideCreate for application/json ContentType.
 type RideCreateJSONRequestBody = RideCreateBody
 
 // UserPutJSONRequestBody defines body for UserPut for application/json ContentType.
 type UserPutJSONRequestBody = UserPutBody
+
+// WebhookStripeJSONRequestBody defines body for WebhookStripe for application/json ContentType.
+type WebhookStripeJSONRequestBody = WebhookStripeJSONBody
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -525,6 +576,24 @@ type ClientInterface interface {
 	//
 	// Corresponds with DELETE /users/{email}/api_keys/{id} (the `APIKeyRevoke` operationId).
 	APIKeyRevoke(ctx context.Context, email openapi_types.Email, id int64, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// WebhookStripeWithBody Receive a Stripe webhook event
+	//
+	// Stripe's webhook endpoint. The Stripe-Signature header is verified against the configured signing secrets (several during a rotation) within Stripe's tolerance of five minutes; the event is then recorded under its id with the job that applies it, in one transaction, and acknowledged with 200. A duplicate delivery answers 200 and writes nothing. Events are applied exactly once, in any order, by a background job: refunds made in Stripe's dashboard, disputes, and charge outcomes of bookings the service has not finished. A refused delivery (a missing or bad signature, a stale timestamp, a body that is not an event: 400; over 1 MiB: 413) records nothing. Without a configured secret the route answers 404. Authenticated by the signature alone, not by an API key. Stripe retries a delivery until it is answered 2xx, and may send an event more than once or out of order: every retry is idempotent, keyed by the event's id.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /webhooks/stripe (the `WebhookStripe` operationId).
+	WebhookStripeWithBody(ctx context.Context, params *WebhookStripeParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// WebhookStripe Receive a Stripe webhook event
+	//
+	// Stripe's webhook endpoint. The Stripe-Signature header is verified against the configured signing secrets (several during a rotation) within Stripe's tolerance of five minutes; the event is then recorded under its id with the job that applies it, in one transaction, and acknowledged with 200. A duplicate delivery answers 200 and writes nothing. Events are applied exactly once, in any order, by a background job: refunds made in Stripe's dashboard, disputes, and charge outcomes of bookings the service has not finished. A refused delivery (a missing or bad signature, a stale timestamp, a body that is not an event: 400; over 1 MiB: 413) records nothing. Without a configured secret the route answers 404. Authenticated by the signature alone, not by an API key. Stripe retries a delivery until it is answered 2xx, and may send an event more than once or out of order: every retry is idempotent, keyed by the event's id.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /webhooks/stripe (the `WebhookStripe` operationId).
+	WebhookStripe(ctx context.Context, params *WebhookStripeParams, body WebhookStripeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // Healthz Liveness: the process serves HTTP
@@ -729,6 +798,44 @@ func (c *Client) APIKeyCreate(ctx context.Context, email openapi_types.Email, re
 // Corresponds with DELETE /users/{email}/api_keys/{id} (the `APIKeyRevoke` operationId).
 func (c *Client) APIKeyRevoke(ctx context.Context, email openapi_types.Email, id int64, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewAPIKeyRevokeRequest(c.Server, email, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// WebhookStripeWithBody Receive a Stripe webhook event
+//
+// Stripe's webhook endpoint. The Stripe-Signature header is verified against the configured signing secrets (several during a rotation) within Stripe's tolerance of five minutes; the event is then recorded under its id with the job that applies it, in one transaction, and acknowledged with 200. A duplicate delivery answers 200 and writes nothing. Events are applied exactly once, in any order, by a background job: refunds made in Stripe's dashboard, disputes, and charge outcomes of bookings the service has not finished. A refused delivery (a missing or bad signature, a stale timestamp, a body that is not an event: 400; over 1 MiB: 413) records nothing. Without a configured secret the route answers 404. Authenticated by the signature alone, not by an API key. Stripe retries a delivery until it is answered 2xx, and may send an event more than once or out of order: every retry is idempotent, keyed by the event's id.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /webhooks/stripe (the `WebhookStripe` operationId).
+func (c *Client) WebhookStripeWithBody(ctx context.Context, params *WebhookStripeParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewWebhookStripeRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// WebhookStripe Receive a Stripe webhook event
+//
+// Stripe's webhook endpoint. The Stripe-Signature header is verified against the configured signing secrets (several during a rotation) within Stripe's tolerance of five minutes; the event is then recorded under its id with the job that applies it, in one transaction, and acknowledged with 200. A duplicate delivery answers 200 and writes nothing. Events are applied exactly once, in any order, by a background job: refunds made in Stripe's dashboard, disputes, and charge outcomes of bookings the service has not finished. A refused delivery (a missing or bad signature, a stale timestamp, a body that is not an event: 400; over 1 MiB: 413) records nothing. Without a configured secret the route answers 404. Authenticated by the signature alone, not by an API key. Stripe retries a delivery until it is answered 2xx, and may send an event more than once or out of order: every retry is idempotent, keyed by the event's id.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /webhooks/stripe (the `WebhookStripe` operationId).
+func (c *Client) WebhookStripe(ctx context.Context, params *WebhookStripeParams, body WebhookStripeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewWebhookStripeRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1197,6 +1304,61 @@ func NewAPIKeyRevokeRequest(server string, email openapi_types.Email, id int64) 
 	return req, nil
 }
 
+// NewWebhookStripeRequest calls the generic WebhookStripe builder with application/json body
+func NewWebhookStripeRequest(server string, params *WebhookStripeParams, body WebhookStripeJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewWebhookStripeRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewWebhookStripeRequestWithBody constructs an http.Request for the WebhookStripe method, with any body, and a specified content type
+func NewWebhookStripeRequestWithBody(server string, params *WebhookStripeParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/webhooks/stripe")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.StripeSignature != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Stripe-Signature", *params.StripeSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Stripe-Signature", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -1348,6 +1510,24 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with DELETE /users/{email}/api_keys/{id} (the `APIKeyRevoke` operationId).
 	APIKeyRevokeWithResponse(ctx context.Context, email openapi_types.Email, id int64, reqEditors ...RequestEditorFn) (*APIKeyRevokeReply, error)
+
+	// WebhookStripeWithBodyWithResponse Receive a Stripe webhook event
+	//
+	// Stripe's webhook endpoint. The Stripe-Signature header is verified against the configured signing secrets (several during a rotation) within Stripe's tolerance of five minutes; the event is then recorded under its id with the job that applies it, in one transaction, and acknowledged with 200. A duplicate delivery answers 200 and writes nothing. Events are applied exactly once, in any order, by a background job: refunds made in Stripe's dashboard, disputes, and charge outcomes of bookings the service has not finished. A refused delivery (a missing or bad signature, a stale timestamp, a body that is not an event: 400; over 1 MiB: 413) records nothing. Without a configured secret the route answers 404. Authenticated by the signature alone, not by an API key. Stripe retries a delivery until it is answered 2xx, and may send an event more than once or out of order: every retry is idempotent, keyed by the event's id.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /webhooks/stripe (the `WebhookStripe` operationId).
+	WebhookStripeWithBodyWithResponse(ctx context.Context, params *WebhookStripeParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*WebhookStripeReply, error)
+
+	// WebhookStripeWithResponse Receive a Stripe webhook event
+	//
+	// Stripe's webhook endpoint. The Stripe-Signature header is verified against the configured signing secrets (several during a rotation) within Stripe's tolerance of five minutes; the event is then recorded under its id with the job that applies it, in one transaction, and acknowledged with 200. A duplicate delivery answers 200 and writes nothing. Events are applied exactly once, in any order, by a background job: refunds made in Stripe's dashboard, disputes, and charge outcomes of bookings the service has not finished. A refused delivery (a missing or bad signature, a stale timestamp, a body that is not an event: 400; over 1 MiB: 413) records nothing. Without a configured secret the route answers 404. Authenticated by the signature alone, not by an API key. Stripe retries a delivery until it is answered 2xx, and may send an event more than once or out of order: every retry is idempotent, keyed by the event's id.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /webhooks/stripe (the `WebhookStripe` operationId).
+	WebhookStripeWithResponse(ctx context.Context, params *WebhookStripeParams, body WebhookStripeJSONRequestBody, reqEditors ...RequestEditorFn) (*WebhookStripeReply, error)
 }
 
 type HealthzReply struct {
@@ -1539,6 +1719,13 @@ type RideCreateReply409Headers struct {
 	RetryAfter *int
 }
 
+// RideCreateReply429Headers the declared response headers of an HTTP 429 response for RideCreate
+type RideCreateReply429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
 // RideCreateReply500Headers the declared response headers of an HTTP 500 response for RideCreate
 type RideCreateReply500Headers struct {
 	RetryAfter *int
@@ -1568,6 +1755,8 @@ type RideCreateReply struct {
 	ApplicationProblemJSON415 *ErrorModel
 	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationProblemJSON422 *ErrorModel
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *ErrorModel
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *ErrorModel
 	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
@@ -1578,6 +1767,8 @@ type RideCreateReply struct {
 	Headers402 *RideCreateReply402Headers
 	// Headers409 the parsed response headers for an HTTP 409 response
 	Headers409 *RideCreateReply409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RideCreateReply429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *RideCreateReply500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -1624,6 +1815,11 @@ func (r RideCreateReply) GetApplicationProblemJSON422() *ErrorModel {
 	return r.ApplicationProblemJSON422
 }
 
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r RideCreateReply) GetApplicationProblemJSON429() *ErrorModel {
+	return r.ApplicationProblemJSON429
+}
+
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r RideCreateReply) GetApplicationProblemJSON500() *ErrorModel {
 	return r.ApplicationProblemJSON500
@@ -1663,8 +1859,20 @@ func (r RideCreateReply) ContentType() string {
 	return ""
 }
 
+// RideGetReply429Headers the declared response headers of an HTTP 429 response for RideGet
+type RideGetReply429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
 // RideGetReply500Headers the declared response headers of an HTTP 500 response for RideGet
 type RideGetReply500Headers struct {
+	RetryAfter *int
+}
+
+// RideGetReply503Headers the declared response headers of an HTTP 503 response for RideGet
+type RideGetReply503Headers struct {
 	RetryAfter *int
 }
 
@@ -1679,10 +1887,18 @@ type RideGetReply struct {
 	ApplicationProblemJSON404 *ErrorModel
 	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationProblemJSON422 *ErrorModel
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *ErrorModel
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *ErrorModel
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *ErrorModel
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RideGetReply429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *RideGetReply500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RideGetReply503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -1705,9 +1921,19 @@ func (r RideGetReply) GetApplicationProblemJSON422() *ErrorModel {
 	return r.ApplicationProblemJSON422
 }
 
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r RideGetReply) GetApplicationProblemJSON429() *ErrorModel {
+	return r.ApplicationProblemJSON429
+}
+
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r RideGetReply) GetApplicationProblemJSON500() *ErrorModel {
 	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RideGetReply) GetApplicationProblemJSON503() *ErrorModel {
+	return r.ApplicationProblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -1757,6 +1983,13 @@ type RideRefundReply409Headers struct {
 	RetryAfter         *int
 }
 
+// RideRefundReply429Headers the declared response headers of an HTTP 429 response for RideRefund
+type RideRefundReply429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
 // RideRefundReply500Headers the declared response headers of an HTTP 500 response for RideRefund
 type RideRefundReply500Headers struct {
 	RetryAfter *int
@@ -1784,6 +2017,8 @@ type RideRefundReply struct {
 	ApplicationProblemJSON409 *ErrorModel
 	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationProblemJSON422 *ErrorModel
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *ErrorModel
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *ErrorModel
 	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
@@ -1794,6 +2029,8 @@ type RideRefundReply struct {
 	Headers201 *RideRefundReply201Headers
 	// Headers409 the parsed response headers for an HTTP 409 response
 	Headers409 *RideRefundReply409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RideRefundReply429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *RideRefundReply500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -1835,6 +2072,11 @@ func (r RideRefundReply) GetApplicationProblemJSON422() *ErrorModel {
 	return r.ApplicationProblemJSON422
 }
 
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r RideRefundReply) GetApplicationProblemJSON429() *ErrorModel {
+	return r.ApplicationProblemJSON429
+}
+
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r RideRefundReply) GetApplicationProblemJSON500() *ErrorModel {
 	return r.ApplicationProblemJSON500
@@ -1874,8 +2116,20 @@ func (r RideRefundReply) ContentType() string {
 	return ""
 }
 
+// UserPutReply429Headers the declared response headers of an HTTP 429 response for UserPut
+type UserPutReply429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
 // UserPutReply500Headers the declared response headers of an HTTP 500 response for UserPut
 type UserPutReply500Headers struct {
+	RetryAfter *int
+}
+
+// UserPutReply503Headers the declared response headers of an HTTP 503 response for UserPut
+type UserPutReply503Headers struct {
 	RetryAfter *int
 }
 
@@ -1896,10 +2150,18 @@ type UserPutReply struct {
 	ApplicationProblemJSON415 *ErrorModel
 	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationProblemJSON422 *ErrorModel
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *ErrorModel
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *ErrorModel
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *ErrorModel
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *UserPutReply429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *UserPutReply500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *UserPutReply503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -1937,9 +2199,19 @@ func (r UserPutReply) GetApplicationProblemJSON422() *ErrorModel {
 	return r.ApplicationProblemJSON422
 }
 
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r UserPutReply) GetApplicationProblemJSON429() *ErrorModel {
+	return r.ApplicationProblemJSON429
+}
+
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r UserPutReply) GetApplicationProblemJSON500() *ErrorModel {
 	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r UserPutReply) GetApplicationProblemJSON503() *ErrorModel {
+	return r.ApplicationProblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -1971,8 +2243,20 @@ func (r UserPutReply) ContentType() string {
 	return ""
 }
 
+// APIKeyListReply429Headers the declared response headers of an HTTP 429 response for APIKeyList
+type APIKeyListReply429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
 // APIKeyListReply500Headers the declared response headers of an HTTP 500 response for APIKeyList
 type APIKeyListReply500Headers struct {
+	RetryAfter *int
+}
+
+// APIKeyListReply503Headers the declared response headers of an HTTP 503 response for APIKeyList
+type APIKeyListReply503Headers struct {
 	RetryAfter *int
 }
 
@@ -1987,10 +2271,18 @@ type APIKeyListReply struct {
 	ApplicationProblemJSON404 *ErrorModel
 	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationProblemJSON422 *ErrorModel
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *ErrorModel
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *ErrorModel
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *ErrorModel
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *APIKeyListReply429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *APIKeyListReply500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *APIKeyListReply503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -2013,9 +2305,19 @@ func (r APIKeyListReply) GetApplicationProblemJSON422() *ErrorModel {
 	return r.ApplicationProblemJSON422
 }
 
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r APIKeyListReply) GetApplicationProblemJSON429() *ErrorModel {
+	return r.ApplicationProblemJSON429
+}
+
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r APIKeyListReply) GetApplicationProblemJSON500() *ErrorModel {
 	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r APIKeyListReply) GetApplicationProblemJSON503() *ErrorModel {
+	return r.ApplicationProblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -2047,8 +2349,20 @@ func (r APIKeyListReply) ContentType() string {
 	return ""
 }
 
+// APIKeyCreateReply429Headers the declared response headers of an HTTP 429 response for APIKeyCreate
+type APIKeyCreateReply429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
 // APIKeyCreateReply500Headers the declared response headers of an HTTP 500 response for APIKeyCreate
 type APIKeyCreateReply500Headers struct {
+	RetryAfter *int
+}
+
+// APIKeyCreateReply503Headers the declared response headers of an HTTP 503 response for APIKeyCreate
+type APIKeyCreateReply503Headers struct {
 	RetryAfter *int
 }
 
@@ -2063,10 +2377,18 @@ type APIKeyCreateReply struct {
 	ApplicationProblemJSON404 *ErrorModel
 	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationProblemJSON422 *ErrorModel
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *ErrorModel
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *ErrorModel
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *ErrorModel
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *APIKeyCreateReply429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *APIKeyCreateReply500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *APIKeyCreateReply503Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -2089,9 +2411,19 @@ func (r APIKeyCreateReply) GetApplicationProblemJSON422() *ErrorModel {
 	return r.ApplicationProblemJSON422
 }
 
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r APIKeyCreateReply) GetApplicationProblemJSON429() *ErrorModel {
+	return r.ApplicationProblemJSON429
+}
+
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r APIKeyCreateReply) GetApplicationProblemJSON500() *ErrorModel {
 	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r APIKeyCreateReply) GetApplicationProblemJSON503() *ErrorModel {
+	return r.ApplicationProblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -2123,8 +2455,20 @@ func (r APIKeyCreateReply) ContentType() string {
 	return ""
 }
 
+// APIKeyRevokeReply429Headers the declared response headers of an HTTP 429 response for APIKeyRevoke
+type APIKeyRevokeReply429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
 // APIKeyRevokeReply500Headers the declared response headers of an HTTP 500 response for APIKeyRevoke
 type APIKeyRevokeReply500Headers struct {
+	RetryAfter *int
+}
+
+// APIKeyRevokeReply503Headers the declared response headers of an HTTP 503 response for APIKeyRevoke
+type APIKeyRevokeReply503Headers struct {
 	RetryAfter *int
 }
 
@@ -2137,10 +2481,18 @@ type APIKeyRevokeReply struct {
 	ApplicationProblemJSON404 *ErrorModel
 	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationProblemJSON422 *ErrorModel
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *ErrorModel
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *ErrorModel
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *ErrorModel
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *APIKeyRevokeReply429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *APIKeyRevokeReply500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *APIKeyRevokeReply503Headers
 }
 
 // GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
@@ -2158,9 +2510,19 @@ func (r APIKeyRevokeReply) GetApplicationProblemJSON422() *ErrorModel {
 	return r.ApplicationProblemJSON422
 }
 
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r APIKeyRevokeReply) GetApplicationProblemJSON429() *ErrorModel {
+	return r.ApplicationProblemJSON429
+}
+
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r APIKeyRevokeReply) GetApplicationProblemJSON500() *ErrorModel {
 	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r APIKeyRevokeReply) GetApplicationProblemJSON503() *ErrorModel {
+	return r.ApplicationProblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -2186,6 +2548,82 @@ func (r APIKeyRevokeReply) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r APIKeyRevokeReply) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// WebhookStripeReply500Headers the declared response headers of an HTTP 500 response for WebhookStripe
+type WebhookStripeReply500Headers struct {
+	RetryAfter *int
+}
+
+type WebhookStripeReply struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *WebhookReceipt
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *ErrorModel
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *ErrorModel
+	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationProblemJSON413 *ErrorModel
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *ErrorModel
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *WebhookStripeReply500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r WebhookStripeReply) GetJSON200() *WebhookReceipt {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r WebhookStripeReply) GetApplicationProblemJSON400() *ErrorModel {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r WebhookStripeReply) GetApplicationProblemJSON404() *ErrorModel {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r WebhookStripeReply) GetApplicationProblemJSON413() *ErrorModel {
+	return r.ApplicationProblemJSON413
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r WebhookStripeReply) GetApplicationProblemJSON500() *ErrorModel {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r WebhookStripeReply) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r WebhookStripeReply) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r WebhookStripeReply) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r WebhookStripeReply) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -2370,6 +2808,36 @@ func (c *ClientWithResponses) APIKeyRevokeWithResponse(ctx context.Context, emai
 		return nil, err
 	}
 	return ParseAPIKeyRevokeReply(rsp)
+}
+
+// WebhookStripeWithBodyWithResponse Receive a Stripe webhook event
+//
+// Stripe's webhook endpoint. The Stripe-Signature header is verified against the configured signing secrets (several during a rotation) within Stripe's tolerance of five minutes; the event is then recorded under its id with the job that applies it, in one transaction, and acknowledged with 200. A duplicate delivery answers 200 and writes nothing. Events are applied exactly once, in any order, by a background job: refunds made in Stripe's dashboard, disputes, and charge outcomes of bookings the service has not finished. A refused delivery (a missing or bad signature, a stale timestamp, a body that is not an event: 400; over 1 MiB: 413) records nothing. Without a configured secret the route answers 404. Authenticated by the signature alone, not by an API key. Stripe retries a delivery until it is answered 2xx, and may send an event more than once or out of order: every retry is idempotent, keyed by the event's id.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /webhooks/stripe (the `WebhookStripe` operationId).
+func (c *ClientWithResponses) WebhookStripeWithBodyWithResponse(ctx context.Context, params *WebhookStripeParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*WebhookStripeReply, error) {
+	rsp, err := c.WebhookStripeWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseWebhookStripeReply(rsp)
+}
+
+// WebhookStripeWithResponse Receive a Stripe webhook event
+//
+// Stripe's webhook endpoint. The Stripe-Signature header is verified against the configured signing secrets (several during a rotation) within Stripe's tolerance of five minutes; the event is then recorded under its id with the job that applies it, in one transaction, and acknowledged with 200. A duplicate delivery answers 200 and writes nothing. Events are applied exactly once, in any order, by a background job: refunds made in Stripe's dashboard, disputes, and charge outcomes of bookings the service has not finished. A refused delivery (a missing or bad signature, a stale timestamp, a body that is not an event: 400; over 1 MiB: 413) records nothing. Without a configured secret the route answers 404. Authenticated by the signature alone, not by an API key. Stripe retries a delivery until it is answered 2xx, and may send an event more than once or out of order: every retry is idempotent, keyed by the event's id.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /webhooks/stripe (the `WebhookStripe` operationId).
+func (c *ClientWithResponses) WebhookStripeWithResponse(ctx context.Context, params *WebhookStripeParams, body WebhookStripeJSONRequestBody, reqEditors ...RequestEditorFn) (*WebhookStripeReply, error) {
+	rsp, err := c.WebhookStripe(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseWebhookStripeReply(rsp)
 }
 
 // ParseHealthzReply parses an HTTP response from a HealthzWithResponse call
@@ -2575,6 +3043,13 @@ func ParseRideCreateReply(rsp *http.Response) (*RideCreateReply, error) {
 		}
 		response.ApplicationProblemJSON422 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest ErrorModel
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -2636,6 +3111,30 @@ func ParseRideCreateReply(rsp *http.Response) (*RideCreateReply, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers RideCreateReply429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers RideCreateReply500Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -2703,6 +3202,13 @@ func ParseRideGetReply(rsp *http.Response) (*RideGetReply, error) {
 		}
 		response.ApplicationProblemJSON422 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest ErrorModel
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -2710,9 +3216,40 @@ func ParseRideGetReply(rsp *http.Response) (*RideGetReply, error) {
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	switch {
+	case rsp.StatusCode == 429:
+		var headers RideGetReply429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers RideGetReply500Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -2723,6 +3260,16 @@ func ParseRideGetReply(rsp *http.Response) (*RideGetReply, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers RideGetReply503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -2790,6 +3337,13 @@ func ParseRideRefundReply(rsp *http.Response) (*RideRefundReply, error) {
 			return nil, err
 		}
 		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest ErrorModel
@@ -2859,6 +3413,30 @@ func ParseRideRefundReply(rsp *http.Response) (*RideRefundReply, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers RideRefundReply429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers RideRefundReply500Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -2947,6 +3525,13 @@ func ParseUserPutReply(rsp *http.Response) (*UserPutReply, error) {
 		}
 		response.ApplicationProblemJSON422 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest ErrorModel
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -2954,9 +3539,40 @@ func ParseUserPutReply(rsp *http.Response) (*UserPutReply, error) {
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	switch {
+	case rsp.StatusCode == 429:
+		var headers UserPutReply429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers UserPutReply500Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -2967,6 +3583,16 @@ func ParseUserPutReply(rsp *http.Response) (*UserPutReply, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers UserPutReply503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -3014,6 +3640,13 @@ func ParseAPIKeyListReply(rsp *http.Response) (*APIKeyListReply, error) {
 		}
 		response.ApplicationProblemJSON422 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest ErrorModel
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -3021,9 +3654,40 @@ func ParseAPIKeyListReply(rsp *http.Response) (*APIKeyListReply, error) {
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	switch {
+	case rsp.StatusCode == 429:
+		var headers APIKeyListReply429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers APIKeyListReply500Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -3034,6 +3698,16 @@ func ParseAPIKeyListReply(rsp *http.Response) (*APIKeyListReply, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers APIKeyListReply503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -3081,6 +3755,13 @@ func ParseAPIKeyCreateReply(rsp *http.Response) (*APIKeyCreateReply, error) {
 		}
 		response.ApplicationProblemJSON422 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest ErrorModel
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -3088,9 +3769,40 @@ func ParseAPIKeyCreateReply(rsp *http.Response) (*APIKeyCreateReply, error) {
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	switch {
+	case rsp.StatusCode == 429:
+		var headers APIKeyCreateReply429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers APIKeyCreateReply500Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -3101,6 +3813,16 @@ func ParseAPIKeyCreateReply(rsp *http.Response) (*APIKeyCreateReply, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers APIKeyCreateReply503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -3144,6 +3866,121 @@ func ParseAPIKeyRevokeReply(rsp *http.Response) (*APIKeyRevokeReply, error) {
 		}
 		response.ApplicationProblemJSON422 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers APIKeyRevokeReply429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers APIKeyRevokeReply500Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers APIKeyRevokeReply503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseWebhookStripeReply parses an HTTP response from a WebhookStripeWithResponse call
+func ParseWebhookStripeReply(rsp *http.Response) (*WebhookStripeReply, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &WebhookStripeReply{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest WebhookReceipt
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON413 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest ErrorModel
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -3155,7 +3992,7 @@ func ParseAPIKeyRevokeReply(rsp *http.Response) (*APIKeyRevokeReply, error) {
 
 	switch {
 	case rsp.StatusCode == 500:
-		var headers APIKeyRevokeReply500Headers
+		var headers WebhookStripeReply500Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

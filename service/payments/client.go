@@ -16,6 +16,7 @@ import (
 	"github.com/stripe/stripe-go/v76"
 	"github.com/stripe/stripe-go/v76/charge"
 	"github.com/stripe/stripe-go/v76/customer"
+	"github.com/stripe/stripe-go/v76/event"
 	"github.com/stripe/stripe-go/v76/refund"
 
 	"github.com/atomicrides/atomicrides/service"
@@ -73,6 +74,7 @@ type Client struct {
 	customers customer.Client
 	charges   charge.Client
 	refunds   refund.Client
+	events    event.Client
 	budget    time.Duration
 }
 
@@ -128,6 +130,7 @@ func New(cfg Config) *Client {
 		customers: customer.Client{B: backend, Key: cfg.SecretKey},
 		charges:   charge.Client{B: backend, Key: cfg.SecretKey},
 		refunds:   refund.Client{B: backend, Key: cfg.SecretKey},
+		events:    event.Client{B: backend, Key: cfg.SecretKey},
 		budget:    budget(timeout, retries),
 	}
 }

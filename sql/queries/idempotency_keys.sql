@@ -122,3 +122,11 @@ SELECT k.idempotency_key, u.email
 FROM idempotency_keys k
 JOIN users u ON u.id = k.user_id
 WHERE k.recovery_point <> 'finished' AND k.flow = @flow;
+
+-- name: IdempotencyKeyListUnfinishedRideIDs :many
+-- The unfinished ride requests with their client keys and riders, to find
+-- the one whose charge a processor event reports (the inbox).
+SELECT k.id, k.idempotency_key, u.email
+FROM idempotency_keys k
+JOIN users u ON u.id = k.user_id
+WHERE k.recovery_point <> 'finished' AND k.flow = @flow;

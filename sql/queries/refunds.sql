@@ -44,3 +44,10 @@ SELECT rides.stripe_charge_id::text
 FROM refunds
 JOIN rides ON rides.id = refunds.ride_id
 WHERE refunds.status = 'pending' AND rides.stripe_charge_id IS NOT NULL;
+
+-- name: RefundRecordExternal :one
+-- Records a refund made outside the service (the processor's dashboard) on a
+-- ride that has no refund row: refunded at once, asked for by no request.
+INSERT INTO refunds (ride_id, status, stripe_refund_id, amount_cents, currency)
+VALUES (@ride_id, 'refunded', @stripe_refund_id::text, @amount_cents, @currency)
+RETURNING *;

@@ -96,3 +96,19 @@ SELECT id, stripe_charge_id::text AS stripe_charge_id, created_at FROM rides
 WHERE charge_status = 'charged'
   AND created_at >= now() - make_interval(secs => @since_seconds::float8)
 ORDER BY id;
+
+-- name: RideLockByCharge :one
+SELECT * FROM rides WHERE stripe_charge_id = @stripe_charge_id FOR UPDATE;
+
+-- name: RideSetDispute :execrows
+-- Moves the ride's dispute forward only: none -> disputed -> won or lost;
+-- won and lost are final, and a stale event cannot move it back.
+UPDATE rides
+SET dispute_status = @dispute_status::text, stripe_dispute_id = @stripe_dispute_id::text
+WHERE id = @id AND (
+    dispute_status = 'none'
+    OR (dispute_status = 'disputed' AND @dispute_status::text IN ('won', 'lost'))
+);
+
+-- name: RideGetByCharge :one
+SELECT * FROM rides WHERE stripe_charge_id = @stripe_charge_id;

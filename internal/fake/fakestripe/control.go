@@ -47,6 +47,49 @@ func (s *Server) serveControl(w http.ResponseWriter, r *http.Request) {
 		}
 		s.Advance(d)
 		writeJSON(w, http.StatusOK, map[string]time.Time{"now": s.Now()})
+	case "POST webhooks":
+		// The endpoint events are delivered to, with its fault switches;
+		// an empty url stops deliveries.
+		var ep WebhookEndpoint
+		if err := json.NewDecoder(r.Body).Decode(&ep); err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+			return
+		}
+		if ep.URL == "" {
+			s.SetWebhookEndpoint(nil)
+		} else {
+			s.SetWebhookEndpoint(&ep)
+		}
+		writeJSON(w, http.StatusOK, map[string]bool{"set": ep.URL != ""})
+	case "GET events":
+		writeJSON(w, http.StatusOK, map[string]any{"events": s.Events(), "deliveries": s.WebhookDeliveries()})
+	case "POST dashboard/refunds", "POST disputes", "POST disputes/close":
+		var body struct {
+			Charge  string `json:"charge"`
+			Dispute string `json:"dispute"`
+			Status  string `json:"status"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+			return
+		}
+		var (
+			out any
+			err error
+		)
+		switch strings.TrimPrefix(r.URL.Path, controlPrefix) {
+		case "dashboard/refunds":
+			out, err = s.DashboardRefund(body.Charge)
+		case "disputes":
+			out, err = s.DisputeOpen(body.Charge)
+		default:
+			out, err = s.DisputeClose(body.Dispute, body.Status)
+		}
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+			return
+		}
+		writeJSON(w, http.StatusOK, out)
 	case "POST reset":
 		s.Reset()
 		writeJSON(w, http.StatusOK, map[string]bool{"reset": true})

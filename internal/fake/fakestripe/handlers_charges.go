@@ -62,9 +62,11 @@ func (c *call) chargeCreate() response {
 		ch.Status, ch.Paid = ChargeFailed, false
 		ch.FailureCode, ch.DeclineCode = "card_declined", "generic_decline"
 		l.addChargeLocked(ch)
+		c.s.emit("charge.failed", ch.object())
 		return cardDeclined(ch.DeclineCode, declineMessage, ch.ID)
 	}
 	l.addChargeLocked(ch)
+	c.s.emit("charge.succeeded", ch.object())
 	return okResponse(ch.object())
 }
 

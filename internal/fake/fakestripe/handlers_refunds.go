@@ -70,6 +70,8 @@ func (c *call) refundCreate() response {
 	l.addRefundLocked(ref)
 	ch.AmountRefunded += amount
 	ch.Refunded = ch.AmountRefunded == ch.Amount
+	c.s.emit("refund.created", ref.object())
+	c.s.emit("charge.refunded", ch.object())
 	return okResponse(ref.object())
 }
 

@@ -17,6 +17,7 @@ const (
 	OpRefundCreate     = "refund.create"
 	OpRefundRetrieve   = "refund.retrieve"
 	OpRefundList       = "refund.list"
+	OpEventList        = "event.list"
 	// OpAny makes a fault target every operation.
 	OpAny = "*"
 )
@@ -64,6 +65,8 @@ func route(method, path string) (operation, string, bool) {
 		return operation{OpRefundRetrieve, (*call).refundRetrieve}, id, true
 	case key{http.MethodGet, "refunds", false, false}:
 		return operation{OpRefundList, (*call).refundList}, "", true
+	case key{http.MethodGet, "events", false, false}:
+		return operation{OpEventList, (*call).eventList}, "", true
 	}
 	return operation{}, "", false
 }
@@ -73,7 +76,7 @@ func knownOp(op string) bool {
 	switch op {
 	case OpCustomerCreate, OpCustomerRetrieve, OpCustomerSearch,
 		OpChargeCreate, OpChargeRetrieve, OpChargeSearch, OpChargeList,
-		OpRefundCreate, OpRefundRetrieve, OpRefundList, OpAny:
+		OpRefundCreate, OpRefundRetrieve, OpRefundList, OpEventList, OpAny:
 		return true
 	}
 	return false

@@ -25,13 +25,16 @@ type Options struct {
 // Server is the fake Stripe API. It implements http.Handler and is safe for
 // concurrent use; serve it with httptest.NewServer or Start.
 type Server struct {
-	clock   func() time.Time
-	offset  atomic.Int64 // nanoseconds added to clock by Advance
-	log     *slog.Logger
-	ledger  ledger
-	idem    idempotencyStore
-	faults  faultStore
-	journal journal
+	clock    func() time.Time
+	offset   atomic.Int64 // nanoseconds added to clock by Advance
+	log      *slog.Logger
+	ledger   ledger
+	idem     idempotencyStore
+	faults   faultStore
+	journal  journal
+	events   eventLog
+	webhooks webhookSender
+	disputes disputes
 }
 
 // New returns an empty Server.
@@ -66,6 +69,7 @@ func (s *Server) Reset() {
 	s.idem.reset()
 	s.faults.clear()
 	s.journal.reset()
+	s.events.reset()
 	s.offset.Store(0)
 }
 

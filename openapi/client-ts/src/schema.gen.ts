@@ -172,6 +172,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/webhooks/stripe": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Receive a Stripe webhook event
+         * @description Stripe's webhook endpoint. The Stripe-Signature header is verified against the configured signing secrets (several during a rotation) within Stripe's tolerance of five minutes; the event is then recorded under its id with the job that applies it, in one transaction, and acknowledged with 200. A duplicate delivery answers 200 and writes nothing. Events are applied exactly once, in any order, by a background job: refunds made in Stripe's dashboard, disputes, and charge outcomes of bookings the service has not finished. A refused delivery (a missing or bad signature, a stale timestamp, a body that is not an event: 400; over 1 MiB: 413) records nothing. Without a configured secret the route answers 404. Authenticated by the signature alone, not by an API key. Stripe retries a delivery until it is answered 2xx, and may send an event more than once or out of order: every retry is idempotent, keyed by the event's id.
+         */
+        post: operations["webhook-stripe"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -306,6 +326,11 @@ export interface components {
              */
             decline_message: string | null;
             /**
+             * @description none unless the rider's bank disputes the charge; disputed while the dispute is open; won or lost once decided
+             * @enum {string}
+             */
+            dispute_status: "none" | "disputed" | "won" | "lost";
+            /**
              * Format: int64
              * @description Drawn at random (1 to 2^53 - 1) when the ride is booked; never names another ride, even after a restore.
              */
@@ -405,6 +430,12 @@ export interface components {
              */
             api_key_id?: number;
             user: components["schemas"]["User"];
+        };
+        WebhookReceipt: {
+            /** @description true when the event was already recorded by an earlier delivery; nothing was written. */
+            duplicate: boolean;
+            /** @description Always true: the event is recorded, and will be applied once. */
+            received: boolean;
         };
     };
     responses: never;
@@ -659,6 +690,21 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
+            /** @description A budget is spent: the rider's writes or reads, or the failed authentications of the client's address. Nothing was done and the idempotency key is unused: retry after Retry-After. */
+            429: {
+                headers: {
+                    /** @description What is left of the budget, e.g. "writes";r=0;t=10: 0 requests left, full again in 10 seconds. Absent on a refusal for failed authentications. */
+                    RateLimit?: string;
+                    /** @description The rider's budget of this kind of request (draft-ietf-httpapi-ratelimit-headers), e.g. "writes";q=50;w=10: 50 requests per 10 seconds. Absent on a refusal for failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
             /** @description Internal error. Not stored: retry with the same idempotency key. */
             500: {
                 headers: {
@@ -670,7 +716,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description The payment processor gave no definitive answer. Not stored: retry with the same idempotency key. */
+            /** @description The payment processor gave no definitive answer, or the service is shedding load. Not stored: retry with the same idempotency key after Retry-After. */
             503: {
                 headers: {
                     /** @description Seconds to wait before retrying with the same idempotency key. */
@@ -734,8 +780,34 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
+            /** @description A budget is spent: the rider's writes or reads, or the failed authentications of the client's address. Nothing was done and the idempotency key is unused: retry after Retry-After. */
+            429: {
+                headers: {
+                    /** @description What is left of the budget, e.g. "writes";r=0;t=10: 0 requests left, full again in 10 seconds. Absent on a refusal for failed authentications. */
+                    RateLimit?: string;
+                    /** @description The rider's budget of this kind of request (draft-ietf-httpapi-ratelimit-headers), e.g. "writes";q=50;w=10: 50 requests per 10 seconds. Absent on a refusal for failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
             /** @description Internal error. Not stored: retry with the same idempotency key. */
             500: {
+                headers: {
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description The payment processor gave no definitive answer, or the service is shedding load. Not stored: retry with the same idempotency key after Retry-After. */
+            503: {
                 headers: {
                     /** @description Seconds to wait before retrying with the same idempotency key. */
                     "Retry-After"?: number;
@@ -839,6 +911,21 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
+            /** @description A budget is spent: the rider's writes or reads, or the failed authentications of the client's address. Nothing was done and the idempotency key is unused: retry after Retry-After. */
+            429: {
+                headers: {
+                    /** @description What is left of the budget, e.g. "writes";r=0;t=10: 0 requests left, full again in 10 seconds. Absent on a refusal for failed authentications. */
+                    RateLimit?: string;
+                    /** @description The rider's budget of this kind of request (draft-ietf-httpapi-ratelimit-headers), e.g. "writes";q=50;w=10: 50 requests per 10 seconds. Absent on a refusal for failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
             /** @description Internal error. Not stored: retry with the same idempotency key. */
             500: {
                 headers: {
@@ -850,7 +937,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description The payment processor gave no definitive answer. Not stored: retry with the same idempotency key. */
+            /** @description The payment processor gave no definitive answer, or the service is shedding load. Not stored: retry with the same idempotency key after Retry-After. */
             503: {
                 headers: {
                     /** @description Seconds to wait before retrying with the same idempotency key. */
@@ -945,8 +1032,34 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
+            /** @description A budget is spent: the rider's writes or reads, or the failed authentications of the client's address. Nothing was done and the idempotency key is unused: retry after Retry-After. */
+            429: {
+                headers: {
+                    /** @description What is left of the budget, e.g. "writes";r=0;t=10: 0 requests left, full again in 10 seconds. Absent on a refusal for failed authentications. */
+                    RateLimit?: string;
+                    /** @description The rider's budget of this kind of request (draft-ietf-httpapi-ratelimit-headers), e.g. "writes";q=50;w=10: 50 requests per 10 seconds. Absent on a refusal for failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
             /** @description Internal error. Not stored: retry with the same idempotency key. */
             500: {
+                headers: {
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description The payment processor gave no definitive answer, or the service is shedding load. Not stored: retry with the same idempotency key after Retry-After. */
+            503: {
                 headers: {
                     /** @description Seconds to wait before retrying with the same idempotency key. */
                     "Retry-After"?: number;
@@ -1009,8 +1122,34 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
+            /** @description A budget is spent: the rider's writes or reads, or the failed authentications of the client's address. Nothing was done and the idempotency key is unused: retry after Retry-After. */
+            429: {
+                headers: {
+                    /** @description What is left of the budget, e.g. "writes";r=0;t=10: 0 requests left, full again in 10 seconds. Absent on a refusal for failed authentications. */
+                    RateLimit?: string;
+                    /** @description The rider's budget of this kind of request (draft-ietf-httpapi-ratelimit-headers), e.g. "writes";q=50;w=10: 50 requests per 10 seconds. Absent on a refusal for failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
             /** @description Internal error. Not stored: retry with the same idempotency key. */
             500: {
+                headers: {
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description The payment processor gave no definitive answer, or the service is shedding load. Not stored: retry with the same idempotency key after Retry-After. */
+            503: {
                 headers: {
                     /** @description Seconds to wait before retrying with the same idempotency key. */
                     "Retry-After"?: number;
@@ -1073,8 +1212,34 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
+            /** @description A budget is spent: the rider's writes or reads, or the failed authentications of the client's address. Nothing was done and the idempotency key is unused: retry after Retry-After. */
+            429: {
+                headers: {
+                    /** @description What is left of the budget, e.g. "writes";r=0;t=10: 0 requests left, full again in 10 seconds. Absent on a refusal for failed authentications. */
+                    RateLimit?: string;
+                    /** @description The rider's budget of this kind of request (draft-ietf-httpapi-ratelimit-headers), e.g. "writes";q=50;w=10: 50 requests per 10 seconds. Absent on a refusal for failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
             /** @description Internal error. Not stored: retry with the same idempotency key. */
             500: {
+                headers: {
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description The payment processor gave no definitive answer, or the service is shedding load. Not stored: retry with the same idempotency key after Retry-After. */
+            503: {
                 headers: {
                     /** @description Seconds to wait before retrying with the same idempotency key. */
                     "Retry-After"?: number;
@@ -1133,6 +1298,100 @@ export interface operations {
             };
             /** @description Invalid input (the errors name the field), or an idempotency key reused with a different request. */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description A budget is spent: the rider's writes or reads, or the failed authentications of the client's address. Nothing was done and the idempotency key is unused: retry after Retry-After. */
+            429: {
+                headers: {
+                    /** @description What is left of the budget, e.g. "writes";r=0;t=10: 0 requests left, full again in 10 seconds. Absent on a refusal for failed authentications. */
+                    RateLimit?: string;
+                    /** @description The rider's budget of this kind of request (draft-ietf-httpapi-ratelimit-headers), e.g. "writes";q=50;w=10: 50 requests per 10 seconds. Absent on a refusal for failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal error. Not stored: retry with the same idempotency key. */
+            500: {
+                headers: {
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description The payment processor gave no definitive answer, or the service is shedding load. Not stored: retry with the same idempotency key after Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "webhook-stripe": {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Stripe's signature of the body: t=<unix time>,v1=<HMAC-SHA256 hex>[,v1=…]. Verified against every configured signing secret (STRIPE_WEBHOOK_SECRET).
+                 * @example t=1764000000,v1=5257a869e7ecebeda32affa62cdca3fa51cad7e77a0e56ff536d0ce8e108d8bd
+                 */
+                "Stripe-Signature"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": string;
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookReceipt"];
+                };
+            };
+            /** @description /problems/webhook-rejected: a missing or bad signature, a stale timestamp, or a body that is not an event. Nothing recorded. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Webhooks from Stripe are not configured (STRIPE_WEBHOOK_SECRET unset). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description The body is larger than 1 MiB. Nothing recorded. */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };

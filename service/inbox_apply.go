@@ -1,0 +1,276 @@
+package service
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"github.com/atomicrides/atomicrides/dbgen"
+)
+
+// Outcomes of applying an inbound event, as recorded on its row (outcome)
+// and counted (atomicrides_inbox_applied_total{outcome}).
+const (
+	InboxOutcomeCompleted       = "request_completed"
+	InboxOutcomeAlreadyRecorded = "already_recorded"
+	InboxOutcomeRefundRecorded  = "refund_recorded"
+	InboxOutcomeNoRefund        = "no_accepted_refund"
+	InboxOutcomeDisputeMoved    = "dispute_updated"
+	InboxOutcomeDisputeStale    = "dispute_stale"
+	InboxOutcomeOrphanCharge    = "orphan_charge"
+	InboxOutcomeUnknownCharge   = "unknown_charge"
+	InboxOutcomeForeign         = "ignored_other_deployment"
+	InboxOutcomeIgnoredType     = "ignored_type"
+)
+
+// InboxApplyArgs is the job that applies one recorded inbound event. It is
+// inserted in the transaction that records the event, and is unique per
+// event.
+type InboxApplyArgs struct {
+	Source  string `json:"source"`
+	EventID string `json:"event_id"`
+}
+
+// Kind is the job's kind in River.
+func (InboxApplyArgs) Kind() string { return "inbox_apply" }
+
+// InsertOpts makes the job unique per event while it is live.
+func (InboxApplyArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{MaxAttempts: 25, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+}
+
+// effect is the database side of applying an event: it runs in the
+// transaction that marks the event applied, and returns the outcome.
+type effect func(ctx context.Context, tx pgx.Tx) (string, error)
+
+// InboxApply applies the recorded event source/eventID exactly once and
+// returns its outcome. Calls to the processor (the object's current state,
+// driving a stored request) happen before any transaction; the effect on
+// the domain and the mark "applied" commit together, under the event row's
+// lock, so an event is applied once however often this runs. An event
+// already applied returns its recorded outcome.
+func (s *Service) InboxApply(ctx context.Context, source, eventID string) (string, error) {
+	row, err := s.queries.InboxEventGet(ctx, s.pool, source, eventID)
+	if isNoRows(err) {
+		return "", &Error{Code: CodeNotFound, Message: fmt.Sprintf("no inbound event %s/%s", source, eventID)}
+	}
+	if err != nil {
+		return "", internal(err)
+	}
+	if row.AppliedAt != nil {
+		return *row.Outcome, nil
+	}
+	src := s.inbound[source]
+	if src == nil {
+		return "", internal(fmt.Errorf("inbound event %s/%s: source not configured", source, eventID))
+	}
+	ev, err := src.Parse(row.Payload)
+	if err != nil {
+		return "", internal(fmt.Errorf("inbound event %s/%s: %w", source, eventID, err))
+	}
+	eff, err := s.prepare(ctx, ev)
+	if err != nil {
+		return "", err
+	}
+	var outcome string
+	err = s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
+		locked, err := s.queries.InboxEventLock(ctx, tx, source, eventID)
+		if err != nil {
+			return err
+		}
+		if locked.AppliedAt != nil {
+			outcome = *locked.Outcome
+			return nil
+		}
+		if outcome, err = eff(ctx, tx); err != nil {
+			return err
+		}
+		_, err = s.queries.InboxEventSetApplied(ctx, tx, dbgen.InboxEventSetAppliedParams{Outcome: outcome, Source: source, EventID: eventID})
+		return err
+	})
+	if err != nil {
+		return "", internal(err)
+	}
+	s.metrics.inboxApplied.WithLabelValues(source, string(ev.Kind), outcome).Inc()
+	if outcome == InboxOutcomeDisputeMoved {
+		s.metrics.disputes.WithLabelValues(string(ev.Dispute.Status)).Inc()
+	}
+	return outcome, nil
+}
+
+// prepare does what an event needs outside a transaction and returns its
+// effect.
+func (s *Service) prepare(ctx context.Context, ev *InboundEvent) (effect, error) {
+	if ev.Namespace != "" && ev.Namespace != s.namespace {
+		return constant(InboxOutcomeForeign), nil
+	}
+	switch ev.Kind {
+	case InboundChargeOutcome:
+		return s.prepareChargeOutcome(ctx, ev)
+	case InboundRefund:
+		return s.prepareRefund(ctx, ev)
+	case InboundDispute:
+		return s.disputeEffect(ev), nil
+	}
+	return constant(InboxOutcomeIgnoredType), nil
+}
+
+func constant(outcome string) effect {
+	return func(context.Context, pgx.Tx) (string, error) { return outcome, nil }
+}
+
+// prepareChargeOutcome: a charge made under the processor key of an
+// unfinished ride request lets that request finish now, through the same
+// engine as its client's retry and the completer (KeyComplete): the flow
+// sends the same charge request under the same key, the processor answers
+// with what it did, and the flow records it. A charge that a ride records
+// already needs nothing; one that no ride and no request knows is an
+// orphan (a booking lost with a restore), resolved by the orphan policy.
+func (s *Service) prepareChargeOutcome(ctx context.Context, ev *InboundEvent) (effect, error) {
+	ch := ev.Charge
+	if ch.Tag.Namespace != s.namespace {
+		return constant(InboxOutcomeForeign), nil
+	}
+	if _, err := s.queries.RideGetByCharge(ctx, s.pool, &ch.ID); err == nil {
+		return constant(InboxOutcomeAlreadyRecorded), nil
+	} else if !isNoRows(err) {
+		return nil, internal(err)
+	}
+	keyID, err := s.unfinishedRideKey(ctx, ch.Tag.Key)
+	if err != nil {
+		return nil, err
+	}
+	if keyID == 0 {
+		if ch.Status != ChargeSucceeded {
+			return constant(InboxOutcomeAlreadyRecorded), nil
+		}
+		return constant(InboxOutcomeOrphanCharge), nil
+	}
+	// A request that holds its lease (its client's, the completer's) fails
+	// this attempt with CodeKeyInUse: the job runs again, and then finds
+	// the request finished or free.
+	if _, err := s.KeyComplete(ctx, keyID); err != nil {
+		return nil, err
+	}
+	return constant(InboxOutcomeCompleted), nil
+}
+
+// unfinishedRideKey returns the id of the unfinished ride request whose
+// charge goes under the processor key pkey, or 0.
+func (s *Service) unfinishedRideKey(ctx context.Context, pkey string) (int64, error) {
+	if pkey == "" {
+		return 0, nil
+	}
+	keys, err := s.queries.IdempotencyKeyListUnfinishedRideIDs(ctx, s.pool, s.rides.Name)
+	if err != nil {
+		return 0, internal(err)
+	}
+	for _, k := range keys {
+		if ChargeKey(s.namespace, k.Email, k.IdempotencyKey) == pkey {
+			return k.ID, nil
+		}
+	}
+	return 0, nil
+}
+
+// prepareRefund: a refund of a ride's charge, made by this service or
+// outside it (the processor's dashboard), is recorded on the ride. The
+// event may be stale, so the charge's refunds are read now, from the
+// processor: the ride records the accepted refund, if there is one, and a
+// refund once recorded stays (a later failure of it is the operator's).
+func (s *Service) prepareRefund(ctx context.Context, ev *InboundEvent) (effect, error) {
+	if _, err := s.queries.RideGetByCharge(ctx, s.pool, &ev.ChargeID); isNoRows(err) {
+		return constant(InboxOutcomeUnknownCharge), nil
+	} else if err != nil {
+		return nil, internal(err)
+	}
+	refunds, err := s.payments.RefundList(ctx, ev.ChargeID)
+	if err != nil {
+		return nil, err
+	}
+	var accepted *Refund
+	for _, r := range refunds {
+		if r.Accepted() {
+			accepted = r
+			break
+		}
+	}
+	if accepted == nil {
+		return constant(InboxOutcomeNoRefund), nil
+	}
+	return func(ctx context.Context, tx pgx.Tx) (string, error) {
+		return s.refundRecordExternal(ctx, tx, ev.ChargeID, accepted)
+	}, nil
+}
+
+// refundRecordExternal records r, a refund the processor accepted, on the
+// ride of chargeID: created refunded when the ride has no refund row, set
+// refunded when its row is pending or failed; a row already refunded
+// stays as it is. The rider's refund receipt is queued with it.
+func (s *Service) refundRecordExternal(ctx context.Context, tx pgx.Tx, chargeID string, r *Refund) (string, error) {
+	ride, err := s.queries.RideLockByCharge(ctx, tx, &chargeID)
+	if err != nil {
+		return "", err
+	}
+	ref, err := s.queries.RefundLockByRide(ctx, tx, ride.ID)
+	switch {
+	case isNoRows(err):
+		ref, err = s.queries.RefundRecordExternal(ctx, tx, dbgen.RefundRecordExternalParams{
+			RideID: ride.ID, StripeRefundID: r.ID, AmountCents: ride.AmountCents, Currency: ride.Currency,
+		})
+		if err != nil {
+			return "", err
+		}
+	case err != nil:
+		return "", err
+	case RideRefundStatus(ref.Status) == RideRefundRefunded:
+		return InboxOutcomeAlreadyRecorded, nil
+	default:
+		if _, err := s.queries.RefundSetRefunded(ctx, tx, r.ID, ride.ID); err != nil {
+			return "", err
+		}
+	}
+	if err := s.audit(ctx, tx, "refund.recorded_from_processor", "refund", ref.ID, ride.UserID, nil, map[string]any{
+		"ride_id": ride.ID, "stripe_refund_id": r.ID, "amount_cents": r.AmountCents,
+	}); err != nil {
+		return "", err
+	}
+	if _, err := s.jobs.InsertTx(ctx, tx, RefundReceiptArgs{RideID: ride.ID}, nil); err != nil {
+		return "", err
+	}
+	return InboxOutcomeRefundRecorded, nil
+}
+
+// disputeEffect moves the ride's dispute forward to the event's status. A
+// dispute's status only moves forward too (opened, then won or lost), so
+// the status an event carries is applied under that rule, and a stale
+// event changes nothing.
+func (s *Service) disputeEffect(ev *InboundEvent) effect {
+	return func(ctx context.Context, tx pgx.Tx) (string, error) {
+		d := ev.Dispute
+		ride, err := s.queries.RideLockByCharge(ctx, tx, &d.ChargeID)
+		if isNoRows(err) {
+			return InboxOutcomeUnknownCharge, nil
+		}
+		if err != nil {
+			return "", err
+		}
+		n, err := s.queries.RideSetDispute(ctx, tx, dbgen.RideSetDisputeParams{
+			DisputeStatus: string(d.Status), StripeDisputeID: d.ID, ID: ride.ID,
+		})
+		if err != nil {
+			return "", err
+		}
+		if n == 0 {
+			return InboxOutcomeDisputeStale, nil
+		}
+		if err := s.audit(ctx, tx, "ride.dispute_"+string(d.Status), "ride", ride.ID, ride.UserID, nil, map[string]any{
+			"stripe_dispute_id": d.ID, "charge_id": d.ChargeID,
+		}); err != nil {
+			return "", err
+		}
+		return InboxOutcomeDisputeMoved, nil
+	}
+}
