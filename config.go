@@ -20,6 +20,7 @@ import (
 	"github.com/atomicrides/atomicrides/internal/limits"
 	"github.com/atomicrides/atomicrides/jobs"
 	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/bankinbox"
 	"github.com/atomicrides/atomicrides/service/mail"
 	"github.com/atomicrides/atomicrides/service/payments"
 )
@@ -99,6 +100,13 @@ type config struct {
 	// RedisURL is REDIS_URL: when set, the rate limits are shared by every
 	// replica through this Redis.
 	RedisURL string
+	// SettlementInbox is the bank's SFTP inbox of settlement files, from
+	// SETTLEMENT_SFTP_URL, SETTLEMENT_SFTP_HOST_KEY and
+	// SETTLEMENT_SFTP_KEY_FILE (all three or none); nil turns fetching off.
+	SettlementInbox *bankinbox.Config
+	// SettlementInterval and SettlementMaxAge are SETTLEMENT_INTERVAL and
+	// SETTLEMENT_MAX_AGE.
+	SettlementInterval, SettlementMaxAge time.Duration
 
 	// FakeStripeAddr and MailSinkAddr are where the fakestripe and
 	// mailsink commands listen by default (FAKESTRIPE_ADDR, MAILSINK_ADDR).
@@ -196,6 +204,9 @@ func loadConfig(getenv func(string) string, needs backends) (*config, error) {
 		ShedReserved:          r.share("LOAD_SHED_RESERVED"),
 		ShedDBWait:            r.durationOrOff("LOAD_SHED_DB_WAIT"),
 		RedisURL:              r.redisURL("REDIS_URL"),
+		SettlementInbox:       r.settlementInbox("SETTLEMENT_SFTP_URL", "SETTLEMENT_SFTP_HOST_KEY", "SETTLEMENT_SFTP_KEY_FILE"),
+		SettlementInterval:    r.duration("SETTLEMENT_INTERVAL"),
+		SettlementMaxAge:      r.duration("SETTLEMENT_MAX_AGE"),
 
 		FakeStripeAddr: r.addr("FAKESTRIPE_ADDR", defaultFakeStripeAddr),
 		MailSinkAddr:   r.addr("MAILSINK_ADDR", defaultMailSinkAddr),
@@ -255,6 +266,8 @@ func (c *config) jobsConfig(logger *slog.Logger) jobs.Config {
 		ReconcileInterval:    c.ReconcileInterval,
 		JobTimeout:           c.JobTimeout,
 		RescueStuckJobsAfter: c.JobRescueAfter,
+		SettlementInbox:      c.SettlementInbox,
+		SettlementInterval:   c.SettlementInterval,
 		Logger:               logger,
 	}
 }
@@ -546,4 +559,47 @@ func (r *envReader) redisURL(name string) string {
 		return ""
 	}
 	return v
+}
+
+// settlementInbox reads the bank's SFTP inbox from its three variables:
+// none set turns the feature off; some set names each one missing.
+func (r *envReader) settlementInbox(urlName, hostKeyName, keyFileName string) *bankinbox.Config {
+	rawURL, hostKey, keyFile := r.getenv(urlName), r.getenv(hostKeyName), r.getenv(keyFileName)
+	if rawURL == "" && hostKey == "" && keyFile == "" {
+		return nil
+	}
+	var cfg bankinbox.Config
+	ok := true
+	for _, v := range []struct{ name, value string }{{urlName, rawURL}, {hostKeyName, hostKey}, {keyFileName, keyFile}} {
+		if v.value == "" {
+			r.fail(invalid(v.name, "not set: the settlement inbox needs %s, %s and %s together", urlName, hostKeyName, keyFileName))
+			ok = false
+		}
+	}
+	if rawURL != "" {
+		if err := cfg.ParseURL(rawURL); err != nil {
+			r.fail(invalid(urlName, "%v; want sftp://user@host[:port]/inbox/path", err))
+			ok = false
+		}
+	}
+	if hostKey != "" {
+		key, err := bankinbox.ParseHostKey(hostKey)
+		if err != nil {
+			r.fail(invalid(hostKeyName, "%v", err))
+			ok = false
+		}
+		cfg.HostKey = key
+	}
+	if keyFile != "" {
+		signer, err := bankinbox.LoadSigner(keyFile)
+		if err != nil {
+			r.fail(invalid(keyFileName, "%s: %v", keyFile, err))
+			ok = false
+		}
+		cfg.Signer = signer
+	}
+	if !ok {
+		return nil
+	}
+	return &cfg
 }

@@ -120,6 +120,8 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 		return serveMailSink(ctx, args[1:], stdout, logger)
 	case "keys":
 		return keysCommand(ctx, args[1:], stdout, logger)
+	case "settlements":
+		return settlementsCommand(ctx, args[1:], stdout, logger)
 	case "db":
 		return dbCommand(ctx, args[1:], stdout, logger)
 	case "book":
@@ -428,15 +430,15 @@ func ready(ctx context.Context, pool *pgxpool.Pool) error {
 // at STRIPE_API_BASE when set (any Stripe-compatible API). Without a key,
 // and only with dev, it starts the built-in fake Stripe on a loopback port
 // for this process, and says so loudly.
-func paymentsFrom(cfg *config, logger *slog.Logger, dev bool) (pay service.Payments, note string, stop func(), err error) {
+func paymentsFrom(cfg *config, logger *slog.Logger, dev bool) (pay service.Payments, fake *fakestripe.Server, note string, stop func(), err error) {
 	if cfg.StripeSecretKey == "" {
 		if !dev {
-			return nil, "", nil, errors.New("STRIPE_SECRET_KEY: not set") // refused by loadConfig first
+			return nil, nil, "", nil, errors.New("STRIPE_SECRET_KEY: not set") // refused by loadConfig first
 		}
 		fake := fakestripe.New(fakestripe.Options{Logger: logger})
 		url, stop, err := fake.Start("127.0.0.1:0")
 		if err != nil {
-			return nil, "", nil, err
+			return nil, nil, "", nil, err
 		}
 		logger.Warn("-dev: STRIPE_SECRET_KEY not set, charges go to the built-in FAKE Stripe; never use this mode for real riders",
 			"url", url, "ledger", url+"/_fake/ledger")
@@ -446,10 +448,10 @@ func paymentsFrom(cfg *config, logger *slog.Logger, dev bool) (pay service.Payme
 			cfg.StripeWebhookSecrets = []string{fakestripe.DevWebhookSecret}
 		}
 		fake.SetWebhookEndpoint(&fakestripe.WebhookEndpoint{URL: webhookURL(cfg.Addr), Secret: cfg.StripeWebhookSecrets[0]})
-		return payments.New(payments.Config{SecretKey: "sk_test_fake", APIBase: url, Timeout: cfg.StripeTimeout}),
+		return payments.New(payments.Config{SecretKey: "sk_test_fake", APIBase: url, Timeout: cfg.StripeTimeout}), fake,
 			"fake Stripe at " + url, func() { _ = stop(context.Background()) }, nil
 	}
-	return payments.New(payments.Config{SecretKey: cfg.StripeSecretKey, APIBase: cfg.StripeAPIBase, Timeout: cfg.StripeTimeout}), "", func() {}, nil
+	return payments.New(payments.Config{SecretKey: cfg.StripeSecretKey, APIBase: cfg.StripeAPIBase, Timeout: cfg.StripeTimeout}), nil, "", func() {}, nil
 }
 
 // webhookURL is the Stripe webhook endpoint of a server listening on addr,
@@ -541,13 +543,24 @@ func newService(pool, direct *pgxpool.Pool, cfg *config, reg prometheus.Register
 	// Never called; its budget (from STRIPE_TIMEOUT) sizes the lease as in serve.
 	var pay service.Payments = payments.New(payments.Config{Timeout: cfg.StripeTimeout})
 	if needs.stripe {
-		p, note, stopStripe, err := paymentsFrom(cfg, logger, needs.dev)
+		p, fake, note, stopStripe, err := paymentsFrom(cfg, logger, needs.dev)
 		if err != nil {
 			return nil, "", nil, err
 		}
 		stops = append(stops, stopStripe)
 		pay = p
 		if note != "" {
+			notes = append(notes, note)
+		}
+		// With the fake Stripe and no bank configured, a fake bank settles
+		// the fake's ledger into an inbox served over SFTP, and cfg points
+		// the settlement fetch at it.
+		if fake != nil && cfg.SettlementInbox == nil {
+			note, stopBank, err := startDevBank(cfg, fake, logger)
+			if err != nil {
+				return nil, "", nil, err
+			}
+			stops = append(stops, stopBank)
 			notes = append(notes, note)
 		}
 	}
@@ -577,6 +590,7 @@ func newService(pool, direct *pgxpool.Pool, cfg *config, reg prometheus.Register
 		Payments: pay, Mailer: mailer, MailFrom: cfg.MailFrom, Logger: logger, Registerer: reg,
 		// Zero values take the service's defaults.
 		AbandonedAfter: cfg.CompleterIdle, KeyRetention: cfg.KeyRetention, Lease: cfg.Lease,
+		SettlementMaxAge: cfg.SettlementMaxAge,
 	})
 	if err != nil {
 		return nil, "", nil, err

@@ -215,6 +215,8 @@ func TestRulesAndDashboardReadOnlyExportedMetrics(t *testing.T) {
 		"atomicrides_completer_last_run_timestamp_seconds",
 		"atomicrides_completer_completions_total",
 		"atomicrides_reaper_deleted_keys_total",
+		"atomicrides_settlement_lines_total",
+		"atomicrides_settlement_discrepancies",
 	} {
 		require.True(t, used[name], "%s is read by a rule or a panel", name)
 	}

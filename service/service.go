@@ -86,6 +86,12 @@ type Config struct {
 	// saw finished from memory. Default DefaultReplayCacheTTL; negative
 	// disables the cache.
 	ReplayCacheTTL time.Duration
+	// SettlementBatchLines is how many lines of a settlement file one
+	// transaction applies. Default DefaultSettlementBatchLines.
+	SettlementBatchLines int
+	// SettlementMaxAge is how long a charge or refund of ours may go
+	// unsettled before it is reported. Default DefaultSettlementMaxAge.
+	SettlementMaxAge time.Duration
 	// TracerProvider receives the spans of atomic phases and processor
 	// calls, and of the jobs the service inserts. Default the global
 	// provider (a no-op unless the program set one).
@@ -128,6 +134,12 @@ type Service struct {
 	// rawPayments is Config.Payments itself, for what only some adapters
 	// offer (EventLister).
 	rawPayments Payments
+	// settlementBatchLines and settlementMaxAge are the settlement policy;
+	// afterSettlementBatch, set by tests only, runs after each committed
+	// batch of a settlement file.
+	settlementBatchLines int
+	settlementMaxAge     time.Duration
+	afterSettlementBatch func(fileID int64, cursor int)
 }
 
 // namespaceReadTimeout bounds the read of the deployment's namespace in New.
@@ -170,6 +182,15 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.KeyRetention <= ProcessorKeyWindow {
 		return nil, errors.New("service: Config.KeyRetention must outlast the processor's key window")
+	}
+	if cfg.SettlementBatchLines == 0 {
+		cfg.SettlementBatchLines = DefaultSettlementBatchLines
+	}
+	if cfg.SettlementMaxAge == 0 {
+		cfg.SettlementMaxAge = DefaultSettlementMaxAge
+	}
+	if cfg.SettlementBatchLines < 0 || cfg.SettlementMaxAge < 0 {
+		return nil, errors.New("service: Config.SettlementBatchLines and SettlementMaxAge must be positive")
 	}
 	if cfg.Registerer == nil {
 		cfg.Registerer = prometheus.NewRegistry()
@@ -223,6 +244,9 @@ func New(cfg Config) (*Service, error) {
 		replays:        newTTLCache[replayKey, finishedResponse](cfg.ReplayCacheTTL),
 		inbound:        cfg.Inbound,
 		rawPayments:    cfg.Payments,
+
+		settlementBatchLines: cfg.SettlementBatchLines,
+		settlementMaxAge:     cfg.SettlementMaxAge,
 	}
 	s.revocations = newRevocationWatch(s.auth)
 	s.rides = s.rideFlow()
