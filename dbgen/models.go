@@ -120,6 +120,8 @@ type Ride struct {
 	AmountCents      int64
 	Currency         string
 	UserID           int64
+	DeclineCode      *string
+	DeclineMessage   *string
 	Processor        string
 	ChargeAttempt    int32
 	DisputeStatus    string

@@ -20,7 +20,7 @@ INSERT INTO rides (
     $1, $2, $3, $4, $5,
     $6, $7, $8
 )
-RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, processor, charge_attempt, dispute_status, stripe_dispute_id
+RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id
 `
 
 type RideCreateParams struct {
@@ -59,6 +59,8 @@ func (q *Queries) RideCreate(ctx context.Context, db DBTX, arg RideCreateParams)
 		&i.AmountCents,
 		&i.Currency,
 		&i.UserID,
+		&i.DeclineCode,
+		&i.DeclineMessage,
 		&i.Processor,
 		&i.ChargeAttempt,
 		&i.DisputeStatus,
@@ -76,12 +78,12 @@ WITH ride AS (
         $1, $2, $3, $4, $5,
         $6, $7, $8, $9
     )
-    RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, processor, charge_attempt, dispute_status, stripe_dispute_id
+    RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id
 ), audit AS (
     INSERT INTO audit_records (action, data, origin_ip, resource_id, resource_type, user_id)
     SELECT $10, $11, $12, ride.id, 'ride', ride.user_id FROM ride
 )
-SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, users.id, users.created_at, users.email, users.payment_source, users.stripe_customer_id
+SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, users.id, users.created_at, users.email, users.payment_source, users.stripe_customer_id
 FROM ride AS rides JOIN users ON users.id = rides.user_id
 `
 
@@ -137,6 +139,8 @@ func (q *Queries) RideCreateAudited(ctx context.Context, db DBTX, arg RideCreate
 		&i.Ride.AmountCents,
 		&i.Ride.Currency,
 		&i.Ride.UserID,
+		&i.Ride.DeclineCode,
+		&i.Ride.DeclineMessage,
 		&i.Ride.Processor,
 		&i.Ride.ChargeAttempt,
 		&i.Ride.DisputeStatus,
@@ -151,7 +155,7 @@ func (q *Queries) RideCreateAudited(ctx context.Context, db DBTX, arg RideCreate
 }
 
 const rideGetByCharge = `-- name: RideGetByCharge :one
-SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, processor, charge_attempt, dispute_status, stripe_dispute_id FROM rides WHERE stripe_charge_id = $1
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id FROM rides WHERE stripe_charge_id = $1
 `
 
 func (q *Queries) RideGetByCharge(ctx context.Context, db DBTX, stripeChargeID *string) (*Ride, error) {
@@ -170,6 +174,8 @@ func (q *Queries) RideGetByCharge(ctx context.Context, db DBTX, stripeChargeID *
 		&i.AmountCents,
 		&i.Currency,
 		&i.UserID,
+		&i.DeclineCode,
+		&i.DeclineMessage,
 		&i.Processor,
 		&i.ChargeAttempt,
 		&i.DisputeStatus,
@@ -179,7 +185,7 @@ func (q *Queries) RideGetByCharge(ctx context.Context, db DBTX, stripeChargeID *
 }
 
 const rideGetByIdempotencyKey = `-- name: RideGetByIdempotencyKey :one
-SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, processor, charge_attempt, dispute_status, stripe_dispute_id FROM rides WHERE idempotency_key_id = $1
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id FROM rides WHERE idempotency_key_id = $1
 `
 
 func (q *Queries) RideGetByIdempotencyKey(ctx context.Context, db DBTX, idempotencyKeyID *int64) (*Ride, error) {
@@ -198,6 +204,8 @@ func (q *Queries) RideGetByIdempotencyKey(ctx context.Context, db DBTX, idempote
 		&i.AmountCents,
 		&i.Currency,
 		&i.UserID,
+		&i.DeclineCode,
+		&i.DeclineMessage,
 		&i.Processor,
 		&i.ChargeAttempt,
 		&i.DisputeStatus,
@@ -207,7 +215,7 @@ func (q *Queries) RideGetByIdempotencyKey(ctx context.Context, db DBTX, idempote
 }
 
 const rideGetForUser = `-- name: RideGetForUser :one
-SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, processor, charge_attempt, dispute_status, stripe_dispute_id FROM rides WHERE id = $1 AND user_id = $2
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id FROM rides WHERE id = $1 AND user_id = $2
 `
 
 func (q *Queries) RideGetForUser(ctx context.Context, db DBTX, iD int64, userID int64) (*Ride, error) {
@@ -226,10 +234,56 @@ func (q *Queries) RideGetForUser(ctx context.Context, db DBTX, iD int64, userID 
 		&i.AmountCents,
 		&i.Currency,
 		&i.UserID,
+		&i.DeclineCode,
+		&i.DeclineMessage,
 		&i.Processor,
 		&i.ChargeAttempt,
 		&i.DisputeStatus,
 		&i.StripeDisputeID,
+	)
+	return &i, err
+}
+
+const rideGetWithRefund = `-- name: RideGetWithRefund :one
+SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, refunds.status AS refund_status, refunds.stripe_refund_id AS stripe_refund_id,
+    refunds.failure_code AS refund_failure_code
+FROM rides LEFT JOIN refunds ON refunds.ride_id = rides.id
+WHERE rides.id = $1 AND rides.user_id = $2
+`
+
+type RideGetWithRefundRow struct {
+	Ride              Ride
+	RefundStatus      *string
+	StripeRefundID    *string
+	RefundFailureCode *string
+}
+
+// The user's ride with its refund, if any: what the rider may know of it.
+func (q *Queries) RideGetWithRefund(ctx context.Context, db DBTX, iD int64, userID int64) (*RideGetWithRefundRow, error) {
+	row := db.QueryRow(ctx, rideGetWithRefund, iD, userID)
+	var i RideGetWithRefundRow
+	err := row.Scan(
+		&i.Ride.ID,
+		&i.Ride.CreatedAt,
+		&i.Ride.IdempotencyKeyID,
+		&i.Ride.OriginLat,
+		&i.Ride.OriginLon,
+		&i.Ride.TargetLat,
+		&i.Ride.TargetLon,
+		&i.Ride.ChargeStatus,
+		&i.Ride.StripeChargeID,
+		&i.Ride.AmountCents,
+		&i.Ride.Currency,
+		&i.Ride.UserID,
+		&i.Ride.DeclineCode,
+		&i.Ride.DeclineMessage,
+		&i.Ride.Processor,
+		&i.Ride.ChargeAttempt,
+		&i.Ride.DisputeStatus,
+		&i.Ride.StripeDisputeID,
+		&i.RefundStatus,
+		&i.StripeRefundID,
+		&i.RefundFailureCode,
 	)
 	return &i, err
 }
@@ -324,6 +378,170 @@ func (q *Queries) RideListChargedSince(ctx context.Context, db DBTX, sinceSecond
 	return items, nil
 }
 
+const rideListForUser = `-- name: RideListForUser :many
+SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, refunds.status AS refund_status, refunds.stripe_refund_id AS stripe_refund_id,
+    refunds.failure_code AS refund_failure_code
+FROM rides LEFT JOIN refunds ON refunds.ride_id = rides.id
+WHERE rides.user_id = $1
+  AND (rides.created_at, rides.id) > ($2::timestamptz, $3::bigint)
+  AND (rides.created_at, rides.id) < ($4::timestamptz, $5::bigint)
+  AND ($6::text = '' OR rides.charge_status = $6::text)
+ORDER BY rides.created_at DESC, rides.id DESC
+LIMIT $7
+`
+
+type RideListForUserParams struct {
+	UserID          int64
+	AfterCreatedAt  time.Time
+	AfterID         int64
+	BeforeCreatedAt time.Time
+	BeforeID        int64
+	ChargeStatus    string
+	RowLimit        int32
+}
+
+type RideListForUserRow struct {
+	Ride              Ride
+	RefundStatus      *string
+	StripeRefundID    *string
+	RefundFailureCode *string
+}
+
+// One page of a rider's rides, newest first: those strictly between two
+// (created_at, id) positions, with their refunds, at most row_limit. The
+// bounds are row comparisons on rides_user_id_created_at_id, so a page is
+// one range scan wherever it starts.
+func (q *Queries) RideListForUser(ctx context.Context, db DBTX, arg RideListForUserParams) ([]*RideListForUserRow, error) {
+	rows, err := db.Query(ctx, rideListForUser,
+		arg.UserID,
+		arg.AfterCreatedAt,
+		arg.AfterID,
+		arg.BeforeCreatedAt,
+		arg.BeforeID,
+		arg.ChargeStatus,
+		arg.RowLimit,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*RideListForUserRow
+	for rows.Next() {
+		var i RideListForUserRow
+		if err := rows.Scan(
+			&i.Ride.ID,
+			&i.Ride.CreatedAt,
+			&i.Ride.IdempotencyKeyID,
+			&i.Ride.OriginLat,
+			&i.Ride.OriginLon,
+			&i.Ride.TargetLat,
+			&i.Ride.TargetLon,
+			&i.Ride.ChargeStatus,
+			&i.Ride.StripeChargeID,
+			&i.Ride.AmountCents,
+			&i.Ride.Currency,
+			&i.Ride.UserID,
+			&i.Ride.DeclineCode,
+			&i.Ride.DeclineMessage,
+			&i.Ride.Processor,
+			&i.Ride.ChargeAttempt,
+			&i.Ride.DisputeStatus,
+			&i.Ride.StripeDisputeID,
+			&i.RefundStatus,
+			&i.StripeRefundID,
+			&i.RefundFailureCode,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const rideListForUserAscending = `-- name: RideListForUserAscending :many
+SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, refunds.status AS refund_status, refunds.stripe_refund_id AS stripe_refund_id,
+    refunds.failure_code AS refund_failure_code
+FROM rides LEFT JOIN refunds ON refunds.ride_id = rides.id
+WHERE rides.user_id = $1
+  AND (rides.created_at, rides.id) > ($2::timestamptz, $3::bigint)
+  AND (rides.created_at, rides.id) < ($4::timestamptz, $5::bigint)
+  AND ($6::text = '' OR rides.charge_status = $6::text)
+ORDER BY rides.created_at, rides.id
+LIMIT $7
+`
+
+type RideListForUserAscendingParams struct {
+	UserID          int64
+	AfterCreatedAt  time.Time
+	AfterID         int64
+	BeforeCreatedAt time.Time
+	BeforeID        int64
+	ChargeStatus    string
+	RowLimit        int32
+}
+
+type RideListForUserAscendingRow struct {
+	Ride              Ride
+	RefundStatus      *string
+	StripeRefundID    *string
+	RefundFailureCode *string
+}
+
+// RideListForUser read from the oldest end: the page just newer than a
+// cursor (ending_before), returned oldest first.
+func (q *Queries) RideListForUserAscending(ctx context.Context, db DBTX, arg RideListForUserAscendingParams) ([]*RideListForUserAscendingRow, error) {
+	rows, err := db.Query(ctx, rideListForUserAscending,
+		arg.UserID,
+		arg.AfterCreatedAt,
+		arg.AfterID,
+		arg.BeforeCreatedAt,
+		arg.BeforeID,
+		arg.ChargeStatus,
+		arg.RowLimit,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*RideListForUserAscendingRow
+	for rows.Next() {
+		var i RideListForUserAscendingRow
+		if err := rows.Scan(
+			&i.Ride.ID,
+			&i.Ride.CreatedAt,
+			&i.Ride.IdempotencyKeyID,
+			&i.Ride.OriginLat,
+			&i.Ride.OriginLon,
+			&i.Ride.TargetLat,
+			&i.Ride.TargetLon,
+			&i.Ride.ChargeStatus,
+			&i.Ride.StripeChargeID,
+			&i.Ride.AmountCents,
+			&i.Ride.Currency,
+			&i.Ride.UserID,
+			&i.Ride.DeclineCode,
+			&i.Ride.DeclineMessage,
+			&i.Ride.Processor,
+			&i.Ride.ChargeAttempt,
+			&i.Ride.DisputeStatus,
+			&i.Ride.StripeDisputeID,
+			&i.RefundStatus,
+			&i.StripeRefundID,
+			&i.RefundFailureCode,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const rideListRecordedCharges = `-- name: RideListRecordedCharges :many
 SELECT stripe_charge_id::text FROM rides
 WHERE stripe_charge_id = ANY($1::text[])
@@ -351,7 +569,7 @@ func (q *Queries) RideListRecordedCharges(ctx context.Context, db DBTX, stripeCh
 }
 
 const rideLockByCharge = `-- name: RideLockByCharge :one
-SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, processor, charge_attempt, dispute_status, stripe_dispute_id FROM rides WHERE stripe_charge_id = $1 FOR UPDATE
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id FROM rides WHERE stripe_charge_id = $1 FOR UPDATE
 `
 
 func (q *Queries) RideLockByCharge(ctx context.Context, db DBTX, stripeChargeID *string) (*Ride, error) {
@@ -370,6 +588,8 @@ func (q *Queries) RideLockByCharge(ctx context.Context, db DBTX, stripeChargeID 
 		&i.AmountCents,
 		&i.Currency,
 		&i.UserID,
+		&i.DeclineCode,
+		&i.DeclineMessage,
 		&i.Processor,
 		&i.ChargeAttempt,
 		&i.DisputeStatus,
@@ -379,7 +599,7 @@ func (q *Queries) RideLockByCharge(ctx context.Context, db DBTX, stripeChargeID 
 }
 
 const rideLockForUser = `-- name: RideLockForUser :one
-SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, processor, charge_attempt, dispute_status, stripe_dispute_id FROM rides WHERE id = $1 AND user_id = $2 FOR UPDATE
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id FROM rides WHERE id = $1 AND user_id = $2 FOR UPDATE
 `
 
 func (q *Queries) RideLockForUser(ctx context.Context, db DBTX, iD int64, userID int64) (*Ride, error) {
@@ -398,6 +618,8 @@ func (q *Queries) RideLockForUser(ctx context.Context, db DBTX, iD int64, userID
 		&i.AmountCents,
 		&i.Currency,
 		&i.UserID,
+		&i.DeclineCode,
+		&i.DeclineMessage,
 		&i.Processor,
 		&i.ChargeAttempt,
 		&i.DisputeStatus,
@@ -444,12 +666,19 @@ func (q *Queries) RideSetCharged(ctx context.Context, db DBTX, stripeChargeID st
 
 const rideSetDeclined = `-- name: RideSetDeclined :execrows
 UPDATE rides
-SET charge_status = 'declined'
-WHERE id = $1 AND charge_status = 'pending'
+SET charge_status = 'declined', decline_code = $1::text, decline_message = $2::text
+WHERE id = $3 AND charge_status = 'pending'
 `
 
-func (q *Queries) RideSetDeclined(ctx context.Context, db DBTX, id int64) (int64, error) {
-	result, err := db.Exec(ctx, rideSetDeclined, id)
+type RideSetDeclinedParams struct {
+	DeclineCode    string
+	DeclineMessage string
+	ID             int64
+}
+
+// Records a declined charge with what the rider was told.
+func (q *Queries) RideSetDeclined(ctx context.Context, db DBTX, arg RideSetDeclinedParams) (int64, error) {
+	result, err := db.Exec(ctx, rideSetDeclined, arg.DeclineCode, arg.DeclineMessage, arg.ID)
 	if err != nil {
 		return 0, err
 	}

@@ -46,6 +46,14 @@ func exampleRide(refunded bool) *service.Ride {
 	return r
 }
 
+// exampleDeclinedRide is a ride whose charge was declined.
+func exampleDeclinedRide() *service.Ride {
+	r := exampleRide(false)
+	code, msg := "card_declined", "Your card was declined."
+	r.ChargeStatus, r.StripeChargeID, r.DeclineCode, r.DeclineMessage = "declined", nil, &code, &msg
+	return r
+}
+
 // exampleAPIKey is the shape of a minted API key.
 const exampleAPIKey = "ark_4XbT9qLm2VwK7sNc3RzP8hJd6FgY5aEu0iOp1QwE2rT"
 
@@ -111,8 +119,9 @@ var problemExamples = map[int]map[string]*huma.Example{
 		"no-key": example("No valid credentials", problem(401, "", "a valid API key is required")),
 	},
 	http.StatusPaymentRequired: {
-		"declined": example("The card was declined (stored, replayed)",
-			problem(402, service.ProblemCardDeclined, "the card was declined: Your card was declined.")),
+		"declined": example("The card was declined (stored, replayed); ride_id names the declined ride",
+			service.Problem{Type: service.ProblemCardDeclined, Title: "Card declined", Status: 402,
+				Detail: "the card was declined: Your card was declined.", RideID: exampleRideID}),
 	},
 	http.StatusNotFound: {
 		"not-found": example("Not the caller's, or does not exist", problem(404, "", "no such ride")),

@@ -96,6 +96,13 @@ type Ride struct {
 	// Processor is the payment processor the ride's charge goes to, chosen
 	// once when the ride is booked.
 	Processor string `json:"processor" enum:"stripe,adyen" doc:"The payment processor the ride's charge goes to, chosen once when the ride is booked; stripe_charge_id and stripe_refund_id are that processor's ids (an Adyen pspReference for adyen)."`
+	// RefundFailureCode is the processor's reason for refusing the last
+	// refund asked for, while RefundStatus is failed.
+	RefundFailureCode *string `json:"refund_failure_code" nullable:"true" doc:"The processor's reason for refusing the refund, while refund_status is failed; null otherwise."`
+	// DeclineCode and DeclineMessage are what the rider was told when the
+	// charge was declined (the 402 answer); null for every other ride.
+	DeclineCode    *string `json:"decline_code" nullable:"true" example:"card_declined" doc:"Why the charge was declined, while charge_status is declined: the processor's code (e.g. card_declined), or payment_rejected when the processor refused the charge for a reason other than the card. Null otherwise (and for rides declined before the service recorded it)."`
+	DeclineMessage *string `json:"decline_message" nullable:"true" example:"Your card was declined." doc:"The message the rider was shown with the 402 answer, while charge_status is declined; null otherwise."`
 	// DisputeStatus is the dispute (chargeback) of the ride's charge, as
 	// the processor reported it; it only moves forward.
 	DisputeStatus DisputeStatus `json:"dispute_status" enum:"none,disputed,won,lost" doc:"none unless the rider's bank disputes the charge; disputed while the dispute is open; won or lost once decided"`
@@ -115,8 +122,21 @@ func rideFromRow(r *dbgen.Ride) *Ride {
 		StripeChargeID: r.StripeChargeID,
 		RefundStatus:   RideRefundNone,
 		Processor:      r.Processor,
+		DeclineCode:    r.DeclineCode,
+		DeclineMessage: r.DeclineMessage,
 		DisputeStatus:  DisputeStatus(r.DisputeStatus),
 	}
+}
+
+// rideWithRefund is rideFromRow with the ride's refund, when it has one
+// (status nil: none asked for).
+func rideWithRefund(r *dbgen.Ride, status, refundID, failureCode *string) *Ride {
+	ride := rideFromRow(r)
+	if status != nil {
+		ride.RefundStatus = RideRefundStatus(*status)
+		ride.StripeRefundID, ride.RefundFailureCode = refundID, failureCode
+	}
+	return ride
 }
 
 // RideCreate books and charges a ride under the client's idempotency key. It
@@ -147,27 +167,18 @@ func rideCreateRequest(userID int64, idempotencyKey string, params RideCreatePar
 	}
 }
 
-// RideGet returns the user's ride with its charge and refund state. Another
-// user's ride is not found.
+// RideGet returns the user's ride with everything its rider may know of
+// it: its charge (or why it was declined) and its refund. Another user's
+// ride is not found.
 func (s *Service) RideGet(ctx context.Context, userID, rideID int64) (*Ride, error) {
-	row, err := s.queries.RideGetForUser(ctx, s.pool, rideID, userID)
+	row, err := s.queries.RideGetWithRefund(ctx, s.pool, rideID, userID)
 	if err != nil {
 		if isNoRows(err) {
 			return nil, &Error{Code: CodeNotFound, Message: "no such ride"}
 		}
 		return nil, internal(err)
 	}
-	ride := rideFromRow(row)
-	// Read after the ride, the refund is at least as recent as the charge.
-	ref, err := s.queries.RefundGetByRide(ctx, s.pool, rideID)
-	switch {
-	case isNoRows(err):
-	case err != nil:
-		return nil, internal(err)
-	default:
-		ride.RefundStatus, ride.StripeRefundID = RideRefundStatus(ref.Status), ref.StripeRefundID
-	}
-	return ride, nil
+	return rideWithRefund(&row.Ride, row.RefundStatus, row.StripeRefundID, row.RefundFailureCode), nil
 }
 
 // rideState is what the ride flow knows while it runs.
@@ -434,23 +445,17 @@ func (s *Service) rideChargePhase(ctx context.Context, tx pgx.Tx, key *Key, st *
 		}
 	}
 	if st.failure != nil {
-		if _, err := s.queries.RideSetDeclined(ctx, tx, st.ride.ID); err != nil {
+		d := declineOf(st.failure)
+		if _, err := s.queries.RideSetDeclined(ctx, tx, dbgen.RideSetDeclinedParams{
+			DeclineCode: d.code, DeclineMessage: d.message, ID: st.ride.ID,
+		}); err != nil {
 			return Outcome{}, err
 		}
 		if err := s.audit(ctx, tx, "ride.charge_declined", "ride", st.ride.ID, key.UserID, key.IP,
 			map[string]string{"code": st.failure.Code, "kind": string(st.failure.Kind)}); err != nil {
 			return Outcome{}, err
 		}
-		p := Problem{Type: ProblemCardDeclined, Title: "Card declined", Status: http.StatusPaymentRequired,
-			Detail: "the card was declined: " + st.failure.Message}
-		switch {
-		case st.failure.Code == PaymentCodeSourceRefused:
-			p.Detail = "the card was declined: the payment source was refused (" + st.failure.Message + "); register another with PUT /users/{email}"
-		case st.failure.Class != PaymentClassDecline:
-			p.Type, p.Title = ProblemPaymentRejected, "Payment rejected"
-			p.Detail = "the payment processor rejected the charge"
-		}
-		return Finish(http.StatusPaymentRequired, p), nil
+		return Finish(http.StatusPaymentRequired, d.problem(st.ride.ID)), nil
 	}
 
 	if st.newCustomer {

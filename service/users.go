@@ -115,7 +115,11 @@ const (
 // characters (Unicode Cc and Cf, such as U+202E RIGHT-TO-LEFT OVERRIDE) are
 // refused, and so is any other non-ASCII character: the service's SMTP client
 // does not use the SMTPUTF8 extension, so it could not deliver a receipt to
-// such an address. Every error is CodeInvalid on path.email.
+// such an address. The domain must be a name, not an address literal
+// (rider@[192.0.2.1]): a receipt is delivered where the domain's DNS says,
+// never to an address a client picked, such as one inside our network.
+// Every error is CodeInvalid on path.email; the spec's pattern for
+// path.email states the same rule.
 func NormalizeEmail(email string) (string, error) {
 	const field = "path.email"
 	for _, r := range email {
@@ -134,6 +138,9 @@ func NormalizeEmail(email string) (string, error) {
 	addr, err := mail.ParseAddress(email)
 	if err != nil || addr.Address != email || addr.Name != "" || !strings.Contains(email, "@") {
 		return "", invalid(field, "must be a plain email address like rider@example.com")
+	}
+	if strings.HasSuffix(email, "]") {
+		return "", invalid(field, "must name a domain, not an address in brackets")
 	}
 	return strings.ToLower(email), nil
 }

@@ -14,14 +14,50 @@ SELECT * FROM rides WHERE idempotency_key_id = @idempotency_key_id;
 -- name: RideGetForUser :one
 SELECT * FROM rides WHERE id = @id AND user_id = @user_id;
 
+-- name: RideGetWithRefund :one
+-- The user's ride with its refund, if any: what the rider may know of it.
+SELECT sqlc.embed(rides), refunds.status AS refund_status, refunds.stripe_refund_id AS stripe_refund_id,
+    refunds.failure_code AS refund_failure_code
+FROM rides LEFT JOIN refunds ON refunds.ride_id = rides.id
+WHERE rides.id = @id AND rides.user_id = @user_id;
+
+-- name: RideListForUser :many
+-- One page of a rider's rides, newest first: those strictly between two
+-- (created_at, id) positions, with their refunds, at most row_limit. The
+-- bounds are row comparisons on rides_user_id_created_at_id, so a page is
+-- one range scan wherever it starts.
+SELECT sqlc.embed(rides), refunds.status AS refund_status, refunds.stripe_refund_id AS stripe_refund_id,
+    refunds.failure_code AS refund_failure_code
+FROM rides LEFT JOIN refunds ON refunds.ride_id = rides.id
+WHERE rides.user_id = @user_id
+  AND (rides.created_at, rides.id) > (@after_created_at::timestamptz, @after_id::bigint)
+  AND (rides.created_at, rides.id) < (@before_created_at::timestamptz, @before_id::bigint)
+  AND (@charge_status::text = '' OR rides.charge_status = @charge_status::text)
+ORDER BY rides.created_at DESC, rides.id DESC
+LIMIT @row_limit;
+
+-- name: RideListForUserAscending :many
+-- RideListForUser read from the oldest end: the page just newer than a
+-- cursor (ending_before), returned oldest first.
+SELECT sqlc.embed(rides), refunds.status AS refund_status, refunds.stripe_refund_id AS stripe_refund_id,
+    refunds.failure_code AS refund_failure_code
+FROM rides LEFT JOIN refunds ON refunds.ride_id = rides.id
+WHERE rides.user_id = @user_id
+  AND (rides.created_at, rides.id) > (@after_created_at::timestamptz, @after_id::bigint)
+  AND (rides.created_at, rides.id) < (@before_created_at::timestamptz, @before_id::bigint)
+  AND (@charge_status::text = '' OR rides.charge_status = @charge_status::text)
+ORDER BY rides.created_at, rides.id
+LIMIT @row_limit;
+
 -- name: RideSetCharged :execrows
 UPDATE rides
 SET charge_status = 'charged', stripe_charge_id = @stripe_charge_id::text
 WHERE id = @id AND charge_status = 'pending';
 
 -- name: RideSetDeclined :execrows
+-- Records a declined charge with what the rider was told.
 UPDATE rides
-SET charge_status = 'declined'
+SET charge_status = 'declined', decline_code = @decline_code::text, decline_message = @decline_message::text
 WHERE id = @id AND charge_status = 'pending';
 
 

@@ -51,7 +51,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /**
+         * List the rider's rides, newest first, a page at a time
+         * @description The rider's rides, newest first (by created_at, then id), with their charge and refund as GET /rides/{id} shows them. Pages follow cursors the way Stripe's lists do: pass the last ride's id of a page as starting_after to read the next (older) page while has_more is true, or the first ride's id as ending_before to read the previous (newer) one. A cursor is a position, not an offset: rides booked while a client pages never shift, repeat or hide the rides of later pages. A cursor that is not one of the rider's rides is 404, whoever's it is. Read-only and safe to retry; it takes no Idempotency-Key.
+         */
+        get: operations["ride-list"];
         put?: never;
         /**
          * Book and charge a ride, exactly once per idempotency key
@@ -73,7 +77,7 @@ export interface paths {
         };
         /**
          * Get one of the rider's rides, with its charge and refund
-         * @description Reads the ride as it is now: charge_status is pending until the charge is decided, and refund_status follows a refund. Read-only and safe to retry at any time; it takes no Idempotency-Key. Another rider's ride is 404, as if it did not exist.
+         * @description Reads the ride as it is now, with everything its rider may know of it: charge_status is pending until the charge is decided; a declined ride carries the decline_code and decline_message its rider was shown (the 402 answer names the ride in ride_id); refund_status follows a refund, with the processor's refund_failure_code when it refused one. Read-only and safe to retry at any time; it takes no Idempotency-Key. Another rider's ride is 404, as if it did not exist.
          */
         get: operations["ride-get"];
         put?: never;
@@ -274,6 +278,36 @@ export interface components {
             /** @example ok */
             status: string;
         };
+        Problem: {
+            /**
+             * @description What happened to this request.
+             * @example the card was declined: Your card was declined.
+             */
+            detail?: string;
+            /**
+             * Format: int64
+             * @description Extension member of a declined booking (402): the ride the booking created, whose charge_status is declined (GET /rides/{id}). Absent from answers stored before the service named the ride.
+             * @example 5351843670591273
+             */
+            ride_id?: number;
+            /**
+             * Format: int64
+             * @description The HTTP status code.
+             * @example 402
+             */
+            status: number;
+            /**
+             * @description A short summary of the problem type.
+             * @example Card declined
+             */
+            title: string;
+            /**
+             * Format: uri-reference
+             * @description A URI reference naming the problem type.
+             * @example /problems/card-declined
+             */
+            type: string;
+        };
         Registration: {
             /** @enum {string} */
             processor: "stripe" | "adyen";
@@ -298,6 +332,16 @@ export interface components {
             created_at: string;
             currency: string;
             /**
+             * @description Why the charge was declined, while charge_status is declined: the processor's code (e.g. card_declined), or payment_rejected when the processor refused the charge for a reason other than the card. Null otherwise (and for rides declined before the service recorded it).
+             * @example card_declined
+             */
+            decline_code: string | null;
+            /**
+             * @description The message the rider was shown with the 402 answer, while charge_status is declined; null otherwise.
+             * @example Your card was declined.
+             */
+            decline_message: string | null;
+            /**
              * @description none unless the rider's bank disputes the charge; disputed while the dispute is open; won or lost once decided
              * @enum {string}
              */
@@ -316,6 +360,8 @@ export interface components {
              * @enum {string}
              */
             processor: "stripe" | "adyen";
+            /** @description The processor's reason for refusing the refund, while refund_status is failed; null otherwise. */
+            refund_failure_code: string | null;
             /**
              * @description none until a refund is asked for; pending until the processor's answer is recorded; failed when the processor refused it
              * @enum {string}
@@ -349,6 +395,12 @@ export interface components {
              * @description Longitude of the destination, degrees.
              */
             target_lon: number;
+        };
+        RideList: {
+            /** @description The page's rides, newest first (by created_at, then id). */
+            data: components["schemas"]["Ride"][];
+            /** @description Whether more rides lie beyond this page in the direction it was read: older rides for a first page or a starting_after page (pass the last ride's id as starting_after), newer rides for an ending_before page (pass the first ride's id as ending_before). */
+            has_more: boolean;
         };
         RideRefundResult: {
             /**
@@ -475,6 +527,95 @@ export interface operations {
             };
         };
     };
+    "ride-list": {
+        parameters: {
+            query?: {
+                /**
+                 * @description How many rides the page holds at most: 1 to 100.
+                 * @example 25
+                 */
+                limit?: number;
+                /**
+                 * @description A ride id of the rider's, as a cursor: the page holds the rides just older than it. Pass the last ride of the previous page. Another rider's ride, or no ride, is 404.
+                 * @example 5351843670591273
+                 */
+                starting_after?: number;
+                /**
+                 * @description A ride id of the rider's, as a cursor: the page holds the rides just newer than it (still newest first). Pass the first ride of the previous page to page back. Excludes starting_after. Another rider's ride, or no ride, is 404.
+                 * @example 5351843670591273
+                 */
+                ending_before?: number;
+                /**
+                 * @description Only the rides whose charge is in this status.
+                 * @example declined
+                 */
+                charge_status?: "pending" | "charged" | "declined";
+                /**
+                 * @description Only the rides created at or after this time (RFC 3339).
+                 * @example 2026-11-22T00:00:00Z
+                 */
+                "created[gte]"?: string;
+                /**
+                 * @description Only the rides created before this time (RFC 3339).
+                 * @example 2026-11-23T00:00:00Z
+                 */
+                "created[lt]"?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of rides. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RideList"];
+                };
+            };
+            /** @description Missing or invalid credentials. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description No such resource for this caller. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Invalid input (the errors name the field), or an idempotency key reused with a different request. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal error. Not stored: retry with the same idempotency key. */
+            500: {
+                headers: {
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
     "ride-create": {
         parameters: {
             query?: never;
@@ -523,7 +664,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description The card was declined. Stored: replayed for every retry with the same key. */
+            /** @description The card was declined, or the processor rejected the charge; ride_id names the ride the booking created (declined). Stored: replayed for every retry with the same key. */
             402: {
                 headers: {
                     "Content-Type"?: string;
@@ -531,7 +672,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorModel"];
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description Another request with the same idempotency key is in progress. */
