@@ -121,9 +121,9 @@ func TestBookListCommand(t *testing.T) {
 	require.NoError(t, err)
 	srv := httptest.NewServer(openapi.NewHandler(openapi.Config{Service: svc, Logger: slog.New(slog.DiscardHandler)}))
 	t.Cleanup(srv.Close)
-	rider, err := svc.UserUpsert(ctx, service.UserUpsertParams{Email: "lister@example.com"})
+	rider, err := svc.UserUpsert(ctx, service.UserUpsertParams{Email: "lister@example.com", PaymentSource: "tok_visa"})
 	require.NoError(t, err)
-	other, err := svc.UserUpsert(ctx, service.UserUpsertParams{Email: "not-listed@example.com"})
+	other, err := svc.UserUpsert(ctx, service.UserUpsertParams{Email: "not-listed@example.com", PaymentSource: "tok_visa"})
 	require.NoError(t, err)
 	env := []string{"ATOMICRIDES_URL=" + srv.URL, "ATOMICRIDES_API_KEY=" + rider.APIKey}
 

@@ -384,8 +384,9 @@ func benchLog(tb testing.TB, dir, name string) string {
 // benchCreateUser creates a rider through the API and returns its API key.
 func benchCreateUser(tb testing.TB, base, email string) string {
 	tb.Helper()
-	req, _ := http.NewRequest(http.MethodPut, base+"/users/"+email, nil)
+	req, _ := http.NewRequest(http.MethodPut, base+"/users/"+email, strings.NewReader(`{"payment_source":"tok_visa"}`))
 	req.Header.Set("Authorization", "Bearer "+benchAdminToken)
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		tb.Fatal(err)
