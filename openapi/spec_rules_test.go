@@ -84,7 +84,7 @@ func TestSpecStatesTheServiceRules(t *testing.T) {
 	}
 
 	emails := paramSchemas(t, spec, "email")
-	require.Len(t, emails, 4, "every operation on /users/{email}")
+	require.Len(t, emails, 5, "every operation on /users/{email}")
 	for op, schema := range emails {
 		require.Equal(t, "email", schema["format"], op)
 		re := regexp.MustCompile(schema["pattern"].(string))

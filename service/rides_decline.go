@@ -26,6 +26,12 @@ type decline struct {
 // writes for the payer; any other refusal shows none of the processor's
 // words.
 func declineOf(pe *PaymentError) decline {
+	if pe.Code == PaymentCodeSourceRefused {
+		// The processor refused the rider's card itself: the rider
+		// recovers by registering another.
+		return decline{problemType: ProblemCardDeclined, title: "Card declined", code: pe.Code,
+			message: truncateDeclineMessage("the payment source was refused (" + pe.Message + "); register another with PUT /users/{email}")}
+	}
 	if pe.Class != PaymentClassDecline {
 		return decline{
 			problemType: ProblemPaymentRejected, title: "Payment rejected",
@@ -33,25 +39,27 @@ func declineOf(pe *PaymentError) decline {
 		}
 	}
 	d := decline{problemType: ProblemCardDeclined, title: "Card declined", code: pe.Code, message: pe.Message}
-	if pe.Code == PaymentCodeSourceRefused {
-		// The processor refused the rider's card itself: the rider
-		// recovers by registering another.
-		d.message = "the payment source was refused (" + pe.Message + "); register another with PUT /users/{email}"
-	}
 	if d.code == "" {
 		d.code = "card_declined"
 	}
 	if d.message == "" {
 		d.message = "Your card was declined."
 	}
-	if len(d.message) > rideDeclineMessageMax {
-		cut := rideDeclineMessageMax
-		for cut > 0 && !utf8.RuneStart(d.message[cut]) {
-			cut--
-		}
-		d.message = d.message[:cut]
-	}
+	d.message = truncateDeclineMessage(d.message)
 	return d
+}
+
+// truncateDeclineMessage cuts m to the longest message a ride records, at a
+// character boundary.
+func truncateDeclineMessage(m string) string {
+	if len(m) <= rideDeclineMessageMax {
+		return m
+	}
+	cut := rideDeclineMessageMax
+	for cut > 0 && !utf8.RuneStart(m[cut]) {
+		cut--
+	}
+	return m[:cut]
 }
 
 // problem is the stored 402 answer of the decline of ride rideID; it names

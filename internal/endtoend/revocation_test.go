@@ -46,7 +46,7 @@ func revocationAcrossProcesses(t *testing.T, db func(url string) []string) {
 	a := startServe(t, env...)
 	b := startServe(t, env...)
 
-	status, body := a.do(t, http.MethodPut, "/users/Mailbox@Example.COM", "revocation-admin-token-0123456789abcdef0123", nil, "")
+	status, body := a.do(t, http.MethodPut, "/users/Mailbox@Example.COM", "revocation-admin-token-0123456789abcdef0123", nil, `{"payment_source":"tok_visa"}`)
 	require.Equal(t, http.StatusCreated, status, "%s", body)
 	var created struct {
 		User     struct{ ID int64 } `json:"user"`
@@ -54,7 +54,7 @@ func revocationAcrossProcesses(t *testing.T, db func(url string) []string) {
 		APIKeyID int64              `json:"api_key_id"`
 	}
 	require.NoError(t, json.Unmarshal(body, &created))
-	status, body = b.do(t, http.MethodPut, "/users/mailbox@example.com", "revocation-admin-token-0123456789abcdef0123", nil, "")
+	status, body = b.do(t, http.MethodPut, "/users/mailbox@example.com", "revocation-admin-token-0123456789abcdef0123", nil, `{"payment_source":"tok_visa"}`)
 	require.Equal(t, http.StatusOK, status, "the same mailbox in another case: %s", body)
 	var again struct {
 		User struct{ ID int64 } `json:"user"`

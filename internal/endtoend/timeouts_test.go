@@ -120,9 +120,10 @@ func TestServersBoundTheirClients(t *testing.T) {
 // rider creates a rider through the admin API and returns its API key.
 func (s *servedBinary) rider(t *testing.T, email string) string {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPut, s.base+"/users/"+email, nil)
+	req, err := http.NewRequest(http.MethodPut, s.base+"/users/"+email, strings.NewReader(`{"payment_source":"tok_visa"}`))
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+s.adminToken)
+	req.Header.Set("Content-Type", "application/json")
 	resp := s.request(t, req)
 	require.Equal(t, http.StatusCreated, resp.StatusCode)
 	var created struct {
