@@ -34,6 +34,8 @@ import (
 	"time"
 
 	"github.com/atomicrides/atomicrides/service"
+
+	"github.com/atomicrides/atomicrides/internal/telemetry"
 )
 
 // Defaults applied by New to zero Config fields.
@@ -119,32 +121,13 @@ func New(cfg Config) *Client {
 	case retries < 0:
 		retries = 0
 	}
-	var hc http.Client
-	if cfg.HTTPClient != nil {
-		hc = *cfg.HTTPClient
-	} else {
-		transport, ok := http.DefaultTransport.(*http.Transport)
-		if ok {
-			transport = transport.Clone()
-		} else {
-			transport = &http.Transport{Proxy: http.ProxyFromEnvironment, ForceAttemptHTTP2: true}
-		}
-		transport.MaxIdleConns = maxIdleConnsPerHost
-		transport.MaxIdleConnsPerHost = maxIdleConnsPerHost
-		hc.Transport = transport
-	}
-	hc.Timeout = timeout
-	base := hc.Transport
-	if base == nil {
-		base = http.DefaultTransport
-	}
-	hc.Transport = tracedTransport{base: base}
+	hc := telemetry.TracedHTTPClient(cfg.HTTPClient, "adyen", maxIdleConnsPerHost, timeout)
 	apiBase := cfg.APIBase
 	if apiBase == "" {
 		apiBase = DefaultAPIBase
 	}
 	return &Client{
-		http:     hc,
+		http:     *hc,
 		base:     apiBase,
 		key:      cfg.APIKey,
 		merchant: cfg.MerchantAccount,

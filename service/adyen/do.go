@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/atomicrides/atomicrides/service"
+
+	"github.com/atomicrides/atomicrides/internal/telemetry"
 )
 
 // maxResponseBytes bounds what is read of an answer.
@@ -52,7 +54,7 @@ func (c *Client) post(ctx context.Context, op, path, key string, body, out any) 
 	if err != nil {
 		return unavailable("encode "+op+": "+err.Error(), 0, err)
 	}
-	ctx, cancel := context.WithTimeout(withAttempts(ctx), c.budget)
+	ctx, cancel := context.WithTimeout(telemetry.WithAttempts(ctx), c.budget)
 	defer cancel()
 	var (
 		rep     reply

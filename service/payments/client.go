@@ -20,6 +20,8 @@ import (
 	"github.com/stripe/stripe-go/v76/refund"
 
 	"github.com/atomicrides/atomicrides/service"
+
+	"github.com/atomicrides/atomicrides/internal/telemetry"
 )
 
 // Defaults applied by New to zero Config fields.
@@ -93,31 +95,10 @@ func New(cfg Config) *Client {
 	case retries < 0:
 		retries = 0
 	}
-	var httpClient http.Client
-	if cfg.HTTPClient != nil {
-		httpClient = *cfg.HTTPClient
-	} else {
-		// A clone of net/http's defaults (proxy, dialer, HTTP/2), unless
-		// the process replaced http.DefaultTransport with another type.
-		transport, ok := http.DefaultTransport.(*http.Transport)
-		if ok {
-			transport = transport.Clone()
-		} else {
-			transport = &http.Transport{Proxy: http.ProxyFromEnvironment, ForceAttemptHTTP2: true}
-		}
-		transport.MaxIdleConns = maxIdleConnsPerHost
-		transport.MaxIdleConnsPerHost = maxIdleConnsPerHost
-		httpClient.Transport = transport
-	}
-	httpClient.Timeout = timeout
-	base := httpClient.Transport
-	if base == nil {
-		base = http.DefaultTransport
-	}
-	httpClient.Transport = tracedTransport{base: base}
+	httpClient := telemetry.TracedHTTPClient(cfg.HTTPClient, "stripe", maxIdleConnsPerHost, timeout)
 
 	backendCfg := &stripe.BackendConfig{
-		HTTPClient:        &httpClient,
+		HTTPClient:        httpClient,
 		LeveledLogger:     &stripe.LeveledLogger{Level: stripe.LevelNull},
 		MaxNetworkRetries: stripe.Int64(retries),
 		EnableTelemetry:   stripe.Bool(false),
@@ -142,7 +123,7 @@ func (c *Client) Budget() time.Duration { return c.budget }
 
 // bound derives the context of one call: the caller's, cut off at Budget.
 func (c *Client) bound(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(withAttempts(ctx), c.budget)
+	return context.WithTimeout(telemetry.WithAttempts(ctx), c.budget)
 }
 
 // checkKey rejects a missing or over-long idempotency key before anything
