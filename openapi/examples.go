@@ -46,6 +46,22 @@ func exampleRide(refunded bool) *service.Ride {
 	return r
 }
 
+// exampleRideDetail is a ride as GET /rides/{id} shows it.
+func exampleRideDetail(r *service.Ride, s *service.RideSettlement) *rideDetail {
+	return rideDetailFrom(&service.RideDetail{Ride: *r, Settlement: s})
+}
+
+// exampleSettlement is the bank's settlement of the example ride's charge,
+// and of its refund when refunded.
+func exampleSettlement(refunded bool) *service.RideSettlement {
+	s := &service.RideSettlement{SettledAt: time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC), PayoutID: "po_1QAbCdEfGhIjKlMn"}
+	if refunded {
+		at, payout := time.Date(2026, 11, 25, 0, 0, 0, 0, time.UTC), "po_1QNoPqRsTuVwXyZa"
+		s.RefundSettledAt, s.RefundPayoutID = &at, &payout
+	}
+	return s
+}
+
 // exampleDeclinedRide is a ride whose charge was declined.
 func exampleDeclinedRide() *service.Ride {
 	r := exampleRide(false)

@@ -54,7 +54,29 @@ type rideGetInput struct {
 }
 
 type rideGetOutput struct {
-	Body *service.Ride
+	Body *rideDetail
+}
+
+// rideDetail is service.RideDetail with a settlement whose schema says
+// it may be null.
+type rideDetail struct {
+	service.Ride
+	Settlement *rideSettlement `json:"settlement" doc:"What the bank settled of the ride: null until a settlement file of the acquirer's settles its charge. Fees and net amounts are the merchant's and are not shown."`
+}
+
+// rideSettlement is service.RideSettlement, described inline and nullable
+// (Huma refuses nullable on a referenced object schema).
+type rideSettlement service.RideSettlement
+
+// Schema describes rideSettlement as service.RideSettlement or null.
+func (*rideSettlement) Schema(r huma.Registry) *huma.Schema {
+	s := huma.SchemaFromType(r, reflect.TypeFor[service.RideSettlement]())
+	s.Nullable = true
+	return s
+}
+
+func rideDetailFrom(d *service.RideDetail) *rideDetail {
+	return &rideDetail{Ride: d.Ride, Settlement: (*rideSettlement)(d.Settlement)}
 }
 
 func (h *handlers) registerRides() {
@@ -98,16 +120,17 @@ func (h *handlers) registerRides() {
 		Method:      http.MethodGet,
 		Path:        "/rides/{id}",
 		Summary:     "Get one of the rider's rides, with its charge and refund",
-		Description: "Reads the ride as it is now, with everything its rider may know of it: charge_status is pending until the charge is decided; a declined ride carries the decline_code and decline_message its rider was shown (the 402 answer names the ride in ride_id); refund_status follows a refund, with the processor's refund_failure_code when it refused one. " +
+		Description: "Reads the ride as it is now, with everything its rider may know of it: charge_status is pending until the charge is decided; a declined ride carries the decline_code and decline_message its rider was shown (the 402 answer names the ride in ride_id); refund_status follows a refund, with the processor's refund_failure_code when it refused one; settlement is null until the bank's settlement file settles the charge, then says when and in which payout (and the same of the refund). " +
 			"Read-only and safe to retry at any time; it takes no Idempotency-Key. Another rider's ride is 404, as if it did not exist.",
 		Tags:        []string{"rides"},
 		Security:    []map[string][]string{{schemeRider: {}}},
 		Middlewares: huma.Middlewares{h.requireRider},
 		Responses: map[string]*huma.Response{
 			"200": {Description: "The ride.", Content: map[string]*huma.MediaType{"application/json": {Examples: map[string]*huma.Example{
-				"charged":  example("Booked and charged", exampleRide(false)),
-				"refunded": example("Charged, then refunded", exampleRide(true)),
-				"declined": example("The card was declined", exampleDeclinedRide()),
+				"charged":  example("Booked and charged", exampleRideDetail(exampleRide(false), nil)),
+				"settled":  example("Charged, and settled by the bank", exampleRideDetail(exampleRide(false), exampleSettlement(false))),
+				"refunded": example("Charged, then refunded; both settled", exampleRideDetail(exampleRide(true), exampleSettlement(true))),
+				"declined": example("The card was declined", exampleRideDetail(exampleDeclinedRide(), nil)),
 			}}}},
 		},
 	}
@@ -133,9 +156,9 @@ func (h *handlers) rideCreate(ctx context.Context, in *rideCreateInput) (*stored
 }
 
 func (h *handlers) rideGet(ctx context.Context, in *rideGetInput) (*rideGetOutput, error) {
-	ride, err := h.svc.RideGet(ctx, riderFrom(ctx).ID, in.ID)
+	ride, err := h.svc.RideDetailGet(ctx, riderFrom(ctx).ID, in.ID)
 	if err != nil {
 		return nil, h.fail(ctx, "ride get", err)
 	}
-	return &rideGetOutput{Body: ride}, nil
+	return &rideGetOutput{Body: rideDetailFrom(ride)}, nil
 }

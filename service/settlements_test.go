@@ -18,6 +18,7 @@ import (
 // Stripe, one of them refunded, and the bank's statement of it all.
 type settledWorld struct {
 	*testBundle
+	uid   int64 // the rider of every ride
 	rides []service.Ride
 	lines []settlementfile.Line
 }
@@ -27,6 +28,7 @@ func setupSettled(t *testing.T, rides int) *settledWorld {
 	b := setup(t)
 	w := &settledWorld{testBundle: b}
 	uid := b.Rider(t, "settle@example.com", "tok_visa").ID
+	w.uid = uid
 	for range rides {
 		w.rides = append(w.rides, b.Ride(t, uid))
 	}

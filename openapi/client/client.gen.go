@@ -141,6 +141,93 @@ func (e RideRefundStatus) Valid() bool {
 	}
 }
 
+// Defines values for RideDetailChargeStatus.
+const (
+	RideDetailChargeStatusCharged  RideDetailChargeStatus = "charged"
+	RideDetailChargeStatusDeclined RideDetailChargeStatus = "declined"
+	RideDetailChargeStatusPending  RideDetailChargeStatus = "pending"
+)
+
+// Valid indicates whether the value is a known member of the RideDetailChargeStatus enum.
+func (e RideDetailChargeStatus) Valid() bool {
+	switch e {
+	case RideDetailChargeStatusCharged:
+		return true
+	case RideDetailChargeStatusDeclined:
+		return true
+	case RideDetailChargeStatusPending:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RideDetailDisputeStatus.
+const (
+	RideDetailDisputeStatusDisputed RideDetailDisputeStatus = "disputed"
+	RideDetailDisputeStatusLost     RideDetailDisputeStatus = "lost"
+	RideDetailDisputeStatusNone     RideDetailDisputeStatus = "none"
+	RideDetailDisputeStatusWon      RideDetailDisputeStatus = "won"
+)
+
+// Valid indicates whether the value is a known member of the RideDetailDisputeStatus enum.
+func (e RideDetailDisputeStatus) Valid() bool {
+	switch e {
+	case RideDetailDisputeStatusDisputed:
+		return true
+	case RideDetailDisputeStatusLost:
+		return true
+	case RideDetailDisputeStatusNone:
+		return true
+	case RideDetailDisputeStatusWon:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RideDetailProcessor.
+const (
+	RideDetailProcessorAdyen  RideDetailProcessor = "adyen"
+	RideDetailProcessorStripe RideDetailProcessor = "stripe"
+)
+
+// Valid indicates whether the value is a known member of the RideDetailProcessor enum.
+func (e RideDetailProcessor) Valid() bool {
+	switch e {
+	case RideDetailProcessorAdyen:
+		return true
+	case RideDetailProcessorStripe:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RideDetailRefundStatus.
+const (
+	RideDetailRefundStatusFailed   RideDetailRefundStatus = "failed"
+	RideDetailRefundStatusNone     RideDetailRefundStatus = "none"
+	RideDetailRefundStatusPending  RideDetailRefundStatus = "pending"
+	RideDetailRefundStatusRefunded RideDetailRefundStatus = "refunded"
+)
+
+// Valid indicates whether the value is a known member of the RideDetailRefundStatus enum.
+func (e RideDetailRefundStatus) Valid() bool {
+	switch e {
+	case RideDetailRefundStatusFailed:
+		return true
+	case RideDetailRefundStatusNone:
+		return true
+	case RideDetailRefundStatusPending:
+		return true
+	case RideDetailRefundStatusRefunded:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for RideRefundResultStatus.
 const (
 	RideRefundResultStatusRefunded RideRefundResultStatus = "refunded"
@@ -367,6 +454,76 @@ type RideCreateBody struct {
 	// TargetLon Longitude of the destination, degrees.
 	TargetLon float64 `json:"target_lon"`
 }
+
+// RideDetail defines model for RideDetail.
+type RideDetail struct {
+	AmountCents int64 `json:"amount_cents"`
+
+	// ChargeStatus pending until the charge is decided
+	ChargeStatus RideDetailChargeStatus `json:"charge_status"`
+	CreatedAt    time.Time              `json:"created_at"`
+	Currency     string                 `json:"currency"`
+
+	// DeclineCode Why the charge was declined, while charge_status is declined: the processor's code (e.g. card_declined), or payment_rejected when the processor refused the charge for a reason other than the card. Null otherwise (and for rides declined before the service recorded it).
+	//
+	// Examples: card_declined
+	DeclineCode *string `json:"decline_code"`
+
+	// DeclineMessage The message the rider was shown with the 402 answer, while charge_status is declined; null otherwise.
+	//
+	// Examples: Your card was declined.
+	DeclineMessage *string `json:"decline_message"`
+
+	// DisputeStatus none unless the rider's bank disputes the charge; disputed while the dispute is open; won or lost once decided
+	DisputeStatus RideDetailDisputeStatus `json:"dispute_status"`
+
+	// ID Drawn at random (1 to 2^53 - 1) when the ride is booked; never names another ride, even after a restore.
+	ID        int64   `json:"id"`
+	OriginLat float64 `json:"origin_lat"`
+	OriginLon float64 `json:"origin_lon"`
+
+	// Processor The payment processor the ride's charge goes to, chosen once when the ride is booked; stripe_charge_id and stripe_refund_id are that processor's ids (an Adyen pspReference for adyen).
+	Processor RideDetailProcessor `json:"processor"`
+
+	// RefundFailureCode The processor's reason for refusing the refund, while refund_status is failed; null otherwise.
+	RefundFailureCode *string `json:"refund_failure_code"`
+
+	// RefundStatus none until a refund is asked for; pending until the processor's answer is recorded; failed when the processor refused it
+	RefundStatus RideDetailRefundStatus `json:"refund_status"`
+
+	// Settlement What the bank settled of the ride: null until a settlement file of the acquirer's settles its charge. Fees and net amounts are the merchant's and are not shown.
+	Settlement *struct {
+		// PayoutID The acquirer's payout that settles the charge.
+		//
+		// Examples: po_1QAbCdEfGhIjKlMn
+		PayoutID string `json:"payout_id"`
+
+		// RefundPayoutID The acquirer's payout that settles the refund; null until the bank settled a refund of the ride.
+		RefundPayoutID *string `json:"refund_payout_id"`
+
+		// RefundSettledAt When the payout that settles the ride's refund takes effect, UTC; null until the bank settled a refund of the ride.
+		RefundSettledAt *time.Time `json:"refund_settled_at"`
+
+		// SettledAt When the payout that settles the ride's charge takes effect at the bank (the settlement file's automatic_payout_effective_at), UTC.
+		SettledAt time.Time `json:"settled_at"`
+	} `json:"settlement"`
+	StripeChargeID *string `json:"stripe_charge_id"`
+	StripeRefundID *string `json:"stripe_refund_id"`
+	TargetLat      float64 `json:"target_lat"`
+	TargetLon      float64 `json:"target_lon"`
+}
+
+// RideDetailChargeStatus pending until the charge is decided
+type RideDetailChargeStatus string
+
+// RideDetailDisputeStatus none unless the rider's bank disputes the charge; disputed while the dispute is open; won or lost once decided
+type RideDetailDisputeStatus string
+
+// RideDetailProcessor The payment processor the ride's charge goes to, chosen once when the ride is booked; stripe_charge_id and stripe_refund_id are that processor's ids (an Adyen pspReference for adyen).
+type RideDetailProcessor string
+
+// RideDetailRefundStatus none until a refund is asked for; pending until the processor's answer is recorded; failed when the processor refused it
+type RideDetailRefundStatus string
 
 // RideList defines model for RideList.
 type RideList struct {
@@ -605,7 +762,7 @@ type ClientInterface interface {
 
 	// RideGet Get one of the rider's rides, with its charge and refund
 	//
-	// Reads the ride as it is now, with everything its rider may know of it: charge_status is pending until the charge is decided; a declined ride carries the decline_code and decline_message its rider was shown (the 402 answer names the ride in ride_id); refund_status follows a refund, with the processor's refund_failure_code when it refused one. Read-only and safe to retry at any time; it takes no Idempotency-Key. Another rider's ride is 404, as if it did not exist.
+	// Reads the ride as it is now, with everything its rider may know of it: charge_status is pending until the charge is decided; a declined ride carries the decline_code and decline_message its rider was shown (the 402 answer names the ride in ride_id); refund_status follows a refund, with the processor's refund_failure_code when it refused one; settlement is null until the bank's settlement file settles the charge, then says when and in which payout (and the same of the refund). Read-only and safe to retry at any time; it takes no Idempotency-Key. Another rider's ride is 404, as if it did not exist.
 	//
 	// Corresponds with GET /rides/{id} (the `RideGet` operationId).
 	RideGet(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -773,7 +930,7 @@ func (c *Client) RideCreate(ctx context.Context, params *RideCreateParams, body 
 
 // RideGet Get one of the rider's rides, with its charge and refund
 //
-// Reads the ride as it is now, with everything its rider may know of it: charge_status is pending until the charge is decided; a declined ride carries the decline_code and decline_message its rider was shown (the 402 answer names the ride in ride_id); refund_status follows a refund, with the processor's refund_failure_code when it refused one. Read-only and safe to retry at any time; it takes no Idempotency-Key. Another rider's ride is 404, as if it did not exist.
+// Reads the ride as it is now, with everything its rider may know of it: charge_status is pending until the charge is decided; a declined ride carries the decline_code and decline_message its rider was shown (the 402 answer names the ride in ride_id); refund_status follows a refund, with the processor's refund_failure_code when it refused one; settlement is null until the bank's settlement file settles the charge, then says when and in which payout (and the same of the refund). Read-only and safe to retry at any time; it takes no Idempotency-Key. Another rider's ride is 404, as if it did not exist.
 //
 // Corresponds with GET /rides/{id} (the `RideGet` operationId).
 func (c *Client) RideGet(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1587,7 +1744,7 @@ type ClientWithResponsesInterface interface {
 
 	// RideGetWithResponse Get one of the rider's rides, with its charge and refund
 	//
-	// Reads the ride as it is now, with everything its rider may know of it: charge_status is pending until the charge is decided; a declined ride carries the decline_code and decline_message its rider was shown (the 402 answer names the ride in ride_id); refund_status follows a refund, with the processor's refund_failure_code when it refused one. Read-only and safe to retry at any time; it takes no Idempotency-Key. Another rider's ride is 404, as if it did not exist.
+	// Reads the ride as it is now, with everything its rider may know of it: charge_status is pending until the charge is decided; a declined ride carries the decline_code and decline_message its rider was shown (the 402 answer names the ride in ride_id); refund_status follows a refund, with the processor's refund_failure_code when it refused one; settlement is null until the bank's settlement file settles the charge, then says when and in which payout (and the same of the refund). Read-only and safe to retry at any time; it takes no Idempotency-Key. Another rider's ride is 404, as if it did not exist.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -2026,7 +2183,7 @@ type RideGetReply struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *Ride
+	JSON200 *RideDetail
 	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationProblemJSON401 *ErrorModel
 	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
@@ -2048,7 +2205,7 @@ type RideGetReply struct {
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r RideGetReply) GetJSON200() *Ride {
+func (r RideGetReply) GetJSON200() *RideDetail {
 	return r.JSON200
 }
 
@@ -2929,7 +3086,7 @@ func (c *ClientWithResponses) RideCreateWithResponse(ctx context.Context, params
 
 // RideGetWithResponse Get one of the rider's rides, with its charge and refund
 //
-// Reads the ride as it is now, with everything its rider may know of it: charge_status is pending until the charge is decided; a declined ride carries the decline_code and decline_message its rider was shown (the 402 answer names the ride in ride_id); refund_status follows a refund, with the processor's refund_failure_code when it refused one. Read-only and safe to retry at any time; it takes no Idempotency-Key. Another rider's ride is 404, as if it did not exist.
+// Reads the ride as it is now, with everything its rider may know of it: charge_status is pending until the charge is decided; a declined ride carries the decline_code and decline_message its rider was shown (the 402 answer names the ride in ride_id); refund_status follows a refund, with the processor's refund_failure_code when it refused one; settlement is null until the bank's settlement file settles the charge, then says when and in which payout (and the same of the refund). Read-only and safe to retry at any time; it takes no Idempotency-Key. Another rider's ride is 404, as if it did not exist.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -3412,7 +3569,7 @@ func ParseRideGetReply(rsp *http.Response) (*RideGetReply, error) {
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest Ride
+		var dest RideDetail
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

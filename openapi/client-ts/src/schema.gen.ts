@@ -77,7 +77,7 @@ export interface paths {
         };
         /**
          * Get one of the rider's rides, with its charge and refund
-         * @description Reads the ride as it is now, with everything its rider may know of it: charge_status is pending until the charge is decided; a declined ride carries the decline_code and decline_message its rider was shown (the 402 answer names the ride in ride_id); refund_status follows a refund, with the processor's refund_failure_code when it refused one. Read-only and safe to retry at any time; it takes no Idempotency-Key. Another rider's ride is 404, as if it did not exist.
+         * @description Reads the ride as it is now, with everything its rider may know of it: charge_status is pending until the charge is decided; a declined ride carries the decline_code and decline_message its rider was shown (the 402 answer names the ride in ride_id); refund_status follows a refund, with the processor's refund_failure_code when it refused one; settlement is null until the bank's settlement file settles the charge, then says when and in which payout (and the same of the refund). Read-only and safe to retry at any time; it takes no Idempotency-Key. Another rider's ride is 404, as if it did not exist.
          */
         get: operations["ride-get"];
         put?: never;
@@ -394,6 +394,80 @@ export interface components {
              * Format: double
              * @description Longitude of the destination, degrees.
              */
+            target_lon: number;
+        };
+        RideDetail: {
+            /** Format: int64 */
+            amount_cents: number;
+            /**
+             * @description pending until the charge is decided
+             * @enum {string}
+             */
+            charge_status: "pending" | "charged" | "declined";
+            /** Format: date-time */
+            created_at: string;
+            currency: string;
+            /**
+             * @description Why the charge was declined, while charge_status is declined: the processor's code (e.g. card_declined), or payment_rejected when the processor refused the charge for a reason other than the card. Null otherwise (and for rides declined before the service recorded it).
+             * @example card_declined
+             */
+            decline_code: string | null;
+            /**
+             * @description The message the rider was shown with the 402 answer, while charge_status is declined; null otherwise.
+             * @example Your card was declined.
+             */
+            decline_message: string | null;
+            /**
+             * @description none unless the rider's bank disputes the charge; disputed while the dispute is open; won or lost once decided
+             * @enum {string}
+             */
+            dispute_status: "none" | "disputed" | "won" | "lost";
+            /**
+             * Format: int64
+             * @description Drawn at random (1 to 2^53 - 1) when the ride is booked; never names another ride, even after a restore.
+             */
+            id: number;
+            /** Format: double */
+            origin_lat: number;
+            /** Format: double */
+            origin_lon: number;
+            /**
+             * @description The payment processor the ride's charge goes to, chosen once when the ride is booked; stripe_charge_id and stripe_refund_id are that processor's ids (an Adyen pspReference for adyen).
+             * @enum {string}
+             */
+            processor: "stripe" | "adyen";
+            /** @description The processor's reason for refusing the refund, while refund_status is failed; null otherwise. */
+            refund_failure_code: string | null;
+            /**
+             * @description none until a refund is asked for; pending until the processor's answer is recorded; failed when the processor refused it
+             * @enum {string}
+             */
+            refund_status: "none" | "pending" | "refunded" | "failed";
+            /** @description What the bank settled of the ride: null until a settlement file of the acquirer's settles its charge. Fees and net amounts are the merchant's and are not shown. */
+            settlement: {
+                /**
+                 * @description The acquirer's payout that settles the charge.
+                 * @example po_1QAbCdEfGhIjKlMn
+                 */
+                payout_id: string;
+                /** @description The acquirer's payout that settles the refund; null until the bank settled a refund of the ride. */
+                refund_payout_id: string | null;
+                /**
+                 * Format: date-time
+                 * @description When the payout that settles the ride's refund takes effect, UTC; null until the bank settled a refund of the ride.
+                 */
+                refund_settled_at: string | null;
+                /**
+                 * Format: date-time
+                 * @description When the payout that settles the ride's charge takes effect at the bank (the settlement file's automatic_payout_effective_at), UTC.
+                 */
+                settled_at: string;
+            } | null;
+            stripe_charge_id: string | null;
+            stripe_refund_id: string | null;
+            /** Format: double */
+            target_lat: number;
+            /** Format: double */
             target_lon: number;
         };
         RideList: {
@@ -773,7 +847,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Ride"];
+                    "application/json": components["schemas"]["RideDetail"];
                 };
             };
             /** @description Missing or invalid credentials. */
