@@ -524,6 +524,7 @@ func newService(pool *pgxpool.Pool, cfg *config, reg prometheus.Registerer, logg
 		Pool:    pool, Payments: pay, Mailer: mailer, MailFrom: cfg.MailFrom, Logger: logger, Registerer: reg,
 		// Zero values take the service's defaults.
 		AbandonedAfter: cfg.CompleterIdle, KeyRetention: cfg.KeyRetention, Lease: cfg.Lease,
+		OrphanRefundAfter: cfg.OrphanRefundAfter,
 	})
 	if err != nil {
 		return nil, "", nil, err

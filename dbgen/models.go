@@ -75,6 +75,21 @@ type InboxEvent struct {
 	Outcome    *string
 }
 
+type OrphanRefund struct {
+	StripeChargeID  string
+	ChargeKey       string
+	RiderRef        string
+	AmountCents     int64
+	Currency        string
+	ChargeCreatedAt time.Time
+	Email           *string
+	CreatedAt       time.Time
+	Status          string
+	StripeRefundID  *string
+	RefundedAt      *time.Time
+	ReceiptSentAt   *time.Time
+}
+
 type Receipt struct {
 	ID        int64
 	SentAt    time.Time

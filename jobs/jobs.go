@@ -23,6 +23,9 @@ func Register(workers *river.Workers, svc *service.Service) {
 	river.AddWorker(workers, &KeyReaperWorker{svc: svc})
 	river.AddWorker(workers, &ReconcileWorker{svc: svc})
 	river.AddWorker(workers, &InboxApplyWorker{svc: svc})
+	river.AddWorker(workers, &OrphanPassWorker{svc: svc})
+	river.AddWorker(workers, &OrphanRefundWorker{svc: svc})
+	river.AddWorker(workers, &OrphanReceiptWorker{svc: svc})
 }
 
 // Defaults of Config, applied to its zero fields.
@@ -50,6 +53,10 @@ type Config struct {
 	// payment processor, over the last ReconcileWindow. Default
 	// DefaultReconcileInterval.
 	ReconcileInterval time.Duration
+	// OrphanInterval is how often the orphan pass schedules the refunds of
+	// orphan charges past the service's grace period. Default
+	// DefaultOrphanInterval.
+	OrphanInterval time.Duration
 	// MaxWorkers is how many jobs of the default queue one process works
 	// at once. Default DefaultMaxWorkers.
 	MaxWorkers int
@@ -107,7 +114,8 @@ func RiverConfig(cfg Config, svc *service.Service) *river.Config {
 	}
 }
 
-// PeriodicJobs returns the completer, the reaper and the reconciliation as
+// PeriodicJobs returns the completer, the reaper, the reconciliation and the
+// orphan pass as
 // River periodic jobs, at cfg's intervals. River runs periodic jobs on its
 // elected leader only, so any number of processes may register them. Each
 // is unique within one period of its interval, so a pass held by a process
@@ -121,6 +129,9 @@ func PeriodicJobs(cfg Config) []*river.PeriodicJob {
 	}
 	if cfg.ReconcileInterval == 0 {
 		cfg.ReconcileInterval = DefaultReconcileInterval
+	}
+	if cfg.OrphanInterval == 0 {
+		cfg.OrphanInterval = DefaultOrphanInterval
 	}
 	return []*river.PeriodicJob{
 		river.NewPeriodicJob(river.PeriodicInterval(cfg.CompleterInterval),
@@ -138,6 +149,11 @@ func PeriodicJobs(cfg Config) []*river.PeriodicJob {
 				return ReconcileArgs{}, onePassPerPeriod(cfg.ReconcileInterval)
 			},
 			&river.PeriodicJobOpts{ID: "reconcile"}),
+		river.NewPeriodicJob(river.PeriodicInterval(cfg.OrphanInterval),
+			func() (river.JobArgs, *river.InsertOpts) {
+				return OrphanPassArgs{}, onePassPerPeriod(cfg.OrphanInterval)
+			},
+			&river.PeriodicJobOpts{ID: "orphan_pass", RunOnStart: true}),
 	}
 }
 

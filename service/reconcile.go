@@ -60,7 +60,8 @@ func (r *ReconcileReport) Orphans() map[string]int {
 
 // Reconcile compares the processor's charges and refunds of the last
 // window (by the database's clock) with our records: charges and refunds
-// that belong to this deployment (metadata ar_ns) and that no ride records,
+// that belong to this deployment (metadata ar_ns) and that no ride (nor the
+// orphan policy's refund, orphans.go) records,
 // and rides recorded as charged within the window that the processor does
 // not have. Objects of requests still unfinished (whose recording may be on
 // its way) are not orphans. It feeds the reconciliation gauges
@@ -122,6 +123,10 @@ func (s *Service) Reconcile(ctx context.Context, window time.Duration) (*Reconci
 	if err != nil {
 		return nil, err
 	}
+	// An orphan the orphan policy refunded is resolved.
+	if err := s.recordedAlso(ctx, recorded, ids, s.queries.OrphanRefundListResolved); err != nil {
+		return nil, err
+	}
 	for _, ch := range ours {
 		if !recorded[ch.ID] && !inFlight[ch.Tag.Key] {
 			rep.OrphanCharges = append(rep.OrphanCharges, ReconcileOrphan{
@@ -147,6 +152,9 @@ func (s *Service) Reconcile(ctx context.Context, window time.Duration) (*Reconci
 		ids[i] = r.ID
 	}
 	if recorded, err = s.recordedSet(ctx, ids, s.queries.RefundListRecorded); err != nil {
+		return nil, err
+	}
+	if err := s.recordedAlso(ctx, recorded, ids, s.queries.OrphanRefundListRecordedRefunds); err != nil {
 		return nil, err
 	}
 	for _, r := range ourRefunds {
@@ -198,4 +206,16 @@ func (s *Service) recordedSet(ctx context.Context, ids []string, query func(cont
 		set[id] = true
 	}
 	return set, nil
+}
+
+// recordedAlso adds to set the ids that query finds recorded.
+func (s *Service) recordedAlso(ctx context.Context, set map[string]bool, ids []string, query func(context.Context, dbgen.DBTX, []string) ([]string, error)) error {
+	more, err := s.recordedSet(ctx, ids, query)
+	if err != nil {
+		return err
+	}
+	for id := range more {
+		set[id] = true
+	}
+	return nil
 }

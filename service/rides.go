@@ -177,6 +177,9 @@ type rideState struct {
 	newCustomer bool
 	charge      *Charge
 	failure     *PaymentError
+	// lostRefund is the orphan refund of this request's charge: its
+	// booking was lost and the charge refunded by the orphan policy.
+	lostRefund *dbgen.OrphanRefund
 }
 
 func (s *Service) rideFlow() *Flow[rideState] {
@@ -247,7 +250,18 @@ const rideDescription = "Atomic Rides ride"
 // every ride), so a retry after a lost commit sends the same request and
 // gets the same charge, never a second one.
 func (s *Service) rideChargeCall(ctx context.Context, key *Key, st *rideState) error {
-	st.customerID, st.newCustomer, st.charge, st.failure = "", false, nil, nil
+	st.customerID, st.newCustomer, st.charge, st.failure, st.lostRefund = "", false, nil, nil, nil
+
+	pkey := ChargeKey(s.namespace, st.user.Email, key.ClientKey)
+	// The client of a booking lost with a restore, back after the orphan
+	// policy refunded its charge: the processor may have forgotten the key
+	// and would charge again, so the request ends without a charge.
+	if o, err := s.queries.OrphanRefundGetByChargeKey(ctx, s.pool, pkey); err == nil {
+		st.lostRefund = o
+		return nil
+	} else if !isNoRows(err) {
+		return internal(err)
+	}
 
 	if st.user.StripeCustomerID != nil {
 		st.customerID = *st.user.StripeCustomerID
@@ -259,7 +273,6 @@ func (s *Service) rideChargeCall(ctx context.Context, key *Key, st *rideState) e
 		st.customerID, st.newCustomer = c.ID, true
 	}
 
-	pkey := ChargeKey(s.namespace, st.user.Email, key.ClientKey)
 	// Past the processor's key window a retried charge would not be
 	// deduplicated: adopt the charge if it was made.
 	if s.pastProcessorWindow(key.ClaimedAt, key.CreatedAt) {
@@ -335,6 +348,19 @@ func (st *rideState) definitive(err error) error {
 
 // rideChargePhase records the charge's outcome and finishes the request.
 func (s *Service) rideChargePhase(ctx context.Context, tx pgx.Tx, key *Key, st *rideState) (Outcome, error) {
+	if o := st.lostRefund; o != nil {
+		if _, err := s.queries.RideSetDeclined(ctx, tx, st.ride.ID); err != nil {
+			return Outcome{}, err
+		}
+		if err := s.audit(ctx, tx, "ride.charge_refunded_orphan", "ride", st.ride.ID, key.UserID, key.IP,
+			map[string]string{"stripe_charge_id": o.StripeChargeID}); err != nil {
+			return Outcome{}, err
+		}
+		return Finish(http.StatusConflict, Problem{Type: ProblemBookingRefunded, Title: "Booking refunded",
+			Status: http.StatusConflict,
+			Detail: fmt.Sprintf("this request's booking was lost and its charge %s refunded; nothing was charged now: book again under a new idempotency key",
+				o.StripeChargeID)}), nil
+	}
 	if st.failure != nil {
 		if _, err := s.queries.RideSetDeclined(ctx, tx, st.ride.ID); err != nil {
 			return Outcome{}, err
