@@ -406,7 +406,7 @@ type ClientInterface interface {
 
 	// RideCreateWithBody Book and charge a ride, exactly once per idempotency key
 	//
-	// Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key. 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
+	// Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key, and so is 409 /problems/booking-refunded: the booking of this key was lost (a database restore) and its charge refunded, so nothing is charged again; book under a new key. Any other 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -415,7 +415,7 @@ type ClientInterface interface {
 
 	// RideCreate Book and charge a ride, exactly once per idempotency key
 	//
-	// Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key. 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
+	// Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key, and so is 409 /problems/booking-refunded: the booking of this key was lost (a database restore) and its charge refunded, so nothing is charged again; book under a new key. Any other 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -530,7 +530,7 @@ func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*ht
 
 // RideCreateWithBody Book and charge a ride, exactly once per idempotency key
 //
-// Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key. 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
+// Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key, and so is 409 /problems/booking-refunded: the booking of this key was lost (a database restore) and its charge refunded, so nothing is charged again; book under a new key. Any other 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
 //
 // Takes any type of body and a specified content type.
 //
@@ -549,7 +549,7 @@ func (c *Client) RideCreateWithBody(ctx context.Context, params *RideCreateParam
 
 // RideCreate Book and charge a ride, exactly once per idempotency key
 //
-// Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key. 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
+// Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key, and so is 409 /problems/booking-refunded: the booking of this key was lost (a database restore) and its charge refunded, so nothing is charged again; book under a new key. Any other 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -1190,7 +1190,7 @@ type ClientWithResponsesInterface interface {
 
 	// RideCreateWithBodyWithResponse Book and charge a ride, exactly once per idempotency key
 	//
-	// Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key. 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
+	// Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key, and so is 409 /problems/booking-refunded: the booking of this key was lost (a database restore) and its charge refunded, so nothing is charged again; book under a new key. Any other 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -1199,7 +1199,7 @@ type ClientWithResponsesInterface interface {
 
 	// RideCreateWithResponse Book and charge a ride, exactly once per idempotency key
 	//
-	// Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key. 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
+	// Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key, and so is 409 /problems/booking-refunded: the booking of this key was lost (a database restore) and its charge refunded, so nothing is charged again; book under a new key. Any other 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2162,7 +2162,7 @@ func (c *ClientWithResponses) ReadyzWithResponse(ctx context.Context, reqEditors
 
 // RideCreateWithBodyWithResponse Book and charge a ride, exactly once per idempotency key
 //
-// Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key. 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
+// Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key, and so is 409 /problems/booking-refunded: the booking of this key was lost (a database restore) and its charge refunded, so nothing is charged again; book under a new key. Any other 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -2177,7 +2177,7 @@ func (c *ClientWithResponses) RideCreateWithBodyWithResponse(ctx context.Context
 
 // RideCreateWithResponse Book and charge a ride, exactly once per idempotency key
 //
-// Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key. 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
+// Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key, and so is 409 /problems/booking-refunded: the booking of this key was lost (a database restore) and its charge refunded, so nothing is charged again; book under a new key. Any other 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
