@@ -82,6 +82,7 @@ type OrphanRefund struct {
 	AmountCents     int64
 	Currency        string
 	ChargeCreatedAt time.Time
+	UserID          *int64
 	Email           *string
 	CreatedAt       time.Time
 	Status          string

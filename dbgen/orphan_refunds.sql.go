@@ -10,8 +10,21 @@ import (
 	"time"
 )
 
+const orphanRefundExistsForUser = `-- name: OrphanRefundExistsForUser :one
+SELECT EXISTS (SELECT 1 FROM orphan_refunds WHERE user_id = $1 AND status = 'refunded')
+`
+
+// Whether the user has a refunded orphan charge (a booking resumed after
+// its ride was created checks its rider with this).
+func (q *Queries) OrphanRefundExistsForUser(ctx context.Context, db DBTX, userID *int64) (bool, error) {
+	row := db.QueryRow(ctx, orphanRefundExistsForUser, userID)
+	var exists bool
+	err := row.Scan(&exists)
+	return exists, err
+}
+
 const orphanRefundGet = `-- name: OrphanRefundGet :one
-SELECT stripe_charge_id, charge_key, rider_ref, amount_cents, currency, charge_created_at, email, created_at, status, stripe_refund_id, refunded_at, receipt_sent_at FROM orphan_refunds WHERE stripe_charge_id = $1
+SELECT stripe_charge_id, charge_key, rider_ref, amount_cents, currency, charge_created_at, user_id, email, created_at, status, stripe_refund_id, refunded_at, receipt_sent_at FROM orphan_refunds WHERE stripe_charge_id = $1
 `
 
 func (q *Queries) OrphanRefundGet(ctx context.Context, db DBTX, stripeChargeID string) (*OrphanRefund, error) {
@@ -24,6 +37,7 @@ func (q *Queries) OrphanRefundGet(ctx context.Context, db DBTX, stripeChargeID s
 		&i.AmountCents,
 		&i.Currency,
 		&i.ChargeCreatedAt,
+		&i.UserID,
 		&i.Email,
 		&i.CreatedAt,
 		&i.Status,
@@ -35,7 +49,7 @@ func (q *Queries) OrphanRefundGet(ctx context.Context, db DBTX, stripeChargeID s
 }
 
 const orphanRefundGetByChargeKey = `-- name: OrphanRefundGetByChargeKey :one
-SELECT stripe_charge_id, charge_key, rider_ref, amount_cents, currency, charge_created_at, email, created_at, status, stripe_refund_id, refunded_at, receipt_sent_at FROM orphan_refunds WHERE charge_key = $1 AND status = 'refunded'
+SELECT stripe_charge_id, charge_key, rider_ref, amount_cents, currency, charge_created_at, user_id, email, created_at, status, stripe_refund_id, refunded_at, receipt_sent_at FROM orphan_refunds WHERE charge_key = $1 AND status = 'refunded'
 ORDER BY created_at LIMIT 1
 `
 
@@ -50,6 +64,7 @@ func (q *Queries) OrphanRefundGetByChargeKey(ctx context.Context, db DBTX, charg
 		&i.AmountCents,
 		&i.Currency,
 		&i.ChargeCreatedAt,
+		&i.UserID,
 		&i.Email,
 		&i.CreatedAt,
 		&i.Status,
@@ -115,8 +130,8 @@ func (q *Queries) OrphanRefundListResolved(ctx context.Context, db DBTX, stripeC
 }
 
 const orphanRefundRecord = `-- name: OrphanRefundRecord :execrows
-INSERT INTO orphan_refunds (stripe_charge_id, charge_key, rider_ref, amount_cents, currency, charge_created_at, email)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
+INSERT INTO orphan_refunds (stripe_charge_id, charge_key, rider_ref, amount_cents, currency, charge_created_at, user_id, email)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 ON CONFLICT (stripe_charge_id) DO NOTHING
 `
 
@@ -127,6 +142,7 @@ type OrphanRefundRecordParams struct {
 	AmountCents     int64
 	Currency        string
 	ChargeCreatedAt time.Time
+	UserID          *int64
 	Email           *string
 }
 
@@ -140,6 +156,7 @@ func (q *Queries) OrphanRefundRecord(ctx context.Context, db DBTX, arg OrphanRef
 		arg.AmountCents,
 		arg.Currency,
 		arg.ChargeCreatedAt,
+		arg.UserID,
 		arg.Email,
 	)
 	if err != nil {

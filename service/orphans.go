@@ -106,7 +106,7 @@ func (s *Service) OrphanRefundsSchedule(ctx context.Context, grace time.Duration
 		if ch == nil || ch.Status != ChargeSucceeded || ch.Tag.Namespace != s.namespace {
 			continue
 		}
-		email, err := s.orphanRider(ctx, ch)
+		userID, email, err := s.orphanRider(ctx, ch)
 		if err != nil {
 			return scheduled, err
 		}
@@ -114,7 +114,8 @@ func (s *Service) OrphanRefundsSchedule(ctx context.Context, grace time.Duration
 		err = s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
 			n, err := s.queries.OrphanRefundRecord(ctx, tx, dbgen.OrphanRefundRecordParams{
 				StripeChargeID: ch.ID, ChargeKey: ch.Tag.Key, RiderRef: ch.Tag.Rider,
-				AmountCents: ch.AmountCents, Currency: ch.Currency, ChargeCreatedAt: ch.Created, Email: email,
+				AmountCents: ch.AmountCents, Currency: ch.Currency, ChargeCreatedAt: ch.Created,
+				UserID: userID, Email: email,
 			})
 			if err != nil || n == 0 {
 				return err
@@ -135,30 +136,30 @@ func (s *Service) OrphanRefundsSchedule(ctx context.Context, grace time.Duration
 	return scheduled, nil
 }
 
-// orphanRider returns the email of the rider an orphan charge was made
-// for: the user of the charged customer, or else a user whose customer is
+// orphanRider returns the user id and email of the rider an orphan charge
+// was made for: the user of the charged customer, or else a user whose customer is
 // not recorded (the lost commit may have held it) whose rider reference is
 // the charge's. Either way the charge's rider reference (metadata
-// ar_rider) must be the user's. nil when no user is known.
-func (s *Service) orphanRider(ctx context.Context, ch *Charge) (*string, error) {
+// ar_rider) must be the user's. nils when no user is known.
+func (s *Service) orphanRider(ctx context.Context, ch *Charge) (*int64, *string, error) {
 	if ch.CustomerID != "" {
 		u, err := s.queries.UserGetByStripeCustomer(ctx, s.pool, &ch.CustomerID)
 		if err == nil && riderRef(s.namespace, u.Email) == ch.Tag.Rider {
-			return &u.Email, nil
+			return &u.ID, &u.Email, nil
 		} else if err != nil && !isNoRows(err) {
-			return nil, internal(err)
+			return nil, nil, internal(err)
 		}
 	}
 	users, err := s.queries.UserListWithoutStripeCustomer(ctx, s.pool)
 	if err != nil {
-		return nil, internal(err)
+		return nil, nil, internal(err)
 	}
 	for _, u := range users {
 		if riderRef(s.namespace, u.Email) == ch.Tag.Rider {
-			return &u.Email, nil
+			return &u.ID, &u.Email, nil
 		}
 	}
-	return nil, nil
+	return nil, nil, nil
 }
 
 // OrphanRefund refunds the orphan charge recorded under chargeID in full,

@@ -180,6 +180,9 @@ type rideState struct {
 	// lostRefund is the orphan refund of this request's charge: its
 	// booking was lost and the charge refunded by the orphan policy.
 	lostRefund *dbgen.OrphanRefund
+	// refundedOrphans: the rider has a refunded orphan charge, so the
+	// charge call looks for this request's among them.
+	refundedOrphans bool
 }
 
 func (s *Service) rideFlow() *Flow[rideState] {
@@ -211,6 +214,9 @@ func (s *Service) rideLoad(ctx context.Context, tx pgx.Tx, key *Key) (*rideState
 	if st.ride, err = s.queries.RideGetByIdempotencyKey(ctx, tx, &key.ID); err != nil {
 		return nil, fmt.Errorf("ride of key %d at %s: %w", key.ID, key.Point, err)
 	}
+	if st.refundedOrphans, err = s.queries.OrphanRefundExistsForUser(ctx, tx, &key.UserID); err != nil {
+		return nil, err
+	}
 	return st, nil
 }
 
@@ -235,7 +241,7 @@ func (s *Service) rideCreatePhase(ctx context.Context, tx pgx.Tx, key *Key, st *
 	if err != nil {
 		return Outcome{}, err
 	}
-	st.ride, st.user = &row.Ride, &row.User
+	st.ride, st.user, st.refundedOrphans = &row.Ride, &row.User, row.RefundedOrphans
 	return MoveTo(RecoveryPointRideCreated), nil
 }
 
@@ -255,12 +261,15 @@ func (s *Service) rideChargeCall(ctx context.Context, key *Key, st *rideState) e
 	pkey := ChargeKey(s.namespace, st.user.Email, key.ClientKey)
 	// The client of a booking lost with a restore, back after the orphan
 	// policy refunded its charge: the processor may have forgotten the key
-	// and would charge again, so the request ends without a charge.
-	if o, err := s.queries.OrphanRefundGetByChargeKey(ctx, s.pool, pkey); err == nil {
-		st.lostRefund = o
-		return nil
-	} else if !isNoRows(err) {
-		return internal(err)
+	// and would charge again, so the request ends without a charge. Only a
+	// rider with such a refund (read with the ride) pays for the look-up.
+	if st.refundedOrphans {
+		if o, err := s.queries.OrphanRefundGetByChargeKey(ctx, s.pool, pkey); err == nil {
+			st.lostRefund = o
+			return nil
+		} else if !isNoRows(err) {
+			return internal(err)
+		}
 	}
 
 	if st.user.StripeCustomerID != nil {

@@ -14,7 +14,8 @@ CREATE TABLE orphan_refunds (
     amount_cents      BIGINT      NOT NULL CHECK (amount_cents > 0),
     currency          TEXT        NOT NULL CHECK (currency ~ '^[a-z]{3}$'),
     charge_created_at TIMESTAMPTZ NOT NULL,
-    -- the rider's address, when the rider is known; no receipt without it
+    -- the rider, when known: the user and the address; no receipt without it
+    user_id           BIGINT      REFERENCES users ON DELETE SET NULL,
     email             TEXT        CHECK (char_length(email) BETWEEN 3 AND 320),
     created_at        TIMESTAMPTZ NOT NULL DEFAULT now(),
     -- pending: the refund job has not recorded the processor's answer yet
@@ -26,3 +27,7 @@ CREATE TABLE orphan_refunds (
 );
 
 CREATE INDEX orphan_refunds_charge_key ON orphan_refunds (charge_key);
+
+-- Backs the booking's check for refunded orphans of its rider (one EXISTS
+-- in the statement that books the ride).
+CREATE INDEX orphan_refunds_user ON orphan_refunds (user_id) WHERE status = 'refunded';

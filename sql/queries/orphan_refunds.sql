@@ -1,8 +1,8 @@
 -- name: OrphanRefundRecord :execrows
 -- Records an orphan charge to refund under its charge id; a charge already
 -- recorded writes nothing (0 rows).
-INSERT INTO orphan_refunds (stripe_charge_id, charge_key, rider_ref, amount_cents, currency, charge_created_at, email)
-VALUES (@stripe_charge_id, @charge_key, @rider_ref, @amount_cents, @currency, @charge_created_at, sqlc.narg(email))
+INSERT INTO orphan_refunds (stripe_charge_id, charge_key, rider_ref, amount_cents, currency, charge_created_at, user_id, email)
+VALUES (@stripe_charge_id, @charge_key, @rider_ref, @amount_cents, @currency, @charge_created_at, sqlc.narg(user_id), sqlc.narg(email))
 ON CONFLICT (stripe_charge_id) DO NOTHING;
 
 -- name: OrphanRefundGet :one
@@ -36,3 +36,8 @@ WHERE stripe_charge_id = ANY(@stripe_charge_ids::text[]) AND status = 'refunded'
 -- (reconciliation).
 SELECT stripe_refund_id::text FROM orphan_refunds
 WHERE stripe_refund_id = ANY(@stripe_refund_ids::text[]);
+
+-- name: OrphanRefundExistsForUser :one
+-- Whether the user has a refunded orphan charge (a booking resumed after
+-- its ride was created checks its rider with this).
+SELECT EXISTS (SELECT 1 FROM orphan_refunds WHERE user_id = @user_id AND status = 'refunded');
