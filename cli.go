@@ -14,6 +14,7 @@ var commandSummaries = []struct{ name, summary string }{
 	{"migrate", "apply pending migrations (the service's and River's)"},
 	{"openapi", "print the OpenAPI spec (YAML)"},
 	{"keys", "list, show and complete stuck requests; reconcile with Stripe (operators)"},
+	{"settlements", "list the bank's settlement files and discrepancies; show one file (operators)"},
 	{"book", "book a ride through the API (client side)"},
 	{"fakestripe", "serve the built-in fake Stripe on its own address"},
 	{"mailsink", "serve an SMTP server that keeps what it receives"},

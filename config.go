@@ -17,8 +17,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
+	"github.com/atomicrides/atomicrides/internal/limits"
 	"github.com/atomicrides/atomicrides/jobs"
 	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/bankinbox"
 	"github.com/atomicrides/atomicrides/service/mail"
 	"github.com/atomicrides/atomicrides/service/payments"
 )
@@ -36,6 +38,14 @@ type config struct {
 	// DatabaseURL is DATABASE_URL; empty lets pgenv find or start a
 	// development server.
 	DatabaseURL string
+	// DatabasePooler is DATABASE_POOLER: poolerNone (unset) when
+	// DATABASE_URL reaches PostgreSQL itself, poolerPgBouncer when it
+	// reaches a PgBouncer in transaction pooling mode (see poolConfig).
+	DatabasePooler string
+	// DatabaseDirectURL is DATABASE_DIRECT_URL: PostgreSQL itself, for what
+	// needs a session of its own (LISTEN, the migrations' advisory lock).
+	// Required with a pooler; unset otherwise, DATABASE_URL serves.
+	DatabaseDirectURL string
 	// Addr is the API's listen address (ADDR).
 	Addr string
 	// AdminToken is ADMIN_TOKEN, or one generated for this run.
@@ -77,6 +87,27 @@ type config struct {
 	OrphanRefundAfter                                    time.Duration
 	CompleterInterval, ReaperInterval, ReconcileInterval time.Duration
 	JobTimeout, JobRescueAfter                           time.Duration
+
+	// RateLimitWrites, RateLimitReads and RateLimitAuthFailures are
+	// RATE_LIMIT_WRITES, RATE_LIMIT_READS and RATE_LIMIT_AUTH_FAILURES
+	// (QUOTA/WINDOW or off); nil is unset, for package limits' default.
+	RateLimitWrites, RateLimitReads, RateLimitAuthFailures *limits.Policy
+	// ShedInFlight is LOAD_SHED_IN_FLIGHT: 0 unset, -1 off.
+	ShedInFlight int
+	// ShedReserved is LOAD_SHED_RESERVED: 0 unset.
+	ShedReserved float64
+	// ShedDBWait is LOAD_SHED_DB_WAIT: 0 unset, -1 off.
+	ShedDBWait time.Duration
+	// RedisURL is REDIS_URL: when set, the rate limits are shared by every
+	// replica through this Redis.
+	RedisURL string
+	// SettlementInbox is the bank's SFTP inbox of settlement files, from
+	// SETTLEMENT_SFTP_URL, SETTLEMENT_SFTP_HOST_KEY and
+	// SETTLEMENT_SFTP_KEY_FILE (all three or none); nil turns fetching off.
+	SettlementInbox *bankinbox.Config
+	// SettlementInterval and SettlementMaxAge are SETTLEMENT_INTERVAL and
+	// SETTLEMENT_MAX_AGE.
+	SettlementInterval, SettlementMaxAge time.Duration
 
 	// FakeStripeAddr and MailSinkAddr are where the fakestripe and
 	// mailsink commands listen by default (FAKESTRIPE_ADDR, MAILSINK_ADDR).
@@ -144,6 +175,8 @@ func loadConfig(getenv func(string) string, needs backends) (*config, error) {
 	r := &envReader{getenv: getenv}
 	c := &config{
 		DatabaseURL:          r.databaseURL("DATABASE_URL"),
+		DatabasePooler:       r.pooler("DATABASE_POOLER"),
+		DatabaseDirectURL:    r.databaseURL("DATABASE_DIRECT_URL"),
 		Addr:                 r.addr("ADDR", defaultAddr),
 		PublicURL:            r.httpURL("PUBLIC_URL"),
 		MetricsAddr:          r.addr("METRICS_ADDR", ""),
@@ -151,9 +184,9 @@ func loadConfig(getenv func(string) string, needs backends) (*config, error) {
 		StripeSecretKey:      r.stripeKey("STRIPE_SECRET_KEY"),
 		StripeAPIBase:        r.httpURL("STRIPE_API_BASE"),
 		StripeTimeout:        r.duration("STRIPE_TIMEOUT"),
-		StripeWebhookSecrets: r.webhookSecrets("STRIPE_WEBHOOK_SECRET"),
 		SMTPURL:              r.smtpURL("SMTP_URL"),
 		MailFrom:             r.mailFrom("MAIL_FROM"),
+		StripeWebhookSecrets: r.webhookSecrets("STRIPE_WEBHOOK_SECRET"),
 		MailDir:              r.mailDir("MAIL_DIR"),
 
 		Lease:             r.duration("LEASE"),
@@ -165,6 +198,17 @@ func loadConfig(getenv func(string) string, needs backends) (*config, error) {
 		ReconcileInterval: r.duration("RECONCILE_INTERVAL"),
 		JobTimeout:        r.duration("JOB_TIMEOUT"),
 		JobRescueAfter:    r.duration("JOB_RESCUE_AFTER"),
+
+		RateLimitWrites:       r.policy("RATE_LIMIT_WRITES", "writes"),
+		RateLimitReads:        r.policy("RATE_LIMIT_READS", "reads"),
+		RateLimitAuthFailures: r.policy("RATE_LIMIT_AUTH_FAILURES", "auth-failures"),
+		ShedInFlight:          r.inFlight("LOAD_SHED_IN_FLIGHT"),
+		ShedReserved:          r.share("LOAD_SHED_RESERVED"),
+		ShedDBWait:            r.durationOrOff("LOAD_SHED_DB_WAIT"),
+		RedisURL:              r.redisURL("REDIS_URL"),
+		SettlementInbox:       r.settlementInbox("SETTLEMENT_SFTP_URL", "SETTLEMENT_SFTP_HOST_KEY", "SETTLEMENT_SFTP_KEY_FILE"),
+		SettlementInterval:    r.duration("SETTLEMENT_INTERVAL"),
+		SettlementMaxAge:      r.duration("SETTLEMENT_MAX_AGE"),
 
 		FakeStripeAddr: r.addr("FAKESTRIPE_ADDR", defaultFakeStripeAddr),
 		MailSinkAddr:   r.addr("MAILSINK_ADDR", defaultMailSinkAddr),
@@ -186,6 +230,14 @@ func loadConfig(getenv func(string) string, needs backends) (*config, error) {
 	}
 
 	// Settings that must agree with others.
+	if c.DatabasePooler == poolerPgBouncer {
+		if getenv("DATABASE_DIRECT_URL") == "" {
+			r.fail(invalid("DATABASE_DIRECT_URL", "not set: with DATABASE_POOLER=%s it must reach PostgreSQL itself, not the pooler (River's and the API key revocations' LISTEN and the migrations' advisory lock need a session of their own)", poolerPgBouncer))
+		}
+		if mode := execModeOf(c.DatabaseURL); mode != "" && !pooledExecModes[mode] {
+			r.fail(invalid("DATABASE_URL", "default_query_exec_mode=%s does not work through PgBouncer's transaction pooling: leave it out (cache_describe is used) or set cache_describe, exec or simple_protocol", mode))
+		}
+	}
 	if c.Lease > 0 {
 		budget := payments.New(payments.Config{Timeout: c.StripeTimeout}).Budget()
 		if c.Lease <= budget {
@@ -219,6 +271,8 @@ func (c *config) jobsConfig(logger *slog.Logger) jobs.Config {
 		ReconcileInterval:    c.ReconcileInterval,
 		JobTimeout:           c.JobTimeout,
 		RescueStuckJobsAfter: c.JobRescueAfter,
+		SettlementInbox:      c.SettlementInbox,
+		SettlementInterval:   c.SettlementInterval,
 		Logger:               logger,
 	}
 }
@@ -307,6 +361,23 @@ func (r *envReader) databaseURL(name string) string {
 		return ""
 	}
 	return v
+}
+
+// Values of DATABASE_POOLER.
+const (
+	poolerNone      = "none"
+	poolerPgBouncer = "pgbouncer"
+)
+
+// pooler reads DATABASE_POOLER: unset or none, or pgbouncer.
+func (r *envReader) pooler(name string) string {
+	switch v := r.str(name, poolerNone); v {
+	case poolerNone, poolerPgBouncer:
+		return v
+	default:
+		r.fail(invalid(name, "%q is not a pooler: want %s (PgBouncer in transaction pooling mode between DATABASE_URL and PostgreSQL) or %s", v, poolerPgBouncer, poolerNone))
+		return poolerNone
+	}
 }
 
 // smtpURL reads SMTP_URL as package mail reads it; its errors never
@@ -424,4 +495,116 @@ func (r *envReader) adminToken(name string) (token string, generated bool) {
 		return "", false
 	}
 	return v, false
+}
+
+// policy reads a budget, QUOTA/WINDOW or off (limits.ParsePolicy); unset
+// is nil.
+func (r *envReader) policy(name, policyName string) *limits.Policy {
+	v := r.getenv(name)
+	if v == "" {
+		return nil
+	}
+	p, err := limits.ParsePolicy(policyName, v)
+	if err != nil {
+		r.fail(invalid(name, "%s", err))
+		return nil
+	}
+	return &p
+}
+
+// inFlight reads the in-flight threshold: a whole number from 1 to
+// 100000, or off (-1); unset is 0.
+func (r *envReader) inFlight(name string) int {
+	v := r.getenv(name)
+	if v == "" {
+		return 0
+	}
+	if v == "off" {
+		return -1
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 100_000 {
+		r.fail(invalid(name, "%q: want a whole number of requests from 1 to 100000, or off", v))
+		return 0
+	}
+	return n
+}
+
+// share reads a fraction from 0.01 to 0.9; unset is 0.
+func (r *envReader) share(name string) float64 {
+	v := r.getenv(name)
+	if v == "" {
+		return 0
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || !(f >= 0.01 && f <= 0.9) {
+		r.fail(invalid(name, "%q: want a fraction from 0.01 to 0.9, e.g. 0.25", v))
+		return 0
+	}
+	return f
+}
+
+// durationOrOff reads a positive duration or off (-1); unset is 0.
+func (r *envReader) durationOrOff(name string) time.Duration {
+	if r.getenv(name) == "off" {
+		return -1
+	}
+	return r.duration(name)
+}
+
+// redisURL reads a redis:// or rediss:// URL; the message never repeats it,
+// since it may hold a password.
+func (r *envReader) redisURL(name string) string {
+	v := r.getenv(name)
+	if v == "" {
+		return ""
+	}
+	if _, err := limits.RedisOptions(v); err != nil {
+		r.fail(invalid(name, "not a valid redis:// or rediss:// URL, e.g. redis://127.0.0.1:6379/0"))
+		return ""
+	}
+	return v
+}
+
+// settlementInbox reads the bank's SFTP inbox from its three variables:
+// none set turns the feature off; some set names each one missing.
+func (r *envReader) settlementInbox(urlName, hostKeyName, keyFileName string) *bankinbox.Config {
+	rawURL, hostKey, keyFile := r.getenv(urlName), r.getenv(hostKeyName), r.getenv(keyFileName)
+	if rawURL == "" && hostKey == "" && keyFile == "" {
+		return nil
+	}
+	var cfg bankinbox.Config
+	ok := true
+	for _, v := range []struct{ name, value string }{{urlName, rawURL}, {hostKeyName, hostKey}, {keyFileName, keyFile}} {
+		if v.value == "" {
+			r.fail(invalid(v.name, "not set: the settlement inbox needs %s, %s and %s together", urlName, hostKeyName, keyFileName))
+			ok = false
+		}
+	}
+	if rawURL != "" {
+		if err := cfg.ParseURL(rawURL); err != nil {
+			r.fail(invalid(urlName, "%v; want sftp://user@host[:port]/inbox/path", err))
+			ok = false
+		}
+	}
+	if hostKey != "" {
+		key, err := bankinbox.ParseHostKey(hostKey)
+		if err != nil {
+			r.fail(invalid(hostKeyName, "%v", err))
+			ok = false
+		}
+		cfg.HostKey = key
+	}
+	if keyFile != "" {
+		signer, err := bankinbox.LoadSigner(keyFile)
+		if err != nil {
+			r.fail(invalid(keyFileName, "%s: %v", keyFile, err))
+			ok = false
+		}
+		cfg.Signer = signer
+	}
+	if !ok {
+		return nil
+	}
+	return &cfg
 }

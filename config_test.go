@@ -1,14 +1,19 @@
 package main
 
 import (
-	"github.com/atomicrides/atomicrides/internal/binrun"
-
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/atomicrides/atomicrides/internal/binrun"
 )
 
 // TestInvalidConfiguration starts the built binary with each variable set
@@ -24,6 +29,19 @@ func TestInvalidConfiguration(t *testing.T) {
 		adminSecret  = "s3cret-admin"
 	)
 	secrets := []string{dbPassword, smtpPassword, stripeSecret, adminSecret}
+	keyFile, hostKey := sshKeyFile(t)
+	inbox := func(except string) []string {
+		var env []string
+		for name, v := range map[string]string{
+			"SETTLEMENT_SFTP_URL": "sftp://bank@127.0.0.1:2222/inbox", "SETTLEMENT_SFTP_HOST_KEY": hostKey,
+			"SETTLEMENT_SFTP_KEY_FILE": keyFile,
+		} {
+			if name != except {
+				env = append(env, name+"="+v)
+			}
+		}
+		return env
+	}
 	for _, c := range []struct {
 		name, value string
 		extra       []string // other variables, valid
@@ -32,6 +50,11 @@ func TestInvalidConfiguration(t *testing.T) {
 	}{
 		{"DATABASE_URL", "postgres://rider:" + dbPassword + "@db.example:notaport/rides", nil, "not a valid PostgreSQL connection string", nil},
 		{"DATABASE_URL", "postgres://rider:" + dbPassword + "@[::1/rides", nil, "not a valid PostgreSQL connection string", nil},
+		{"DATABASE_POOLER", "pgpool", nil, "is not a pooler", nil},
+		{"DATABASE_DIRECT_URL", "", []string{"DATABASE_POOLER=pgbouncer"}, "not set: with DATABASE_POOLER=pgbouncer", nil},
+		{"DATABASE_DIRECT_URL", "postgres://rider:" + dbPassword + "@[::1/rides", nil, "not a valid PostgreSQL connection string", nil},
+		{"DATABASE_URL", "postgres://rider:" + dbPassword + "@127.0.0.1:1/rides?default_query_exec_mode=describe_exec",
+			[]string{"DATABASE_POOLER=pgbouncer", "DATABASE_DIRECT_URL=postgres://127.0.0.1:1/rides"}, "does not work through PgBouncer's transaction pooling", nil},
 		{"ADDR", "nowhere", nil, "not a listen address", nil},
 		{"ADMIN_TOKEN", adminSecret, nil, "too short", nil},
 		{"ADMIN_TOKEN", adminSecret + " with spaces in it, long enough", nil, "printable ASCII", nil},
@@ -65,6 +88,21 @@ func TestInvalidConfiguration(t *testing.T) {
 		{"JOB_RESCUE_AFTER", "30s", nil, "must outlast JOB_TIMEOUT (1m0s)", nil},
 		{"OTEL_TRACES_EXPORTER", "bogus", nil, "want otlp or none", nil},
 		{"OTEL_EXPORTER_OTLP_PROTOCOL", "carrier-pigeon", []string{"OTEL_TRACES_EXPORTER=otlp"}, "want http/protobuf or grpc", nil},
+		{"RATE_LIMIT_WRITES", "50", nil, "want QUOTA/WINDOW", nil},
+		{"RATE_LIMIT_READS", "0/10s", nil, "not a whole number from 1 to 1000000", nil},
+		{"RATE_LIMIT_AUTH_FAILURES", "20/500ms", nil, "not a duration from 1s to 24h", nil},
+		{"LOAD_SHED_IN_FLIGHT", "lots", nil, "want a whole number of requests from 1 to 100000, or off", nil},
+		{"LOAD_SHED_RESERVED", "1.5", nil, "want a fraction from 0.01 to 0.9", nil},
+		{"LOAD_SHED_DB_WAIT", "-1s", nil, "not a positive duration", nil},
+		{"REDIS_URL", "http://cache:" + dbPassword + "@redis.example", nil, "not a valid redis:// or rediss:// URL", nil},
+		{"SETTLEMENT_SFTP_URL", "https://bank@sftp.example/inbox", inbox("SETTLEMENT_SFTP_URL"), "the scheme must be sftp", nil},
+		{"SETTLEMENT_SFTP_URL", "sftp://sftp.example/inbox", inbox("SETTLEMENT_SFTP_URL"), "a user is required", nil},
+		{"SETTLEMENT_SFTP_HOST_KEY", "AAAAC3NzaC1lZDI1NTE5", inbox("SETTLEMENT_SFTP_HOST_KEY"), "not a public key", nil},
+		{"SETTLEMENT_SFTP_HOST_KEY", "", inbox("SETTLEMENT_SFTP_HOST_KEY"), "not set", nil},
+		{"SETTLEMENT_SFTP_KEY_FILE", os.DevNull, inbox("SETTLEMENT_SFTP_KEY_FILE"), "not a private key", nil},
+		{"SETTLEMENT_SFTP_KEY_FILE", "/nonexistent/id_ed25519", inbox("SETTLEMENT_SFTP_KEY_FILE"), "cannot read it", nil},
+		{"SETTLEMENT_INTERVAL", "hourly", nil, "not a positive duration", nil},
+		{"SETTLEMENT_MAX_AGE", "3 days", nil, "not a positive duration", nil},
 		{"FAKESTRIPE_ADDR", "12111", nil, "not a listen address", []string{"fakestripe"}},
 		{"MAILSINK_ADDR", "host:port", nil, "not a listen address", []string{"mailsink"}},
 		{"ATOMICRIDES_URL", "localhost:8080", []string{"ATOMICRIDES_API_KEY=ar_key"}, "absolute http or https URL", []string{"book", "--from", "1,2", "--to", "3,4"}},
@@ -147,4 +185,19 @@ func TestStripeKeyRule(t *testing.T) {
 	for _, key := range []string{"", "sk_test_", "sk_", "pk_live_abc", "pk_test_abc", "whsec_abc", "sk_test_abc def", "sk_test_abc\n", " sk_test_abc", "sk_test_abc-def", "sk_test_ä"} {
 		require.False(t, validStripeKey(key), "%q", key)
 	}
+}
+
+// sshKeyFile writes a throwaway ed25519 private key for t and returns its
+// path and its public key in the authorized_keys format.
+func sshKeyFile(t *testing.T) (file, public string) {
+	t.Helper()
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	require.NoError(t, err)
+	block, err := ssh.MarshalPrivateKey(priv, "")
+	require.NoError(t, err)
+	file = filepath.Join(t.TempDir(), "id_ed25519")
+	require.NoError(t, os.WriteFile(file, pem.EncodeToMemory(block), 0o600))
+	key, err := ssh.NewPublicKey(pub)
+	require.NoError(t, err)
+	return file, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(key)))
 }

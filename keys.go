@@ -114,7 +114,7 @@ func keysCommand(ctx context.Context, args []string, out io.Writer, logger *slog
 		return err
 	}
 	defer pool.Close()
-	svc, _, stop, err := newService(pool, cfg, prometheus.NewRegistry(), logger, needs)
+	svc, _, stop, err := newService(pool, pool, cfg, prometheus.NewRegistry(), logger, needs)
 	if err != nil {
 		return err
 	}

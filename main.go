@@ -35,7 +35,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 	"go.opentelemetry.io/otel"
 	"riverqueue.com/riverui"
@@ -121,6 +120,8 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 		return serveMailSink(ctx, args[1:], stdout, logger)
 	case "keys":
 		return keysCommand(ctx, args[1:], stdout, logger)
+	case "settlements":
+		return settlementsCommand(ctx, args[1:], stdout, logger)
 	case "db":
 		return dbCommand(ctx, args[1:], stdout, logger)
 	case "book":
@@ -154,7 +155,7 @@ func connect(ctx context.Context, cfg *config, logger *slog.Logger, start bool, 
 	if err != nil {
 		return nil, err
 	}
-	poolCfg, err := poolConfig(url)
+	poolCfg, err := poolConfig("DATABASE_URL", url, cfg.DatabasePooler)
 	if err != nil {
 		return nil, err
 	}
@@ -177,6 +178,44 @@ func connect(ctx context.Context, cfg *config, logger *slog.Logger, start bool, 
 	return pool, nil
 }
 
+// directPool is PostgreSQL itself, for what needs a session of its own: a
+// pool of its own on DATABASE_DIRECT_URL behind a pooler, else the pool.
+type directPool struct {
+	*pgxpool.Pool
+	own bool
+}
+
+// Close closes the pool if it is one of its own.
+func (d directPool) Close() {
+	if d.own {
+		d.Pool.Close()
+	}
+}
+
+// connectDirect opens the direct pool: on DATABASE_DIRECT_URL when it is
+// set, else pool (DATABASE_URL reaches PostgreSQL itself).
+func connectDirect(ctx context.Context, cfg *config, pool *pgxpool.Pool) (directPool, error) {
+	if cfg.DatabaseDirectURL == "" {
+		return directPool{Pool: pool}, nil
+	}
+	poolCfg, err := poolConfig("DATABASE_DIRECT_URL", cfg.DatabaseDirectURL, poolerNone)
+	if err != nil {
+		return directPool{}, err
+	}
+	poolCfg.ConnConfig.Tracer = telemetry.PgxTracer{}
+	direct, err := pgxpool.NewWithConfig(ctx, poolCfg)
+	if err != nil {
+		return directPool{}, err
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := direct.Ping(pingCtx); err != nil {
+		direct.Close()
+		return directPool{}, fmt.Errorf("connect to the database (DATABASE_DIRECT_URL): %w", err)
+	}
+	return directPool{Pool: direct, own: true}, nil
+}
+
 func migrate(ctx context.Context, args []string, stdout io.Writer, logger *slog.Logger) error {
 	if err := newCommand("migrate", "migrate\n\nApplies the pending migrations, the service's and River's, to DATABASE_URL.", stdout).parse(args, 0); err != nil {
 		return err
@@ -190,7 +229,12 @@ func migrate(ctx context.Context, args []string, stdout io.Writer, logger *slog.
 		return err
 	}
 	defer pool.Close()
-	res, err := migrations.Migrate(ctx, pool)
+	direct, err := connectDirect(ctx, cfg, pool)
+	if err != nil {
+		return err
+	}
+	defer direct.Close()
+	res, err := migrations.Migrate(ctx, direct.Pool)
 	if err != nil {
 		return err
 	}
@@ -230,16 +274,23 @@ func serve(ctx context.Context, args []string, stdout io.Writer, logger *slog.Lo
 		return err
 	}
 	defer pool.Close() // last: after HTTP and River have stopped
+	// PostgreSQL itself, behind a pooler: for the migrations' advisory lock
+	// and the listeners.
+	direct, err := connectDirect(ctx, cfg, pool)
+	if err != nil {
+		return err
+	}
+	defer direct.Close()
 
 	if !*noMigrate {
-		if _, err := migrations.Migrate(ctx, pool); err != nil {
+		if _, err := migrations.Migrate(ctx, direct.Pool); err != nil {
 			return err
 		}
 	}
 
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), dbCounter)
-	svc, devNote, stopDeps, err := newService(pool, cfg, registry, logger, needs)
+	svc, devNote, stopDeps, err := newService(pool, direct.Pool, cfg, registry, logger, needs)
 	if err != nil {
 		return err
 	}
@@ -256,7 +307,7 @@ func serve(ctx context.Context, args []string, stdout io.Writer, logger *slog.Lo
 	riverCfg := jobs.RiverConfig(cfg.jobsConfig(logger), svc)
 	// A job's run continues the trace of the phase that inserted it.
 	riverCfg.Plugins = []rivertype.Plugin{telemetry.NewRiverMiddleware(nil)}
-	riverClient, err := river.NewClient(riverpgxv5.New(pool), riverCfg)
+	riverClient, err := river.NewClient(riverDriver(pool, direct.Pool), riverCfg)
 	if err != nil {
 		return err
 	}
@@ -276,7 +327,10 @@ func serve(ctx context.Context, args []string, stdout io.Writer, logger *slog.Lo
 		return err
 	}
 
+	admission, stopLimits := newLimits(cfg, pool, registry, logger)
+	defer stopLimits()
 	handler := openapi.NewHandler(openapi.Config{
+		Limits:     admission,
 		Service:    svc,
 		AdminToken: adminToken,
 		RiverUI:    ui,
@@ -376,15 +430,15 @@ func ready(ctx context.Context, pool *pgxpool.Pool) error {
 // at STRIPE_API_BASE when set (any Stripe-compatible API). Without a key,
 // and only with dev, it starts the built-in fake Stripe on a loopback port
 // for this process, and says so loudly.
-func paymentsFrom(cfg *config, logger *slog.Logger, dev bool) (pay service.Payments, note string, stop func(), err error) {
+func paymentsFrom(cfg *config, logger *slog.Logger, dev bool) (pay service.Payments, fake *fakestripe.Server, note string, stop func(), err error) {
 	if cfg.StripeSecretKey == "" {
 		if !dev {
-			return nil, "", nil, errors.New("STRIPE_SECRET_KEY: not set") // refused by loadConfig first
+			return nil, nil, "", nil, errors.New("STRIPE_SECRET_KEY: not set") // refused by loadConfig first
 		}
 		fake := fakestripe.New(fakestripe.Options{Logger: logger})
 		url, stop, err := fake.Start("127.0.0.1:0")
 		if err != nil {
-			return nil, "", nil, err
+			return nil, nil, "", nil, err
 		}
 		logger.Warn("-dev: STRIPE_SECRET_KEY not set, charges go to the built-in FAKE Stripe; never use this mode for real riders",
 			"url", url, "ledger", url+"/_fake/ledger")
@@ -394,10 +448,10 @@ func paymentsFrom(cfg *config, logger *slog.Logger, dev bool) (pay service.Payme
 			cfg.StripeWebhookSecrets = []string{fakestripe.DevWebhookSecret}
 		}
 		fake.SetWebhookEndpoint(&fakestripe.WebhookEndpoint{URL: webhookURL(cfg.Addr), Secret: cfg.StripeWebhookSecrets[0]})
-		return payments.New(payments.Config{SecretKey: "sk_test_fake", APIBase: url, Timeout: cfg.StripeTimeout}),
+		return payments.New(payments.Config{SecretKey: "sk_test_fake", APIBase: url, Timeout: cfg.StripeTimeout}), fake,
 			"fake Stripe at " + url, func() { _ = stop(context.Background()) }, nil
 	}
-	return payments.New(payments.Config{SecretKey: cfg.StripeSecretKey, APIBase: cfg.StripeAPIBase, Timeout: cfg.StripeTimeout}), "", func() {}, nil
+	return payments.New(payments.Config{SecretKey: cfg.StripeSecretKey, APIBase: cfg.StripeAPIBase, Timeout: cfg.StripeTimeout}), nil, "", func() {}, nil
 }
 
 // webhookURL is the Stripe webhook endpoint of a server listening on addr,
@@ -473,7 +527,7 @@ func dbCommand(ctx context.Context, args []string, stdout io.Writer, logger *slo
 // fakes in place of those cfg lacks. A command that reaches neither (keys
 // list, keys show) gets a Stripe client it never calls. devNote says which
 // fakes run; stop releases what was started.
-func newService(pool *pgxpool.Pool, cfg *config, reg prometheus.Registerer, logger *slog.Logger, needs backends) (svc *service.Service, devNote string, stop func(), err error) {
+func newService(pool, direct *pgxpool.Pool, cfg *config, reg prometheus.Registerer, logger *slog.Logger, needs backends) (svc *service.Service, devNote string, stop func(), err error) {
 	var stops []func()
 	stopAll := func() {
 		for i := len(stops) - 1; i >= 0; i-- {
@@ -489,13 +543,24 @@ func newService(pool *pgxpool.Pool, cfg *config, reg prometheus.Registerer, logg
 	// Never called; its budget (from STRIPE_TIMEOUT) sizes the lease as in serve.
 	var pay service.Payments = payments.New(payments.Config{Timeout: cfg.StripeTimeout})
 	if needs.stripe {
-		p, note, stopStripe, err := paymentsFrom(cfg, logger, needs.dev)
+		p, fake, note, stopStripe, err := paymentsFrom(cfg, logger, needs.dev)
 		if err != nil {
 			return nil, "", nil, err
 		}
 		stops = append(stops, stopStripe)
 		pay = p
 		if note != "" {
+			notes = append(notes, note)
+		}
+		// With the fake Stripe and no bank configured, a fake bank settles
+		// the fake's ledger into an inbox served over SFTP, and cfg points
+		// the settlement fetch at it.
+		if fake != nil && cfg.SettlementInbox == nil {
+			note, stopBank, err := startDevBank(cfg, fake, logger)
+			if err != nil {
+				return nil, "", nil, err
+			}
+			stops = append(stops, stopBank)
 			notes = append(notes, note)
 		}
 	}
@@ -521,10 +586,12 @@ func newService(pool *pgxpool.Pool, cfg *config, reg prometheus.Registerer, logg
 	}
 	svc, err = service.New(service.Config{
 		Inbound: inbound,
-		Pool:    pool, Payments: pay, Mailer: mailer, MailFrom: cfg.MailFrom, Logger: logger, Registerer: reg,
+		Pool:    pool, ListenConfig: direct.Config().ConnConfig,
+		Payments: pay, Mailer: mailer, MailFrom: cfg.MailFrom, Logger: logger, Registerer: reg,
 		// Zero values take the service's defaults.
 		AbandonedAfter: cfg.CompleterIdle, KeyRetention: cfg.KeyRetention, Lease: cfg.Lease,
 		OrphanRefundAfter: cfg.OrphanRefundAfter,
+		SettlementMaxAge:  cfg.SettlementMaxAge,
 	})
 	if err != nil {
 		return nil, "", nil, err

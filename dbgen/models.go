@@ -131,6 +131,56 @@ type Ride struct {
 	StripeDisputeID  *string
 }
 
+type SettlementFile struct {
+	ID               int64
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
+	Name             string
+	Sha256           []byte
+	Version          int32
+	Content          []byte
+	Status           string
+	Problem          *string
+	CursorLine       int32
+	LinesApplied     int32
+	LinesDuplicate   int32
+	LinesQuarantined int32
+	FinishedAt       *time.Time
+	Flagged          bool
+	FlagReason       *string
+}
+
+type SettlementLine struct {
+	ID                   int64
+	CreatedAt            time.Time
+	FileID               int64
+	LineNumber           int32
+	ProcessorReference   string
+	Type                 string
+	BalanceTransactionID string
+	TransactionCreatedAt time.Time
+	GrossCents           int64
+	FeeCents             int64
+	NetCents             int64
+	Currency             string
+	Batch                string
+	PayoutID             string
+	PayoutEffectiveAt    time.Time
+	Match                string
+	Mismatch             *string
+	RideID               *int64
+	RefundID             *int64
+}
+
+type SettlementQuarantinedLine struct {
+	ID         int64
+	CreatedAt  time.Time
+	FileID     int64
+	LineNumber int32
+	Reason     string
+	Raw        string
+}
+
 type User struct {
 	ID               int64
 	CreatedAt        time.Time

@@ -4,6 +4,7 @@
 package jobs
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/bankinbox"
 )
 
 // Register adds every worker of the service to workers.
@@ -26,6 +28,7 @@ func Register(workers *river.Workers, svc *service.Service) {
 	river.AddWorker(workers, &OrphanPassWorker{svc: svc})
 	river.AddWorker(workers, &OrphanRefundWorker{svc: svc})
 	river.AddWorker(workers, &OrphanReceiptWorker{svc: svc})
+	river.AddWorker(workers, &SettlementApplyWorker{svc: svc})
 }
 
 // Defaults of Config, applied to its zero fields.
@@ -57,6 +60,13 @@ type Config struct {
 	// orphan charges past the service's grace period. Default
 	// DefaultOrphanInterval.
 	OrphanInterval time.Duration
+	// SettlementInbox is the bank's SFTP inbox of settlement files; nil
+	// turns the fetching of settlement files off (files already recorded
+	// are still applied).
+	SettlementInbox *bankinbox.Config
+	// SettlementInterval is how often the inbox is fetched. Default
+	// DefaultSettlementInterval.
+	SettlementInterval time.Duration
 	// MaxWorkers is how many jobs of the default queue one process works
 	// at once. Default DefaultMaxWorkers.
 	MaxWorkers int
@@ -88,7 +98,7 @@ func DefaultRescueStuckJobsAfter(jobTimeout, lease time.Duration) time.Duration 
 	if jobTimeout == 0 {
 		jobTimeout = river.JobTimeoutDefault
 	}
-	longest := max(jobTimeout, lease+KeyCompleteTimeoutMargin, ReconcileTimeout)
+	longest := max(jobTimeout, lease+KeyCompleteTimeoutMargin, ReconcileTimeout, SettlementApplyTimeout, SettlementFetchTimeout)
 	return max(MinRescueStuckJobsAfter, longest+time.Minute)
 }
 
@@ -104,6 +114,9 @@ func RiverConfig(cfg Config, svc *service.Service) *river.Config {
 	}
 	workers := river.NewWorkers()
 	Register(workers, svc)
+	if cfg.SettlementInbox != nil {
+		river.AddWorker(workers, NewSettlementFetchWorker(svc, *cfg.SettlementInbox))
+	}
 	return &river.Config{
 		Logger:               cfg.Logger,
 		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.MaxWorkers}},
@@ -114,8 +127,8 @@ func RiverConfig(cfg Config, svc *service.Service) *river.Config {
 	}
 }
 
-// PeriodicJobs returns the completer, the reaper, the reconciliation and the
-// orphan pass as
+// PeriodicJobs returns the completer, the reaper, the reconciliation, the
+// orphan pass and, when the bank's inbox is configured, the settlement fetch as
 // River periodic jobs, at cfg's intervals. River runs periodic jobs on its
 // elected leader only, so any number of processes may register them. Each
 // is unique within one period of its interval, so a pass held by a process
@@ -133,7 +146,7 @@ func PeriodicJobs(cfg Config) []*river.PeriodicJob {
 	if cfg.OrphanInterval == 0 {
 		cfg.OrphanInterval = DefaultOrphanInterval
 	}
-	return []*river.PeriodicJob{
+	periodic := []*river.PeriodicJob{
 		river.NewPeriodicJob(river.PeriodicInterval(cfg.CompleterInterval),
 			func() (river.JobArgs, *river.InsertOpts) {
 				return KeyCompleterArgs{}, onePassPerPeriod(cfg.CompleterInterval)
@@ -155,6 +168,15 @@ func PeriodicJobs(cfg Config) []*river.PeriodicJob {
 			},
 			&river.PeriodicJobOpts{ID: "orphan_pass", RunOnStart: true}),
 	}
+	if cfg.SettlementInbox != nil {
+		interval := cmp.Or(cfg.SettlementInterval, DefaultSettlementInterval)
+		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(interval),
+			func() (river.JobArgs, *river.InsertOpts) {
+				return SettlementFetchArgs{}, onePassPerPeriod(interval)
+			},
+			&river.PeriodicJobOpts{ID: "settlement_fetch", RunOnStart: true}))
+	}
+	return periodic
 }
 
 // CustomerCreateWorker creates a user's customer at the payment processor.

@@ -13,6 +13,7 @@ import (
 	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/jobs"
 	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/bankinbox"
 )
 
 // quickRetry retries failed jobs at once, so that a test sees River's retries
@@ -37,6 +38,8 @@ type testBundle struct {
 type options struct {
 	// periodic are registered on the River client, as serve registers them.
 	periodic []*river.PeriodicJob
+	// inbox, when set, registers the settlement fetch of that inbox.
+	inbox *bankinbox.Config
 }
 
 func setup(t *testing.T) *testBundle {
@@ -49,6 +52,9 @@ func setupWith(t *testing.T, opts options) *testBundle {
 	env := testkit.New(t)
 	workers := river.NewWorkers()
 	jobs.Register(workers, env.Service)
+	if opts.inbox != nil {
+		river.AddWorker(workers, jobs.NewSettlementFetchWorker(env.Service, *opts.inbox))
+	}
 	client, err := river.NewClient(riverpgxv5.New(env.Pool), &river.Config{
 		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 4}},
 		Workers:           workers,

@@ -45,6 +45,9 @@ type Config struct {
 	// TracerProvider receives a span per request, continuing the client's
 	// traceparent. Default the global provider (a no-op unless set).
 	TracerProvider trace.TracerProvider
+	// Limits is the admission control: rate limits, failed-authentication
+	// limits and load shedding. The zero Limits limits nothing.
+	Limits Limits
 }
 
 // Routes is a set of HTTP handlers that registers itself on a mux.
@@ -69,21 +72,23 @@ func NewHandler(cfg Config) http.Handler {
 	mux := http.NewServeMux()
 	registerDocs(mux)
 	register(mux, cfg)
+	guard := authGuard{lim: &cfg.Limits}
 	if cfg.Pages != nil {
 		cfg.Pages.Register(mux)
 	}
 	if cfg.RiverUI != nil {
-		mux.Handle(riverUIPrefix, requireAdminBasic(cfg.AdminToken, guardRiverUI(cfg.RiverUI)))
+		mux.Handle(riverUIPrefix, requireAdminBasic(cfg.AdminToken, guard, guardRiverUI(cfg.RiverUI)))
 	}
 	var hm *httpMetrics
 	if cfg.Metrics != nil {
 		hm = newHTTPMetrics(cfg.Metrics)
-		mux.Handle("GET /metrics", metricsHandler(cfg.AdminToken, cfg.Metrics))
+		mux.Handle("GET /metrics", metricsHandler(cfg.AdminToken, guard, cfg.Metrics))
 	}
 	var h http.Handler = unmatched(mux)
 	if cfg.Service != nil {
 		h = paymentDeadlines(mux, cfg.Service.Lease(), h)
 	}
+	h = shed(mux, cfg.Limits, h)
 	return traceRequests(cfg.TracerProvider, requestContext(cfg.Logger, hm, routeSpan(h)))
 }
 
@@ -106,7 +111,8 @@ func register(mux *http.ServeMux, cfg Config) huma.API {
 		schemeAdmin: {Type: "http", Scheme: "bearer", Description: "The operator credential (ADMIN_TOKEN)."},
 	}
 	api := humago.New(mux, config)
-	h := &handlers{svc: cfg.Service, api: api, logger: cfg.Logger, adminToken: cfg.AdminToken}
+	h := &handlers{svc: cfg.Service, api: api, logger: cfg.Logger, adminToken: cfg.AdminToken,
+		limits: &cfg.Limits, guard: authGuard{lim: &cfg.Limits}}
 	api.UseMiddleware(h.requireContentType)
 	h.registerUsers()
 	h.registerRides()
@@ -122,6 +128,8 @@ type handlers struct {
 	api        huma.API
 	logger     *slog.Logger
 	adminToken string
+	limits     *Limits
+	guard      authGuard
 }
 
 // fail logs what the client will not see and translates err.
@@ -147,11 +155,21 @@ func (h *handlers) errorResponses(op *huma.Operation, codes ...int) {
 			Content:     map[string]*huma.MediaType{"application/problem+json": {Schema: schema}},
 		}
 		switch code {
-		case http.StatusConflict, http.StatusInternalServerError, http.StatusServiceUnavailable:
+		case http.StatusConflict, http.StatusInternalServerError, http.StatusServiceUnavailable, http.StatusTooManyRequests:
 			resp.Headers = map[string]*huma.Param{"Retry-After": {
 				Description: "Seconds to wait before retrying with the same idempotency key.",
 				Schema:      &huma.Schema{Type: "integer"},
 			}}
+		}
+		if code == http.StatusTooManyRequests {
+			resp.Headers["RateLimit-Policy"] = &huma.Param{
+				Description: `The rider's budget of this kind of request (draft-ietf-httpapi-ratelimit-headers), e.g. "writes";q=50;w=10: 50 requests per 10 seconds. Absent on a refusal for failed authentications.`,
+				Schema:      &huma.Schema{Type: "string"},
+			}
+			resp.Headers["RateLimit"] = &huma.Param{
+				Description: `What is left of the budget, e.g. "writes";r=0;t=10: 0 requests left, full again in 10 seconds. Absent on a refusal for failed authentications.`,
+				Schema:      &huma.Schema{Type: "string"},
+			}
 		}
 		resp.Content["application/problem+json"].Examples = problemExamples[code]
 		op.Responses[itoa(code)] = resp
@@ -168,7 +186,8 @@ var statusDescriptions = map[int]string{
 	http.StatusUnsupportedMediaType:  "The body is not declared as application/json (a missing Content-Type included).",
 	http.StatusUnprocessableEntity:   "Invalid input (the errors name the field), or an idempotency key reused with a different request.",
 	http.StatusInternalServerError:   "Internal error. Not stored: retry with the same idempotency key.",
-	http.StatusServiceUnavailable:    "The payment processor gave no definitive answer. Not stored: retry with the same idempotency key.",
+	http.StatusTooManyRequests:       "A budget is spent: the rider's writes or reads, or the failed authentications of the client's address. Nothing was done and the idempotency key is unused: retry after Retry-After.",
+	http.StatusServiceUnavailable:    "The payment processor gave no definitive answer, or the service is shedding load. Not stored: retry with the same idempotency key after Retry-After.",
 }
 
 func describeStatus(code int) string {

@@ -176,3 +176,17 @@ func TestSpecIsCommittedAndComplete(t *testing.T) {
 }
 
 func itoa(i int64) string { return strconv.FormatInt(i, 10) }
+
+// TestUnreachableDatabaseIsRetryable: when the API keys cannot be read (no
+// database, or no primary during a failover), the answer is a 500 with
+// Retry-After, never a 401 that would tell a rider its key is wrong.
+func TestUnreachableDatabaseIsRetryable(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	key := b.newRider(t, "unreachable@example.com")
+	require.Equal(t, http.StatusNotFound, b.do(t, http.MethodGet, "/rides/1", rider(key, ""), "").Status)
+	b.Env.Pool.Close()
+	r := b.do(t, http.MethodGet, "/rides/1", rider(key, ""), "")
+	require.Equal(t, http.StatusInternalServerError, r.Status, "%s", r.Body)
+	require.Equal(t, "1", r.Header.Get("Retry-After"))
+}

@@ -4,7 +4,9 @@ import (
 	"crypto/subtle"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -25,10 +27,23 @@ func tokenEqual(got, want string) bool {
 
 // requireRider authenticates a rider's API key before anything else about
 // the request (its body included) is looked at.
+// An address that failed to authenticate too often is answered 429 before
+// its credential is looked at; a rider over its budget is answered 429
+// before the operation runs (riderLimited).
 func (h *handlers) requireRider(ctx huma.Context, next func(huma.Context)) {
-	user, err := h.svc.Authenticate(ctx.Context(), bearer(ctx.Header("Authorization")))
+	token := bearer(ctx.Header("Authorization"))
+	if token != "" && h.guard.guardCtx(ctx) {
+		return
+	}
+	user, err := h.svc.Authenticate(ctx.Context(), token)
 	if err != nil {
+		if token != "" && service.ErrorCode(err) == service.CodeUnauthenticated {
+			h.guard.failed(ctx.Context(), clientIP(ctx.Context()))
+		}
 		h.unauthorized(ctx, err)
+		return
+	}
+	if h.riderLimited(ctx, user.ID) {
 		return
 	}
 	next(huma.WithValue(ctx, ctxKeyUser, user))
@@ -36,7 +51,14 @@ func (h *handlers) requireRider(ctx huma.Context, next func(huma.Context)) {
 
 // requireAdmin authenticates the operator credential.
 func (h *handlers) requireAdmin(ctx huma.Context, next func(huma.Context)) {
-	if !tokenEqual(bearer(ctx.Header("Authorization")), h.adminToken) {
+	token := bearer(ctx.Header("Authorization"))
+	if token != "" && h.guard.guardCtx(ctx) {
+		return
+	}
+	if !tokenEqual(token, h.adminToken) {
+		if token != "" {
+			h.guard.failed(ctx.Context(), clientIP(ctx.Context()))
+		}
 		h.unauthorized(ctx, &service.Error{Code: service.CodeUnauthenticated, Message: "the operator token is required"})
 		return
 	}
@@ -50,6 +72,13 @@ func (h *handlers) unauthorized(ctx huma.Context, err error) {
 	var e *service.Error
 	if !errors.As(err, &e) || e.Code != service.CodeUnauthenticated {
 		h.logger.ErrorContext(ctx.Context(), "authenticate", "request_id", RequestID(ctx.Context()), "err", err)
+		// The keys could not be read (the database unreachable, or no
+		// primary during a failover): as every 500, retryable.
+		retry := time.Second
+		if e != nil && e.RetryAfter > 0 {
+			retry = e.RetryAfter
+		}
+		ctx.SetHeader("Retry-After", strconv.Itoa(int((retry+time.Second-1)/time.Second)))
 		_ = huma.WriteErr(h.api, ctx, http.StatusInternalServerError, "internal error")
 		return
 	}
@@ -63,11 +92,18 @@ func riderFrom(ctx interface{ Value(any) any }) *service.User {
 }
 
 // requireAdminBasic guards browser-facing operator pages (River UI) with HTTP
-// Basic: any user name, the operator token as password.
-func requireAdminBasic(token string, next http.Handler) http.Handler {
+// Basic: any user name, the operator token as password. A wrong password
+// counts against the address's failed authentications (guard).
+func requireAdminBasic(token string, guard authGuard, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, pass, ok := r.BasicAuth()
+		if ok && guard.guardHTTP(w, r) {
+			return
+		}
 		if !ok || !tokenEqual(pass, token) {
+			if ok {
+				guard.failed(r.Context(), clientIP(r.Context()))
+			}
 			w.Header().Set("WWW-Authenticate", `Basic realm="atomic-rides operators", charset="UTF-8"`)
 			writeProblem(w, http.StatusUnauthorized, "operator credentials required: any user name, ADMIN_TOKEN as password")
 			return

@@ -128,11 +128,26 @@ var problemExamples = map[int]map[string]*huma.Example{
 		"internal": example("Our failure, not stored: retry with the same key",
 			problem(500, "", "internal error; retry with the same idempotency key")),
 	},
+	http.StatusTooManyRequests: {
+		"rate-limited":      rateLimitedExample,
+		"too-many-failures": authLimitedExample,
+	},
 	http.StatusServiceUnavailable: {
 		"processor-unavailable": example("No definitive answer from the processor, not stored: retry with the same key",
 			problem(503, ProblemProcessorDown, "the payment processor is unavailable; retry with the same idempotency key")),
+		"overloaded": overloadedExample,
 	},
 }
+
+// The answers of requests refused before they reach the service.
+var (
+	rateLimitedExample = example("The rider's budget is spent: nothing was done, retry after Retry-After",
+		problem(429, ProblemRateLimited, "the rider's writes budget (50 per 10s) is spent; retry after 1 s (the same idempotency key is unused)"))
+	authLimitedExample = example("Too many failed authentications from the client's address",
+		problem(429, ProblemAuthLimited, "too many failed authentications from this address; retry after 30 s"))
+	overloadedExample = example("The service sheds load: nothing was done, retry after Retry-After",
+		problem(503, ProblemOverloaded, "the service is overloaded; retry after 1 s with the same idempotency key (nothing was done)"))
+)
 
 // keyReusedExample is the 422 of an idempotency key sent again with another
 // request.

@@ -51,15 +51,23 @@ func (m *httpMetrics) observe(route string, status int, d time.Duration) {
 
 // metricsHandler serves the registry in the Prometheus text format to
 // operators: Bearer ADMIN_TOKEN (Prometheus' authorization setting) or HTTP
-// Basic with the token as password.
-func metricsHandler(token string, g prometheus.Gatherer) http.Handler {
+// Basic with the token as password. An authorised scrape is never limited;
+// a wrong credential counts against the address's failed authentications.
+func metricsHandler(token string, guard authGuard, g prometheus.Gatherer) http.Handler {
 	h := promhttp.HandlerFor(g, promhttp.HandlerOpts{})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if tokenEqual(bearer(r.Header.Get("Authorization")), token) {
+		bt := bearer(r.Header.Get("Authorization"))
+		if tokenEqual(bt, token) {
 			h.ServeHTTP(w, r)
 			return
 		}
-		requireAdminBasic(token, h).ServeHTTP(w, r)
+		if bt != "" {
+			if guard.guardHTTP(w, r) {
+				return
+			}
+			guard.failed(r.Context(), clientIP(r.Context()))
+		}
+		requireAdminBasic(token, guard, h).ServeHTTP(w, r)
 	})
 }
 

@@ -54,7 +54,8 @@ func (h *handlers) registerRefunds() {
 			},
 		},
 	}
-	h.errorResponses(&op, 400, 401, 404, 409, 422, 500, 503)
+	h.errorResponses(&op, 400, 401, 404, 409, 422, 429, 500, 503)
+	withExamples(&op, "503", map[string]*huma.Example{"processor-unavailable": problemExamples[http.StatusServiceUnavailable]["processor-unavailable"]})
 	op.Responses["409"].Description = "/problems/idempotency-key-in-use: another request with the same idempotency key " +
 		"is in progress (Retry-After; not stored). /problems/ride-not-refundable: the ride's charge is pending or " +
 		"declined (not stored). /problems/refund-rejected: the payment processor refused the refund (stored, replayed)."

@@ -83,7 +83,7 @@ func (h *handlers) registerRides() {
 		},
 	}
 	jsonRequestExamples(&op, map[string]*huma.Example{"ride": example("From San Francisco to Oakland", exampleRideBody)})
-	h.errorResponses(&op, 400, 401, 402, 409, 413, 415, 422, 500, 503)
+	h.errorResponses(&op, 400, 401, 402, 409, 413, 415, 422, 429, 500, 503)
 	op.Responses["402"].Headers = replayHeader
 	withExamples(&op, "422", map[string]*huma.Example{
 		"invalid-field": problemExamples[http.StatusUnprocessableEntity]["invalid-field"],
@@ -108,7 +108,8 @@ func (h *handlers) registerRides() {
 			}}}},
 		},
 	}
-	h.errorResponses(&op, 401, 404, 422, 500)
+	h.errorResponses(&op, 401, 404, 422, 429, 500, 503)
+	withExamples(&op, "503", map[string]*huma.Example{"overloaded": overloadedExample})
 	withExamples(&op, "422", map[string]*huma.Example{"invalid-id": example("The id is not a positive integer",
 		problem(422, "", "validation failed", &huma.ErrorDetail{Message: "expected number >= 1", Location: "path.id", Value: 0}))})
 	withExamples(&op, "500", map[string]*huma.Example{"internal": example("Our failure: retry", problem(500, "", "internal error"))})

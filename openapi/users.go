@@ -91,7 +91,9 @@ func (h *handlers) registerUsers() {
 		"visa":    example("Pay with a test Visa card", userPutBody{PaymentSource: "tok_visa"}),
 		"decline": example("A card whose every charge is declined", userPutBody{PaymentSource: "tok_chargeCustomerFail"}),
 	})
-	h.errorResponses(&op, 400, 401, 413, 415, 422, 500)
+	h.errorResponses(&op, 400, 401, 413, 415, 422, 429, 500, 503)
+	withExamples(&op, "429", map[string]*huma.Example{"too-many-failures": authLimitedExample})
+	withExamples(&op, "503", map[string]*huma.Example{"overloaded": overloadedExample})
 	withExamples(&op, "400", map[string]*huma.Example{"malformed-json": problemExamples[http.StatusBadRequest]["malformed-json"]})
 	withExamples(&op, "422", map[string]*huma.Example{"invalid-source": example("The payment source has characters outside [A-Za-z0-9_]",
 		problem(422, "", "validation failed", &huma.ErrorDetail{Message: "expected string to match pattern ^[A-Za-z0-9_]+$", Location: "body.payment_source", Value: "tok visa"}))})
@@ -116,7 +118,9 @@ func (h *handlers) registerUsers() {
 			}}}},
 		},
 	}
-	h.errorResponses(&op, 401, 404, 422, 500)
+	h.errorResponses(&op, 401, 404, 422, 429, 500, 503)
+	withExamples(&op, "429", map[string]*huma.Example{"too-many-failures": authLimitedExample})
+	withExamples(&op, "503", map[string]*huma.Example{"overloaded": overloadedExample})
 	withExamples(&op, "404", map[string]*huma.Example{"no-user": example("No rider with this email", problem(404, "", "no user with this email"))})
 	withExamples(&op, "422", map[string]*huma.Example{"too-long": example("The email is longer than 255 characters",
 		problem(422, "", "validation failed", &huma.ErrorDetail{Message: "expected length <= 255", Location: "path.email", Value: "a…@example.com"}))})
@@ -139,7 +143,9 @@ func (h *handlers) registerUsers() {
 			"keys": example("A live key and a revoked one", APIKeyListResponse{APIKeys: exampleAPIKeys()}),
 		}}}},
 	}
-	h.errorResponses(&op, 401, 404, 422, 500)
+	h.errorResponses(&op, 401, 404, 422, 429, 500, 503)
+	withExamples(&op, "429", map[string]*huma.Example{"too-many-failures": authLimitedExample})
+	withExamples(&op, "503", map[string]*huma.Example{"overloaded": overloadedExample})
 	withExamples(&op, "404", map[string]*huma.Example{"no-user": example("No rider with this email", problem(404, "", "no user with this email"))})
 	huma.Register(h.api, op, h.apiKeyList)
 
@@ -154,7 +160,9 @@ func (h *handlers) registerUsers() {
 		Security:      []map[string][]string{{schemeAdmin: {}}},
 		Middlewares:   huma.Middlewares{h.requireAdmin},
 	}
-	h.errorResponses(&op, 401, 404, 422, 500)
+	h.errorResponses(&op, 401, 404, 422, 429, 500, 503)
+	withExamples(&op, "429", map[string]*huma.Example{"too-many-failures": authLimitedExample})
+	withExamples(&op, "503", map[string]*huma.Example{"overloaded": overloadedExample})
 	withExamples(&op, "404", map[string]*huma.Example{"no-key": example("No such key for this rider", problem(404, "", "no such API key for this user"))})
 	huma.Register(h.api, op, h.apiKeyRevoke)
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"gopkg.in/yaml.v3"
 
+	"github.com/atomicrides/atomicrides/internal/limits"
 	"github.com/atomicrides/atomicrides/openapi"
 	"github.com/atomicrides/atomicrides/service"
 	"github.com/atomicrides/atomicrides/service/payments"
@@ -131,6 +132,7 @@ func exportedNames(t *testing.T) map[string]bool {
 	const token = "ops-test-token"
 	srv := httptest.NewServer(openapi.NewHandler(openapi.Config{
 		Service: svc, AdminToken: token, Metrics: registry, Logger: slog.New(slog.DiscardHandler),
+		Limits: openapi.Limits{Metrics: limits.NewMetrics(registry)},
 	}))
 	t.Cleanup(srv.Close)
 
@@ -213,6 +215,8 @@ func TestRulesAndDashboardReadOnlyExportedMetrics(t *testing.T) {
 		"atomicrides_completer_last_run_timestamp_seconds",
 		"atomicrides_completer_completions_total",
 		"atomicrides_reaper_deleted_keys_total",
+		"atomicrides_settlement_lines_total",
+		"atomicrides_settlement_discrepancies",
 	} {
 		require.True(t, used[name], "%s is read by a rule or a panel", name)
 	}

@@ -113,7 +113,7 @@ func (s *Service) APIKeyCacheTrusted() bool {
 }
 
 // ListenAPIKeyRevocations listens for API key revocations on a connection of
-// its own (not one of the pool's) until ctx is done, then returns nil. Each
+// its own (not one of the pool's; see Config.ListenConfig) until ctx is done, then returns nil. Each
 // revocation announced by the database evicts the key from this instance's
 // authentication cache, so a key revoked on any instance is refused here
 // within about a second. While it is not connected (before it first connects,
@@ -141,7 +141,7 @@ func (s *Service) ListenAPIKeyRevocations(ctx context.Context) error {
 // listenRevocations serves one connection until it fails. listened reports
 // whether it got as far as listening.
 func (s *Service) listenRevocations(ctx context.Context) (listened bool, err error) {
-	cfg := s.pool.Config().ConnConfig.Copy()
+	cfg := s.listenConfig.Copy()
 	cfg.RuntimeParams["application_name"] = revocationApplicationName
 	// A wait that times out only interrupts the read: the connection stays
 	// usable, and no cancel request is sent to the server every interval.

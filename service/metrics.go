@@ -27,6 +27,7 @@ type metrics struct {
 	inboxApplied    *prometheus.CounterVec
 	disputes        *prometheus.CounterVec
 	ops             *opsMetrics
+	settlements     *settlementMetrics
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -81,7 +82,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "atomicrides_disputes_total",
 			Help: "Rides whose dispute (chargeback) moved to a status: disputed, won, lost.",
 		}, []string{"status"}),
-		ops: newOpsMetrics(),
+		ops:         newOpsMetrics(),
+		settlements: newSettlementMetrics(),
 	}
 	m.initSeries()
 	collectors := []prometheus.Collector{
@@ -100,6 +102,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Transactions rerun after a serialization failure, a deadlock or a random id drawn twice.",
 		}, func() float64 { return float64(m.txRetries.Load()) }),
 	}
+	collectors = append(collectors, m.settlements.collectors()...)
 	for _, c := range append(collectors, m.ops.collectors()...) {
 		if err := reg.Register(c); err != nil {
 			return nil, err

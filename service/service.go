@@ -40,6 +40,12 @@ const (
 type Config struct {
 	// Pool is the database. Required.
 	Pool *pgxpool.Pool
+	// ListenConfig is the connection ListenAPIKeyRevocations opens. It must
+	// reach PostgreSQL itself: through PgBouncer's transaction pooling a
+	// LISTEN lands on whichever server connection the statement got, and
+	// its notifications never reach the listener, which would go on
+	// trusting its cache. Default Pool's configuration.
+	ListenConfig *pgx.ConnConfig
 	// Payments is the payment processor. Required.
 	Payments Payments
 	// Logger receives the service's logs. Defaults to discarding them.
@@ -86,6 +92,12 @@ type Config struct {
 	// saw finished from memory. Default DefaultReplayCacheTTL; negative
 	// disables the cache.
 	ReplayCacheTTL time.Duration
+	// SettlementBatchLines is how many lines of a settlement file one
+	// transaction applies. Default DefaultSettlementBatchLines.
+	SettlementBatchLines int
+	// SettlementMaxAge is how long a charge or refund of ours may go
+	// unsettled before it is reported. Default DefaultSettlementMaxAge.
+	SettlementMaxAge time.Duration
 	// TracerProvider receives the spans of atomic phases and processor
 	// calls, and of the jobs the service inserts. Default the global
 	// provider (a no-op unless the program set one).
@@ -102,17 +114,19 @@ type Service struct {
 	// namespace is the deployment's, read from the database once at start.
 	namespace string
 	pool      *pgxpool.Pool
-	queries   *dbgen.Queries
-	payments  Payments
-	jobs      *river.Client[pgx.Tx]
-	logger    *slog.Logger
-	now       func() time.Time
-	lease     time.Duration
-	margin    time.Duration
-	metrics   *metrics
-	tracer    trace.Tracer
-	mailer    Mailer
-	mailFrom  string
+	// listenConfig is where the revocation listener connects.
+	listenConfig *pgx.ConnConfig
+	queries      *dbgen.Queries
+	payments     Payments
+	jobs         *river.Client[pgx.Tx]
+	logger       *slog.Logger
+	now          func() time.Time
+	lease        time.Duration
+	margin       time.Duration
+	metrics      *metrics
+	tracer       trace.Tracer
+	mailer       Mailer
+	mailFrom     string
 	// abandonedAfter and retention are the completer's and reaper's policy.
 	abandonedAfter time.Duration
 	retention      time.Duration
@@ -128,6 +142,12 @@ type Service struct {
 	// rawPayments is Config.Payments itself, for what only some adapters
 	// offer (EventLister).
 	rawPayments Payments
+	// settlementBatchLines and settlementMaxAge are the settlement policy;
+	// afterSettlementBatch, set by tests only, runs after each committed
+	// batch of a settlement file.
+	settlementBatchLines int
+	settlementMaxAge     time.Duration
+	afterSettlementBatch func(fileID int64, cursor int)
 }
 
 // namespaceReadTimeout bounds the read of the deployment's namespace in New.
@@ -177,6 +197,15 @@ func New(cfg Config) (*Service, error) {
 	if cfg.OrphanRefundAfter < 0 {
 		return nil, errors.New("service: Config.OrphanRefundAfter must not be negative")
 	}
+	if cfg.SettlementBatchLines == 0 {
+		cfg.SettlementBatchLines = DefaultSettlementBatchLines
+	}
+	if cfg.SettlementMaxAge == 0 {
+		cfg.SettlementMaxAge = DefaultSettlementMaxAge
+	}
+	if cfg.SettlementBatchLines < 0 || cfg.SettlementMaxAge < 0 {
+		return nil, errors.New("service: Config.SettlementBatchLines and SettlementMaxAge must be positive")
+	}
 	if cfg.Registerer == nil {
 		cfg.Registerer = prometheus.NewRegistry()
 	}
@@ -186,6 +215,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.AuthCacheTTL == 0 {
 		cfg.AuthCacheTTL = DefaultAuthCacheTTL
+	}
+	if cfg.ListenConfig == nil {
+		cfg.ListenConfig = cfg.Pool.Config().ConnConfig
 	}
 	if cfg.ReplayCacheTTL == 0 {
 		cfg.ReplayCacheTTL = DefaultReplayCacheTTL
@@ -208,6 +240,7 @@ func New(cfg Config) (*Service, error) {
 	s := &Service{
 		namespace:         namespace,
 		pool:              cfg.Pool,
+		listenConfig:      cfg.ListenConfig,
 		queries:           queries,
 		payments:          meteredPayments{p: cfg.Payments, m: m, tracer: telemetry.Tracer(cfg.TracerProvider), logger: cfg.Logger},
 		jobs:              jobs,
@@ -221,11 +254,14 @@ func New(cfg Config) (*Service, error) {
 		mailFrom:          cfg.MailFrom,
 		abandonedAfter:    cfg.AbandonedAfter,
 		retention:         cfg.KeyRetention,
-		orphanRefundAfter: cfg.OrphanRefundAfter,
 		auth:              newTTLCache[[32]byte, authEntry](cfg.AuthCacheTTL),
 		replays:           newTTLCache[replayKey, finishedResponse](cfg.ReplayCacheTTL),
 		inbound:           cfg.Inbound,
 		rawPayments:       cfg.Payments,
+		orphanRefundAfter: cfg.OrphanRefundAfter,
+
+		settlementBatchLines: cfg.SettlementBatchLines,
+		settlementMaxAge:     cfg.SettlementMaxAge,
 	}
 	s.revocations = newRevocationWatch(s.auth)
 	s.rides = s.rideFlow()

@@ -109,6 +109,17 @@ func BenchmarkRides(b *testing.B) {
 				b.ReportMetric(ratio(p.New.PerSec(), p.Floor.TPS), "x-floor")
 				b.ReportMetric(ratio(p.New.PerSec(), p.bestSeed()), "x-seed")
 			})
+			b.Run("pgbouncer", func(b *testing.B) {
+				e.measurePooled(b, p)
+				b.ReportMetric(0, "ns/op")
+				b.ReportMetric(p.Pooled.PerSec(), "rides/s")
+				b.ReportMetric(msf(p.Pooled.P50), "p50-ms")
+				b.ReportMetric(msf(p.Pooled.P99), "p99-ms")
+				b.ReportMetric(float64(p.Pooled.Errors), "errors")
+				b.ReportMetric(ratio(p.Pooled.PerSec(), p.New.PerSec()), "x-direct")
+				b.ReportMetric(float64(p.Pooled.CPU.Postgres)/1e6, "pg-cpu-ms/ride")
+				b.ReportMetric(float64(p.Pooled.CPU.Server)/1e6, "server-cpu-ms/ride")
+			})
 			b.Run("replay", func(b *testing.B) {
 				e.measureReplay(b, p)
 				b.ReportMetric(0, "ns/op")
@@ -180,6 +191,7 @@ func TestBenchSmoke(t *testing.T) {
 	e := newBenchEnv(t, cfg)
 	p := &benchPoint{Clients: 3}
 	e.measureNew(t, p)
+	e.measurePooled(t, p)
 	e.measureReplay(t, p)
 	e.measureSlow(t, p)
 
@@ -187,6 +199,9 @@ func TestBenchSmoke(t *testing.T) {
 	require.Zero(t, p.New.Errors, "new rides: %v", p.New.ErrorSample)
 	require.Zero(t, p.New.Conflicts)
 	require.Positive(t, p.New.CommitsPerOK)
+	require.Positive(t, p.Pooled.OK, "new rides through PgBouncer: %v", p.Pooled.ErrorSample)
+	require.Zero(t, p.Pooled.Errors, "new rides through PgBouncer: %v", p.Pooled.ErrorSample)
+	require.Positive(t, p.Pooled.CPU.Postgres, "new rides through PgBouncer: PostgreSQL CPU per ride")
 	require.Positive(t, p.Replay.CommitsPerOK)
 	require.Positive(t, p.Replay.OK, "replays: %v", p.Replay.ErrorSample)
 	require.Zero(t, p.Replay.Errors, "replays: %v", p.Replay.ErrorSample)
@@ -242,6 +257,7 @@ func TestBenchSmoke(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(report), "| 3 |")
 	require.Contains(t, string(report), "## Targets")
+	require.Contains(t, string(report), "## New rides through PgBouncer")
 	require.Contains(t, string(report), "## Where the CPU goes")
 	require.Contains(t, string(report), "## Cost as the data grows")
 	img, err := os.ReadFile(filepath.Join(cfg.OutDir, "throughput.png"))

@@ -3,8 +3,10 @@
 // PostgreSQL in the same run.
 //
 // BenchmarkRides (go tool task bench) sweeps client concurrencies, and at
-// each measures new rides, replays of finished keys, and new rides with
-// Stripe latency, each on a fresh serve process of the built binary (see
+// each measures new rides, new rides through PgBouncer in transaction
+// pooling mode on the same database (DATABASE_POOLER=pgbouncer, against the
+// direct ones), replays of finished keys, and new rides with Stripe
+// latency, each on a fresh serve process of the built binary (see
 // package binrun) with the fake Stripe and a mail sink (which keeps no
 // file) in processes of their own; beside them, pgbench runs the floor (the
 // least SQL a ride needs), the floor with its receipt (the receipt job's

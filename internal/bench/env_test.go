@@ -20,6 +20,8 @@ import (
 
 	"github.com/atomicrides/atomicrides/internal/binrun"
 	"github.com/atomicrides/atomicrides/internal/fake/fakestripe"
+	"github.com/atomicrides/atomicrides/internal/pgenv"
+	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/service"
 	"github.com/atomicrides/atomicrides/sql/dbtest"
 )
@@ -84,6 +86,9 @@ type benchEnv struct {
 	// spareDBs are fresh databases for deployments, made up front so that
 	// they outlive the sub-benchmark that first uses them.
 	spareDBs []string
+	// bouncer is PgBouncer, in transaction pooling mode, in front of the
+	// test server: the pooled series reach their database through it.
+	bouncer *pgenv.PgBouncer
 }
 
 // newBenchEnv builds the binary, creates the baselines' databases and starts
@@ -142,6 +147,8 @@ func newBenchEnv(tb testing.TB, cfg benchConfig) *benchEnv {
 		tb.Fatalf("the mail sink: %v", err)
 	}
 
+	e.bouncer = testkit.PgBouncer(tb, cfg.PoolMaxConns)
+
 	var maxConns, inUse int
 	if err := e.admin.QueryRow(context.Background(), `SELECT current_setting('max_connections')::int, (SELECT count(*) FROM pg_stat_activity)`).Scan(&maxConns, &inUse); err != nil {
 		tb.Fatal(err)
@@ -159,6 +166,41 @@ type deployment struct {
 	url     string
 	name    string
 	apiKeys []string
+	// env is more environment of its serve processes: the pooled series'
+	// DATABASE_URL through PgBouncer, say.
+	env []string
+	// pooled: its serve processes reach the database through e.bouncer.
+	pooled bool
+}
+
+// viaBouncer is d with its serve processes reaching the database through
+// PgBouncer (DATABASE_POOLER=pgbouncer), d's URL as their direct one.
+func (d *deployment) viaBouncer() *deployment {
+	pd := *d
+	pd.pooled = true
+	pd.env = []string{
+		"DATABASE_URL=" + withPoolMaxConns(d.e.bouncer.URL(d.name), d.e.cfg.PoolMaxConns),
+		"DATABASE_POOLER=pgbouncer",
+		"DATABASE_DIRECT_URL=" + d.url,
+	}
+	return &pd
+}
+
+// dropServerConns makes PgBouncer close its server connections to db at
+// once (KILL, then RESUME for later clients), so that the database's
+// statistics are complete once its sessions are gone.
+func (e *benchEnv) dropServerConns(tb testing.TB, db string) {
+	tb.Helper()
+	conn, err := pgx.Connect(context.Background(), e.bouncer.URL("pgbouncer")+"&default_query_exec_mode=simple_protocol")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	for _, cmd := range []string{"KILL " + db, "RESUME " + db} {
+		if _, err := conn.Exec(context.Background(), cmd); err != nil {
+			tb.Fatalf("PgBouncer %s: %v", cmd, err)
+		}
+	}
 }
 
 // newDeployment creates a database and its riders through the API, and
@@ -200,7 +242,7 @@ type servingProcess struct {
 // is ready.
 func (d *deployment) start(tb testing.TB) *servingProcess {
 	tb.Helper()
-	return d.startEnv(tb)
+	return d.startEnv(tb, d.env...)
 }
 
 // startEnv is start with more environment variables.
@@ -214,6 +256,9 @@ func (d *deployment) startEnv(tb testing.TB, env ...string) *servingProcess {
 		"STRIPE_API_BASE=" + d.e.stripeBase,
 		"STRIPE_SECRET_KEY=sk_test_bench",
 		"SMTP_URL=smtp://" + d.e.mailAddr,
+		// The capacity runs measure the service as it queues; the
+		// admission runs set their limits themselves (later entries win).
+		"RATE_LIMIT_WRITES=off", "RATE_LIMIT_READS=off", "LOAD_SHED_IN_FLIGHT=off", "LOAD_SHED_DB_WAIT=off",
 	}, env...)})
 	s := &servingProcess{Process: p, base: "http://" + addr}
 	if err := p.Ready(context.Background(), s.base+"/readyz", time.Minute); err != nil {
@@ -229,6 +274,9 @@ func (d *deployment) stop(tb testing.TB, s *servingProcess) {
 	tb.Helper()
 	if err := s.Stop(time.Minute); err != nil {
 		tb.Fatalf("serve: %v (see %s)", err, d.e.serveLog)
+	}
+	if d.pooled {
+		d.e.dropServerConns(tb, d.name)
 	}
 	d.e.waitSessionsGone(tb, d.name)
 }

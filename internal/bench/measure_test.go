@@ -27,6 +27,9 @@ type benchPoint struct {
 	// server answering with no database work, the ceiling of any request on
 	// this machine.
 	New, Replay, FirstReplay, Slow, Healthz loadRun
+	// Pooled books new rides like New, on the same database, through
+	// PgBouncer in transaction pooling mode (DATABASE_POOLER=pgbouncer).
+	Pooled loadRun
 
 	// dep is the deployment New ran on, where Replay runs.
 	dep *deployment
@@ -57,6 +60,17 @@ func (e *benchEnv) measureNew(tb testing.TB, p *benchPoint) {
 	}, p.Clients)
 	p.dep = e.newDeployment(tb)
 	p.New = e.serviceRides(tb, p.dep, p.Clients, 0, "new")
+}
+
+// measurePooled measures new rides through PgBouncer on the deployment
+// measureNew used, in the same run: what the pooler's hop and the exec
+// mode it needs cost per ride against New.
+func (e *benchEnv) measurePooled(tb testing.TB, p *benchPoint) {
+	tb.Helper()
+	if p.dep == nil {
+		tb.Fatal("the pooled series runs on New's deployment: measure new rides at the same concurrency first")
+	}
+	p.Pooled = e.serviceRides(tb, p.dep.viaBouncer(), p.Clients, 0, "pooled")
 }
 
 // measureReplay measures replays of the keys measureNew finished, and the

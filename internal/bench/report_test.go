@@ -254,6 +254,20 @@ func benchMarkdown(info benchInfo, cfg benchConfig, points []*benchPoint, growth
 			ratio(p.New.PerSec(), p.Floor.TPS), ratio(p.New.PerSec(), p.bestSeed()))
 	}
 
+	fmt.Fprintf(&b, "\n## New rides through PgBouncer\n\n")
+	fmt.Fprintf(&b, "The same service on the same database, its pool (pool_max_conns=%d) reaching PostgreSQL directly or through PgBouncer 1.18 in transaction pooling mode with as many server connections (DATABASE_POOLER=pgbouncer: pgx's cache_describe exec mode; River's listener on DATABASE_DIRECT_URL). CPU ms per ride: PostgreSQL's backends and the server's; PgBouncer's own CPU is not counted.\n\n", cfg.PoolMaxConns)
+	fmt.Fprintf(&b, "| clients | direct rides/s | p50 ms | p99 ms | PgBouncer rides/s | p50 ms | p99 ms | errors | × direct | PostgreSQL ms direct / PgBouncer | server ms direct / PgBouncer | round trips direct / PgBouncer |\n")
+	fmt.Fprintf(&b, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, p := range points {
+		if p.Pooled.OK == 0 && p.Pooled.Errors == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "| %d | %.0f | %s | %s | %.0f | %s | %s | %d | %.2f | %s / %s | %s / %s | %.2f / %.2f |\n",
+			p.Clients, p.New.PerSec(), ms(p.New.P50), ms(p.New.P99), p.Pooled.PerSec(), ms(p.Pooled.P50), ms(p.Pooled.P99), p.Pooled.Errors,
+			ratio(p.Pooled.PerSec(), p.New.PerSec()), cpuMS(p.New.CPU.Postgres), cpuMS(p.Pooled.CPU.Postgres),
+			cpuMS(p.New.CPU.Server), cpuMS(p.Pooled.CPU.Server), p.New.RoundTrips, p.Pooled.RoundTrips)
+	}
+
 	fmt.Fprintf(&b, "\n## Replays of finished keys\n\n")
 	fmt.Fprintf(&b, "Replays repeat each finished key over and over (after its first replay a process answers it from memory); first replays replay each key once on a fresh process (from the database); GET /healthz is the same server doing no database work.\n\n")
 	fmt.Fprintf(&b, "| clients | replays/s | p50 ms | p99 ms | errors | commits/replay | peak RSS MB | pgbench select/s | × select | first replays/s | commits/first replay | GET /healthz/s |\n")

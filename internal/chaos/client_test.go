@@ -105,7 +105,7 @@ func (r *chaosRider) do(ctx context.Context, req chaosRequest, timeout time.Dura
 	}
 	r.stats.status(resp.StatusCode)
 	r.stats.attempted(chaosAttempt{sent: sent, done: time.Now(), path: req.path, status: resp.StatusCode, cut: timeout < chaosAttemptTimeout,
-		problem: problemType(b), replayed: resp.Header.Get("Idempotent-Replayed") == "true"})
+		problem: problemType(b), replayed: resp.Header.Get("Idempotent-Replayed") == "true", retryAfter: resp.Header.Get("Retry-After") != ""})
 	return resp.StatusCode, b, resp.Header
 }
 
@@ -187,6 +187,7 @@ type chaosAttempt struct {
 	status     int
 	problem    string // the problem type of an error answer
 	replayed   bool
+	retryAfter bool // the answer carried Retry-After
 	// cut: the client hung up on purpose after a few milliseconds.
 	cut bool
 }

@@ -15,23 +15,40 @@
 //
 //   - TestChaosShort: one pass of each fault, in turn (part of go tool task
 //     test, about 90 s).
+//
 //   - TestChaos: the full run, each fault in turn then all mixed, bounded to
 //     5 minutes; it needs -chaos.full (go tool task chaos). -chaos.logs DIR
 //     keeps the processes' logs.
+//
 //   - TestChaosFailoverShort, TestChaosFailover: the primary, which has a
 //     synchronous streaming standby, is SIGKILLed under load and the
 //     standby promoted; the serve processes, given both servers in one
 //     multi-host DATABASE_URL, carry on without a restart, and nothing a
 //     client saw is lost. The report says what clients saw and when the
 //     first booking was committed again.
+//
 //   - TestChaosRestoreShort, TestChaosRestore: a base backup taken mid-run
 //     replaces the primary when it dies, losing the commits made since;
 //     still no client key is charged twice, no key is answered with
 //     another's charge, and `keys reconcile` lists the charges no ride
 //     records.
 //
+//   - TestChaosPgBouncerShort, TestChaosPgBouncer: the serve processes
+//     reach PostgreSQL through PgBouncer in transaction pooling mode
+//     (DATABASE_POOLER=pgbouncer, listeners on DATABASE_DIRECT_URL), and
+//     PostgreSQL crashes and restarts behind it under load.
+//
+//   - TestChaosPatroniShort, TestChaosPatroni: a Patroni cluster on etcd;
+//     the leader's Patroni and PostgreSQL are SIGKILLed and Patroni
+//     promotes the synchronous standby by itself; the report gives the
+//     times its REST API showed.
+//
+//   - TestChaosPatroniEtcdShort, TestChaosPatroniEtcd: etcd is killed for
+//     longer than the leader key's TTL: never two primaries, only
+//     retryable errors while none takes writes, and recovery by itself.
+//
 // The short forms run in go tool task test; the full ones need -chaos.full
-// (go tool task chaos runs all three).
+// (go tool task chaos runs them all).
 //   - TestProductionBinaryCarriesNoFailpoints: the binary as it ships holds
 //     none of the failpoint machinery.
 //

@@ -30,9 +30,12 @@ type failoverPlan struct {
 	// restore, the backup is taken lead before that.
 	before, lead time.Duration
 	// after is how long they run once the new primary takes writes.
-	after  time.Duration
-	settle time.Duration
-	bound  time.Duration
+	after time.Duration
+	// etcdDown, for chaosDBPatroni: instead of the leader, etcd is
+	// killed, for that long, then started again.
+	etcdDown time.Duration
+	settle   time.Duration
+	bound    time.Duration
 }
 
 // TestChaosFailoverShort is a failover to a synchronous standby under
@@ -78,6 +81,9 @@ type failoverFigures struct {
 	// the backup took the primary's place.
 	lostRefund   *chaosRecord
 	lostRefundAt []chaosAnswer
+	// patroni and outage: what Patroni did (chaosDBPatroni).
+	patroni *patroniFigures
+	outage  *etcdOutage
 }
 
 func runFailover(t *testing.T, plan failoverPlan) {
@@ -118,20 +124,39 @@ func runFailover(t *testing.T, plan failoverPlan) {
 	}
 
 	fig.killed = time.Now()
-	require.NoError(t, sys.cluster.Kill(ctx))
-	flog.event("primary killed (SIGKILL, every process)")
-	newPrimary := sys.standby
+	var newPrimary string // the new primary's URL
 	switch plan.db {
 	case chaosDBSyncStandby:
+		require.NoError(t, sys.cluster.Kill(ctx))
+		flog.event("primary killed (SIGKILL, every process)")
 		require.NoError(t, sys.standby.Promote(ctx))
 		flog.event("standby promoted")
+		newPrimary = sys.standby.URL
 	case chaosDBRestore:
-		newPrimary, err = pgenv.StartClusterWith(ctx, sys.spareDir, pgenv.ClusterOptions{Port: sys.sparePort, CrashSafe: true})
+		require.NoError(t, sys.cluster.Kill(ctx))
+		flog.event("primary killed (SIGKILL, every process)")
+		c, err := pgenv.StartClusterWith(ctx, sys.spareDir, pgenv.ClusterOptions{Port: sys.sparePort, CrashSafe: true})
 		require.NoError(t, err)
 		flog.event("backup started as the primary")
+		newPrimary = c.URL
+	case chaosDBPgBouncer:
+		require.NoError(t, restartPostgres(ctx, sys, flog))
+		newPrimary = sys.cluster.URL
+	case chaosDBPatroni:
+		if plan.etcdDown > 0 {
+			fig.outage, err = killEtcd(ctx, sys, plan.etcdDown, flog)
+			require.NoError(t, err)
+			fig.killed = fig.outage.killed
+			newPrimary = fig.outage.primary.NodeURL("chaos")
+		} else {
+			fig.patroni, err = killLeader(ctx, sys, flog)
+			require.NoError(t, err)
+			fig.killed = fig.patroni.killed // once every process is gone
+			newPrimary = fig.patroni.survivor.NodeURL("chaos")
+		}
 	}
 	fig.promoted = time.Now()
-	fig.promotedDB, err = dbNow(ctx, newPrimary.URL)
+	fig.promotedDB, err = dbNow(ctx, newPrimary)
 	require.NoError(t, err)
 
 	require.NoError(t, pause(ctx, plan.after))
@@ -157,13 +182,19 @@ func runFailover(t *testing.T, plan failoverPlan) {
 	var checks []chaosCheck
 	var notes []string
 	switch plan.db {
-	case chaosDBSyncStandby:
+	case chaosDBSyncStandby, chaosDBPgBouncer, chaosDBPatroni:
 		checks = chaosCheckAll(state)
 		checks = append(checks,
 			checkAnswersReplayed(ctx, load, state.records, fig.killed),
 			checkServedThrough(sys),
 			checkRiverAfterFailover(ctx, sys, fig.promotedDB),
 		)
+		if plan.db == chaosDBPgBouncer {
+			checks = append(checks, checkThroughBouncer(ctx, sys, len(state.keys)))
+		}
+		if fig.outage != nil {
+			checks = append(checks, checkNoSplitBrain(fig.outage), checkOutageAnswers(stats.attemptsSoFar(), fig.outage))
+		}
 	case chaosDBRestore:
 		rec, err := sys.reconcile(ctx)
 		checks, notes = restoreChecks(state, rec, err, returned, fig)
@@ -319,6 +350,16 @@ func failoverReport(plan failoverPlan, load *chaosLoad, stats *chaosStats, fig *
 	case chaosDBSyncStandby:
 		fmt.Fprintf(&b, "failover: primary SIGKILLed (every process) after %s of load; standby promoted %s later\n",
 			plan.before, fig.promoted.Sub(fig.killed).Round(time.Millisecond))
+	case chaosDBPatroni:
+		if fig.patroni != nil {
+			fmt.Fprintln(&b, fig.patroni.report(plan.before))
+		}
+		if fig.outage != nil {
+			fmt.Fprintln(&b, fig.outage.report(plan.before))
+		}
+	case chaosDBPgBouncer:
+		fmt.Fprintf(&b, "PostgreSQL behind PgBouncer (transaction pooling, %d server connections for 2 × 8 client connections) restarted (-m immediate) after %s of load, back %s later\n",
+			chaosBouncerPoolSize, plan.before, fig.promoted.Sub(fig.killed).Round(time.Millisecond))
 	case chaosDBRestore:
 		fmt.Fprintf(&b, "restore: base backup taken after %s of load, primary SIGKILLed %s after the backup ended, backup started as the primary %s later\n",
 			plan.before-plan.lead, fig.killed.Sub(fig.backupEnd).Round(time.Millisecond), fig.promoted.Sub(fig.killed).Round(time.Millisecond))

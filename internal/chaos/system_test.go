@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -57,9 +58,17 @@ type chaosSystem struct {
 	spareDir  string
 	sparePort int
 	spare     *pgenv.Cluster // the backup, once taken
+	// patroni is the Patroni cluster (chaosDBPatroni); cluster is nil then.
+	patroni *pgenv.Patroni
+	// bouncer is the PgBouncer the serve processes reach the cluster
+	// through (chaosDBPgBouncer).
+	bouncer *pgenv.PgBouncer
 	// dbURL names every server that may be the primary, with
-	// target_session_attrs=read-write.
-	dbURL   string
+	// target_session_attrs=read-write: the harness's own connections.
+	dbURL string
+	// serveDB is the database settings of the serve processes: dbURL
+	// itself, or PgBouncer's URL and dbURL as the direct one.
+	serveDB []string
 	stripe  string // base URL of the fake Stripe process
 	sink    *mailsink.Sink
 	smtpURL string
@@ -78,7 +87,18 @@ const (
 	// chaosDBRestore is a primary whose base backup, taken during the run,
 	// is started in its place when it dies, on a port of its own.
 	chaosDBRestore
+	// chaosDBPgBouncer is one server behind PgBouncer in transaction
+	// pooling mode, restarted in place.
+	chaosDBPgBouncer
+	// chaosDBPatroni is a Patroni cluster on one etcd member: a leader
+	// and a synchronous standby, which Patroni promotes by itself.
+	chaosDBPatroni
 )
+
+// chaosBouncerPoolSize is PgBouncer's server connections for the chaos
+// database: fewer than the serve processes' pools hold (2 × 8), so that
+// transactions of different clients share server connections.
+const chaosBouncerPoolSize = 6
 
 // startChaosSystem starts every process and waits until each answers.
 func startChaosSystem(t *testing.T, ctx context.Context, logDir string, db chaosDB) *chaosSystem {
@@ -86,11 +106,46 @@ func startChaosSystem(t *testing.T, ctx context.Context, logDir string, db chaos
 	// The command with failpoints compiled in.
 	sys := &chaosSystem{logDir: logDir, workDir: t.TempDir(), bin: binrun.Build(t, "failpoints")}
 
-	// PostgreSQL: its own cluster on its own port, crash-safe so that
-	// committed work survives the immediate restarts.
+	if db == chaosDBPatroni {
+		startChaosPatroni(t, ctx, sys)
+	} else {
+		startChaosCluster(t, ctx, sys, db)
+	}
+
+	// The fake Stripe, as its own process.
+	stripeAddr := binrun.FreeAddr(t)
+	sys.stripe = "http://" + stripeAddr
+	stripeProc := binrun.Start(t, binrun.Cmd{Bin: sys.bin, Args: []string{"fakestripe", "-addr", stripeAddr},
+		Dir: sys.workDir, LogPath: filepath.Join(logDir, "fakestripe.log")})
+	t.Cleanup(func() { _ = stripeProc.Stop(10 * time.Second) })
+	require.NoError(t, stripeProc.Ready(ctx, sys.stripe+"/_fake/ledger", 30*time.Second))
+
+	// The mail sink, in this process, so that messages are counted here.
+	sys.sink = mailsink.New(mailsink.Options{})
+	smtpURL, stopSink, err := sys.sink.Start("127.0.0.1:0")
+	require.NoError(t, err)
+	sys.smtpURL = smtpURL
+	t.Cleanup(func() { _ = stopSink(context.Background()) })
+
+	for _, name := range []string{"serve-a", "serve-b"} {
+		s := &chaosServe{sys: sys, name: name, addr: binrun.FreeAddr(t)}
+		sys.serves = append(sys.serves, s)
+		t.Cleanup(s.stop)
+	}
+	for _, s := range sys.serves {
+		require.NoError(t, s.start(ctx, ""))
+	}
+	return sys
+}
+
+// startChaosCluster starts the PostgreSQL of db, its own cluster on its
+// own port, crash-safe so that committed work survives the immediate
+// restarts, with its standby or PgBouncer.
+func startChaosCluster(t *testing.T, ctx context.Context, sys *chaosSystem, db chaosDB) {
+	t.Helper()
 	pgDir := t.TempDir()
 	cluster, err := pgenv.StartClusterWith(ctx, pgDir, pgenv.ClusterOptions{Port: binrun.FreePort(t), CrashSafe: true,
-		Replication: db != chaosDBSingle})
+		Replication: db != chaosDBSingle && db != chaosDBPgBouncer})
 	require.NoError(t, err)
 	stopCluster(t, pgDir, func() string { return cluster.Root })
 	sys.cluster = cluster
@@ -123,32 +178,60 @@ func startChaosSystem(t *testing.T, ctx context.Context, logDir string, db chaos
 		hosts += fmt.Sprintf(",127.0.0.1:%d", sys.sparePort)
 	}
 	sys.dbURL = fmt.Sprintf("postgres://%s@%s/chaos?sslmode=disable&target_session_attrs=read-write", pgenv.Superuser, hosts)
-
-	// The fake Stripe, as its own process.
-	stripeAddr := binrun.FreeAddr(t)
-	sys.stripe = "http://" + stripeAddr
-	stripeProc := binrun.Start(t, binrun.Cmd{Bin: sys.bin, Args: []string{"fakestripe", "-addr", stripeAddr},
-		Dir: sys.workDir, LogPath: filepath.Join(logDir, "fakestripe.log")})
-	t.Cleanup(func() { _ = stripeProc.Stop(10 * time.Second) })
-	require.NoError(t, stripeProc.Ready(ctx, sys.stripe+"/_fake/ledger", 30*time.Second))
-
-	// The mail sink, in this process, so that messages are counted here.
-	sys.sink = mailsink.New(mailsink.Options{})
-	smtpURL, stopSink, err := sys.sink.Start("127.0.0.1:0")
-	require.NoError(t, err)
-	sys.smtpURL = smtpURL
-	t.Cleanup(func() { _ = stopSink(context.Background()) })
-
-	for _, name := range []string{"serve-a", "serve-b"} {
-		s := &chaosServe{sys: sys, name: name, addr: binrun.FreeAddr(t)}
-		sys.serves = append(sys.serves, s)
-		t.Cleanup(s.stop)
+	sys.serveDB = []string{"DATABASE_URL=" + sys.dbURL + "&pool_max_conns=8"}
+	if db == chaosDBPgBouncer {
+		dir := t.TempDir()
+		sys.bouncer, err = pgenv.StartPgBouncer(ctx, dir, cluster.Port, pgenv.PgBouncerOptions{Port: binrun.FreePort(t), PoolSize: chaosBouncerPoolSize})
+		require.NoError(t, err)
+		t.Cleanup(func() {
+			sys.bouncer.Stop()
+			_ = os.RemoveAll(sys.bouncer.Root)
+		})
+		sys.serveDB = []string{
+			"DATABASE_URL=" + sys.bouncer.URL("chaos") + "&pool_max_conns=8",
+			"DATABASE_POOLER=pgbouncer",
+			"DATABASE_DIRECT_URL=" + sys.dbURL,
+		}
 	}
-	for _, s := range sys.serves {
-		require.NoError(t, s.start(ctx, ""))
-	}
-	return sys
+
 }
+
+// startChaosPatroni starts the Patroni cluster and creates the chaos
+// database on its leader.
+func startChaosPatroni(t *testing.T, ctx context.Context, sys *chaosSystem) {
+	t.Helper()
+	dir := t.TempDir()
+	p, err := pgenv.StartPatroni(ctx, dir, pgenv.PatroniOptions{TTL: chaosPatroniTTL, LoopWait: time.Second,
+		Ports: []int{binrun.FreePort(t), binrun.FreePort(t), binrun.FreePort(t), binrun.FreePort(t), binrun.FreePort(t), binrun.FreePort(t)}})
+	require.NoError(t, err)
+	sys.patroni = p
+	t.Cleanup(func() {
+		p.Stop()
+		if !t.Failed() {
+			_ = os.RemoveAll(p.Root)
+		} else if sys.logDir != "" {
+			// Patroni's and etcd's logs beside the processes'.
+			logs, _ := filepath.Glob(filepath.Join(p.Root, "*.log"))
+			for _, l := range logs {
+				if b, err := os.ReadFile(l); err == nil {
+					_ = os.WriteFile(filepath.Join(sys.logDir, "patroni-"+filepath.Base(l)), b, 0o644)
+				}
+			}
+		}
+	})
+	conn, err := pgx.Connect(ctx, p.URL("postgres"))
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, "CREATE DATABASE chaos")
+	require.NoError(t, err)
+	require.NoError(t, conn.Close(ctx))
+	sys.dbURL = p.URL("chaos")
+	sys.serveDB = []string{"DATABASE_URL=" + sys.dbURL + "&pool_max_conns=8"}
+}
+
+// chaosPatroniTTL is the leader key's time to live: a dead leader's key
+// expires, and its standby may be promoted, that long after its last
+// renewal.
+const chaosPatroniTTL = 10 * time.Second
 
 // stopCluster stops the cluster kept in dir when the test ends, and removes
 // its files (root() says where they are, "" if nowhere).
@@ -167,19 +250,21 @@ func stopCluster(t *testing.T, dir string, root func() string) {
 
 // env is the environment of a serve process (and of the operator CLI).
 func (sys *chaosSystem) env() []string {
-	return []string{
-		"DATABASE_URL=" + sys.dbURL + "&pool_max_conns=8",
-		"ADMIN_TOKEN=" + chaosAdminToken,
-		"STRIPE_API_BASE=" + sys.stripe,
+	return append(slices.Clone(sys.serveDB),
+		"ADMIN_TOKEN="+chaosAdminToken,
+		"STRIPE_API_BASE="+sys.stripe,
 		"STRIPE_SECRET_KEY=sk_test_chaos",
-		"STRIPE_TIMEOUT=" + chaosStripeTimeout.String(),
-		"LEASE=" + chaosLease.String(),
-		"SMTP_URL=" + sys.smtpURL,
+		"STRIPE_TIMEOUT="+chaosStripeTimeout.String(),
+		"LEASE="+chaosLease.String(),
+		"SMTP_URL="+sys.smtpURL,
 		"COMPLETER_INTERVAL=1s",
-		"COMPLETER_IDLE=" + chaosCompleterIdle.String(),
-		"JOB_TIMEOUT=" + chaosJobTimeout.String(),
-		"JOB_RESCUE_AFTER=" + chaosJobRescueAfter.String(),
-	}
+		"COMPLETER_IDLE="+chaosCompleterIdle.String(),
+		"JOB_TIMEOUT="+chaosJobTimeout.String(),
+		"JOB_RESCUE_AFTER="+chaosJobRescueAfter.String(),
+		// The chaos checks exactly-once under faults, not admission
+		// control: its clients run at full speed with few riders.
+		"RATE_LIMIT_WRITES=off", "RATE_LIMIT_READS=off", "LOAD_SHED_IN_FLIGHT=off", "LOAD_SHED_DB_WAIT=off",
+	)
 }
 
 // bases returns the base URLs of the serve instances, as a load balancer

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/atomicrides/atomicrides/internal/testkit"
@@ -16,14 +17,32 @@ import (
 // TestRevocationAcrossProcesses: two serve processes on one database; the
 // same mailbox in two cases is one rider, and a key revoked through one
 // process is refused by the other, which had it cached, within a second.
+// Through PgBouncer in transaction pooling mode too: the listener hears
+// the revocation on DATABASE_DIRECT_URL.
 func TestRevocationAcrossProcesses(t *testing.T) {
 	t.Parallel()
+	t.Run("Direct", func(t *testing.T) {
+		t.Parallel()
+		revocationAcrossProcesses(t, func(url string) []string { return []string{"DATABASE_URL=" + url} })
+	})
+	t.Run("ThroughPgBouncer", func(t *testing.T) {
+		t.Parallel()
+		bouncer := testkit.PgBouncer(t, 4)
+		revocationAcrossProcesses(t, func(url string) []string {
+			cfg, err := pgx.ParseConfig(url)
+			require.NoError(t, err)
+			return []string{"DATABASE_URL=" + bouncer.URL(cfg.Database), "DATABASE_POOLER=pgbouncer", "DATABASE_DIRECT_URL=" + url}
+		})
+	})
+}
+
+// revocationAcrossProcesses runs the test with the database settings db
+// gives for a fresh database's URL.
+func revocationAcrossProcesses(t *testing.T, db func(url string) []string) {
 	fake := testkit.NewStripe(t)
 	_, smtpURL := testkit.NewMailSink(t)
-	env := []string{
-		"DATABASE_URL=" + dbtest.NewURL(t), "ADMIN_TOKEN=revocation-admin-token-0123456789abcdef0123",
-		"STRIPE_API_BASE=" + fake.URL, "STRIPE_SECRET_KEY=sk_test_revocation", "SMTP_URL=" + smtpURL,
-	}
+	env := append(db(dbtest.NewURL(t)), "ADMIN_TOKEN=revocation-admin-token-0123456789abcdef0123",
+		"STRIPE_API_BASE="+fake.URL, "STRIPE_SECRET_KEY=sk_test_revocation", "SMTP_URL="+smtpURL)
 	a := startServe(t, env...)
 	b := startServe(t, env...)
 

@@ -5,4 +5,6 @@
 //
 //	fakestripe  a stateful Stripe (charges, customers, refunds, idempotency keys, faults)
 //	mailsink    an SMTP server that keeps what it receives
+//	fakebank    an acquirer that writes settlement files from fakestripe's ledger
+//	sftpserver  a real sshd serving SFTP on loopback, for tests
 package fake

@@ -19,4 +19,11 @@
 // processes and `task run` reuse it instead of starting another; StopCluster
 // (`task db:down`) stops it. The command in cmd/pgenv exposes all of this to
 // the Taskfile.
+//
+// For the chaos suite and the benchmark it also runs what operators put
+// around PostgreSQL: StartPgBouncer, PgBouncer in transaction pooling mode
+// in front of a server, and StartPatroni, a Patroni cluster on one etcd
+// member whose nodes Patroni promotes by itself (KillNode ends one as the
+// loss of its machine would). Both run as the cluster's account when the
+// tests run as root, and live until their Stop.
 package pgenv

@@ -22,6 +22,8 @@ func (e *Env) Age(t testing.TB, d time.Duration) {
 		`UPDATE refunds SET created_at = created_at - make_interval(secs => $1), updated_at = updated_at - make_interval(secs => $1)`,
 		`UPDATE rides SET created_at = created_at - make_interval(secs => $1)`,
 		`UPDATE users SET created_at = created_at - make_interval(secs => $1)`,
+		`UPDATE settlement_files SET created_at = created_at - make_interval(secs => $1), updated_at = updated_at - make_interval(secs => $1)`,
+		`UPDATE settlement_lines SET created_at = created_at - make_interval(secs => $1)`,
 	} {
 		e.Exec(t, q, d.Seconds())
 	}

@@ -1401,6 +1401,13 @@ type RideCreateReply409Headers struct {
 	RetryAfter *int
 }
 
+// RideCreateReply429Headers the declared response headers of an HTTP 429 response for RideCreate
+type RideCreateReply429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
 // RideCreateReply500Headers the declared response headers of an HTTP 500 response for RideCreate
 type RideCreateReply500Headers struct {
 	RetryAfter *int
@@ -1430,6 +1437,8 @@ type RideCreateReply struct {
 	ApplicationProblemJSON415 *ErrorModel
 	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationProblemJSON422 *ErrorModel
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *ErrorModel
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *ErrorModel
 	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
@@ -1440,6 +1449,8 @@ type RideCreateReply struct {
 	Headers402 *RideCreateReply402Headers
 	// Headers409 the parsed response headers for an HTTP 409 response
 	Headers409 *RideCreateReply409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RideCreateReply429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *RideCreateReply500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -1486,6 +1497,11 @@ func (r RideCreateReply) GetApplicationProblemJSON422() *ErrorModel {
 	return r.ApplicationProblemJSON422
 }
 
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r RideCreateReply) GetApplicationProblemJSON429() *ErrorModel {
+	return r.ApplicationProblemJSON429
+}
+
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r RideCreateReply) GetApplicationProblemJSON500() *ErrorModel {
 	return r.ApplicationProblemJSON500
@@ -1525,8 +1541,20 @@ func (r RideCreateReply) ContentType() string {
 	return ""
 }
 
+// RideGetReply429Headers the declared response headers of an HTTP 429 response for RideGet
+type RideGetReply429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
 // RideGetReply500Headers the declared response headers of an HTTP 500 response for RideGet
 type RideGetReply500Headers struct {
+	RetryAfter *int
+}
+
+// RideGetReply503Headers the declared response headers of an HTTP 503 response for RideGet
+type RideGetReply503Headers struct {
 	RetryAfter *int
 }
 
@@ -1541,10 +1569,18 @@ type RideGetReply struct {
 	ApplicationProblemJSON404 *ErrorModel
 	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationProblemJSON422 *ErrorModel
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *ErrorModel
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *ErrorModel
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *ErrorModel
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RideGetReply429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *RideGetReply500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RideGetReply503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -1567,9 +1603,19 @@ func (r RideGetReply) GetApplicationProblemJSON422() *ErrorModel {
 	return r.ApplicationProblemJSON422
 }
 
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r RideGetReply) GetApplicationProblemJSON429() *ErrorModel {
+	return r.ApplicationProblemJSON429
+}
+
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r RideGetReply) GetApplicationProblemJSON500() *ErrorModel {
 	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RideGetReply) GetApplicationProblemJSON503() *ErrorModel {
+	return r.ApplicationProblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -1619,6 +1665,13 @@ type RideRefundReply409Headers struct {
 	RetryAfter         *int
 }
 
+// RideRefundReply429Headers the declared response headers of an HTTP 429 response for RideRefund
+type RideRefundReply429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
 // RideRefundReply500Headers the declared response headers of an HTTP 500 response for RideRefund
 type RideRefundReply500Headers struct {
 	RetryAfter *int
@@ -1646,6 +1699,8 @@ type RideRefundReply struct {
 	ApplicationProblemJSON409 *ErrorModel
 	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationProblemJSON422 *ErrorModel
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *ErrorModel
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *ErrorModel
 	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
@@ -1656,6 +1711,8 @@ type RideRefundReply struct {
 	Headers201 *RideRefundReply201Headers
 	// Headers409 the parsed response headers for an HTTP 409 response
 	Headers409 *RideRefundReply409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RideRefundReply429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *RideRefundReply500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -1697,6 +1754,11 @@ func (r RideRefundReply) GetApplicationProblemJSON422() *ErrorModel {
 	return r.ApplicationProblemJSON422
 }
 
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r RideRefundReply) GetApplicationProblemJSON429() *ErrorModel {
+	return r.ApplicationProblemJSON429
+}
+
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r RideRefundReply) GetApplicationProblemJSON500() *ErrorModel {
 	return r.ApplicationProblemJSON500
@@ -1736,8 +1798,20 @@ func (r RideRefundReply) ContentType() string {
 	return ""
 }
 
+// UserPutReply429Headers the declared response headers of an HTTP 429 response for UserPut
+type UserPutReply429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
 // UserPutReply500Headers the declared response headers of an HTTP 500 response for UserPut
 type UserPutReply500Headers struct {
+	RetryAfter *int
+}
+
+// UserPutReply503Headers the declared response headers of an HTTP 503 response for UserPut
+type UserPutReply503Headers struct {
 	RetryAfter *int
 }
 
@@ -1758,10 +1832,18 @@ type UserPutReply struct {
 	ApplicationProblemJSON415 *ErrorModel
 	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationProblemJSON422 *ErrorModel
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *ErrorModel
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *ErrorModel
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *ErrorModel
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *UserPutReply429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *UserPutReply500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *UserPutReply503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -1799,9 +1881,19 @@ func (r UserPutReply) GetApplicationProblemJSON422() *ErrorModel {
 	return r.ApplicationProblemJSON422
 }
 
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r UserPutReply) GetApplicationProblemJSON429() *ErrorModel {
+	return r.ApplicationProblemJSON429
+}
+
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r UserPutReply) GetApplicationProblemJSON500() *ErrorModel {
 	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r UserPutReply) GetApplicationProblemJSON503() *ErrorModel {
+	return r.ApplicationProblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -1833,8 +1925,20 @@ func (r UserPutReply) ContentType() string {
 	return ""
 }
 
+// APIKeyListReply429Headers the declared response headers of an HTTP 429 response for APIKeyList
+type APIKeyListReply429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
 // APIKeyListReply500Headers the declared response headers of an HTTP 500 response for APIKeyList
 type APIKeyListReply500Headers struct {
+	RetryAfter *int
+}
+
+// APIKeyListReply503Headers the declared response headers of an HTTP 503 response for APIKeyList
+type APIKeyListReply503Headers struct {
 	RetryAfter *int
 }
 
@@ -1849,10 +1953,18 @@ type APIKeyListReply struct {
 	ApplicationProblemJSON404 *ErrorModel
 	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationProblemJSON422 *ErrorModel
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *ErrorModel
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *ErrorModel
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *ErrorModel
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *APIKeyListReply429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *APIKeyListReply500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *APIKeyListReply503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -1875,9 +1987,19 @@ func (r APIKeyListReply) GetApplicationProblemJSON422() *ErrorModel {
 	return r.ApplicationProblemJSON422
 }
 
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r APIKeyListReply) GetApplicationProblemJSON429() *ErrorModel {
+	return r.ApplicationProblemJSON429
+}
+
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r APIKeyListReply) GetApplicationProblemJSON500() *ErrorModel {
 	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r APIKeyListReply) GetApplicationProblemJSON503() *ErrorModel {
+	return r.ApplicationProblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -1909,8 +2031,20 @@ func (r APIKeyListReply) ContentType() string {
 	return ""
 }
 
+// APIKeyCreateReply429Headers the declared response headers of an HTTP 429 response for APIKeyCreate
+type APIKeyCreateReply429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
 // APIKeyCreateReply500Headers the declared response headers of an HTTP 500 response for APIKeyCreate
 type APIKeyCreateReply500Headers struct {
+	RetryAfter *int
+}
+
+// APIKeyCreateReply503Headers the declared response headers of an HTTP 503 response for APIKeyCreate
+type APIKeyCreateReply503Headers struct {
 	RetryAfter *int
 }
 
@@ -1925,10 +2059,18 @@ type APIKeyCreateReply struct {
 	ApplicationProblemJSON404 *ErrorModel
 	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationProblemJSON422 *ErrorModel
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *ErrorModel
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *ErrorModel
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *ErrorModel
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *APIKeyCreateReply429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *APIKeyCreateReply500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *APIKeyCreateReply503Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -1951,9 +2093,19 @@ func (r APIKeyCreateReply) GetApplicationProblemJSON422() *ErrorModel {
 	return r.ApplicationProblemJSON422
 }
 
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r APIKeyCreateReply) GetApplicationProblemJSON429() *ErrorModel {
+	return r.ApplicationProblemJSON429
+}
+
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r APIKeyCreateReply) GetApplicationProblemJSON500() *ErrorModel {
 	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r APIKeyCreateReply) GetApplicationProblemJSON503() *ErrorModel {
+	return r.ApplicationProblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -1985,8 +2137,20 @@ func (r APIKeyCreateReply) ContentType() string {
 	return ""
 }
 
+// APIKeyRevokeReply429Headers the declared response headers of an HTTP 429 response for APIKeyRevoke
+type APIKeyRevokeReply429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
 // APIKeyRevokeReply500Headers the declared response headers of an HTTP 500 response for APIKeyRevoke
 type APIKeyRevokeReply500Headers struct {
+	RetryAfter *int
+}
+
+// APIKeyRevokeReply503Headers the declared response headers of an HTTP 503 response for APIKeyRevoke
+type APIKeyRevokeReply503Headers struct {
 	RetryAfter *int
 }
 
@@ -1999,10 +2163,18 @@ type APIKeyRevokeReply struct {
 	ApplicationProblemJSON404 *ErrorModel
 	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationProblemJSON422 *ErrorModel
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *ErrorModel
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *ErrorModel
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *ErrorModel
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *APIKeyRevokeReply429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *APIKeyRevokeReply500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *APIKeyRevokeReply503Headers
 }
 
 // GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
@@ -2020,9 +2192,19 @@ func (r APIKeyRevokeReply) GetApplicationProblemJSON422() *ErrorModel {
 	return r.ApplicationProblemJSON422
 }
 
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r APIKeyRevokeReply) GetApplicationProblemJSON429() *ErrorModel {
+	return r.ApplicationProblemJSON429
+}
+
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r APIKeyRevokeReply) GetApplicationProblemJSON500() *ErrorModel {
 	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r APIKeyRevokeReply) GetApplicationProblemJSON503() *ErrorModel {
+	return r.ApplicationProblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -2461,6 +2643,13 @@ func ParseRideCreateReply(rsp *http.Response) (*RideCreateReply, error) {
 		}
 		response.ApplicationProblemJSON422 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest ErrorModel
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -2522,6 +2711,30 @@ func ParseRideCreateReply(rsp *http.Response) (*RideCreateReply, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers RideCreateReply429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers RideCreateReply500Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -2589,6 +2802,13 @@ func ParseRideGetReply(rsp *http.Response) (*RideGetReply, error) {
 		}
 		response.ApplicationProblemJSON422 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest ErrorModel
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -2596,9 +2816,40 @@ func ParseRideGetReply(rsp *http.Response) (*RideGetReply, error) {
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	switch {
+	case rsp.StatusCode == 429:
+		var headers RideGetReply429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers RideGetReply500Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -2609,6 +2860,16 @@ func ParseRideGetReply(rsp *http.Response) (*RideGetReply, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers RideGetReply503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -2676,6 +2937,13 @@ func ParseRideRefundReply(rsp *http.Response) (*RideRefundReply, error) {
 			return nil, err
 		}
 		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest ErrorModel
@@ -2745,6 +3013,30 @@ func ParseRideRefundReply(rsp *http.Response) (*RideRefundReply, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers RideRefundReply429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers RideRefundReply500Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -2833,6 +3125,13 @@ func ParseUserPutReply(rsp *http.Response) (*UserPutReply, error) {
 		}
 		response.ApplicationProblemJSON422 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest ErrorModel
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -2840,9 +3139,40 @@ func ParseUserPutReply(rsp *http.Response) (*UserPutReply, error) {
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	switch {
+	case rsp.StatusCode == 429:
+		var headers UserPutReply429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers UserPutReply500Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -2853,6 +3183,16 @@ func ParseUserPutReply(rsp *http.Response) (*UserPutReply, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers UserPutReply503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -2900,6 +3240,13 @@ func ParseAPIKeyListReply(rsp *http.Response) (*APIKeyListReply, error) {
 		}
 		response.ApplicationProblemJSON422 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest ErrorModel
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -2907,9 +3254,40 @@ func ParseAPIKeyListReply(rsp *http.Response) (*APIKeyListReply, error) {
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	switch {
+	case rsp.StatusCode == 429:
+		var headers APIKeyListReply429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers APIKeyListReply500Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -2920,6 +3298,16 @@ func ParseAPIKeyListReply(rsp *http.Response) (*APIKeyListReply, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers APIKeyListReply503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -2967,6 +3355,13 @@ func ParseAPIKeyCreateReply(rsp *http.Response) (*APIKeyCreateReply, error) {
 		}
 		response.ApplicationProblemJSON422 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest ErrorModel
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -2974,9 +3369,40 @@ func ParseAPIKeyCreateReply(rsp *http.Response) (*APIKeyCreateReply, error) {
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	switch {
+	case rsp.StatusCode == 429:
+		var headers APIKeyCreateReply429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers APIKeyCreateReply500Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -2987,6 +3413,16 @@ func ParseAPIKeyCreateReply(rsp *http.Response) (*APIKeyCreateReply, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers APIKeyCreateReply503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -3030,6 +3466,13 @@ func ParseAPIKeyRevokeReply(rsp *http.Response) (*APIKeyRevokeReply, error) {
 		}
 		response.ApplicationProblemJSON422 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest ErrorModel
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -3037,9 +3480,40 @@ func ParseAPIKeyRevokeReply(rsp *http.Response) (*APIKeyRevokeReply, error) {
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	switch {
+	case rsp.StatusCode == 429:
+		var headers APIKeyRevokeReply429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers APIKeyRevokeReply500Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -3050,6 +3524,16 @@ func ParseAPIKeyRevokeReply(rsp *http.Response) (*APIKeyRevokeReply, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers APIKeyRevokeReply503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil

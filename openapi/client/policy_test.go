@@ -30,7 +30,7 @@ func TestBackoffIsFullJitterUnderAnExponentialCeiling(t *testing.T) {
 	lowest := Policy{Rand: func(int64) int64 { return 0 }}.withDefaults()
 	require.Zero(t, lowest.backoff(3, 0), "full jitter reaches down to no wait")
 	require.Equal(t, 2*time.Second, lowest.backoff(3, 2*time.Second), "Retry-After is a floor")
-	require.Equal(t, 30*time.Second, highest.backoff(2, 30*time.Second), "Retry-After wins over MaxDelay")
+	require.Equal(t, 36*time.Second, highest.backoff(2, 30*time.Second), "Retry-After wins over MaxDelay, spread by up to a fifth")
 
 	huge := Policy{BaseDelay: time.Hour, MaxDelay: 1 << 62, Rand: func(n int64) int64 { return n - 1 }}.withDefaults()
 	require.Equal(t, time.Duration(1<<62), huge.backoff(200, 0), "no overflow on long runs")

@@ -33,7 +33,8 @@ type Policy struct {
 	MaxElapsed time.Duration
 	// BaseDelay and MaxDelay shape the backoff: before retry n (from 1) the
 	// wait is uniform in [0, min(MaxDelay, BaseDelay·2^(n-1))] ("full
-	// jitter"), and never shorter than the server's Retry-After.
+	// jitter"), and never shorter than the server's Retry-After, which is
+	// itself spread by up to a fifth more at random.
 	BaseDelay time.Duration
 	MaxDelay  time.Duration
 
@@ -83,7 +84,14 @@ func (p Policy) backoff(n int, retryAfter time.Duration) time.Duration {
 		ceiling *= 2
 	}
 	ceiling = min(ceiling, p.MaxDelay)
-	return max(time.Duration(p.Rand(int64(ceiling)+1)), retryAfter)
+	wait := time.Duration(p.Rand(int64(ceiling) + 1))
+	if retryAfter > 0 {
+		// Up to a fifth more than Retry-After, at random: the clients a
+		// busy server told the same Retry-After do not all come back in
+		// the same instant.
+		wait = max(wait, retryAfter+time.Duration(p.Rand(int64(retryAfter/5)+1)))
+	}
+	return wait
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

@@ -5,8 +5,8 @@
 // so however many attempts reach the server it does the work at most once.
 // Only a missing answer and the statuses that promise nothing was stored
 // (409, 429, 500, 502, 503, 504) are retried, with exponential backoff and
-// full jitter, never sooner than the server's Retry-After, within a bounded
-// number of attempts and a bounded time.
+// full jitter, never sooner than the server's Retry-After (spread by up to a
+// fifth more), within a bounded number of attempts and a bounded time.
 
 /** Defaults of an empty {@link Policy}. */
 export const defaults = {
@@ -136,14 +136,20 @@ export function parseRetryAfter(value: string | null, now: number): number {
 
 /**
  * The wait before retry n (from 1): full jitter over
- * [0, min(maxDelayMs, baseDelayMs·2^(n-1))], raised to retryAfterMs.
+ * [0, min(maxDelayMs, baseDelayMs·2^(n-1))], raised to retryAfterMs plus up
+ * to a fifth of it at random, so that the clients a busy server told the
+ * same Retry-After do not all come back in the same instant.
  */
 export function backoff(policy: Policy, n: number, retryAfterMs: number): number {
   const base = policy.baseDelayMs ?? defaults.baseDelayMs;
   const cap = policy.maxDelayMs ?? defaults.maxDelayMs;
   const ceiling = Math.min(cap, base * 2 ** Math.min(n - 1, 52));
   const random = policy.random ?? Math.random;
-  return Math.max(Math.floor(random() * (ceiling + 1)), retryAfterMs);
+  const wait = Math.floor(random() * (ceiling + 1));
+  if (retryAfterMs <= 0) {
+    return wait;
+  }
+  return Math.max(wait, retryAfterMs + Math.floor(random() * (Math.floor(retryAfterMs / 5) + 1)));
 }
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {

@@ -549,6 +549,21 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
+            /** @description A budget is spent: the rider's writes or reads, or the failed authentications of the client's address. Nothing was done and the idempotency key is unused: retry after Retry-After. */
+            429: {
+                headers: {
+                    /** @description What is left of the budget, e.g. "writes";r=0;t=10: 0 requests left, full again in 10 seconds. Absent on a refusal for failed authentications. */
+                    RateLimit?: string;
+                    /** @description The rider's budget of this kind of request (draft-ietf-httpapi-ratelimit-headers), e.g. "writes";q=50;w=10: 50 requests per 10 seconds. Absent on a refusal for failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
             /** @description Internal error. Not stored: retry with the same idempotency key. */
             500: {
                 headers: {
@@ -560,7 +575,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description The payment processor gave no definitive answer. Not stored: retry with the same idempotency key. */
+            /** @description The payment processor gave no definitive answer, or the service is shedding load. Not stored: retry with the same idempotency key after Retry-After. */
             503: {
                 headers: {
                     /** @description Seconds to wait before retrying with the same idempotency key. */
@@ -624,8 +639,34 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
+            /** @description A budget is spent: the rider's writes or reads, or the failed authentications of the client's address. Nothing was done and the idempotency key is unused: retry after Retry-After. */
+            429: {
+                headers: {
+                    /** @description What is left of the budget, e.g. "writes";r=0;t=10: 0 requests left, full again in 10 seconds. Absent on a refusal for failed authentications. */
+                    RateLimit?: string;
+                    /** @description The rider's budget of this kind of request (draft-ietf-httpapi-ratelimit-headers), e.g. "writes";q=50;w=10: 50 requests per 10 seconds. Absent on a refusal for failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
             /** @description Internal error. Not stored: retry with the same idempotency key. */
             500: {
+                headers: {
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description The payment processor gave no definitive answer, or the service is shedding load. Not stored: retry with the same idempotency key after Retry-After. */
+            503: {
                 headers: {
                     /** @description Seconds to wait before retrying with the same idempotency key. */
                     "Retry-After"?: number;
@@ -729,6 +770,21 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
+            /** @description A budget is spent: the rider's writes or reads, or the failed authentications of the client's address. Nothing was done and the idempotency key is unused: retry after Retry-After. */
+            429: {
+                headers: {
+                    /** @description What is left of the budget, e.g. "writes";r=0;t=10: 0 requests left, full again in 10 seconds. Absent on a refusal for failed authentications. */
+                    RateLimit?: string;
+                    /** @description The rider's budget of this kind of request (draft-ietf-httpapi-ratelimit-headers), e.g. "writes";q=50;w=10: 50 requests per 10 seconds. Absent on a refusal for failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
             /** @description Internal error. Not stored: retry with the same idempotency key. */
             500: {
                 headers: {
@@ -740,7 +796,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description The payment processor gave no definitive answer. Not stored: retry with the same idempotency key. */
+            /** @description The payment processor gave no definitive answer, or the service is shedding load. Not stored: retry with the same idempotency key after Retry-After. */
             503: {
                 headers: {
                     /** @description Seconds to wait before retrying with the same idempotency key. */
@@ -835,8 +891,34 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
+            /** @description A budget is spent: the rider's writes or reads, or the failed authentications of the client's address. Nothing was done and the idempotency key is unused: retry after Retry-After. */
+            429: {
+                headers: {
+                    /** @description What is left of the budget, e.g. "writes";r=0;t=10: 0 requests left, full again in 10 seconds. Absent on a refusal for failed authentications. */
+                    RateLimit?: string;
+                    /** @description The rider's budget of this kind of request (draft-ietf-httpapi-ratelimit-headers), e.g. "writes";q=50;w=10: 50 requests per 10 seconds. Absent on a refusal for failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
             /** @description Internal error. Not stored: retry with the same idempotency key. */
             500: {
+                headers: {
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description The payment processor gave no definitive answer, or the service is shedding load. Not stored: retry with the same idempotency key after Retry-After. */
+            503: {
                 headers: {
                     /** @description Seconds to wait before retrying with the same idempotency key. */
                     "Retry-After"?: number;
@@ -899,8 +981,34 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
+            /** @description A budget is spent: the rider's writes or reads, or the failed authentications of the client's address. Nothing was done and the idempotency key is unused: retry after Retry-After. */
+            429: {
+                headers: {
+                    /** @description What is left of the budget, e.g. "writes";r=0;t=10: 0 requests left, full again in 10 seconds. Absent on a refusal for failed authentications. */
+                    RateLimit?: string;
+                    /** @description The rider's budget of this kind of request (draft-ietf-httpapi-ratelimit-headers), e.g. "writes";q=50;w=10: 50 requests per 10 seconds. Absent on a refusal for failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
             /** @description Internal error. Not stored: retry with the same idempotency key. */
             500: {
+                headers: {
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description The payment processor gave no definitive answer, or the service is shedding load. Not stored: retry with the same idempotency key after Retry-After. */
+            503: {
                 headers: {
                     /** @description Seconds to wait before retrying with the same idempotency key. */
                     "Retry-After"?: number;
@@ -963,8 +1071,34 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
+            /** @description A budget is spent: the rider's writes or reads, or the failed authentications of the client's address. Nothing was done and the idempotency key is unused: retry after Retry-After. */
+            429: {
+                headers: {
+                    /** @description What is left of the budget, e.g. "writes";r=0;t=10: 0 requests left, full again in 10 seconds. Absent on a refusal for failed authentications. */
+                    RateLimit?: string;
+                    /** @description The rider's budget of this kind of request (draft-ietf-httpapi-ratelimit-headers), e.g. "writes";q=50;w=10: 50 requests per 10 seconds. Absent on a refusal for failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
             /** @description Internal error. Not stored: retry with the same idempotency key. */
             500: {
+                headers: {
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description The payment processor gave no definitive answer, or the service is shedding load. Not stored: retry with the same idempotency key after Retry-After. */
+            503: {
                 headers: {
                     /** @description Seconds to wait before retrying with the same idempotency key. */
                     "Retry-After"?: number;
@@ -1030,8 +1164,34 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
+            /** @description A budget is spent: the rider's writes or reads, or the failed authentications of the client's address. Nothing was done and the idempotency key is unused: retry after Retry-After. */
+            429: {
+                headers: {
+                    /** @description What is left of the budget, e.g. "writes";r=0;t=10: 0 requests left, full again in 10 seconds. Absent on a refusal for failed authentications. */
+                    RateLimit?: string;
+                    /** @description The rider's budget of this kind of request (draft-ietf-httpapi-ratelimit-headers), e.g. "writes";q=50;w=10: 50 requests per 10 seconds. Absent on a refusal for failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
             /** @description Internal error. Not stored: retry with the same idempotency key. */
             500: {
+                headers: {
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description The payment processor gave no definitive answer, or the service is shedding load. Not stored: retry with the same idempotency key after Retry-After. */
+            503: {
                 headers: {
                     /** @description Seconds to wait before retrying with the same idempotency key. */
                     "Retry-After"?: number;

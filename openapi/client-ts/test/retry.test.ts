@@ -81,6 +81,7 @@ test("full jitter: uniform under an exponential ceiling, capped", () => {
     assert.equal(backoff({ ...policy, random: () => 0 }, n, 0), 0, `retry ${n} may not wait`);
     assert.equal(backoff({ ...policy, random: () => 0.999999999 }, n, 0), ceiling, `retry ${n}`);
     assert.equal(backoff({ ...policy, random: () => 0 }, n, 5000), 5000, "never shorter than Retry-After");
+    assert.equal(backoff({ ...policy, random: () => 0.999999999 }, n, 50000), 60000, "Retry-After spread by up to a fifth");
   }
 });
 

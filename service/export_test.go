@@ -1,0 +1,7 @@
+package service
+
+// SetAfterSettlementBatch makes s call f after each committed batch of a
+// settlement file, so that a test can stop a run between batches.
+func SetAfterSettlementBatch(s *Service, f func(fileID int64, cursor int)) {
+	s.afterSettlementBatch = f
+}
