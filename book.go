@@ -26,7 +26,10 @@ type bookOutput struct {
 // idempotency key (--key, or a fresh one) for every attempt. The rider's API
 // key comes from ATOMICRIDES_API_KEY, the server from ATOMICRIDES_URL.
 func book(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cmd := newCommand("book", "book --from LAT,LON --to LAT,LON [--key KEY]\n\nBooks one ride through the API with safe retries (one idempotency key for every attempt).\nThe rider's API key comes from ATOMICRIDES_API_KEY, the server from ATOMICRIDES_URL\n(default http://127.0.0.1:8080).", stdout)
+	if len(args) > 0 && args[0] == "list" {
+		return bookList(ctx, args[1:], stdout)
+	}
+	cmd := newCommand("book", "book --from LAT,LON --to LAT,LON [--key KEY]\n       book list [--limit N] [--json]\n\nBooks one ride through the API with safe retries (one idempotency key for every attempt).\nThe rider's API key comes from ATOMICRIDES_API_KEY, the server from ATOMICRIDES_URL\n(default http://127.0.0.1:8080).", stdout)
 	from := cmd.fs.String("from", "", "origin as LAT,LON, e.g. 37.7749,-122.4194 (required)")
 	to := cmd.fs.String("to", "", "destination as LAT,LON (required)")
 	key := cmd.fs.String("key", "", "idempotency key: pass the key of an earlier attempt to retry that booking (default: a fresh key)")

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -40,7 +42,7 @@ func TestBookCommand(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	fake := testkit.NewStripe(t)
-	svc, err := service.New(service.Config{Pool: dbtest.New(t), Payments: payments.New(payments.Config{
+	svc, err := service.New(service.Config{DevDefaultPaymentSource: true, Pool: dbtest.New(t), Payments: payments.New(payments.Config{
 		APIBase: fake.URL, SecretKey: "sk_test_book", MaxNetworkRetries: payments.NoRetries,
 	})})
 	require.NoError(t, err)
@@ -103,4 +105,75 @@ func TestBookCommand(t *testing.T) {
 	require.Equal(t, 1, outOfRange.exit)
 	require.Contains(t, outOfRange.stderr, "body.origin_lat")
 	require.Len(t, fake.SucceededCharges(), 1)
+}
+
+// TestBookListCommand runs the real binary's `book list` against the real
+// server: it prints the rider's rides newest first, following the list's
+// cursors past a page of 100, and nothing of another rider's.
+func TestBookListCommand(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	fake := testkit.NewStripe(t)
+	pool := dbtest.New(t)
+	svc, err := service.New(service.Config{DevDefaultPaymentSource: true, Pool: pool, Payments: payments.New(payments.Config{
+		APIBase: fake.URL, SecretKey: "sk_test_book_list", MaxNetworkRetries: payments.NoRetries,
+	})})
+	require.NoError(t, err)
+	srv := httptest.NewServer(openapi.NewHandler(openapi.Config{Service: svc, Logger: slog.New(slog.DiscardHandler)}))
+	t.Cleanup(srv.Close)
+	rider, err := svc.UserUpsert(ctx, service.UserUpsertParams{Email: "lister@example.com"})
+	require.NoError(t, err)
+	other, err := svc.UserUpsert(ctx, service.UserUpsertParams{Email: "not-listed@example.com"})
+	require.NoError(t, err)
+	env := []string{"ATOMICRIDES_URL=" + srv.URL, "ATOMICRIDES_API_KEY=" + rider.APIKey}
+
+	empty := runBook(t, env, "list")
+	require.Equal(t, 0, empty.exit, empty.stderr)
+	require.Equal(t, "no rides\n", empty.stdout)
+
+	// 101 older rides, then two booked now, and one of another rider's.
+	// Ids drawn uniformly: random_id()'s draws within one statement's
+	// millisecond would meet.
+	_, err = pool.Exec(ctx, `INSERT INTO rides (id, created_at, origin_lat, origin_lon, target_lat, target_lon, amount_cents, currency, user_id)
+		SELECT 1 + floor(random() * 9007199254740990)::bigint, now() - interval '1 day' + i * interval '1 second', 1, 2, 3, 4, 2000, 'usd', $1::bigint
+		FROM generate_series(1, 101) AS i`, rider.User.ID)
+	require.NoError(t, err)
+	var booked []int64
+	for _, u := range []*service.UserUpsertResult{rider, rider, other} {
+		resp, err := svc.RideCreate(ctx, u.User.ID, testkit.NewKey(), testkit.SomeRide, nil)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusCreated, resp.Status)
+		booked = append(booked, testkit.DecodeRide(t, resp.Body).ID)
+	}
+
+	text := runBook(t, env, "list", "--limit", "2")
+	require.Equal(t, 0, text.exit, text.stderr)
+	lines := strings.Split(strings.TrimSpace(text.stdout), "\n")
+	require.Len(t, lines, 3, text.stdout)
+	require.Regexp(t, `^ID\s+BOOKED\s+CHARGE\s+AMOUNT\s+REFUND$`, lines[0])
+	require.Regexp(t, `^`+strconv.FormatInt(booked[1], 10)+`\s+\S+\s+charged\s+20\.00 usd\s+none$`, lines[1])
+	require.Regexp(t, `^`+strconv.FormatInt(booked[0], 10)+`\s`, lines[2])
+
+	all := runBook(t, env, "list", "--limit", "500", "--json")
+	require.Equal(t, 0, all.exit, all.stderr)
+	var rides []service.Ride
+	require.NoError(t, json.Unmarshal([]byte(all.stdout), &rides), all.stdout)
+	require.Len(t, rides, 103, "every ride of the rider, across two pages of 100")
+	require.Equal(t, []int64{booked[1], booked[0]}, []int64{rides[0].ID, rides[1].ID})
+	seen := map[int64]bool{}
+	for i, r := range rides {
+		require.False(t, seen[r.ID], "ride %d twice", r.ID)
+		seen[r.ID] = true
+		require.NotEqual(t, booked[2], r.ID, "another rider's ride")
+		if i > 0 {
+			require.False(t, r.CreatedAt.After(rides[i-1].CreatedAt), "newest first")
+		}
+	}
+
+	bad := runBook(t, env, "list", "--limit", "0")
+	require.Equal(t, 2, bad.exit, "a usage error")
+	require.Contains(t, bad.stderr, "--limit must be 1 to")
+	noKey := runBook(t, []string{"ATOMICRIDES_URL=" + srv.URL, "ATOMICRIDES_API_KEY=ark_wrong"}, "list")
+	require.Equal(t, 1, noKey.exit)
+	require.Contains(t, noKey.stderr, "401")
 }

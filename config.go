@@ -9,6 +9,7 @@ import (
 	netmail "net/mail"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -65,6 +66,17 @@ type config struct {
 	StripeSecretKey, StripeAPIBase string
 	// StripeTimeout is STRIPE_TIMEOUT.
 	StripeTimeout time.Duration
+	// Processors is PROCESSORS: the payment processors in order of
+	// preference, e.g. [stripe adyen]; default stripe alone.
+	Processors []string
+	// ProcessorsSet says that PROCESSORS was set; 'serve -dev' without it
+	// routes to the fake Stripe, then the fake Adyen.
+	ProcessorsSet bool
+	// AdyenAPIKey, AdyenMerchantAccount and AdyenAPIBase are
+	// ADYEN_API_KEY, ADYEN_MERCHANT_ACCOUNT and ADYEN_API_BASE (empty:
+	// Adyen's test Checkout API). Required when PROCESSORS names adyen,
+	// unless -dev runs the built-in fake Adyen.
+	AdyenAPIKey, AdyenMerchantAccount, AdyenAPIBase string
 	// StripeWebhookSecrets are STRIPE_WEBHOOK_SECRET, comma-separated: the
 	// signing secrets of the webhook endpoint, several during a rotation.
 	// None: webhooks are off (POST /webhooks/stripe answers 404), unless
@@ -184,6 +196,10 @@ func loadConfig(getenv func(string) string, needs backends) (*config, error) {
 		StripeSecretKey:      r.stripeKey("STRIPE_SECRET_KEY"),
 		StripeAPIBase:        r.httpURL("STRIPE_API_BASE"),
 		StripeTimeout:        r.duration("STRIPE_TIMEOUT"),
+		Processors:           r.processors("PROCESSORS"),
+		AdyenAPIKey:          r.adyenKey("ADYEN_API_KEY"),
+		AdyenAPIBase:         r.httpURL("ADYEN_API_BASE"),
+		AdyenMerchantAccount: r.adyenMerchant("ADYEN_MERCHANT_ACCOUNT"),
 		SMTPURL:              r.smtpURL("SMTP_URL"),
 		MailFrom:             r.mailFrom("MAIL_FROM"),
 		StripeWebhookSecrets: r.webhookSecrets("STRIPE_WEBHOOK_SECRET"),
@@ -224,6 +240,10 @@ func loadConfig(getenv func(string) string, needs backends) (*config, error) {
 		switch {
 		case needs.stripe && getenv("STRIPE_SECRET_KEY") == "":
 			r.fail(invalid("STRIPE_SECRET_KEY", "not set: set it (and STRIPE_API_BASE for a Stripe-compatible API); only 'serve -dev' runs without it, on the built-in fake Stripe"))
+		case needs.stripe && slices.Contains(c.Processors, service.ProcessorAdyen) && getenv("ADYEN_API_KEY") == "":
+			r.fail(invalid("ADYEN_API_KEY", "not set: PROCESSORS names adyen; set it (with ADYEN_MERCHANT_ACCOUNT); only 'serve -dev' runs without it, on the built-in fake Adyen"))
+		case needs.stripe && slices.Contains(c.Processors, service.ProcessorAdyen) && getenv("ADYEN_MERCHANT_ACCOUNT") == "":
+			r.fail(invalid("ADYEN_MERCHANT_ACCOUNT", "not set: PROCESSORS names adyen; set it to the merchant account payments are made for"))
 		case needs.mail && getenv("SMTP_URL") == "":
 			r.fail(invalid("SMTP_URL", "not set: set it to the SMTP server receipts go through; only 'serve -dev' runs without it, on the built-in mail sink"))
 		}
@@ -456,6 +476,47 @@ func (r *envReader) webhookSecrets(name string) []string {
 // stripeKeyPrefixes followed by one or more ASCII letters, digits or
 // underscores (sk_test_… keys of Stripe's test mode, of the built-in fake
 // and of the tests included).
+// processors reads a comma-separated list of known processors, each once;
+// empty means stripe alone.
+func (r *envReader) processors(name string) []string {
+	v := r.getenv(name)
+	if v == "" {
+		return []string{service.ProcessorStripe}
+	}
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		p = strings.TrimSpace(p)
+		if !slices.Contains(service.ProcessorNames(), p) || slices.Contains(out, p) {
+			r.fail(invalid(name, "%q: want a comma-separated list of stripe and adyen in order of preference, each once, e.g. stripe,adyen", v))
+			return []string{service.ProcessorStripe}
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// adyenKey reads an Adyen API key: printable ASCII without spaces.
+func (r *envReader) adyenKey(name string) string {
+	v := r.getenv(name)
+	if v != "" && (len(v) > 512 || strings.ContainsFunc(v, func(c rune) bool { return c <= ' ' || c > '~' })) {
+		r.fail(invalid(name, "not an Adyen API key: want printable ASCII without spaces, at most 512 characters (the value is not shown)"))
+		return ""
+	}
+	return v
+}
+
+// adyenMerchant reads an Adyen merchant account name.
+func (r *envReader) adyenMerchant(name string) string {
+	v := r.getenv(name)
+	if v != "" && (len(v) > 255 || strings.ContainsFunc(v, func(c rune) bool {
+		return !(c == '_' || c == '-' || c == '.' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z')
+	})) {
+		r.fail(invalid(name, "%q: want a merchant account name of letters, digits, '_', '-' or '.'", v))
+		return ""
+	}
+	return v
+}
+
 func (r *envReader) stripeKey(name string) string {
 	v := r.getenv(name)
 	if v == "" {

@@ -65,6 +65,11 @@ func TestInvalidConfiguration(t *testing.T) {
 		{"STRIPE_SECRET_KEY", "sk_live_" + stripeSecret + "\n", nil, "not a Stripe secret key", nil},
 		{"STRIPE_API_BASE", "ftp://stripe.example", nil, "absolute http or https URL", nil},
 		{"STRIPE_TIMEOUT", "bogus", nil, "not a positive duration", nil},
+		{"PROCESSORS", "stripe,paypal", nil, "comma-separated list of stripe and adyen", nil},
+		{"PROCESSORS", "adyen,adyen", nil, "each once", nil},
+		{"ADYEN_API_KEY", "key with spaces", nil, "not an Adyen API key", nil},
+		{"ADYEN_MERCHANT_ACCOUNT", "Merchant/Account", nil, "merchant account name", nil},
+		{"ADYEN_API_BASE", "ftp://adyen.example", nil, "absolute http or https URL", nil},
 		{"STRIPE_WEBHOOK_SECRET", "sk_live_" + stripeSecret, nil, "secret 1 is not a webhook signing secret", nil},
 		{"STRIPE_WEBHOOK_SECRET", "whsec_ok,whsec_" + stripeSecret + "!", nil, "secret 2 is not a webhook signing secret", nil},
 		{"SMTP_URL", "smtp://mailer:" + smtpPassword + "@mail.example:25%zz", nil, "not a URL", nil},
@@ -109,6 +114,7 @@ func TestInvalidConfiguration(t *testing.T) {
 		// Without -dev, what serve reaches must be configured.
 		{"STRIPE_SECRET_KEY", "", []string{"SMTP_URL=smtp://127.0.0.1:1"}, "not set", []string{"serve"}},
 		{"SMTP_URL", "", []string{"STRIPE_SECRET_KEY=sk_test_config"}, "not set", []string{"serve"}},
+		{"ADYEN_API_KEY", "", []string{"STRIPE_SECRET_KEY=sk_test_config", "SMTP_URL=smtp://127.0.0.1:1", "PROCESSORS=stripe,adyen"}, "not set", []string{"serve"}},
 	} {
 		env := bareEnv(append([]string{unreachableDB, c.name + "=" + c.value}, c.extra...)...)
 		args := c.args

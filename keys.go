@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -221,6 +222,13 @@ func printKey(out io.Writer, k *service.KeyInfo) {
 	if k.ResponseCode != nil {
 		row("response", "%d", *k.ResponseCode)
 	}
+	for _, a := range k.Attempts {
+		if a.Reason != "" {
+			row("attempt "+strconv.Itoa(a.Attempt), "%s (moved on: %s)", a.Processor, a.Reason)
+		} else {
+			row("attempt "+strconv.Itoa(a.Attempt), "%s", a.Processor)
+		}
+	}
 	row("completion", "%s", completion(k.Completion))
 	if k.Completion != nil && k.Completion.LastError != "" {
 		row("last error", "%s", k.Completion.LastError)
@@ -255,7 +263,15 @@ func printReconcile(out io.Writer, r *service.ReconcileReport) {
 	for _, m := range r.MissingCharges {
 		fmt.Fprintf(tw, "missing charge\t-\t%s\t-\t-\t-\t%d\n", m.ChargeID, m.RideID)
 	}
+	for _, d := range r.DoubleCharges {
+		fmt.Fprintf(tw, "double charge at %s (ride charged at %s)\t%s\t%s\t-\t-\t-\t%d\n",
+			d.OtherProcessor, d.RecordedProcessor, d.OtherChargeID, d.RecordedChargeID, d.RideID)
+	}
 	_ = tw.Flush()
 	fmt.Fprintf(out, "%d orphan charges, %d orphan refunds, %d missing charges\n",
 		len(r.OrphanCharges), len(r.OrphanRefunds), len(r.MissingCharges))
+	if len(r.DoubleCharges) > 0 || len(r.Unlisted) > 0 {
+		fmt.Fprintf(out, "%d rides charged at two processors; listed: %s; not listable (see docs/processors.md): %s\n",
+			len(r.DoubleCharges), strings.Join(r.Processors, ","), strings.Join(r.Unlisted, ","))
+	}
 }

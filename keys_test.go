@@ -29,7 +29,7 @@ func TestKeysCommand(t *testing.T) {
 	t.Cleanup(pool.Close)
 
 	// A request left at ride_created by a processor outage.
-	svc, err := service.New(service.Config{Pool: pool, Payments: payments.New(payments.Config{
+	svc, err := service.New(service.Config{DevDefaultPaymentSource: true, Pool: pool, Payments: payments.New(payments.Config{
 		APIBase: fake.URL, SecretKey: "sk_test_keys", MaxNetworkRetries: -1,
 	})})
 	require.NoError(t, err)

@@ -39,6 +39,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"riverqueue.com/riverui"
 
+	"github.com/atomicrides/atomicrides/internal/fake/fakeadyen"
 	"github.com/atomicrides/atomicrides/internal/fake/fakestripe"
 	"github.com/atomicrides/atomicrides/internal/fake/mailsink"
 	"github.com/atomicrides/atomicrides/internal/pgenv"
@@ -47,6 +48,7 @@ import (
 	"github.com/atomicrides/atomicrides/openapi"
 	"github.com/atomicrides/atomicrides/openapi/web"
 	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/adyen"
 	"github.com/atomicrides/atomicrides/service/mail"
 	"github.com/atomicrides/atomicrides/service/payments"
 	"github.com/atomicrides/atomicrides/sql/migrations"
@@ -454,6 +456,28 @@ func paymentsFrom(cfg *config, logger *slog.Logger, dev bool) (pay service.Payme
 	return payments.New(payments.Config{SecretKey: cfg.StripeSecretKey, APIBase: cfg.StripeAPIBase, Timeout: cfg.StripeTimeout}), nil, "", func() {}, nil
 }
 
+// adyenFrom returns the Adyen adapter with ADYEN_API_KEY and
+// ADYEN_MERCHANT_ACCOUNT, pointed at ADYEN_API_BASE when set. Without a
+// key, and only with dev, it starts the built-in fake Adyen on a loopback
+// port for this process, and says so loudly.
+func adyenFrom(cfg *config, logger *slog.Logger, dev bool) (pay service.Payments, note string, stop func(), err error) {
+	if cfg.AdyenAPIKey != "" {
+		return adyen.New(adyen.Config{APIKey: cfg.AdyenAPIKey, MerchantAccount: cfg.AdyenMerchantAccount,
+			APIBase: cfg.AdyenAPIBase, Timeout: cfg.StripeTimeout}), "", func() {}, nil
+	}
+	if !dev {
+		return nil, "", nil, errors.New("ADYEN_API_KEY: not set") // refused by loadConfig first
+	}
+	fake := fakeadyen.New(fakeadyen.Options{Logger: logger})
+	url, stopFake, err := fake.Start("127.0.0.1:0")
+	if err != nil {
+		return nil, "", nil, err
+	}
+	logger.Warn("-dev: ADYEN_API_KEY not set, Adyen payments go to the built-in FAKE Adyen; never use this mode for real riders", "url", url)
+	return adyen.New(adyen.Config{APIKey: "test_fake", MerchantAccount: "AtomicRidesDev", APIBase: url, Timeout: cfg.StripeTimeout}),
+		"fake Adyen at " + url, func() { _ = stopFake(context.Background()) }, nil
+}
+
 // webhookURL is the Stripe webhook endpoint of a server listening on addr,
 // as the built-in fake reaches it.
 func webhookURL(addr string) string {
@@ -564,6 +588,30 @@ func newService(pool, direct *pgxpool.Pool, cfg *config, reg prometheus.Register
 			notes = append(notes, note)
 		}
 	}
+	procs := []service.Processor{{Name: service.ProcessorStripe, Payments: pay}}
+	if needs.stripe {
+		names := cfg.Processors
+		if needs.dev && !cfg.ProcessorsSet {
+			names = []string{service.ProcessorStripe, service.ProcessorAdyen}
+		}
+		procs = procs[:0]
+		for _, name := range names {
+			switch name {
+			case service.ProcessorStripe:
+				procs = append(procs, service.Processor{Name: name, Payments: pay})
+			case service.ProcessorAdyen:
+				a, note, stopAdyen, err := adyenFrom(cfg, logger, needs.dev)
+				if err != nil {
+					return nil, "", nil, err
+				}
+				stops = append(stops, stopAdyen)
+				procs = append(procs, service.Processor{Name: name, Payments: a})
+				if note != "" {
+					notes = append(notes, note)
+				}
+			}
+		}
+	}
 	var mailer service.Mailer
 	if needs.mail {
 		m, note, stopMail, err := mailerFrom(cfg, logger, needs.dev)
@@ -587,7 +635,8 @@ func newService(pool, direct *pgxpool.Pool, cfg *config, reg prometheus.Register
 	svc, err = service.New(service.Config{
 		Inbound: inbound,
 		Pool:    pool, ListenConfig: direct.Config().ConnConfig,
-		Payments: pay, Mailer: mailer, MailFrom: cfg.MailFrom, Logger: logger, Registerer: reg,
+		Processors: procs, Mailer: mailer, MailFrom: cfg.MailFrom, Logger: logger, Registerer: reg,
+		DevDefaultPaymentSource: needs.dev,
 		// Zero values take the service's defaults.
 		AbandonedAfter: cfg.CompleterIdle, KeyRetention: cfg.KeyRetention, Lease: cfg.Lease,
 		OrphanRefundAfter: cfg.OrphanRefundAfter,

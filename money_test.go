@@ -39,7 +39,7 @@ func abandonedRide(t *testing.T, dbURL string, fake *testkit.Stripe) (*pgxpool.P
 	pool, err := pgxpool.New(ctx, dbURL)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	svc, err := service.New(service.Config{Pool: pool, Payments: fake.Payments()})
+	svc, err := service.New(service.Config{DevDefaultPaymentSource: true, Pool: pool, Payments: fake.Payments()})
 	require.NoError(t, err)
 	user, err := svc.UserUpsert(ctx, service.UserUpsertParams{Email: "abandoned@example.com"})
 	require.NoError(t, err)

@@ -91,6 +91,15 @@ type OrphanRefund struct {
 	ReceiptSentAt   *time.Time
 }
 
+type ProcessorRegistration struct {
+	UserID     int64
+	Processor  string
+	UpdatedAt  time.Time
+	Status     string
+	CustomerID *string
+	Reason     *string
+}
+
 type Receipt struct {
 	ID        int64
 	SentAt    time.Time
@@ -127,6 +136,10 @@ type Ride struct {
 	AmountCents      int64
 	Currency         string
 	UserID           int64
+	DeclineCode      *string
+	DeclineMessage   *string
+	Processor        string
+	ChargeAttempt    int32
 	DisputeStatus    string
 	StripeDisputeID  *string
 }

@@ -46,6 +46,25 @@ func (q *Queries) RefundCreate(ctx context.Context, db DBTX, arg RefundCreatePar
 	return &i, err
 }
 
+const refundGetByIdempotencyKey = `-- name: RefundGetByIdempotencyKey :one
+SELECT refunds.ride_id, rides.processor FROM refunds
+JOIN rides ON rides.id = refunds.ride_id
+WHERE refunds.idempotency_key_id = $1
+`
+
+type RefundGetByIdempotencyKeyRow struct {
+	RideID    int64
+	Processor string
+}
+
+// The refund a key asked for, with the processor of its ride ('keys show').
+func (q *Queries) RefundGetByIdempotencyKey(ctx context.Context, db DBTX, idempotencyKeyID *int64) (*RefundGetByIdempotencyKeyRow, error) {
+	row := db.QueryRow(ctx, refundGetByIdempotencyKey, idempotencyKeyID)
+	var i RefundGetByIdempotencyKeyRow
+	err := row.Scan(&i.RideID, &i.Processor)
+	return &i, err
+}
+
 const refundGetByRide = `-- name: RefundGetByRide :one
 SELECT id, created_at, updated_at, ride_id, idempotency_key_id, status, stripe_refund_id, failure_code, amount_cents, currency, attempt FROM refunds WHERE ride_id = $1
 `

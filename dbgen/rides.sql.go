@@ -20,7 +20,7 @@ INSERT INTO rides (
     $1, $2, $3, $4, $5,
     $6, $7, $8
 )
-RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, dispute_status, stripe_dispute_id
+RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id
 `
 
 type RideCreateParams struct {
@@ -59,6 +59,10 @@ func (q *Queries) RideCreate(ctx context.Context, db DBTX, arg RideCreateParams)
 		&i.AmountCents,
 		&i.Currency,
 		&i.UserID,
+		&i.DeclineCode,
+		&i.DeclineMessage,
+		&i.Processor,
+		&i.ChargeAttempt,
 		&i.DisputeStatus,
 		&i.StripeDisputeID,
 	)
@@ -69,17 +73,17 @@ const rideCreateAudited = `-- name: RideCreateAudited :one
 WITH ride AS (
     INSERT INTO rides (
         idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon,
-        amount_cents, currency, user_id
+        amount_cents, currency, user_id, processor
     ) VALUES (
         $1, $2, $3, $4, $5,
-        $6, $7, $8
+        $6, $7, $8, $9
     )
-    RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, dispute_status, stripe_dispute_id
+    RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id
 ), audit AS (
     INSERT INTO audit_records (action, data, origin_ip, resource_id, resource_type, user_id)
-    SELECT $9, $10, $11, ride.id, 'ride', ride.user_id FROM ride
+    SELECT $10, $11, $12, ride.id, 'ride', ride.user_id FROM ride
 )
-SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.dispute_status, rides.stripe_dispute_id, users.id, users.created_at, users.email, users.payment_source, users.stripe_customer_id,
+SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, users.id, users.created_at, users.email, users.payment_source, users.stripe_customer_id,
     -- whether a booking of the rider was lost and its charge refunded
     -- (orphans.go): only then does the charge call look for this one's
     EXISTS (SELECT 1 FROM orphan_refunds o WHERE o.user_id = users.id AND o.status = 'refunded') AS refunded_orphans
@@ -95,6 +99,7 @@ type RideCreateAuditedParams struct {
 	AmountCents      int64
 	Currency         string
 	UserID           int64
+	Processor        string
 	AuditAction      string
 	AuditData        json.RawMessage
 	OriginIP         *netip.Addr
@@ -119,6 +124,7 @@ func (q *Queries) RideCreateAudited(ctx context.Context, db DBTX, arg RideCreate
 		arg.AmountCents,
 		arg.Currency,
 		arg.UserID,
+		arg.Processor,
 		arg.AuditAction,
 		arg.AuditData,
 		arg.OriginIP,
@@ -137,6 +143,10 @@ func (q *Queries) RideCreateAudited(ctx context.Context, db DBTX, arg RideCreate
 		&i.Ride.AmountCents,
 		&i.Ride.Currency,
 		&i.Ride.UserID,
+		&i.Ride.DeclineCode,
+		&i.Ride.DeclineMessage,
+		&i.Ride.Processor,
+		&i.Ride.ChargeAttempt,
 		&i.Ride.DisputeStatus,
 		&i.Ride.StripeDisputeID,
 		&i.User.ID,
@@ -150,7 +160,7 @@ func (q *Queries) RideCreateAudited(ctx context.Context, db DBTX, arg RideCreate
 }
 
 const rideGetByCharge = `-- name: RideGetByCharge :one
-SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, dispute_status, stripe_dispute_id FROM rides WHERE stripe_charge_id = $1
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id FROM rides WHERE stripe_charge_id = $1
 `
 
 func (q *Queries) RideGetByCharge(ctx context.Context, db DBTX, stripeChargeID *string) (*Ride, error) {
@@ -169,6 +179,10 @@ func (q *Queries) RideGetByCharge(ctx context.Context, db DBTX, stripeChargeID *
 		&i.AmountCents,
 		&i.Currency,
 		&i.UserID,
+		&i.DeclineCode,
+		&i.DeclineMessage,
+		&i.Processor,
+		&i.ChargeAttempt,
 		&i.DisputeStatus,
 		&i.StripeDisputeID,
 	)
@@ -176,7 +190,7 @@ func (q *Queries) RideGetByCharge(ctx context.Context, db DBTX, stripeChargeID *
 }
 
 const rideGetByIdempotencyKey = `-- name: RideGetByIdempotencyKey :one
-SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, dispute_status, stripe_dispute_id FROM rides WHERE idempotency_key_id = $1
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id FROM rides WHERE idempotency_key_id = $1
 `
 
 func (q *Queries) RideGetByIdempotencyKey(ctx context.Context, db DBTX, idempotencyKeyID *int64) (*Ride, error) {
@@ -195,6 +209,10 @@ func (q *Queries) RideGetByIdempotencyKey(ctx context.Context, db DBTX, idempote
 		&i.AmountCents,
 		&i.Currency,
 		&i.UserID,
+		&i.DeclineCode,
+		&i.DeclineMessage,
+		&i.Processor,
+		&i.ChargeAttempt,
 		&i.DisputeStatus,
 		&i.StripeDisputeID,
 	)
@@ -202,7 +220,7 @@ func (q *Queries) RideGetByIdempotencyKey(ctx context.Context, db DBTX, idempote
 }
 
 const rideGetForUser = `-- name: RideGetForUser :one
-SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, dispute_status, stripe_dispute_id FROM rides WHERE id = $1 AND user_id = $2
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id FROM rides WHERE id = $1 AND user_id = $2
 `
 
 func (q *Queries) RideGetForUser(ctx context.Context, db DBTX, iD int64, userID int64) (*Ride, error) {
@@ -221,14 +239,111 @@ func (q *Queries) RideGetForUser(ctx context.Context, db DBTX, iD int64, userID 
 		&i.AmountCents,
 		&i.Currency,
 		&i.UserID,
+		&i.DeclineCode,
+		&i.DeclineMessage,
+		&i.Processor,
+		&i.ChargeAttempt,
 		&i.DisputeStatus,
 		&i.StripeDisputeID,
 	)
 	return &i, err
 }
 
+const rideGetWithRefund = `-- name: RideGetWithRefund :one
+SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, refunds.status AS refund_status, refunds.stripe_refund_id AS stripe_refund_id,
+    refunds.failure_code AS refund_failure_code
+FROM rides LEFT JOIN refunds ON refunds.ride_id = rides.id
+WHERE rides.id = $1 AND rides.user_id = $2
+`
+
+type RideGetWithRefundRow struct {
+	Ride              Ride
+	RefundStatus      *string
+	StripeRefundID    *string
+	RefundFailureCode *string
+}
+
+// The user's ride with its refund, if any: what the rider may know of it.
+func (q *Queries) RideGetWithRefund(ctx context.Context, db DBTX, iD int64, userID int64) (*RideGetWithRefundRow, error) {
+	row := db.QueryRow(ctx, rideGetWithRefund, iD, userID)
+	var i RideGetWithRefundRow
+	err := row.Scan(
+		&i.Ride.ID,
+		&i.Ride.CreatedAt,
+		&i.Ride.IdempotencyKeyID,
+		&i.Ride.OriginLat,
+		&i.Ride.OriginLon,
+		&i.Ride.TargetLat,
+		&i.Ride.TargetLon,
+		&i.Ride.ChargeStatus,
+		&i.Ride.StripeChargeID,
+		&i.Ride.AmountCents,
+		&i.Ride.Currency,
+		&i.Ride.UserID,
+		&i.Ride.DeclineCode,
+		&i.Ride.DeclineMessage,
+		&i.Ride.Processor,
+		&i.Ride.ChargeAttempt,
+		&i.Ride.DisputeStatus,
+		&i.Ride.StripeDisputeID,
+		&i.RefundStatus,
+		&i.StripeRefundID,
+		&i.RefundFailureCode,
+	)
+	return &i, err
+}
+
+const rideListChargedElsewhere = `-- name: RideListChargedElsewhere :many
+SELECT rides.id, rides.processor, rides.stripe_charge_id::text AS charge_id,
+       users.email, idempotency_keys.idempotency_key
+FROM rides
+JOIN users ON users.id = rides.user_id
+JOIN idempotency_keys ON idempotency_keys.id = rides.idempotency_key_id
+WHERE rides.charge_status = 'charged'
+  AND rides.processor <> $1
+  AND rides.created_at >= now() - make_interval(secs => $2::float8)
+`
+
+type RideListChargedElsewhereRow struct {
+	ID             int64
+	Processor      string
+	ChargeID       string
+	Email          string
+	IdempotencyKey string
+}
+
+// Rides created within since_seconds, charged at a processor other than
+// @processor, with what their charge key is made of (the rider's email and
+// the client's key, while the key is kept): reconciliation recognises a
+// charge at @processor under such a key as a second charge of the ride.
+func (q *Queries) RideListChargedElsewhere(ctx context.Context, db DBTX, processor string, sinceSeconds float64) ([]*RideListChargedElsewhereRow, error) {
+	rows, err := db.Query(ctx, rideListChargedElsewhere, processor, sinceSeconds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*RideListChargedElsewhereRow
+	for rows.Next() {
+		var i RideListChargedElsewhereRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Processor,
+			&i.ChargeID,
+			&i.Email,
+			&i.IdempotencyKey,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const rideListChargedSince = `-- name: RideListChargedSince :many
-SELECT id, stripe_charge_id::text AS stripe_charge_id, created_at FROM rides
+SELECT id, stripe_charge_id::text AS stripe_charge_id, created_at, processor FROM rides
 WHERE charge_status = 'charged'
   AND created_at >= now() - make_interval(secs => $1::float8)
 ORDER BY id
@@ -238,6 +353,7 @@ type RideListChargedSinceRow struct {
 	ID             int64
 	StripeChargeID string
 	CreatedAt      time.Time
+	Processor      string
 }
 
 // Rides recorded as charged that were created within since_seconds by the
@@ -251,7 +367,176 @@ func (q *Queries) RideListChargedSince(ctx context.Context, db DBTX, sinceSecond
 	var items []*RideListChargedSinceRow
 	for rows.Next() {
 		var i RideListChargedSinceRow
-		if err := rows.Scan(&i.ID, &i.StripeChargeID, &i.CreatedAt); err != nil {
+		if err := rows.Scan(
+			&i.ID,
+			&i.StripeChargeID,
+			&i.CreatedAt,
+			&i.Processor,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const rideListForUser = `-- name: RideListForUser :many
+SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, refunds.status AS refund_status, refunds.stripe_refund_id AS stripe_refund_id,
+    refunds.failure_code AS refund_failure_code
+FROM rides LEFT JOIN refunds ON refunds.ride_id = rides.id
+WHERE rides.user_id = $1
+  AND (rides.created_at, rides.id) > ($2::timestamptz, $3::bigint)
+  AND (rides.created_at, rides.id) < ($4::timestamptz, $5::bigint)
+  AND ($6::text = '' OR rides.charge_status = $6::text)
+ORDER BY rides.created_at DESC, rides.id DESC
+LIMIT $7
+`
+
+type RideListForUserParams struct {
+	UserID          int64
+	AfterCreatedAt  time.Time
+	AfterID         int64
+	BeforeCreatedAt time.Time
+	BeforeID        int64
+	ChargeStatus    string
+	RowLimit        int32
+}
+
+type RideListForUserRow struct {
+	Ride              Ride
+	RefundStatus      *string
+	StripeRefundID    *string
+	RefundFailureCode *string
+}
+
+// One page of a rider's rides, newest first: those strictly between two
+// (created_at, id) positions, with their refunds, at most row_limit. The
+// bounds are row comparisons on rides_user_id_created_at_id, so a page is
+// one range scan wherever it starts.
+func (q *Queries) RideListForUser(ctx context.Context, db DBTX, arg RideListForUserParams) ([]*RideListForUserRow, error) {
+	rows, err := db.Query(ctx, rideListForUser,
+		arg.UserID,
+		arg.AfterCreatedAt,
+		arg.AfterID,
+		arg.BeforeCreatedAt,
+		arg.BeforeID,
+		arg.ChargeStatus,
+		arg.RowLimit,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*RideListForUserRow
+	for rows.Next() {
+		var i RideListForUserRow
+		if err := rows.Scan(
+			&i.Ride.ID,
+			&i.Ride.CreatedAt,
+			&i.Ride.IdempotencyKeyID,
+			&i.Ride.OriginLat,
+			&i.Ride.OriginLon,
+			&i.Ride.TargetLat,
+			&i.Ride.TargetLon,
+			&i.Ride.ChargeStatus,
+			&i.Ride.StripeChargeID,
+			&i.Ride.AmountCents,
+			&i.Ride.Currency,
+			&i.Ride.UserID,
+			&i.Ride.DeclineCode,
+			&i.Ride.DeclineMessage,
+			&i.Ride.Processor,
+			&i.Ride.ChargeAttempt,
+			&i.Ride.DisputeStatus,
+			&i.Ride.StripeDisputeID,
+			&i.RefundStatus,
+			&i.StripeRefundID,
+			&i.RefundFailureCode,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const rideListForUserAscending = `-- name: RideListForUserAscending :many
+SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, refunds.status AS refund_status, refunds.stripe_refund_id AS stripe_refund_id,
+    refunds.failure_code AS refund_failure_code
+FROM rides LEFT JOIN refunds ON refunds.ride_id = rides.id
+WHERE rides.user_id = $1
+  AND (rides.created_at, rides.id) > ($2::timestamptz, $3::bigint)
+  AND (rides.created_at, rides.id) < ($4::timestamptz, $5::bigint)
+  AND ($6::text = '' OR rides.charge_status = $6::text)
+ORDER BY rides.created_at, rides.id
+LIMIT $7
+`
+
+type RideListForUserAscendingParams struct {
+	UserID          int64
+	AfterCreatedAt  time.Time
+	AfterID         int64
+	BeforeCreatedAt time.Time
+	BeforeID        int64
+	ChargeStatus    string
+	RowLimit        int32
+}
+
+type RideListForUserAscendingRow struct {
+	Ride              Ride
+	RefundStatus      *string
+	StripeRefundID    *string
+	RefundFailureCode *string
+}
+
+// RideListForUser read from the oldest end: the page just newer than a
+// cursor (ending_before), returned oldest first.
+func (q *Queries) RideListForUserAscending(ctx context.Context, db DBTX, arg RideListForUserAscendingParams) ([]*RideListForUserAscendingRow, error) {
+	rows, err := db.Query(ctx, rideListForUserAscending,
+		arg.UserID,
+		arg.AfterCreatedAt,
+		arg.AfterID,
+		arg.BeforeCreatedAt,
+		arg.BeforeID,
+		arg.ChargeStatus,
+		arg.RowLimit,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*RideListForUserAscendingRow
+	for rows.Next() {
+		var i RideListForUserAscendingRow
+		if err := rows.Scan(
+			&i.Ride.ID,
+			&i.Ride.CreatedAt,
+			&i.Ride.IdempotencyKeyID,
+			&i.Ride.OriginLat,
+			&i.Ride.OriginLon,
+			&i.Ride.TargetLat,
+			&i.Ride.TargetLon,
+			&i.Ride.ChargeStatus,
+			&i.Ride.StripeChargeID,
+			&i.Ride.AmountCents,
+			&i.Ride.Currency,
+			&i.Ride.UserID,
+			&i.Ride.DeclineCode,
+			&i.Ride.DeclineMessage,
+			&i.Ride.Processor,
+			&i.Ride.ChargeAttempt,
+			&i.Ride.DisputeStatus,
+			&i.Ride.StripeDisputeID,
+			&i.RefundStatus,
+			&i.StripeRefundID,
+			&i.RefundFailureCode,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, &i)
@@ -289,7 +574,7 @@ func (q *Queries) RideListRecordedCharges(ctx context.Context, db DBTX, stripeCh
 }
 
 const rideLockByCharge = `-- name: RideLockByCharge :one
-SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, dispute_status, stripe_dispute_id FROM rides WHERE stripe_charge_id = $1 FOR UPDATE
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id FROM rides WHERE stripe_charge_id = $1 FOR UPDATE
 `
 
 func (q *Queries) RideLockByCharge(ctx context.Context, db DBTX, stripeChargeID *string) (*Ride, error) {
@@ -308,6 +593,10 @@ func (q *Queries) RideLockByCharge(ctx context.Context, db DBTX, stripeChargeID 
 		&i.AmountCents,
 		&i.Currency,
 		&i.UserID,
+		&i.DeclineCode,
+		&i.DeclineMessage,
+		&i.Processor,
+		&i.ChargeAttempt,
 		&i.DisputeStatus,
 		&i.StripeDisputeID,
 	)
@@ -315,7 +604,7 @@ func (q *Queries) RideLockByCharge(ctx context.Context, db DBTX, stripeChargeID 
 }
 
 const rideLockForUser = `-- name: RideLockForUser :one
-SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, dispute_status, stripe_dispute_id FROM rides WHERE id = $1 AND user_id = $2 FOR UPDATE
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id FROM rides WHERE id = $1 AND user_id = $2 FOR UPDATE
 `
 
 func (q *Queries) RideLockForUser(ctx context.Context, db DBTX, iD int64, userID int64) (*Ride, error) {
@@ -334,10 +623,36 @@ func (q *Queries) RideLockForUser(ctx context.Context, db DBTX, iD int64, userID
 		&i.AmountCents,
 		&i.Currency,
 		&i.UserID,
+		&i.DeclineCode,
+		&i.DeclineMessage,
+		&i.Processor,
+		&i.ChargeAttempt,
 		&i.DisputeStatus,
 		&i.StripeDisputeID,
 	)
 	return &i, err
+}
+
+const rideReroute = `-- name: RideReroute :execrows
+UPDATE rides
+SET processor = $1, charge_attempt = charge_attempt + 1
+WHERE id = $2 AND charge_status = 'pending' AND charge_attempt = $3
+`
+
+type RideRerouteParams struct {
+	Processor     string
+	ID            int64
+	ChargeAttempt int32
+}
+
+// Moves a pending ride to another processor as its next attempt, after a
+// definitive "not charged" at the one it was routed to.
+func (q *Queries) RideReroute(ctx context.Context, db DBTX, arg RideRerouteParams) (int64, error) {
+	result, err := db.Exec(ctx, rideReroute, arg.Processor, arg.ID, arg.ChargeAttempt)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const rideSetCharged = `-- name: RideSetCharged :execrows
@@ -356,12 +671,19 @@ func (q *Queries) RideSetCharged(ctx context.Context, db DBTX, stripeChargeID st
 
 const rideSetDeclined = `-- name: RideSetDeclined :execrows
 UPDATE rides
-SET charge_status = 'declined'
-WHERE id = $1 AND charge_status = 'pending'
+SET charge_status = 'declined', decline_code = $1::text, decline_message = $2::text
+WHERE id = $3 AND charge_status = 'pending'
 `
 
-func (q *Queries) RideSetDeclined(ctx context.Context, db DBTX, id int64) (int64, error) {
-	result, err := db.Exec(ctx, rideSetDeclined, id)
+type RideSetDeclinedParams struct {
+	DeclineCode    string
+	DeclineMessage string
+	ID             int64
+}
+
+// Records a declined charge with what the rider was told.
+func (q *Queries) RideSetDeclined(ctx context.Context, db DBTX, arg RideSetDeclinedParams) (int64, error) {
+	result, err := db.Exec(ctx, rideSetDeclined, arg.DeclineCode, arg.DeclineMessage, arg.ID)
 	if err != nil {
 		return 0, err
 	}

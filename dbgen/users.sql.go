@@ -9,6 +9,87 @@ import (
 	"context"
 )
 
+const processorRegistrationList = `-- name: ProcessorRegistrationList :many
+SELECT user_id, processor, updated_at, status, customer_id, reason FROM processor_registrations WHERE user_id = $1 ORDER BY processor
+`
+
+func (q *Queries) ProcessorRegistrationList(ctx context.Context, db DBTX, userID int64) ([]*ProcessorRegistration, error) {
+	rows, err := db.Query(ctx, processorRegistrationList, userID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*ProcessorRegistration
+	for rows.Next() {
+		var i ProcessorRegistration
+		if err := rows.Scan(
+			&i.UserID,
+			&i.Processor,
+			&i.UpdatedAt,
+			&i.Status,
+			&i.CustomerID,
+			&i.Reason,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const processorRegistrationSetRefused = `-- name: ProcessorRegistrationSetRefused :execrows
+INSERT INTO processor_registrations (user_id, processor, status, reason)
+VALUES ($1, $2, 'refused', $3::text)
+ON CONFLICT (user_id, processor) DO UPDATE
+SET reason = EXCLUDED.reason, updated_at = now()
+WHERE processor_registrations.status = 'refused'
+`
+
+type ProcessorRegistrationSetRefusedParams struct {
+	UserID    int64
+	Processor string
+	Reason    string
+}
+
+// Records the processor's refusal of the rider's source, unless the card is
+// registered there already.
+func (q *Queries) ProcessorRegistrationSetRefused(ctx context.Context, db DBTX, arg ProcessorRegistrationSetRefusedParams) (int64, error) {
+	result, err := db.Exec(ctx, processorRegistrationSetRefused, arg.UserID, arg.Processor, arg.Reason)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const processorRegistrationSetRegistered = `-- name: ProcessorRegistrationSetRegistered :execrows
+INSERT INTO processor_registrations (user_id, processor, status, customer_id)
+VALUES ($1, $2, 'registered', $3::text)
+ON CONFLICT (user_id, processor) DO UPDATE
+SET status = 'registered', customer_id = EXCLUDED.customer_id, reason = NULL, updated_at = now()
+WHERE processor_registrations.status = 'refused'
+   OR processor_registrations.customer_id = EXCLUDED.customer_id
+`
+
+type ProcessorRegistrationSetRegisteredParams struct {
+	UserID     int64
+	Processor  string
+	CustomerID string
+}
+
+// Records the rider's card at the processor once; a refusal recorded for
+// the same source is replaced, another customer already recorded is kept
+// (0 rows).
+func (q *Queries) ProcessorRegistrationSetRegistered(ctx context.Context, db DBTX, arg ProcessorRegistrationSetRegisteredParams) (int64, error) {
+	result, err := db.Exec(ctx, processorRegistrationSetRegistered, arg.UserID, arg.Processor, arg.CustomerID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const userCreate = `-- name: UserCreate :one
 INSERT INTO users (email, payment_source)
 VALUES ($1, $2)

@@ -30,7 +30,9 @@ func TestCustomerCreateWorker(t *testing.T) {
 		customerID bool
 	}{
 		{name: "RetriedThroughFailuresMakesOneCustomer", source: "tok_visa", faults: 2, wantEvent: river.EventKindJobCompleted, customers: 1, customerID: true},
-		{name: "DeclinedSourceCancelsTheJob", source: "tok_chargeDeclined", wantEvent: river.EventKindJobCancelled},
+		// A refused source is the rider's registration state: recorded, and
+		// the job is done.
+		{name: "DeclinedSourceIsRecordedAndTheJobDone", source: "tok_chargeDeclined", wantEvent: river.EventKindJobCompleted},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -48,6 +50,11 @@ func TestCustomerCreateWorker(t *testing.T) {
 			var stored *string
 			require.NoError(t, b.Pool.QueryRow(b.Ctx, `SELECT stripe_customer_id FROM users WHERE id = $1`, uid).Scan(&stored))
 			require.Equal(t, tc.customerID, stored != nil)
+			want := "registered"
+			if !tc.customerID {
+				want = "refused"
+			}
+			require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM processor_registrations WHERE user_id = $1 AND processor = 'stripe' AND status = $2`, uid, want))
 		})
 	}
 }

@@ -179,7 +179,7 @@ func (h *handlers) errorResponses(op *huma.Operation, codes ...int) {
 var statusDescriptions = map[int]string{
 	http.StatusBadRequest:            "Malformed request: a missing or invalid header, or a body that is not JSON.",
 	http.StatusUnauthorized:          "Missing or invalid credentials.",
-	http.StatusPaymentRequired:       "The card was declined. Stored: replayed for every retry with the same key.",
+	http.StatusPaymentRequired:       "The card was declined, or the processor rejected the charge; ride_id names the ride the booking created (declined). Stored: replayed for every retry with the same key.",
 	http.StatusNotFound:              "No such resource for this caller.",
 	http.StatusConflict:              "Another request with the same idempotency key is in progress.",
 	http.StatusRequestEntityTooLarge: "The body is larger than 16 KiB.",

@@ -85,8 +85,35 @@ func toHTTP(err error) error {
 func init() {
 	base := huma.NewError
 	huma.NewError = func(status int, msg string, errs ...error) huma.StatusError {
-		return headersAreBadRequests(base(status, msg, errs...), status)
+		return headersAreBadRequests(onePerLocation(base(status, msg, errs...)), status)
 	}
+}
+
+// onePerLocation merges the details Huma reports for one location (a
+// string too short and not matching its pattern) into one, their messages
+// joined: an answer names each field at fault once.
+func onePerLocation(model huma.StatusError) huma.StatusError {
+	var em *huma.ErrorModel
+	if !errors.As(model, &em) || len(em.Errors) < 2 {
+		return model
+	}
+	merged := em.Errors[:0:0]
+	at := map[string]*huma.ErrorDetail{}
+	for _, d := range em.Errors {
+		if d == nil || d.Location == "" {
+			merged = append(merged, d)
+			continue
+		}
+		if first, ok := at[d.Location]; ok {
+			first.Message += "; " + d.Message
+			continue
+		}
+		cp := *d
+		at[d.Location] = &cp
+		merged = append(merged, &cp)
+	}
+	em.Errors = merged
+	return em
 }
 
 // headersAreBadRequests adjusts Huma's errors: Huma reports a missing or

@@ -38,11 +38,19 @@ func exampleRide(refunded bool) *service.Ride {
 		TargetLat: exampleRideBody.TargetLat, TargetLon: exampleRideBody.TargetLon,
 		AmountCents: 2000, Currency: "usd",
 		ChargeStatus: "charged", StripeChargeID: &exampleChargeID,
-		RefundStatus: "none",
+		RefundStatus: "none", Processor: service.ProcessorStripe,
 	}
 	if refunded {
 		r.RefundStatus, r.StripeRefundID = "refunded", &exampleRefundID
 	}
+	return r
+}
+
+// exampleDeclinedRide is a ride whose charge was declined.
+func exampleDeclinedRide() *service.Ride {
+	r := exampleRide(false)
+	code, msg := "card_declined", "Your card was declined."
+	r.ChargeStatus, r.StripeChargeID, r.DeclineCode, r.DeclineMessage = "declined", nil, &code, &msg
 	return r
 }
 
@@ -54,11 +62,21 @@ const exampleAPIKey = "ark_4XbT9qLm2VwK7sNc3RzP8hJd6FgY5aEu0iOp1QwE2rT"
 func exampleUserNew() *service.User {
 	u := exampleUser()
 	u.StripeCustomerID = nil
+	u.Registrations = []service.Registration{}
 	return u
 }
 
 func exampleUser() *service.User {
-	return &service.User{ID: exampleUserID, CreatedAt: exampleTime, Email: "rider@example.com", PaymentSource: "tok_visa", StripeCustomerID: &exampleCustomer}
+	return &service.User{ID: exampleUserID, CreatedAt: exampleTime, Email: "rider@example.com", PaymentSource: "tok_visa", StripeCustomerID: &exampleCustomer,
+		Registrations: []service.Registration{{Processor: service.ProcessorStripe, Status: "registered", UpdatedAt: exampleTime}}}
+}
+
+// exampleUserRefused is a rider whose source one processor refused.
+func exampleUserRefused() *service.User {
+	u := exampleUser()
+	reason := "adyen refused the payment source: Invalid card number"
+	u.Registrations = append(u.Registrations, service.Registration{Processor: service.ProcessorAdyen, Status: "refused", Reason: &reason, UpdatedAt: exampleTime})
+	return u
 }
 
 // exampleAPIKeys is a rider's key list: one live, one revoked.
@@ -101,8 +119,9 @@ var problemExamples = map[int]map[string]*huma.Example{
 		"no-key": example("No valid credentials", problem(401, "", "a valid API key is required")),
 	},
 	http.StatusPaymentRequired: {
-		"declined": example("The card was declined (stored, replayed)",
-			problem(402, service.ProblemCardDeclined, "the card was declined: Your card was declined.")),
+		"declined": example("The card was declined (stored, replayed); ride_id names the declined ride",
+			service.Problem{Type: service.ProblemCardDeclined, Title: "Card declined", Status: 402,
+				Detail: "the card was declined: Your card was declined.", RideID: exampleRideID}),
 	},
 	http.StatusNotFound: {
 		"not-found": example("Not the caller's, or does not exist", problem(404, "", "no such ride")),

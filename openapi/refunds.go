@@ -12,7 +12,7 @@ import (
 
 type rideRefundInput struct {
 	ID             int64  `path:"id" minimum:"1" example:"5351843670591273" doc:"The ride's id: drawn at random when the ride is booked, never given to another ride, even by a database restored from a backup."`
-	IdempotencyKey string `header:"Idempotency-Key" required:"true" example:"RJ6Q3ZK7W2HXN5TBY4MVC8PLDA" doc:"20 to 255 printable ASCII characters, bare or as a quoted structured-field string. Retry with the same key; any other key refunding the same ride gets the same refund."`
+	IdempotencyKey string `header:"Idempotency-Key" required:"true" minLength:"20" maxLength:"512" pattern:"^(?:[!#-~][!-~]{19,254}|\"(?:[!#-\\[\\]-~]|\\\\[\"\\\\]){20,255}\")$" patternDescription:"20 to 255 printable ASCII characters, bare or as a quoted structured-field string" example:"RJ6Q3ZK7W2HXN5TBY4MVC8PLDA" doc:"20 to 255 printable ASCII characters, bare or as a quoted structured-field string. Retry with the same key; any other key refunding the same ride gets the same refund."`
 }
 
 func (h *handlers) registerRefunds() {

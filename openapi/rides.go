@@ -11,7 +11,7 @@ import (
 )
 
 type rideCreateInput struct {
-	IdempotencyKey string `header:"Idempotency-Key" required:"true" example:"MVUB2FKCT3XG5OSXEUDMPBZTIZ" doc:"20 to 255 printable ASCII characters, bare or as a quoted structured-field string. One key per logical booking: retry with the same key."`
+	IdempotencyKey string `header:"Idempotency-Key" required:"true" minLength:"20" maxLength:"512" pattern:"^(?:[!#-~][!-~]{19,254}|\"(?:[!#-\\[\\]-~]|\\\\[\"\\\\]){20,255}\")$" patternDescription:"20 to 255 printable ASCII characters, bare or as a quoted structured-field string" example:"MVUB2FKCT3XG5OSXEUDMPBZTIZ" doc:"20 to 255 printable ASCII characters, bare or as a quoted structured-field string. One key per logical booking: retry with the same key."`
 	Body           rideCreateBody
 }
 
@@ -85,18 +85,20 @@ func (h *handlers) registerRides() {
 	jsonRequestExamples(&op, map[string]*huma.Example{"ride": example("From San Francisco to Oakland", exampleRideBody)})
 	h.errorResponses(&op, 400, 401, 402, 409, 413, 415, 422, 429, 500, 503)
 	op.Responses["402"].Headers = replayHeader
+	op.Responses["402"].Content["application/problem+json"].Schema = registry.Schema(reflect.TypeOf(service.Problem{}), true, "DeclinedProblem")
 	withExamples(&op, "422", map[string]*huma.Example{
 		"invalid-field": problemExamples[http.StatusUnprocessableEntity]["invalid-field"],
 		"key-reused":    keyReusedExample,
 	})
 	huma.Register(h.api, op, h.rideCreate)
+	h.registerRideList()
 
 	op = huma.Operation{
 		OperationID: "ride-get",
 		Method:      http.MethodGet,
 		Path:        "/rides/{id}",
 		Summary:     "Get one of the rider's rides, with its charge and refund",
-		Description: "Reads the ride as it is now: charge_status is pending until the charge is decided, and refund_status follows a refund. " +
+		Description: "Reads the ride as it is now, with everything its rider may know of it: charge_status is pending until the charge is decided; a declined ride carries the decline_code and decline_message its rider was shown (the 402 answer names the ride in ride_id); refund_status follows a refund, with the processor's refund_failure_code when it refused one. " +
 			"Read-only and safe to retry at any time; it takes no Idempotency-Key. Another rider's ride is 404, as if it did not exist.",
 		Tags:        []string{"rides"},
 		Security:    []map[string][]string{{schemeRider: {}}},
@@ -105,6 +107,7 @@ func (h *handlers) registerRides() {
 			"200": {Description: "The ride.", Content: map[string]*huma.MediaType{"application/json": {Examples: map[string]*huma.Example{
 				"charged":  example("Booked and charged", exampleRide(false)),
 				"refunded": example("Charged, then refunded", exampleRide(true)),
+				"declined": example("The card was declined", exampleDeclinedRide()),
 			}}}},
 		},
 	}

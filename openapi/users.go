@@ -11,12 +11,12 @@ import (
 )
 
 type userPutInput struct {
-	Email string       `path:"email" maxLength:"255" example:"rider@example.com" doc:"The rider's email address: ASCII only (receipts are sent without SMTPUTF8), no control or formatting characters; compared and stored lower-cased, so addresses that differ only in case are one rider."`
+	Email string       `path:"email" minLength:"3" maxLength:"255" format:"email" pattern:"^[A-Za-z0-9!#$%&'*+/=?^_\\x60{|}~-]+(?:\\.[A-Za-z0-9!#$%&'*+/=?^_\\x60{|}~-]+)*@[A-Za-z0-9!#$%&'*+/=?^_\\x60{|}~-]+(?:\\.[A-Za-z0-9!#$%&'*+/=?^_\\x60{|}~-]+)*$" patternDescription:"a plain ASCII email address like rider@example.com" example:"rider@example.com" doc:"The rider's email address: ASCII only (receipts are sent without SMTPUTF8), no control or formatting characters; compared and stored lower-cased, so addresses that differ only in case are one rider."`
 	Body  *userPutBody `required:"false"`
 }
 
 type userPutBody struct {
-	PaymentSource string `json:"payment_source,omitempty" maxLength:"255" pattern:"^[A-Za-z0-9_]+$" doc:"A payment processor token or source id. Default tok_visa." example:"tok_visa"`
+	PaymentSource string `json:"payment_source,omitempty" maxLength:"255" pattern:"^[A-Za-z0-9_]+$" doc:"A payment processor token or source id. Required; only a development server (serve -dev) defaults it to the test card tok_visa." example:"tok_visa"`
 }
 
 // UserPutResponse is the body of PUT /users/{email}.
@@ -42,7 +42,7 @@ type APIKeyResponse struct {
 }
 
 type apiKeyInput struct {
-	Email string `path:"email" maxLength:"255" example:"rider@example.com" doc:"The rider's email address, in any case."`
+	Email string `path:"email" minLength:"3" maxLength:"255" format:"email" pattern:"^[A-Za-z0-9!#$%&'*+/=?^_\\x60{|}~-]+(?:\\.[A-Za-z0-9!#$%&'*+/=?^_\\x60{|}~-]+)*@[A-Za-z0-9!#$%&'*+/=?^_\\x60{|}~-]+(?:\\.[A-Za-z0-9!#$%&'*+/=?^_\\x60{|}~-]+)*$" patternDescription:"a plain ASCII email address like rider@example.com" example:"rider@example.com" doc:"The rider's email address, in any case."`
 }
 
 // APIKeyListResponse is the body of GET /users/{email}/api_keys.
@@ -55,7 +55,7 @@ type apiKeyListOutput struct {
 }
 
 type apiKeyRevokeInput struct {
-	Email string `path:"email" maxLength:"255" example:"rider@example.com" doc:"The rider's email address, in any case."`
+	Email string `path:"email" minLength:"3" maxLength:"255" format:"email" pattern:"^[A-Za-z0-9!#$%&'*+/=?^_\\x60{|}~-]+(?:\\.[A-Za-z0-9!#$%&'*+/=?^_\\x60{|}~-]+)*@[A-Za-z0-9!#$%&'*+/=?^_\\x60{|}~-]+(?:\\.[A-Za-z0-9!#$%&'*+/=?^_\\x60{|}~-]+)*$" patternDescription:"a plain ASCII email address like rider@example.com" example:"rider@example.com" doc:"The rider's email address, in any case."`
 	ID    int64  `path:"id" minimum:"1" example:"7431029865513702" doc:"The key's id (api_key_id): drawn at random when the key is minted, never given to another key."`
 }
 
@@ -128,6 +128,27 @@ func (h *handlers) registerUsers() {
 	huma.Register(h.api, op, h.apiKeyCreate)
 
 	op = huma.Operation{
+		OperationID: "user-get",
+		Method:      http.MethodGet,
+		Path:        "/users/{email}",
+		Summary:     "Show a rider, with the registration of the rider's card at each payment processor",
+		Description: "The rider and, for each payment processor that has answered, whether it stored the rider's card (registered) or refused the payment source (refused, with the processor's reason). " +
+			"A refused source is the rider's to fix by registering another; bookings go to a processor where the card is registered, or answer 402 naming the refusal. A read: safe to retry.",
+		Tags:        []string{"users"},
+		Security:    []map[string][]string{{schemeAdmin: {}}},
+		Middlewares: huma.Middlewares{h.requireAdmin},
+	}
+	op.Responses = map[string]*huma.Response{
+		"200": {Description: "The rider, with the card's registration at each processor that answered.", Content: map[string]*huma.MediaType{"application/json": {Examples: map[string]*huma.Example{
+			"registered": example("The card is registered at Stripe", exampleUser()),
+			"refused":    example("Adyen refused the rider's payment source", exampleUserRefused()),
+		}}}},
+	}
+	h.errorResponses(&op, 401, 404, 422, 500)
+	withExamples(&op, "404", map[string]*huma.Example{"no-user": example("No rider with this email", problem(404, "", "no user with this email"))})
+	huma.Register(h.api, op, h.userGet)
+
+	op = huma.Operation{
 		OperationID: "api-key-list",
 		Method:      http.MethodGet,
 		Path:        "/users/{email}/api_keys",
@@ -181,6 +202,18 @@ func (h *handlers) userPut(ctx context.Context, in *userPutInput) (*userPutOutpu
 		out.Status, out.Body.APIKey, out.Body.APIKeyID = http.StatusCreated, res.APIKey, res.APIKeyID
 	}
 	return out, nil
+}
+
+type userGetOutput struct {
+	Body *service.User
+}
+
+func (h *handlers) userGet(ctx context.Context, in *apiKeyInput) (*userGetOutput, error) {
+	user, err := h.svc.UserGet(ctx, in.Email)
+	if err != nil {
+		return nil, h.fail(ctx, "user get", err)
+	}
+	return &userGetOutput{Body: user}, nil
 }
 
 func (h *handlers) apiKeyCreate(ctx context.Context, in *apiKeyInput) (*apiKeyOutput, error) {

@@ -123,7 +123,7 @@ func exportedNames(t *testing.T) map[string]bool {
 	t.Helper()
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	svc, err := service.New(service.Config{
+	svc, err := service.New(service.Config{DevDefaultPaymentSource: true,
 		Pool:       dbtest.New(t),
 		Payments:   payments.New(payments.Config{APIBase: "http://127.0.0.1:1", SecretKey: "sk_test_ops"}),
 		Registerer: registry,

@@ -67,7 +67,7 @@ func TestAuthenticateCache(t *testing.T) {
 	t.Run("NegativeTTLDisablesTheCache", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		svc, err := service.New(service.Config{
+		svc, err := service.New(service.Config{DevDefaultPaymentSource: true,
 			Pool:         b.Pool,
 			Payments:     b.Payments,
 			AuthCacheTTL: -1,

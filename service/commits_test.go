@@ -68,7 +68,7 @@ func TestRideCommits(t *testing.T) {
 		require.NoError(t, err)
 		conn.Release()
 		fn(func() *service.Service {
-			svc, err := service.New(service.Config{Pool: pool, Payments: fake.Payments()})
+			svc, err := service.New(service.Config{DevDefaultPaymentSource: true, Pool: pool, Payments: fake.Payments()})
 			require.NoError(t, err)
 			return svc
 		})

@@ -144,7 +144,7 @@ func isRetryable(err error) bool {
 }
 
 // randomIDKeys are the primary keys of the tables whose ids the database
-// draws (random_id(): migrations 0007 and 0012), so that no id a client
+// makes (time_id(), migration 0012), so that no id a client
 // holds is ever handed out again.
 var randomIDKeys = map[string]bool{
 	"rides_pkey":    true,

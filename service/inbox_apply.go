@@ -186,7 +186,13 @@ func (s *Service) prepareRefund(ctx context.Context, ev *InboundEvent) (effect, 
 	} else if err != nil {
 		return nil, internal(err)
 	}
-	refunds, err := s.payments.RefundList(ctx, ev.ChargeID)
+	// Stripe's events are about Stripe's charges: the refunds are read
+	// from Stripe.
+	stripe, err := s.proc(ProcessorStripe)
+	if err != nil {
+		return nil, err
+	}
+	refunds, err := stripe.pay.RefundList(ctx, ev.ChargeID)
 	if err != nil {
 		return nil, err
 	}

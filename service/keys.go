@@ -32,6 +32,9 @@ type KeyInfo struct {
 	ResponseCode *int `json:"response_code,omitempty"`
 	// Completion is the latest completion job of the key, if any.
 	Completion *KeyCompletionJob `json:"completion,omitempty"`
+	// Attempts are the processors the request was routed to, in order
+	// (KeyGet only).
+	Attempts []KeyAttempt `json:"attempts,omitempty"`
 }
 
 // KeyCompletionJob is a completion job as an operator sees it.
@@ -268,6 +271,9 @@ func (s *Service) KeyGet(ctx context.Context, keyID int64) (*KeyInfo, error) {
 		return nil, internal(err)
 	}
 	k := s.keyInfo(row, now)
+	if k.Attempts, err = s.keyAttempts(ctx, k); err != nil {
+		return nil, err
+	}
 	return k, s.attachCompletions(ctx, []*KeyInfo{k})
 }
 

@@ -22,6 +22,7 @@ type metrics struct {
 	reaped          prometheus.Counter
 	pastHorizon     prometheus.Gauge
 	receipts        *prometheus.CounterVec
+	circuitChanges  *prometheus.CounterVec
 	inboxReceived   *prometheus.CounterVec
 	inboxRejected   *prometheus.CounterVec
 	inboxApplied    *prometheus.CounterVec
@@ -30,7 +31,7 @@ type metrics struct {
 	settlements     *settlementMetrics
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, processors []string) (*metrics, error) {
 	m := &metrics{
 		phaseSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "atomicrides_phase_duration_seconds",
@@ -39,13 +40,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"flow", "from"}),
 		paymentCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "atomicrides_payment_calls_total",
-			Help: "Calls to the payment processor by operation and outcome (ok, declined, invalid, configuration, unavailable).",
-		}, []string{"op", "outcome"}),
+			Help: "Calls to the payment processors by processor, operation and outcome (ok, declined, invalid, configuration, unavailable).",
+		}, []string{"processor", "op", "outcome"}),
 		paymentSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "atomicrides_payment_call_duration_seconds",
-			Help:    "Duration of calls to the payment processor, retries included.",
+			Help:    "Duration of calls to the payment processors, retries included, by processor and operation.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 12),
-		}, []string{"op"}),
+		}, []string{"processor", "op"}),
 		completions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "atomicrides_completer_completions_total",
 			Help: "Abandoned requests driven by the completer, by outcome: finished, already_finished, in_use (another holds the lease), unavailable (processor), error.",
@@ -66,6 +67,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "atomicrides_receipts_total",
 			Help: "Receipt sends by kind and outcome (sent, already_sent, error).",
 		}, []string{"kind", "outcome"}),
+		circuitChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "atomicrides_processor_circuit_changes_total",
+			Help: "Changes of a payment processor's circuit breaker, by processor and the state entered (closed, half-open, open).",
+		}, []string{"processor", "to"}),
 		inboxReceived: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "atomicrides_inbox_received_total",
 			Help: "Inbound messages (webhooks) verified, by source and outcome: recorded (new, its job queued) or duplicate (already recorded; nothing written).",
@@ -85,10 +90,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		ops:         newOpsMetrics(),
 		settlements: newSettlementMetrics(),
 	}
-	m.initSeries()
+	m.initSeries(processors)
 	collectors := []prometheus.Collector{
 		m.phaseSeconds, m.paymentCalls, m.paymentSeconds, m.completions, m.completerQueued,
-		m.reaped, m.pastHorizon, m.receipts, m.inboxReceived, m.inboxRejected, m.inboxApplied, m.disputes,
+		m.reaped, m.pastHorizon, m.receipts, m.circuitChanges, m.inboxReceived, m.inboxRejected, m.inboxApplied, m.disputes,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "atomicrides_idempotency_replays_total",
 			Help: "Responses replayed from finished idempotency keys.",
@@ -117,9 +122,13 @@ func (m *metrics) phase(flow string, from RecoveryPoint, d time.Duration) {
 	m.phaseSeconds.WithLabelValues(flow, string(from)).Observe(d.Seconds())
 }
 
-func (m *metrics) payment(op string, d time.Duration, err error) {
-	m.paymentSeconds.WithLabelValues(op).Observe(d.Seconds())
-	m.paymentCalls.WithLabelValues(op, paymentOutcome(err)).Inc()
+func (m *metrics) payment(processor, op string, d time.Duration, err error) {
+	m.paymentSeconds.WithLabelValues(processor, op).Observe(d.Seconds())
+	m.paymentCalls.WithLabelValues(processor, op, paymentOutcome(err)).Inc()
+}
+
+func (m *metrics) circuitChanged(processor, to string) {
+	m.circuitChanges.WithLabelValues(processor, to).Inc()
 }
 
 func (m *metrics) receipt(kind ReceiptKind, sent bool, err error) {

@@ -28,14 +28,18 @@ var paymentOps = []string{
 // ReconcileOrphanKinds are the kind labels of atomicrides_reconcile_orphans:
 // a charge or a refund at the processor that no ride records, and a ride
 // recorded as charged whose charge the processor lacks.
-var ReconcileOrphanKinds = []string{"charge", "refund", "missing_charge"}
+// double_charge is a ride charged at two processors: a charge at one
+// processor under the charge key of a ride recorded as charged at another
+// (the commit that routed the ride was lost, and the request was routed
+// anew while its first processor was down).
+var ReconcileOrphanKinds = []string{"charge", "refund", "missing_charge", "double_charge"}
 
 func newOpsMetrics() *opsMetrics {
 	return &opsMetrics{
 		stripeConfigErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "atomicrides_stripe_config_errors_total",
 			Help: "Processor errors caused by the service's configuration rather than the request: authentication, permission, a missing object the service created, idempotency errors. Each needs an operator.",
-		}, []string{"operation"}),
+		}, []string{"processor", "operation"}),
 		reconcileOrphans: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "atomicrides_reconcile_orphans",
 			Help: "As of the last reconciliation: charges and refunds at the processor that no ride records (charge, refund), and rides recorded as charged that the processor lacks (missing_charge).",
@@ -69,12 +73,17 @@ func (o *opsMetrics) collectors() []prometheus.Collector {
 // initSeries creates every labelled series the alert rules and the
 // dashboard read, at zero, so that /metrics shows them before the first
 // event and a rate over them is 0 rather than absent.
-func (m *metrics) initSeries() {
-	for _, op := range paymentOps {
-		m.ops.stripeConfigErrors.WithLabelValues(op)
-		m.paymentSeconds.WithLabelValues(op)
-		for _, outcome := range paymentOutcomes {
-			m.paymentCalls.WithLabelValues(op, outcome)
+func (m *metrics) initSeries(processors []string) {
+	for _, proc := range processors {
+		for _, op := range paymentOps {
+			m.ops.stripeConfigErrors.WithLabelValues(proc, op)
+			m.paymentSeconds.WithLabelValues(proc, op)
+			for _, outcome := range paymentOutcomes {
+				m.paymentCalls.WithLabelValues(proc, op, outcome)
+			}
+		}
+		for _, to := range []string{"closed", "half-open", "open"} {
+			m.circuitChanges.WithLabelValues(proc, to)
 		}
 	}
 	for _, kind := range ReconcileOrphanKinds {
@@ -105,8 +114,8 @@ func (m *metrics) initSeries() {
 }
 
 // stripeConfigError counts a configuration-class processor error of op.
-func (m *metrics) stripeConfigError(op string) {
-	m.ops.stripeConfigErrors.WithLabelValues(op).Inc()
+func (m *metrics) stripeConfigError(processor, op string) {
+	m.ops.stripeConfigErrors.WithLabelValues(processor, op).Inc()
 }
 
 // ReconcileObserved records a finished reconciliation with the processor:

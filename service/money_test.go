@@ -32,7 +32,7 @@ func newMoneyWorld(t *testing.T) *moneyWorld {
 // service is a fresh service over pool on the world's Stripe account.
 func (w *moneyWorld) service(t *testing.T, pool *pgxpool.Pool, reg prometheus.Registerer) *service.Service {
 	t.Helper()
-	svc, err := service.New(service.Config{Pool: pool, Registerer: reg, Payments: w.fake.Payments()})
+	svc, err := service.New(service.Config{DevDefaultPaymentSource: true, Pool: pool, Registerer: reg, Payments: w.fake.Payments()})
 	require.NoError(t, err)
 	return svc
 }

@@ -22,7 +22,9 @@ import (
 // request sends the same charge under the same key and the processor
 // answers with this very charge, which the retry records. After the refund,
 // such a retry is answered ProblemBookingRefunded (rideChargeCall), never
-// charged again.
+// charged again. The policy covers the charges of Stripe (the processor
+// of orphan_refunds' charge ids and of users' recorded customers); an
+// orphan at another processor stays a reconciliation finding.
 
 // DefaultOrphanRefundAfter is the default of Config.OrphanRefundAfter:
 // Stripe's 24-hour idempotency window and a day's margin, so that no
@@ -96,10 +98,14 @@ func (s *Service) OrphanRefundsSchedule(ctx context.Context, grace time.Duration
 	}
 	scheduled := 0
 	for _, o := range rep.OrphanCharges {
-		if !o.Created.Before(now.Add(-grace)) {
+		if o.processor != ProcessorStripe || !o.Created.Before(now.Add(-grace)) {
 			continue
 		}
-		ch, err := s.payments.ChargeGet(ctx, o.ID)
+		stripe, err := s.proc(ProcessorStripe)
+		if err != nil {
+			return scheduled, err
+		}
+		ch, err := stripe.pay.ChargeGet(ctx, o.ID)
 		if err != nil {
 			return scheduled, err
 		}
@@ -179,8 +185,12 @@ func (s *Service) OrphanRefund(ctx context.Context, chargeID string) (*dbgen.Orp
 	if o.Status != OrphanRefundPending {
 		return o, nil
 	}
+	stripe, err := s.proc(ProcessorStripe)
+	if err != nil {
+		return nil, err
+	}
 	pkey := RefundKey(s.namespace, chargeID, orphanRefundAttempt)
-	r, err := s.payments.RefundCreate(ctx, RefundCreateParams{
+	r, err := stripe.pay.RefundCreate(ctx, RefundCreateParams{
 		IdempotencyKey: pkey,
 		ChargeID:       chargeID,
 		Tag:            Tag{Namespace: s.namespace, Rider: o.RiderRef, Key: pkey},
@@ -192,7 +202,7 @@ func (s *Service) OrphanRefund(ctx context.Context, chargeID string) (*dbgen.Orp
 			return nil, err
 		}
 		if (pe != nil && pe.Code == RefundCodeChargeAlreadyRefunded) || isIdempotencyMismatch(err) {
-			if r, err = s.acceptedRefundOf(ctx, chargeID); err != nil {
+			if r, err = s.acceptedRefundOf(ctx, stripe, chargeID); err != nil {
 				return nil, err
 			}
 		}
@@ -227,9 +237,10 @@ func (s *Service) OrphanRefund(ctx context.Context, chargeID string) (*dbgen.Orp
 	return o, nil
 }
 
-// acceptedRefundOf returns an accepted refund of the charge, or nil.
-func (s *Service) acceptedRefundOf(ctx context.Context, chargeID string) (*Refund, error) {
-	refunds, err := s.payments.RefundList(ctx, chargeID)
+// acceptedRefundOf returns an accepted refund of the charge at proc, or
+// nil.
+func (s *Service) acceptedRefundOf(ctx context.Context, proc *processor, chargeID string) (*Refund, error) {
+	refunds, err := proc.pay.RefundList(ctx, chargeID)
 	if err != nil {
 		return nil, err
 	}

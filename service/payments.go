@@ -125,7 +125,11 @@ type RefundCreateParams struct {
 	// refund's attempt.
 	IdempotencyKey string
 	ChargeID       string
-	Tag            Tag
+	// AmountCents and Currency are the charge's (a full refund); Stripe
+	// refunds the whole charge without them, Adyen needs them.
+	AmountCents int64
+	Currency    string
+	Tag         Tag
 }
 
 // RefundCodeChargeAlreadyRefunded is the Code of the PaymentClassRefusal
@@ -211,6 +215,17 @@ const (
 // PaymentClassConfiguration error for an idempotency key the processor saw
 // with other parameters.
 const PaymentCodeIdempotencyMismatch = "idempotency_error"
+
+// PaymentCodeSourceRefused is the Code of the PaymentClassRefusal of
+// CustomerCreate when the processor refuses the rider's payment source
+// (unknown, invalid, or declined when stored). It is the rider's
+// registration state at that processor, never a configuration error.
+const PaymentCodeSourceRefused = "payment_source_refused"
+
+// PaymentCodeUnsupported is the Code of the PaymentClassUnavailable error
+// of an operation the processor's API does not offer (Adyen's Checkout API
+// has no search or list of payments).
+const PaymentCodeUnsupported = "unsupported"
 
 // PaymentError is the error every Payments implementation returns.
 type PaymentError struct {

@@ -12,10 +12,11 @@ import (
 // logs and counts every configuration-class failure, which operators alert
 // on.
 type meteredPayments struct {
-	p      Payments
-	m      *metrics
-	tracer trace.Tracer
-	logger *slog.Logger
+	p         Payments
+	processor string
+	m         *metrics
+	tracer    trace.Tracer
+	logger    *slog.Logger
 }
 
 func (mp meteredPayments) CustomerCreate(ctx context.Context, params CustomerCreateParams) (c *Customer, err error) {
@@ -75,11 +76,11 @@ func (mp meteredPayments) RefundListSince(ctx context.Context, since time.Time) 
 func (mp meteredPayments) Budget() time.Duration { return mp.p.Budget() }
 
 func (mp meteredPayments) observe(ctx context.Context, op string, start time.Time, span trace.Span, err *error) {
-	mp.m.payment(op, time.Since(start), *err)
+	mp.m.payment(mp.processor, op, time.Since(start), *err)
 	endPayment(span, *err)
 	if *err != nil && PaymentClassOf(*err) == PaymentClassConfiguration {
-		mp.m.stripeConfigError(op)
+		mp.m.stripeConfigError(mp.processor, op)
 		mp.logger.ErrorContext(ctx, "payment processor refused our configuration: the request stays unfinished until an operator fixes it",
-			"operation", op, "err", *err)
+			"processor", mp.processor, "operation", op, "err", *err)
 	}
 }

@@ -4,10 +4,13 @@ package service
 // definitively (a declined card, a refused refund) store one as their
 // response body.
 type Problem struct {
-	Type   string `json:"type"`
-	Title  string `json:"title"`
-	Status int    `json:"status"`
-	Detail string `json:"detail,omitempty"`
+	Type   string `json:"type" format:"uri-reference" example:"/problems/card-declined" doc:"A URI reference naming the problem type."`
+	Title  string `json:"title" example:"Card declined" doc:"A short summary of the problem type."`
+	Status int    `json:"status" example:"402" doc:"The HTTP status code."`
+	Detail string `json:"detail,omitempty" example:"the card was declined: Your card was declined." doc:"What happened to this request."`
+	// RideID, an extension member, names the ride a declined booking
+	// created (402), so that its rider can find it; absent elsewhere.
+	RideID int64 `json:"ride_id,omitempty" example:"5351843670591273" doc:"Extension member of a declined booking (402): the ride the booking created, whose charge_status is declined (GET /rides/{id}). Absent from answers stored before the service named the ride."`
 }
 
 // Problem types of the stored responses, as URI references relative to the

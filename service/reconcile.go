@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/atomicrides/atomicrides/dbgen"
@@ -21,13 +22,31 @@ type ReconcileOrphan struct {
 	Rider string `json:"rider"`
 	// ProcessorKey is the processor idempotency key it was made under.
 	ProcessorKey string `json:"processor_key"`
+	// processor is the processor that listed it (the orphan policy refunds
+	// Stripe's).
+	processor string
 }
 
 // ReconcileMissing is a ride recorded as charged whose charge the
 // processor does not have.
 type ReconcileMissing struct {
-	RideID   int64  `json:"ride_id"`
-	ChargeID string `json:"charge_id"`
+	RideID    int64  `json:"ride_id"`
+	ChargeID  string `json:"charge_id"`
+	Processor string `json:"processor"`
+}
+
+// ReconcileDouble is a ride charged at two processors: the ride records its
+// charge at RecordedProcessor, and OtherProcessor holds another charge made
+// under the same charge key (the commit that routed the ride was lost, and
+// the request was routed anew while its first processor was down). One of
+// the two must be refunded by an operator.
+type ReconcileDouble struct {
+	RideID            int64  `json:"ride_id"`
+	RecordedProcessor string `json:"recorded_processor"`
+	RecordedChargeID  string `json:"recorded_charge_id"`
+	OtherProcessor    string `json:"other_processor"`
+	OtherChargeID     string `json:"other_charge_id"`
+	ProcessorKey      string `json:"processor_key"`
 }
 
 // ReconcileReport is what a reconciliation found.
@@ -41,11 +60,19 @@ type ReconcileReport struct {
 	OrphanCharges  []ReconcileOrphan  `json:"orphan_charges"`
 	OrphanRefunds  []ReconcileOrphan  `json:"orphan_refunds"`
 	MissingCharges []ReconcileMissing `json:"missing_charges"`
+	// DoubleCharges are rides charged at two processors.
+	DoubleCharges []ReconcileDouble `json:"double_charges"`
+	// Processors are the processors listed; Unlisted those whose API
+	// offers no listing (Adyen's Checkout API): their side is seen only
+	// through the other processors' lists and Adyen's own reports.
+	Processors []string `json:"processors"`
+	Unlisted   []string `json:"unlisted"`
 }
 
 // Clean reports whether the reconciliation found nothing to look at.
 func (r *ReconcileReport) Clean() bool {
-	return len(r.OrphanCharges) == 0 && len(r.OrphanRefunds) == 0 && len(r.MissingCharges) == 0
+	return len(r.OrphanCharges) == 0 && len(r.OrphanRefunds) == 0 && len(r.MissingCharges) == 0 &&
+		len(r.DoubleCharges) == 0
 }
 
 // Orphans counts the findings by the kind labels of
@@ -55,6 +82,7 @@ func (r *ReconcileReport) Orphans() map[string]int {
 		"charge":         len(r.OrphanCharges),
 		"refund":         len(r.OrphanRefunds),
 		"missing_charge": len(r.MissingCharges),
+		"double_charge":  len(r.DoubleCharges),
 	}
 }
 
@@ -77,11 +105,15 @@ func (s *Service) Reconcile(ctx context.Context, window time.Duration) (*Reconci
 		OrphanCharges:  []ReconcileOrphan{},
 		OrphanRefunds:  []ReconcileOrphan{},
 		MissingCharges: []ReconcileMissing{},
+		DoubleCharges:  []ReconcileDouble{},
+		Processors:     []string{},
+		Unlisted:       []string{},
 	}
+	listedIDs := map[string]bool{}
+	inFlight := map[string]bool{}
 
 	// Read our side first: whatever is recorded before the processor is
 	// listed is seen, and what is recorded meanwhile is at worst in flight.
-	inFlight := map[string]bool{}
 	unfinished, err := s.queries.IdempotencyKeyListUnfinishedRides(ctx, s.pool, s.rides.Name)
 	if err != nil {
 		return nil, internal(err)
@@ -102,81 +134,29 @@ func (s *Service) Reconcile(ctx context.Context, window time.Duration) (*Reconci
 		return nil, internal(err)
 	}
 
-	charges, err := s.payments.ChargeListSince(ctx, rep.Since)
-	if err != nil {
-		return nil, err
-	}
-	listed := map[string]bool{}
-	var ours []*Charge
-	for _, ch := range charges {
-		listed[ch.ID] = true
-		if ch.Tag.Namespace == s.namespace && ch.Status == ChargeSucceeded {
-			ours = append(ours, ch)
-		}
-	}
-	rep.Charges = len(ours)
-	ids := make([]string, len(ours))
-	for i, ch := range ours {
-		ids[i] = ch.ID
-	}
-	recorded, err := s.recordedSet(ctx, ids, s.queries.RideListRecordedCharges)
-	if err != nil {
-		return nil, err
-	}
-	// An orphan the orphan policy refunded is resolved.
-	if err := s.recordedAlso(ctx, recorded, ids, s.queries.OrphanRefundListResolved); err != nil {
-		return nil, err
-	}
-	for _, ch := range ours {
-		if !recorded[ch.ID] && !inFlight[ch.Tag.Key] {
-			rep.OrphanCharges = append(rep.OrphanCharges, ReconcileOrphan{
-				ID: ch.ID, AmountCents: ch.AmountCents, Status: ch.Status, Created: ch.Created.UTC(),
-				Rider: ch.Tag.Rider, ProcessorKey: ch.Tag.Key,
-			})
-		}
-	}
-
-	refunds, err := s.payments.RefundListSince(ctx, rep.Since)
-	if err != nil {
-		return nil, err
-	}
-	var ourRefunds []*Refund
-	for _, r := range refunds {
-		if r.Tag.Namespace == s.namespace && r.Accepted() {
-			ourRefunds = append(ourRefunds, r)
-		}
-	}
-	rep.Refunds = len(ourRefunds)
-	ids = make([]string, len(ourRefunds))
-	for i, r := range ourRefunds {
-		ids[i] = r.ID
-	}
-	if recorded, err = s.recordedSet(ctx, ids, s.queries.RefundListRecorded); err != nil {
-		return nil, err
-	}
-	if err := s.recordedAlso(ctx, recorded, ids, s.queries.OrphanRefundListRecordedRefunds); err != nil {
-		return nil, err
-	}
-	for _, r := range ourRefunds {
-		if !recorded[r.ID] && !pendingRefundCharges[r.ChargeID] {
-			rep.OrphanRefunds = append(rep.OrphanRefunds, ReconcileOrphan{
-				ID: r.ID, ChargeID: r.ChargeID, AmountCents: r.AmountCents, Status: r.Status,
-				Created: r.Created.UTC(), Rider: r.Tag.Rider, ProcessorKey: r.Tag.Key,
-			})
-		}
-	}
-
-	for _, ride := range charged {
-		if listed[ride.StripeChargeID] {
-			continue
-		}
-		// Not in the list (or created before its window): ask for it.
-		ch, err := s.payments.ChargeGet(ctx, ride.StripeChargeID)
+	for _, name := range s.order {
+		proc := s.processors[name]
+		listed, err := s.reconcileAt(ctx, proc, rep, listedIDs, inFlight, pendingRefundCharges, window)
 		if err != nil {
 			return nil, err
 		}
-		if ch == nil {
-			rep.MissingCharges = append(rep.MissingCharges, ReconcileMissing{RideID: ride.ID, ChargeID: ride.StripeChargeID})
+		if !listed {
+			rep.Unlisted = append(rep.Unlisted, name)
+			continue
+		}
+		rep.Processors = append(rep.Processors, name)
+		for _, ride := range charged {
+			if ride.Processor != name || listedIDs[ride.StripeChargeID] {
+				continue
+			}
+			// Not in the list (or created before its window): ask for it.
+			ch, err := proc.pay.ChargeGet(ctx, ride.StripeChargeID)
+			if err != nil {
+				return nil, err
+			}
+			if ch == nil {
+				rep.MissingCharges = append(rep.MissingCharges, ReconcileMissing{RideID: ride.ID, ChargeID: ride.StripeChargeID, Processor: name})
+			}
 		}
 	}
 
@@ -188,8 +168,115 @@ func (s *Service) Reconcile(ctx context.Context, window time.Duration) (*Reconci
 	}
 	log(ctx, "reconciliation with the payment processor: "+level, "since", rep.Since,
 		"charges", rep.Charges, "refunds", rep.Refunds, "orphan_charges", len(rep.OrphanCharges),
-		"orphan_refunds", len(rep.OrphanRefunds), "missing_charges", len(rep.MissingCharges))
+		"orphan_refunds", len(rep.OrphanRefunds), "missing_charges", len(rep.MissingCharges), "double_charges", len(rep.DoubleCharges),
+		"unlisted", rep.Unlisted)
 	return rep, nil
+}
+
+// reconcileAt lists proc's charges and refunds since rep.Since into rep:
+// orphans, and charges of rides recorded at another processor (double
+// charges). It reports false, having done nothing, for a processor whose
+// API offers no listing.
+func (s *Service) reconcileAt(ctx context.Context, proc *processor, rep *ReconcileReport, listedIDs, inFlight, pendingRefundCharges map[string]bool, window time.Duration) (bool, error) {
+	charges, err := proc.pay.ChargeListSince(ctx, rep.Since)
+	if isUnsupported(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	var ours []*Charge
+	for _, ch := range charges {
+		listedIDs[ch.ID] = true
+		if ch.Tag.Namespace == s.namespace && ch.Status == ChargeSucceeded {
+			ours = append(ours, ch)
+		}
+	}
+	rep.Charges += len(ours)
+	ids := make([]string, len(ours))
+	for i, ch := range ours {
+		ids[i] = ch.ID
+	}
+	recorded, err := s.recordedSet(ctx, ids, s.queries.RideListRecordedCharges)
+	if err != nil {
+		return false, err
+	}
+	// An orphan the orphan policy refunded is resolved.
+	if err := s.recordedAlso(ctx, recorded, ids, s.queries.OrphanRefundListResolved); err != nil {
+		return false, err
+	}
+	elsewhere, err := s.chargedElsewhere(ctx, proc.name, window)
+	if err != nil {
+		return false, err
+	}
+	for _, ch := range ours {
+		if ride, ok := elsewhere[ch.Tag.Key]; ok && !recorded[ch.ID] {
+			rep.DoubleCharges = append(rep.DoubleCharges, ReconcileDouble{
+				RideID: ride.ID, RecordedProcessor: ride.Processor, RecordedChargeID: ride.ChargeID,
+				OtherProcessor: proc.name, OtherChargeID: ch.ID, ProcessorKey: ch.Tag.Key,
+			})
+			continue
+		}
+		if !recorded[ch.ID] && !inFlight[ch.Tag.Key] {
+			rep.OrphanCharges = append(rep.OrphanCharges, ReconcileOrphan{
+				ID: ch.ID, AmountCents: ch.AmountCents, Status: ch.Status, Created: ch.Created.UTC(),
+				Rider: ch.Tag.Rider, ProcessorKey: ch.Tag.Key, processor: proc.name,
+			})
+		}
+	}
+
+	refunds, err := proc.pay.RefundListSince(ctx, rep.Since)
+	if err != nil {
+		return false, err
+	}
+	var ourRefunds []*Refund
+	for _, r := range refunds {
+		if r.Tag.Namespace == s.namespace && r.Accepted() {
+			ourRefunds = append(ourRefunds, r)
+		}
+	}
+	rep.Refunds += len(ourRefunds)
+	ids = make([]string, len(ourRefunds))
+	for i, r := range ourRefunds {
+		ids[i] = r.ID
+	}
+	if recorded, err = s.recordedSet(ctx, ids, s.queries.RefundListRecorded); err != nil {
+		return false, err
+	}
+	if err := s.recordedAlso(ctx, recorded, ids, s.queries.OrphanRefundListRecordedRefunds); err != nil {
+		return false, err
+	}
+	for _, r := range ourRefunds {
+		if !recorded[r.ID] && !pendingRefundCharges[r.ChargeID] {
+			rep.OrphanRefunds = append(rep.OrphanRefunds, ReconcileOrphan{
+				ID: r.ID, ChargeID: r.ChargeID, AmountCents: r.AmountCents, Status: r.Status,
+				Created: r.Created.UTC(), Rider: r.Tag.Rider, ProcessorKey: r.Tag.Key,
+			})
+		}
+	}
+
+	return true, nil
+}
+
+// chargedElsewhere returns the rides of the window charged at a processor
+// other than name, by their charge key.
+func (s *Service) chargedElsewhere(ctx context.Context, name string, window time.Duration) (map[string]*dbgen.RideListChargedElsewhereRow, error) {
+	rows, err := s.queries.RideListChargedElsewhere(ctx, s.pool, name, window.Seconds())
+	if err != nil {
+		return nil, internal(err)
+	}
+	out := make(map[string]*dbgen.RideListChargedElsewhereRow, len(rows))
+	for _, r := range rows {
+		out[ChargeKey(s.namespace, r.Email, r.IdempotencyKey)] = r
+	}
+	return out, nil
+}
+
+// isUnsupported reports whether the processor answered that its API offers
+// no such operation.
+func isUnsupported(err error) bool {
+	var pe *PaymentError
+	return errors.As(err, &pe) && pe.Code == PaymentCodeUnsupported
 }
 
 // recordedSet is the subset of ids that query finds recorded.

@@ -206,7 +206,7 @@ func (s *Service) refundCall(ctx context.Context, key *Key, st *refundState) err
 	// The attempt's key was first sent after the refund row became pending
 	// for it: past the window from then, the processor may have forgotten
 	// it.
-	if s.pastProcessorWindow(key.ClaimedAt, st.refund.UpdatedAt) {
+	if s.pastProcessorWindow(st.ride.Processor, key.ClaimedAt, st.refund.UpdatedAt) {
 		r, err := s.processorRefundOf(ctx, st)
 		if err != nil {
 			return err
@@ -217,10 +217,18 @@ func (s *Service) refundCall(ctx context.Context, key *Key, st *refundState) err
 		}
 	}
 
+	// The refund goes to the processor that charged the ride, whatever
+	// the circuits say: only it can return the money.
+	proc, err := s.proc(st.ride.Processor)
+	if err != nil {
+		return err
+	}
 	pkey := RefundKey(s.namespace, *st.ride.StripeChargeID, st.refund.Attempt)
-	r, err := s.payments.RefundCreate(ctx, RefundCreateParams{
+	r, err := proc.pay.RefundCreate(ctx, RefundCreateParams{
 		IdempotencyKey: pkey,
 		ChargeID:       *st.ride.StripeChargeID,
+		AmountCents:    st.ride.AmountCents,
+		Currency:       st.ride.Currency,
 		Tag:            s.tag(st.user.Email, pkey),
 	})
 	if err == nil {
@@ -254,7 +262,11 @@ func (s *Service) refundCall(ctx context.Context, key *Key, st *refundState) err
 // dashboard), which is the ride's refund as well; nil when the processor
 // has neither.
 func (s *Service) processorRefundOf(ctx context.Context, st *refundState) (*Refund, error) {
-	refunds, err := s.payments.RefundList(ctx, *st.ride.StripeChargeID)
+	proc, err := s.proc(st.ride.Processor)
+	if err != nil {
+		return nil, err
+	}
+	refunds, err := proc.pay.RefundList(ctx, *st.ride.StripeChargeID)
 	if err != nil {
 		return nil, err
 	}

@@ -93,6 +93,16 @@ type Ride struct {
 	RefundStatus   RideRefundStatus `json:"refund_status" enum:"none,pending,refunded,failed" doc:"none until a refund is asked for; pending until the processor's answer is recorded; failed when the processor refused it"`
 	// StripeRefundID is set once the ride is refunded.
 	StripeRefundID *string `json:"stripe_refund_id" nullable:"true"`
+	// Processor is the payment processor the ride's charge goes to, chosen
+	// once when the ride is booked.
+	Processor string `json:"processor" enum:"stripe,adyen" doc:"The payment processor the ride's charge goes to, chosen once when the ride is booked; stripe_charge_id and stripe_refund_id are that processor's ids (an Adyen pspReference for adyen)."`
+	// RefundFailureCode is the processor's reason for refusing the last
+	// refund asked for, while RefundStatus is failed.
+	RefundFailureCode *string `json:"refund_failure_code" nullable:"true" doc:"The processor's reason for refusing the refund, while refund_status is failed; null otherwise."`
+	// DeclineCode and DeclineMessage are what the rider was told when the
+	// charge was declined (the 402 answer); null for every other ride.
+	DeclineCode    *string `json:"decline_code" nullable:"true" example:"card_declined" doc:"Why the charge was declined, while charge_status is declined: the processor's code (e.g. card_declined), or payment_rejected when the processor refused the charge for a reason other than the card. Null otherwise (and for rides declined before the service recorded it)."`
+	DeclineMessage *string `json:"decline_message" nullable:"true" example:"Your card was declined." doc:"The message the rider was shown with the 402 answer, while charge_status is declined; null otherwise."`
 	// DisputeStatus is the dispute (chargeback) of the ride's charge, as
 	// the processor reported it; it only moves forward.
 	DisputeStatus DisputeStatus `json:"dispute_status" enum:"none,disputed,won,lost" doc:"none unless the rider's bank disputes the charge; disputed while the dispute is open; won or lost once decided"`
@@ -111,8 +121,22 @@ func rideFromRow(r *dbgen.Ride) *Ride {
 		ChargeStatus:   RideChargeStatus(r.ChargeStatus),
 		StripeChargeID: r.StripeChargeID,
 		RefundStatus:   RideRefundNone,
+		Processor:      r.Processor,
+		DeclineCode:    r.DeclineCode,
+		DeclineMessage: r.DeclineMessage,
 		DisputeStatus:  DisputeStatus(r.DisputeStatus),
 	}
+}
+
+// rideWithRefund is rideFromRow with the ride's refund, when it has one
+// (status nil: none asked for).
+func rideWithRefund(r *dbgen.Ride, status, refundID, failureCode *string) *Ride {
+	ride := rideFromRow(r)
+	if status != nil {
+		ride.RefundStatus = RideRefundStatus(*status)
+		ride.StripeRefundID, ride.RefundFailureCode = refundID, failureCode
+	}
+	return ride
 }
 
 // RideCreate books and charges a ride under the client's idempotency key. It
@@ -143,27 +167,18 @@ func rideCreateRequest(userID int64, idempotencyKey string, params RideCreatePar
 	}
 }
 
-// RideGet returns the user's ride with its charge and refund state. Another
-// user's ride is not found.
+// RideGet returns the user's ride with everything its rider may know of
+// it: its charge (or why it was declined) and its refund. Another user's
+// ride is not found.
 func (s *Service) RideGet(ctx context.Context, userID, rideID int64) (*Ride, error) {
-	row, err := s.queries.RideGetForUser(ctx, s.pool, rideID, userID)
+	row, err := s.queries.RideGetWithRefund(ctx, s.pool, rideID, userID)
 	if err != nil {
 		if isNoRows(err) {
 			return nil, &Error{Code: CodeNotFound, Message: "no such ride"}
 		}
 		return nil, internal(err)
 	}
-	ride := rideFromRow(row)
-	// Read after the ride, the refund is at least as recent as the charge.
-	ref, err := s.queries.RefundGetByRide(ctx, s.pool, rideID)
-	switch {
-	case isNoRows(err):
-	case err != nil:
-		return nil, internal(err)
-	default:
-		ride.RefundStatus, ride.StripeRefundID = RideRefundStatus(ref.Status), ref.StripeRefundID
-	}
-	return ride, nil
+	return rideWithRefund(&row.Ride, row.RefundStatus, row.StripeRefundID, row.RefundFailureCode), nil
 }
 
 // rideState is what the ride flow knows while it runs.
@@ -171,6 +186,10 @@ type rideState struct {
 	user   *dbgen.User
 	params RideCreateParams
 	ride   *dbgen.Ride
+
+	// reg is the rider's registration at the ride's processor, nil when
+	// the rider has none there yet.
+	reg *dbgen.ProcessorRegistration
 
 	// Results of the charge call.
 	customerID  string
@@ -217,15 +236,48 @@ func (s *Service) rideLoad(ctx context.Context, tx pgx.Tx, key *Key) (*rideState
 	if st.refundedOrphans, err = s.queries.OrphanRefundExistsForUser(ctx, tx, &key.UserID); err != nil {
 		return nil, err
 	}
+	if err := s.loadRegistration(ctx, tx, st); err != nil {
+		return nil, err
+	}
 	return st, nil
+}
+
+// loadRegistration reads the rider's registration at the ride's processor.
+func (s *Service) loadRegistration(ctx context.Context, tx pgx.Tx, st *rideState) error {
+	st.reg = nil
+	if st.ride.Processor == ProcessorStripe && st.user.StripeCustomerID != nil {
+		st.reg = &dbgen.ProcessorRegistration{
+			UserID: st.user.ID, Processor: ProcessorStripe, Status: registrationRegistered, CustomerID: st.user.StripeCustomerID,
+		}
+		return nil
+	}
+	regs, err := s.queries.ProcessorRegistrationList(ctx, tx, st.user.ID)
+	if err != nil {
+		return err
+	}
+	for _, r := range regs {
+		if r.Processor == st.ride.Processor {
+			st.reg = r
+		}
+	}
+	return nil
 }
 
 // rideCreatePhase: the ride and its audit record; the rider comes back with
 // them.
+//
+// The ride's processor is chosen here (route) and committed with the ride,
+// with the request's charge key, before any call: every continuation reads
+// it and goes back to it.
 func (s *Service) rideCreatePhase(ctx context.Context, tx pgx.Tx, key *Key, st *rideState) (Outcome, error) {
+	proc, err := s.route(ctx, tx, key.UserID, nil)
+	if err != nil {
+		return Outcome{}, err
+	}
 	// The audit record's data is the request's stored input: the ride's
 	// coordinates, as normalised.
 	row, err := s.queries.RideCreateAudited(ctx, tx, dbgen.RideCreateAuditedParams{
+		Processor:        proc,
 		IdempotencyKeyID: &key.ID,
 		OriginLat:        st.params.OriginLat,
 		OriginLon:        st.params.OriginLon,
@@ -242,6 +294,9 @@ func (s *Service) rideCreatePhase(ctx context.Context, tx pgx.Tx, key *Key, st *
 		return Outcome{}, err
 	}
 	st.ride, st.user, st.refundedOrphans = &row.Ride, &row.User, row.RefundedOrphans
+	if err := s.loadRegistration(ctx, tx, st); err != nil {
+		return Outcome{}, err
+	}
 	return MoveTo(RecoveryPointRideCreated), nil
 }
 
@@ -272,11 +327,34 @@ func (s *Service) rideChargeCall(ctx context.Context, key *Key, st *rideState) e
 		}
 	}
 
-	if st.user.StripeCustomerID != nil {
-		st.customerID = *st.user.StripeCustomerID
-	} else {
-		c, err := s.processorCustomer(ctx, st.user, key.ClaimedAt)
+	// The processor recorded with the ride, whatever the circuits say now:
+	// while it is down the request waits at its recovery point (503).
+	proc, err := s.proc(st.ride.Processor)
+	if err != nil {
+		return err
+	}
+	switch {
+	case st.reg != nil && st.reg.Status == registrationRefused:
+		// The processor refused the rider's card: nothing can be charged
+		// there; the phase records it and routes the ride on or answers
+		// 402.
+		st.failure = &PaymentError{
+			Class: PaymentClassRefusal, Kind: PaymentInvalid, Code: PaymentCodeSourceRefused,
+			Message: *st.reg.Reason,
+		}
+		return nil
+	case st.reg != nil:
+		st.customerID = *st.reg.CustomerID
+	default:
+		c, err := s.processorCustomer(ctx, proc.name, st.user, key.ClaimedAt)
 		if err != nil {
+			if pe := PaymentFinal(err); pe != nil {
+				// The rider's registration state at this processor,
+				// as the customer job would have recorded it.
+				refused := *pe
+				refused.Code, refused.Message = PaymentCodeSourceRefused, refusalReason(proc.name, pe)
+				err = &refused
+			}
 			return st.definitive(err)
 		}
 		st.customerID, st.newCustomer = c.ID, true
@@ -284,8 +362,8 @@ func (s *Service) rideChargeCall(ctx context.Context, key *Key, st *rideState) e
 
 	// Past the processor's key window a retried charge would not be
 	// deduplicated: adopt the charge if it was made.
-	if s.pastProcessorWindow(key.ClaimedAt, key.CreatedAt) {
-		ch, err := s.processorChargeOf(ctx, pkey, st.user.Email)
+	if s.pastProcessorWindow(proc.name, key.ClaimedAt, key.CreatedAt) {
+		ch, err := s.processorChargeOf(ctx, proc, pkey, st.user.Email)
 		if err != nil {
 			return err
 		}
@@ -295,7 +373,7 @@ func (s *Service) rideChargeCall(ctx context.Context, key *Key, st *rideState) e
 		}
 	}
 
-	ch, err := s.payments.ChargeCreate(ctx, ChargeCreateParams{
+	ch, err := proc.pay.ChargeCreate(ctx, ChargeCreateParams{
 		IdempotencyKey: chargeIdempotencyKey(pkey, st.customerID),
 		CustomerID:     st.customerID,
 		AmountCents:    st.ride.AmountCents,
@@ -306,7 +384,7 @@ func (s *Service) rideChargeCall(ctx context.Context, key *Key, st *rideState) e
 	if isIdempotencyMismatch(err) {
 		// The key was used with other parameters, which none of ours
 		// should cause: whatever charge it made is this request's.
-		found, ferr := s.processorChargeOf(ctx, pkey, st.user.Email)
+		found, ferr := s.processorChargeOf(ctx, proc, pkey, st.user.Email)
 		if ferr != nil {
 			return ferr
 		}
@@ -325,8 +403,8 @@ func (s *Service) rideChargeCall(ctx context.Context, key *Key, st *rideState) e
 // processorChargeOf returns the succeeded charge made under the processor
 // key pkey by this deployment for the rider with email, or nil when the
 // processor has none.
-func (s *Service) processorChargeOf(ctx context.Context, pkey, email string) (*Charge, error) {
-	charges, err := s.payments.ChargeFind(ctx, pkey)
+func (s *Service) processorChargeOf(ctx context.Context, proc *processor, pkey, email string) (*Charge, error) {
+	charges, err := proc.pay.ChargeFind(ctx, pkey)
 	if err != nil {
 		return nil, err
 	}
@@ -358,7 +436,11 @@ func (st *rideState) definitive(err error) error {
 // rideChargePhase records the charge's outcome and finishes the request.
 func (s *Service) rideChargePhase(ctx context.Context, tx pgx.Tx, key *Key, st *rideState) (Outcome, error) {
 	if o := st.lostRefund; o != nil {
-		if _, err := s.queries.RideSetDeclined(ctx, tx, st.ride.ID); err != nil {
+		detail := fmt.Sprintf("this request's booking was lost and its charge %s refunded; nothing was charged now: book again under a new idempotency key",
+			o.StripeChargeID)
+		if _, err := s.queries.RideSetDeclined(ctx, tx, dbgen.RideSetDeclinedParams{
+			DeclineCode: RideDeclineCodeBookingRefunded, DeclineMessage: detail, ID: st.ride.ID,
+		}); err != nil {
 			return Outcome{}, err
 		}
 		if err := s.audit(ctx, tx, "ride.charge_refunded_orphan", "ride", st.ride.ID, key.UserID, key.IP,
@@ -366,29 +448,55 @@ func (s *Service) rideChargePhase(ctx context.Context, tx pgx.Tx, key *Key, st *
 			return Outcome{}, err
 		}
 		return Finish(http.StatusConflict, Problem{Type: ProblemBookingRefunded, Title: "Booking refunded",
-			Status: http.StatusConflict,
-			Detail: fmt.Sprintf("this request's booking was lost and its charge %s refunded; nothing was charged now: book again under a new idempotency key",
-				o.StripeChargeID)}), nil
+			Status: http.StatusConflict, Detail: detail}), nil
+	}
+	if st.failure != nil && st.failure.Code == PaymentCodeSourceRefused {
+		// Definitively not charged: the processor refused the rider's card.
+		// It is the rider's registration state there; the ride moves on to
+		// a processor that may take the card, as a recorded new attempt,
+		// or answers 402 naming the refusal.
+		if err := s.registrationRefused(ctx, tx, st.user.ID, st.ride.Processor, st.failure.Message); err != nil {
+			return Outcome{}, err
+		}
+		next, err := s.rerouteTarget(ctx, tx, st)
+		if err != nil {
+			return Outcome{}, err
+		}
+		if next != "" {
+			n, err := s.queries.RideReroute(ctx, tx, dbgen.RideRerouteParams{Processor: next, ID: st.ride.ID, ChargeAttempt: st.ride.ChargeAttempt})
+			if err != nil {
+				return Outcome{}, err
+			}
+			if n != 1 {
+				return Outcome{}, fmt.Errorf("ride %d: not pending at attempt %d when rerouting", st.ride.ID, st.ride.ChargeAttempt)
+			}
+			if err := s.audit(ctx, tx, "ride.charge_rerouted", "ride", st.ride.ID, key.UserID, key.IP,
+				map[string]any{"from": st.ride.Processor, "to": next, "attempt": st.ride.ChargeAttempt + 1, "reason": st.failure.Message}); err != nil {
+				return Outcome{}, err
+			}
+			st.ride.Processor, st.ride.ChargeAttempt = next, st.ride.ChargeAttempt+1
+			if err := s.loadRegistration(ctx, tx, st); err != nil {
+				return Outcome{}, err
+			}
+			return MoveTo(RecoveryPointRideCreated), nil
+		}
 	}
 	if st.failure != nil {
-		if _, err := s.queries.RideSetDeclined(ctx, tx, st.ride.ID); err != nil {
+		d := declineOf(st.failure)
+		if _, err := s.queries.RideSetDeclined(ctx, tx, dbgen.RideSetDeclinedParams{
+			DeclineCode: d.code, DeclineMessage: d.message, ID: st.ride.ID,
+		}); err != nil {
 			return Outcome{}, err
 		}
 		if err := s.audit(ctx, tx, "ride.charge_declined", "ride", st.ride.ID, key.UserID, key.IP,
 			map[string]string{"code": st.failure.Code, "kind": string(st.failure.Kind)}); err != nil {
 			return Outcome{}, err
 		}
-		p := Problem{Type: ProblemCardDeclined, Title: "Card declined", Status: http.StatusPaymentRequired,
-			Detail: "the card was declined: " + st.failure.Message}
-		if st.failure.Class != PaymentClassDecline {
-			p.Type, p.Title = ProblemPaymentRejected, "Payment rejected"
-			p.Detail = "the payment processor rejected the charge"
-		}
-		return Finish(http.StatusPaymentRequired, p), nil
+		return Finish(http.StatusPaymentRequired, d.problem(st.ride.ID)), nil
 	}
 
 	if st.newCustomer {
-		if _, err := s.queries.UserSetStripeCustomer(ctx, tx, st.customerID, key.UserID); err != nil {
+		if _, err := s.storeCustomer(ctx, s.queries, tx, st.ride.Processor, key.UserID, st.customerID); err != nil {
 			return Outcome{}, err
 		}
 	}
@@ -407,8 +515,30 @@ func (s *Service) rideChargePhase(ctx context.Context, tx pgx.Tx, key *Key, st *
 	return Finish(http.StatusCreated, ride), nil
 }
 
-// pastProcessorWindow reports whether, at now, the processor may have
+// rerouteTarget is the processor a ride refused at its processor moves to:
+// the next by preference whose circuit is closed and where the rider's card
+// is not refused, or "" when there is none.
+func (s *Service) rerouteTarget(ctx context.Context, tx pgx.Tx, st *rideState) (string, error) {
+	if st.ride.ChargeAttempt >= int32(len(s.order)) {
+		return "", nil
+	}
+	next, err := s.route(ctx, tx, st.user.ID, map[string]bool{st.ride.Processor: true})
+	if err != nil {
+		var e *Error
+		if errors.As(err, &e) && e.Code == CodeProcessorUnavailable {
+			return "", nil
+		}
+		return "", err
+	}
+	return next, nil
+}
+
+// pastProcessorWindow reports whether, at now, the processor name may have
 // forgotten a key first sent at since (both by the database's clock).
-func (s *Service) pastProcessorWindow(now, since time.Time) bool {
-	return now.Sub(since) > ProcessorKeyWindow-s.margin
+func (s *Service) pastProcessorWindow(name string, now, since time.Time) bool {
+	window := ProcessorKeyWindow
+	if p, ok := s.processors[name]; ok {
+		window = p.window
+	}
+	return now.Sub(since) > window-s.margin
 }

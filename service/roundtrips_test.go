@@ -35,7 +35,7 @@ func TestRideRoundTrips(t *testing.T) {
 	t.Cleanup(pool.Close)
 	fake := testkit.NewStripe(t)
 	newService := func() *service.Service {
-		svc, err := service.New(service.Config{Pool: pool, Payments: fake.Payments()})
+		svc, err := service.New(service.Config{DevDefaultPaymentSource: true, Pool: pool, Payments: fake.Payments()})
 		require.NoError(t, err)
 		return svc
 	}

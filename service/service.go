@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -46,8 +47,23 @@ type Config struct {
 	// its notifications never reach the listener, which would go on
 	// trusting its cache. Default Pool's configuration.
 	ListenConfig *pgx.ConnConfig
-	// Payments is the payment processor. Required.
+	// Payments is the Stripe adapter: the one processor when Processors is
+	// empty. Required unless Processors is set.
 	Payments Payments
+	// Processors are the payment processors in order of preference (e.g.
+	// Stripe, then Adyen): a new booking goes to the first whose circuit
+	// is closed. Empty means Stripe alone, through Payments.
+	Processors []Processor
+	// BreakerFailures is how many consecutive indeterminate outcomes open
+	// a processor's circuit. Default DefaultBreakerFailures.
+	BreakerFailures uint32
+	// BreakerOpenFor is how long an open circuit stays open before real
+	// traffic tries the processor again. Default DefaultBreakerOpenFor.
+	BreakerOpenFor time.Duration
+	// DevDefaultPaymentSource, for development only, registers riders who
+	// send no payment source with DefaultPaymentSource (a test card).
+	// Without it a payment source is required (422 naming the field).
+	DevDefaultPaymentSource bool
 	// Logger receives the service's logs. Defaults to discarding them.
 	Logger *slog.Logger
 	// Clock returns the current time for the process's own caches (replays,
@@ -114,19 +130,24 @@ type Service struct {
 	// namespace is the deployment's, read from the database once at start.
 	namespace string
 	pool      *pgxpool.Pool
+	queries   *dbgen.Queries
+	// processors are the configured processors by name; order is their
+	// order of preference.
+	processors map[string]*processor
+	order      []string
+	// devSource registers riders without a source with the test card.
+	devSource bool
+	jobs      *river.Client[pgx.Tx]
+	logger    *slog.Logger
+	now       func() time.Time
+	lease     time.Duration
+	margin    time.Duration
+	metrics   *metrics
+	tracer    trace.Tracer
+	mailer    Mailer
+	mailFrom  string
 	// listenConfig is where the revocation listener connects.
 	listenConfig *pgx.ConnConfig
-	queries      *dbgen.Queries
-	payments     Payments
-	jobs         *river.Client[pgx.Tx]
-	logger       *slog.Logger
-	now          func() time.Time
-	lease        time.Duration
-	margin       time.Duration
-	metrics      *metrics
-	tracer       trace.Tracer
-	mailer       Mailer
-	mailFrom     string
 	// abandonedAfter and retention are the completer's and reaper's policy.
 	abandonedAfter time.Duration
 	retention      time.Duration
@@ -139,7 +160,7 @@ type Service struct {
 	revocations       *revocationWatch
 	replays           *ttlCache[replayKey, finishedResponse]
 	inbound           map[string]EventSource
-	// rawPayments is Config.Payments itself, for what only some adapters
+	// rawPayments is the Stripe adapter itself, for what only some adapters
 	// offer (EventLister).
 	rawPayments Payments
 	// settlementBatchLines and settlementMaxAge are the settlement policy;
@@ -161,8 +182,26 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Pool == nil {
 		return nil, errors.New("service: Config.Pool is required")
 	}
-	if cfg.Payments == nil {
-		return nil, errors.New("service: Config.Payments is required")
+	if len(cfg.Processors) == 0 {
+		if cfg.Payments == nil {
+			return nil, errors.New("service: Config.Payments or Config.Processors is required")
+		}
+		cfg.Processors = []Processor{{Name: ProcessorStripe, Payments: cfg.Payments}}
+	}
+	var budget time.Duration
+	names := make([]string, 0, len(cfg.Processors))
+	for _, p := range cfg.Processors {
+		if p.Payments == nil || (p.Name != ProcessorStripe && p.Name != ProcessorAdyen) || slices.Contains(names, p.Name) {
+			return nil, fmt.Errorf("service: Config.Processors: %q is not a known processor with an adapter, or is listed twice", p.Name)
+		}
+		names = append(names, p.Name)
+		budget = max(budget, p.Payments.Budget())
+	}
+	if cfg.BreakerFailures == 0 {
+		cfg.BreakerFailures = DefaultBreakerFailures
+	}
+	if cfg.BreakerOpenFor == 0 {
+		cfg.BreakerOpenFor = DefaultBreakerOpenFor
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -171,10 +210,10 @@ func New(cfg Config) (*Service, error) {
 		cfg.Clock = time.Now
 	}
 	if cfg.Lease == 0 {
-		cfg.Lease = 2*cfg.Payments.Budget() + leaseSlack
+		cfg.Lease = 2*budget + leaseSlack
 	}
-	if cfg.Lease <= cfg.Payments.Budget() {
-		return nil, errors.New("service: Config.Lease must outlast Payments.Budget()")
+	if cfg.Lease <= budget {
+		return nil, errors.New("service: Config.Lease must outlast every processor's Budget()")
 	}
 	if cfg.ProcessorKeyMargin == 0 {
 		cfg.ProcessorKeyMargin = DefaultProcessorKeyMargin
@@ -209,8 +248,18 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Registerer == nil {
 		cfg.Registerer = prometheus.NewRegistry()
 	}
-	m, err := newMetrics(cfg.Registerer)
+	m, err := newMetrics(cfg.Registerer, names)
 	if err != nil {
+		return nil, err
+	}
+	tracer := telemetry.Tracer(cfg.TracerProvider)
+	procs := map[string]*processor{}
+	list := make([]*processor, 0, len(cfg.Processors))
+	for _, p := range cfg.Processors {
+		procs[p.Name] = newProcessor(p, len(cfg.Processors) == 1, m, tracer, cfg.Logger, cfg.BreakerFailures, cfg.BreakerOpenFor)
+		list = append(list, procs[p.Name])
+	}
+	if err := cfg.Registerer.Register(newCircuitCollector(list)); err != nil {
 		return nil, err
 	}
 	if cfg.AuthCacheTTL == 0 {
@@ -242,7 +291,9 @@ func New(cfg Config) (*Service, error) {
 		pool:              cfg.Pool,
 		listenConfig:      cfg.ListenConfig,
 		queries:           queries,
-		payments:          meteredPayments{p: cfg.Payments, m: m, tracer: telemetry.Tracer(cfg.TracerProvider), logger: cfg.Logger},
+		processors:        procs,
+		order:             names,
+		devSource:         cfg.DevDefaultPaymentSource,
 		jobs:              jobs,
 		logger:            cfg.Logger,
 		now:               cfg.Clock,
@@ -257,7 +308,7 @@ func New(cfg Config) (*Service, error) {
 		auth:              newTTLCache[[32]byte, authEntry](cfg.AuthCacheTTL),
 		replays:           newTTLCache[replayKey, finishedResponse](cfg.ReplayCacheTTL),
 		inbound:           cfg.Inbound,
-		rawPayments:       cfg.Payments,
+		rawPayments:       stripeAdapter(cfg.Processors),
 		orphanRefundAfter: cfg.OrphanRefundAfter,
 
 		settlementBatchLines: cfg.SettlementBatchLines,
@@ -271,6 +322,17 @@ func New(cfg Config) (*Service, error) {
 		s.refunds.Name: s.refunds.runner(),
 	}
 	return s, nil
+}
+
+// stripeAdapter is the Stripe adapter among processors, nil when Stripe is
+// not configured.
+func stripeAdapter(processors []Processor) Payments {
+	for _, p := range processors {
+		if p.Name == ProcessorStripe {
+			return p.Payments
+		}
+	}
+	return nil
 }
 
 // Namespace returns the deployment's namespace at the payment processor.

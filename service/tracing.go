@@ -23,6 +23,8 @@ const (
 	attrStripeOut  = attribute.Key("stripe.outcome")
 	attrStripeCode = attribute.Key("stripe.error.code")
 	attrStripeHTTP = attribute.Key("stripe.http.status_code")
+	// attrProcessor names the payment processor of a call: stripe, adyen.
+	attrProcessor = attribute.Key("payment.processor")
 )
 
 // phaseClaim is the "from" of a claim transaction that runs no phase.
@@ -80,8 +82,8 @@ func traceTxAttempt(ctx context.Context, attempt int, err error) {
 
 // startPayment starts the span of one call to the payment processor.
 func (mp meteredPayments) startPayment(ctx context.Context, op string) (context.Context, trace.Span) {
-	return mp.tracer.Start(ctx, "stripe "+op, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attrStripeOp.String(op)))
+	return mp.tracer.Start(ctx, mp.processor+" "+op, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attrStripeOp.String(op), attrProcessor.String(mp.processor)))
 }
 
 // endPayment records the call's outcome (ok, declined, invalid,

@@ -29,6 +29,9 @@ type User struct {
 	PaymentSource string    `json:"payment_source"`
 	// StripeCustomerID is set once the customer exists at the processor.
 	StripeCustomerID *string `json:"stripe_customer_id" nullable:"true"`
+	// Registrations are the rider's card at each processor that answered:
+	// registered, or refused with the processor's reason.
+	Registrations []Registration `json:"registrations" doc:"The rider's card at each payment processor that has answered: registered, or refused with the processor's reason (the rider must register another source). A processor not listed has not answered yet."`
 }
 
 func userFromRow(u *dbgen.User) *User {
@@ -38,14 +41,46 @@ func userFromRow(u *dbgen.User) *User {
 		Email:            u.Email,
 		PaymentSource:    u.PaymentSource,
 		StripeCustomerID: u.StripeCustomerID,
+		Registrations:    []Registration{},
 	}
+}
+
+// UserGet returns the rider with the email, with the registration of the
+// rider's card at each processor.
+func (s *Service) UserGet(ctx context.Context, email string) (*User, error) {
+	email, err := NormalizeEmail(email)
+	if err != nil {
+		return nil, err
+	}
+	var out *User
+	err = s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
+		row, err := s.queries.UserGetByEmail(ctx, tx, email)
+		if err != nil {
+			return err
+		}
+		out = userFromRow(row)
+		regs, err := s.queries.ProcessorRegistrationList(ctx, tx, row.ID)
+		if err != nil {
+			return err
+		}
+		out.Registrations = registrationsFromRows(regs)
+		return nil
+	})
+	if err != nil {
+		if isNoRows(err) {
+			return nil, errNoSuchUser
+		}
+		return nil, internal(err)
+	}
+	return out, nil
 }
 
 // UserUpsertParams is the input of UserUpsert.
 type UserUpsertParams struct {
 	Email string
-	// PaymentSource is a processor token or source id; empty means
-	// DefaultPaymentSource.
+	// PaymentSource is a processor token or source id. Empty is refused
+	// (CodeInvalid), except with Config.DevDefaultPaymentSource, where it
+	// means DefaultPaymentSource.
 	PaymentSource string
 	IP            *netip.Addr
 }
@@ -80,7 +115,11 @@ const (
 // characters (Unicode Cc and Cf, such as U+202E RIGHT-TO-LEFT OVERRIDE) are
 // refused, and so is any other non-ASCII character: the service's SMTP client
 // does not use the SMTPUTF8 extension, so it could not deliver a receipt to
-// such an address. Every error is CodeInvalid on path.email.
+// such an address. The domain must be a name, not an address literal
+// (rider@[192.0.2.1]): a receipt is delivered where the domain's DNS says,
+// never to an address a client picked, such as one inside our network.
+// Every error is CodeInvalid on path.email; the spec's pattern for
+// path.email states the same rule.
 func NormalizeEmail(email string) (string, error) {
 	const field = "path.email"
 	for _, r := range email {
@@ -100,6 +139,9 @@ func NormalizeEmail(email string) (string, error) {
 	if err != nil || addr.Address != email || addr.Name != "" || !strings.Contains(email, "@") {
 		return "", invalid(field, "must be a plain email address like rider@example.com")
 	}
+	if strings.HasSuffix(email, "]") {
+		return "", invalid(field, "must name a domain, not an address in brackets")
+	}
 	return strings.ToLower(email), nil
 }
 
@@ -115,6 +157,9 @@ func (s *Service) UserUpsert(ctx context.Context, p UserUpsertParams) (*UserUpse
 	}
 	p.Email = email
 	if p.PaymentSource == "" {
+		if !s.devSource {
+			return nil, invalid("body.payment_source", "is required: a payment processor token or source id, like tok_visa")
+		}
 		p.PaymentSource = DefaultPaymentSource
 	}
 	if !paymentSourcePattern.MatchString(p.PaymentSource) {
@@ -127,6 +172,11 @@ func (s *Service) UserUpsert(ctx context.Context, p UserUpsertParams) (*UserUpse
 		existing, err := s.queries.UserGetByEmail(ctx, tx, p.Email)
 		if err == nil {
 			res = &UserUpsertResult{User: userFromRow(existing)}
+			regs, err := s.queries.ProcessorRegistrationList(ctx, tx, existing.ID)
+			if err != nil {
+				return err
+			}
+			res.User.Registrations = registrationsFromRows(regs)
 			return nil
 		}
 		if !isNoRows(err) {

@@ -87,6 +87,7 @@ func TestUserUpsert(t *testing.T) {
 			{Email: ""},
 			{Email: "not-an-email"},
 			{Email: "Name <a@example.com>"},
+			{Email: "rider@[127.0.0.1]"},
 			{Email: string(long) + "@example.com"},
 			{Email: "ok@example.com", PaymentSource: "tok visa"},
 		} {

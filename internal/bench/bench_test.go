@@ -251,6 +251,10 @@ func TestBenchSmoke(t *testing.T) {
 	require.Positive(t, growth.FirstReplay.OK, "first replays on grown tables: %v", growth.FirstReplay.ErrorSample)
 	require.Positive(t, growth.Reaping.OK, "new rides while reaping: %v", growth.Reaping.ErrorSample)
 	require.Positive(t, growth.ReapedTotal, "the reaper's pass deleted keys")
+	require.NotNil(t, growth.List)
+	require.Positive(t, growth.List.Depth, "the deep page is deep")
+	require.Positive(t, growth.List.First)
+	require.Positive(t, growth.List.Deep)
 
 	require.NoError(t, writeBenchReport(cfg.OutDir, e.info(), cfg, []*benchPoint{p}, growth))
 	report, err := os.ReadFile(filepath.Join(cfg.OutDir, "report.md"))
@@ -260,6 +264,7 @@ func TestBenchSmoke(t *testing.T) {
 	require.Contains(t, string(report), "## New rides through PgBouncer")
 	require.Contains(t, string(report), "## Where the CPU goes")
 	require.Contains(t, string(report), "## Cost as the data grows")
+	require.Contains(t, string(report), "A page of `GET /rides`")
 	img, err := os.ReadFile(filepath.Join(cfg.OutDir, "throughput.png"))
 	require.NoError(t, err)
 	decoded, err := png.Decode(bytes.NewReader(img))

@@ -32,6 +32,9 @@ type growthRun struct {
 	// ReapedTotal is how many keys the pass had deleted when the run
 	// ended (a small load finishes its pass before the run starts).
 	ReapedTotal int64
+	// List is what a page of GET /rides costs on the grown tables, at the
+	// first page and deep in a rider's list.
+	List *listCost
 }
 
 // growthRetention is the retention the grown tables span; growthReapTo is
@@ -55,6 +58,7 @@ func (e *benchEnv) measureGrowth(tb testing.TB, keys, clients int) *growthRun {
 	loadGrownKeys(tb, d.url, keys)
 	g.Load = time.Since(start)
 	tb.Logf("growth: %d finished keys, rides and audit records loaded in %s", keys, g.Load.Round(time.Second))
+	g.List = measureListCost(tb, d.url)
 
 	g.New = e.serviceRides(tb, d, clients, 0, "grown")
 	once := func(client, n int) string {
@@ -141,10 +145,15 @@ k AS (
 ),
 r AS (
     INSERT INTO rides (
-        created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon,
+        id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon,
         charge_status, stripe_charge_id, amount_cents, currency, user_id
     )
-    SELECT created_at, id, 37.7749, -122.4194, 37.8044, -122.2712, 'charged', 'ch_grown_' || id, 2000, 'usd', user_id FROM k
+    -- Ids as random_id() (migration 0012) would have drawn them when the
+    -- ride was booked, their low bits from the key's sequential id: a
+    -- statement inserting thousands of rows a millisecond would see its
+    -- own random draws meet.
+    SELECT (floor(extract(epoch FROM created_at) * 1000)::bigint - 1767225600000) * 4096 + id % 4096,
+        created_at, id, 37.7749, -122.4194, 37.8044, -122.2712, 'charged', 'ch_grown_' || id, 2000, 'usd', user_id FROM k
     RETURNING id, created_at, user_id
 )
 INSERT INTO audit_records (created_at, action, data, origin_ip, resource_id, resource_type, user_id)

@@ -333,6 +333,10 @@ func benchMarkdown(info benchInfo, cfg benchConfig, points []*benchPoint, growth
 		row("new rides", growth.New, empty.New)
 		row("first replays", growth.FirstReplay, empty.FirstReplay)
 		row(fmt.Sprintf("new rides, reaper deleting (%.0f keys/s)", growth.ReapedPerSec), growth.Reaping, empty.New)
+		if l := growth.List; l != nil {
+			fmt.Fprintf(&b, "\nA page of `GET /rides` (%d rides, the service's query, median of %d): %.3f ms for the first page of a rider of %d rides, %.3f ms for a page after %d of them.\n",
+				listPageSize, listRuns, msf(l.First), l.Rides, msf(l.Deep), l.Depth)
+		}
 	}
 
 	fmt.Fprintf(&b, "\n## Targets\n\n")

@@ -44,13 +44,15 @@ func (c Cmd) Run(ctx context.Context) (Result, error) {
 }
 
 // RunT runs the built binary (Build) with args to its end, with env added to
-// the test's environment, in a temporary working directory, within a minute,
+// the test's environment, in a temporary working directory, within a minute
+// of its start,
 // and fails tb if it could not be run at all.
 func RunT(tb testing.TB, env []string, args ...string) Result {
 	tb.Helper()
+	bin := Build(tb) // not within the minute: a build may wait for a busy machine
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	res, err := Cmd{Bin: Build(tb), Args: args, Env: env, Dir: tb.TempDir()}.Run(ctx)
+	res, err := Cmd{Bin: bin, Args: args, Env: env, Dir: tb.TempDir()}.Run(ctx)
 	if err != nil {
 		tb.Fatalf("run %v: %v", args, err)
 	}

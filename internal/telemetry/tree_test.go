@@ -65,7 +65,7 @@ func setupTree(t *testing.T) *treeBundle {
 
 	sink, mailer := testkit.NewMail(t)
 
-	svc, err := service.New(service.Config{
+	svc, err := service.New(service.Config{DevDefaultPaymentSource: true,
 		Pool: pool,
 		Payments: payments.New(payments.Config{
 			APIBase: fake.URL, SecretKey: "sk_test_tree", MaxNetworkRetries: payments.NoRetries, Timeout: 5 * time.Second,

@@ -67,6 +67,9 @@ func New(t testing.TB) *Env {
 		Clock:             e.Clock.Now,
 		AbandonedAfter:    AbandonedAfter,
 		OrphanRefundAfter: OrphanRefundAfter,
+		// The tests of riders without a source are those of the
+		// development default; the requirement is tested on its own.
+		DevDefaultPaymentSource: true,
 	})
 	require.NoError(t, err)
 	e.Service = svc

@@ -23,6 +23,8 @@ func Instance(t testing.TB, pool *pgxpool.Pool) *service.Service {
 	svc, err := service.New(service.Config{
 		Pool:     own,
 		Payments: payments.New(payments.Config{APIBase: "http://127.0.0.1:1", SecretKey: "sk_test_unused"}),
+		// Like the world it joins.
+		DevDefaultPaymentSource: true,
 	})
 	require.NoError(t, err)
 	return svc

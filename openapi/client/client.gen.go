@@ -18,6 +18,42 @@ import (
 	openapi_types "github.com/oapi-codegen/runtime/types"
 )
 
+// Defines values for RegistrationProcessor.
+const (
+	RegistrationProcessorAdyen  RegistrationProcessor = "adyen"
+	RegistrationProcessorStripe RegistrationProcessor = "stripe"
+)
+
+// Valid indicates whether the value is a known member of the RegistrationProcessor enum.
+func (e RegistrationProcessor) Valid() bool {
+	switch e {
+	case RegistrationProcessorAdyen:
+		return true
+	case RegistrationProcessorStripe:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RegistrationStatus.
+const (
+	Refused    RegistrationStatus = "refused"
+	Registered RegistrationStatus = "registered"
+)
+
+// Valid indicates whether the value is a known member of the RegistrationStatus enum.
+func (e RegistrationStatus) Valid() bool {
+	switch e {
+	case Refused:
+		return true
+	case Registered:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for RideChargeStatus.
 const (
 	RideChargeStatusCharged  RideChargeStatus = "charged"
@@ -63,6 +99,24 @@ func (e RideDisputeStatus) Valid() bool {
 	}
 }
 
+// Defines values for RideProcessor.
+const (
+	RideProcessorAdyen  RideProcessor = "adyen"
+	RideProcessorStripe RideProcessor = "stripe"
+)
+
+// Valid indicates whether the value is a known member of the RideProcessor enum.
+func (e RideProcessor) Valid() bool {
+	switch e {
+	case RideProcessorAdyen:
+		return true
+	case RideProcessorStripe:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for RideRefundStatus.
 const (
 	RideRefundStatusFailed   RideRefundStatus = "failed"
@@ -96,6 +150,27 @@ const (
 func (e RideRefundResultStatus) Valid() bool {
 	switch e {
 	case RideRefundResultStatusRefunded:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RideListParamsChargeStatus.
+const (
+	RideListParamsChargeStatusCharged  RideListParamsChargeStatus = "charged"
+	RideListParamsChargeStatusDeclined RideListParamsChargeStatus = "declined"
+	RideListParamsChargeStatusPending  RideListParamsChargeStatus = "pending"
+)
+
+// Valid indicates whether the value is a known member of the RideListParamsChargeStatus enum.
+func (e RideListParamsChargeStatus) Valid() bool {
+	switch e {
+	case RideListParamsChargeStatusCharged:
+		return true
+	case RideListParamsChargeStatusDeclined:
+		return true
+	case RideListParamsChargeStatusPending:
 		return true
 	default:
 		return false
@@ -181,6 +256,50 @@ type HealthResponse struct {
 	Status string `json:"status"`
 }
 
+// Problem defines model for Problem.
+type Problem struct {
+	// Detail What happened to this request.
+	//
+	// Examples: the card was declined: Your card was declined.
+	Detail *string `json:"detail,omitempty"`
+
+	// RideID Extension member of a declined booking (402): the ride the booking created, whose charge_status is declined (GET /rides/{id}). Absent from answers stored before the service named the ride.
+	//
+	// Examples: 5351843670591273
+	RideID *int64 `json:"ride_id,omitempty"`
+
+	// Status The HTTP status code.
+	//
+	// Examples: 402
+	Status int64 `json:"status"`
+
+	// Title A short summary of the problem type.
+	//
+	// Examples: Card declined
+	Title string `json:"title"`
+
+	// Type A URI reference naming the problem type.
+	//
+	// Examples: /problems/card-declined
+	Type string `json:"type"`
+}
+
+// Registration defines model for Registration.
+type Registration struct {
+	Processor RegistrationProcessor `json:"processor"`
+	Reason    *string               `json:"reason,omitempty"`
+
+	// Status registered: the card is stored at the processor; refused: the processor refused the payment source (register another)
+	Status    RegistrationStatus `json:"status"`
+	UpdatedAt time.Time          `json:"updated_at"`
+}
+
+// RegistrationProcessor defines model for Registration.Processor.
+type RegistrationProcessor string
+
+// RegistrationStatus registered: the card is stored at the processor; refused: the processor refused the payment source (register another)
+type RegistrationStatus string
+
 // Ride defines model for Ride.
 type Ride struct {
 	AmountCents int64 `json:"amount_cents"`
@@ -190,6 +309,16 @@ type Ride struct {
 	CreatedAt    time.Time        `json:"created_at"`
 	Currency     string           `json:"currency"`
 
+	// DeclineCode Why the charge was declined, while charge_status is declined: the processor's code (e.g. card_declined), or payment_rejected when the processor refused the charge for a reason other than the card. Null otherwise (and for rides declined before the service recorded it).
+	//
+	// Examples: card_declined
+	DeclineCode *string `json:"decline_code"`
+
+	// DeclineMessage The message the rider was shown with the 402 answer, while charge_status is declined; null otherwise.
+	//
+	// Examples: Your card was declined.
+	DeclineMessage *string `json:"decline_message"`
+
 	// DisputeStatus none unless the rider's bank disputes the charge; disputed while the dispute is open; won or lost once decided
 	DisputeStatus RideDisputeStatus `json:"dispute_status"`
 
@@ -197,6 +326,12 @@ type Ride struct {
 	ID        int64   `json:"id"`
 	OriginLat float64 `json:"origin_lat"`
 	OriginLon float64 `json:"origin_lon"`
+
+	// Processor The payment processor the ride's charge goes to, chosen once when the ride is booked; stripe_charge_id and stripe_refund_id are that processor's ids (an Adyen pspReference for adyen).
+	Processor RideProcessor `json:"processor"`
+
+	// RefundFailureCode The processor's reason for refusing the refund, while refund_status is failed; null otherwise.
+	RefundFailureCode *string `json:"refund_failure_code"`
 
 	// RefundStatus none until a refund is asked for; pending until the processor's answer is recorded; failed when the processor refused it
 	RefundStatus   RideRefundStatus `json:"refund_status"`
@@ -211,6 +346,9 @@ type RideChargeStatus string
 
 // RideDisputeStatus none unless the rider's bank disputes the charge; disputed while the dispute is open; won or lost once decided
 type RideDisputeStatus string
+
+// RideProcessor The payment processor the ride's charge goes to, chosen once when the ride is booked; stripe_charge_id and stripe_refund_id are that processor's ids (an Adyen pspReference for adyen).
+type RideProcessor string
 
 // RideRefundStatus none until a refund is asked for; pending until the processor's answer is recorded; failed when the processor refused it
 type RideRefundStatus string
@@ -228,6 +366,15 @@ type RideCreateBody struct {
 
 	// TargetLon Longitude of the destination, degrees.
 	TargetLon float64 `json:"target_lon"`
+}
+
+// RideList defines model for RideList.
+type RideList struct {
+	// Data The page's rides, newest first (by created_at, then id).
+	Data []Ride `json:"data"`
+
+	// HasMore Whether more rides lie beyond this page in the direction it was read: older rides for a first page or a starting_after page (pass the last ride's id as starting_after), newer rides for an ending_before page (pass the first ride's id as ending_before).
+	HasMore bool `json:"has_more"`
 }
 
 // RideRefundResult defines model for RideRefundResult.
@@ -254,14 +401,17 @@ type User struct {
 	Email     string    `json:"email"`
 
 	// ID Drawn at random (1 to 2^53 - 1); never names another rider, even after a restore.
-	ID               int64   `json:"id"`
-	PaymentSource    string  `json:"payment_source"`
-	StripeCustomerID *string `json:"stripe_customer_id"`
+	ID            int64  `json:"id"`
+	PaymentSource string `json:"payment_source"`
+
+	// Registrations The rider's card at each payment processor that has answered: registered, or refused with the processor's reason (the rider must register another source). A processor not listed has not answered yet.
+	Registrations    *[]Registration `json:"registrations"`
+	StripeCustomerID *string         `json:"stripe_customer_id"`
 }
 
 // UserPutBody defines model for UserPutBody.
 type UserPutBody struct {
-	// PaymentSource A payment processor token or source id. Default tok_visa.
+	// PaymentSource A payment processor token or source id. Required; only a development server (serve -dev) defaults it to the test card tok_visa.
 	//
 	// Examples: tok_visa
 	PaymentSource *string `json:"payment_source,omitempty"`
@@ -285,6 +435,30 @@ type WebhookReceipt struct {
 	// Received Always true: the event is recorded, and will be applied once.
 	Received bool `json:"received"`
 }
+
+// RideListParams defines parameters for RideList.
+type RideListParams struct {
+	// Limit How many rides the page holds at most: 1 to 100.
+	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// StartingAfter A ride id of the rider's, as a cursor: the page holds the rides just older than it. Pass the last ride of the previous page. Another rider's ride, or no ride, is 404.
+	StartingAfter *int64 `form:"starting_after,omitempty" json:"starting_after,omitempty"`
+
+	// EndingBefore A ride id of the rider's, as a cursor: the page holds the rides just newer than it (still newest first). Pass the first ride of the previous page to page back. Excludes starting_after. Another rider's ride, or no ride, is 404.
+	EndingBefore *int64 `form:"ending_before,omitempty" json:"ending_before,omitempty"`
+
+	// ChargeStatus Only the rides whose charge is in this status.
+	ChargeStatus *RideListParamsChargeStatus `form:"charge_status,omitempty" json:"charge_status,omitempty"`
+
+	// CreatedGte Only the rides created at or after this time (RFC 3339).
+	CreatedGte *time.Time `form:"created[gte],omitempty" json:"created[gte],omitempty"`
+
+	// CreatedLt Only the rides created before this time (RFC 3339).
+	CreatedLt *time.Time `form:"created[lt],omitempty" json:"created[lt],omitempty"`
+}
+
+// RideListParamsChargeStatus defines parameters for RideList.
+type RideListParamsChargeStatus string
 
 // RideCreateParams defines parameters for RideCreate.
 type RideCreateParams struct {
@@ -404,6 +578,13 @@ type ClientInterface interface {
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// RideList List the rider's rides, newest first, a page at a time
+	//
+	// The rider's rides, newest first (by created_at, then id), with their charge and refund as GET /rides/{id} shows them. Pages follow cursors the way Stripe's lists do: pass the last ride's id of a page as starting_after to read the next (older) page while has_more is true, or the first ride's id as ending_before to read the previous (newer) one. A cursor is a position, not an offset: rides booked while a client pages never shift, repeat or hide the rides of later pages. A cursor that is not one of the rider's rides is 404, whoever's it is. Read-only and safe to retry; it takes no Idempotency-Key.
+	//
+	// Corresponds with GET /rides (the `RideList` operationId).
+	RideList(ctx context.Context, params *RideListParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// RideCreateWithBody Book and charge a ride, exactly once per idempotency key
 	//
 	// Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key, and so is 409 /problems/booking-refunded: the booking of this key was lost (a database restore) and its charge refunded, so nothing is charged again; book under a new key. Any other 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
@@ -424,7 +605,7 @@ type ClientInterface interface {
 
 	// RideGet Get one of the rider's rides, with its charge and refund
 	//
-	// Reads the ride as it is now: charge_status is pending until the charge is decided, and refund_status follows a refund. Read-only and safe to retry at any time; it takes no Idempotency-Key. Another rider's ride is 404, as if it did not exist.
+	// Reads the ride as it is now, with everything its rider may know of it: charge_status is pending until the charge is decided; a declined ride carries the decline_code and decline_message its rider was shown (the 402 answer names the ride in ride_id); refund_status follows a refund, with the processor's refund_failure_code when it refused one. Read-only and safe to retry at any time; it takes no Idempotency-Key. Another rider's ride is 404, as if it did not exist.
 	//
 	// Corresponds with GET /rides/{id} (the `RideGet` operationId).
 	RideGet(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -436,6 +617,13 @@ type ClientInterface interface {
 	// Corresponds with POST /rides/{id}/refund (the `RideRefund` operationId).
 	RideRefund(ctx context.Context, id int64, params *RideRefundParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// UserGet Show a rider, with the registration of the rider's card at each payment processor
+	//
+	// The rider and, for each payment processor that has answered, whether it stored the rider's card (registered) or refused the payment source (refused, with the processor's reason). A refused source is the rider's to fix by registering another; bookings go to a processor where the card is registered, or answer 402 naming the refusal. A read: safe to retry.
+	//
+	// Corresponds with GET /users/{email} (the `UserGet` operationId).
+	UserGet(ctx context.Context, email openapi_types.Email, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// UserPutWithBody Create a rider unless one exists
 	//
 	// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent by its URL, with no Idempotency-Key: a repeat (a retry after a lost answer included) returns 200 with the existing user and no key, and an existing user is not changed. If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.
@@ -443,7 +631,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with PUT /users/{email} (the `UserPut` operationId).
-	UserPutWithBody(ctx context.Context, email string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	UserPutWithBody(ctx context.Context, email openapi_types.Email, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// UserPut Create a rider unless one exists
 	//
@@ -452,28 +640,28 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with PUT /users/{email} (the `UserPut` operationId).
-	UserPut(ctx context.Context, email string, body UserPutJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	UserPut(ctx context.Context, email openapi_types.Email, body UserPutJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// APIKeyList List a rider's API keys (ids and times, never secrets)
 	//
 	// Every key of the rider, revoked ones included, with when it was created, last used (to within a minute) and revoked. A read: safe to retry any number of times.
 	//
 	// Corresponds with GET /users/{email}/api_keys (the `APIKeyList` operationId).
-	APIKeyList(ctx context.Context, email string, reqEditors ...RequestEditorFn) (*http.Response, error)
+	APIKeyList(ctx context.Context, email openapi_types.Email, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// APIKeyCreate Mint another API key for a rider
 	//
 	// Creates a new API key for an existing rider; the rider's other keys stay valid. Not idempotent: every request mints a key, so a retry after a lost answer mints another, and every minted key is valid. It has no side effect beyond the key and its audit record, so a retry is harmless: keep the key you receive.
 	//
 	// Corresponds with POST /users/{email}/api_keys (the `APIKeyCreate` operationId).
-	APIKeyCreate(ctx context.Context, email string, reqEditors ...RequestEditorFn) (*http.Response, error)
+	APIKeyCreate(ctx context.Context, email openapi_types.Email, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// APIKeyRevoke Revoke one of a rider's API keys
 	//
 	// The key is refused (401) by every instance within a second of the answer. Idempotent: revoking a revoked key answers 204 again, so a retry after a lost answer is safe. An unknown key, or another rider's, is 404.
 	//
 	// Corresponds with DELETE /users/{email}/api_keys/{id} (the `APIKeyRevoke` operationId).
-	APIKeyRevoke(ctx context.Context, email string, id int64, reqEditors ...RequestEditorFn) (*http.Response, error)
+	APIKeyRevoke(ctx context.Context, email openapi_types.Email, id int64, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// WebhookStripeWithBody Receive a Stripe webhook event
 	//
@@ -528,6 +716,23 @@ func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*ht
 	return c.Client.Do(req)
 }
 
+// RideList List the rider's rides, newest first, a page at a time
+//
+// The rider's rides, newest first (by created_at, then id), with their charge and refund as GET /rides/{id} shows them. Pages follow cursors the way Stripe's lists do: pass the last ride's id of a page as starting_after to read the next (older) page while has_more is true, or the first ride's id as ending_before to read the previous (newer) one. A cursor is a position, not an offset: rides booked while a client pages never shift, repeat or hide the rides of later pages. A cursor that is not one of the rider's rides is 404, whoever's it is. Read-only and safe to retry; it takes no Idempotency-Key.
+//
+// Corresponds with GET /rides (the `RideList` operationId).
+func (c *Client) RideList(ctx context.Context, params *RideListParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRideListRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // RideCreateWithBody Book and charge a ride, exactly once per idempotency key
 //
 // Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key, and so is 409 /problems/booking-refunded: the booking of this key was lost (a database restore) and its charge refunded, so nothing is charged again; book under a new key. Any other 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
@@ -568,7 +773,7 @@ func (c *Client) RideCreate(ctx context.Context, params *RideCreateParams, body 
 
 // RideGet Get one of the rider's rides, with its charge and refund
 //
-// Reads the ride as it is now: charge_status is pending until the charge is decided, and refund_status follows a refund. Read-only and safe to retry at any time; it takes no Idempotency-Key. Another rider's ride is 404, as if it did not exist.
+// Reads the ride as it is now, with everything its rider may know of it: charge_status is pending until the charge is decided; a declined ride carries the decline_code and decline_message its rider was shown (the 402 answer names the ride in ride_id); refund_status follows a refund, with the processor's refund_failure_code when it refused one. Read-only and safe to retry at any time; it takes no Idempotency-Key. Another rider's ride is 404, as if it did not exist.
 //
 // Corresponds with GET /rides/{id} (the `RideGet` operationId).
 func (c *Client) RideGet(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -600,6 +805,23 @@ func (c *Client) RideRefund(ctx context.Context, id int64, params *RideRefundPar
 	return c.Client.Do(req)
 }
 
+// UserGet Show a rider, with the registration of the rider's card at each payment processor
+//
+// The rider and, for each payment processor that has answered, whether it stored the rider's card (registered) or refused the payment source (refused, with the processor's reason). A refused source is the rider's to fix by registering another; bookings go to a processor where the card is registered, or answer 402 naming the refusal. A read: safe to retry.
+//
+// Corresponds with GET /users/{email} (the `UserGet` operationId).
+func (c *Client) UserGet(ctx context.Context, email openapi_types.Email, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUserGetRequest(c.Server, email)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // UserPutWithBody Create a rider unless one exists
 //
 // One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent by its URL, with no Idempotency-Key: a repeat (a retry after a lost answer included) returns 200 with the existing user and no key, and an existing user is not changed. If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.
@@ -607,7 +829,7 @@ func (c *Client) RideRefund(ctx context.Context, id int64, params *RideRefundPar
 // Takes any type of body and a specified content type.
 //
 // Corresponds with PUT /users/{email} (the `UserPut` operationId).
-func (c *Client) UserPutWithBody(ctx context.Context, email string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+func (c *Client) UserPutWithBody(ctx context.Context, email openapi_types.Email, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewUserPutRequestWithBody(c.Server, email, contentType, body)
 	if err != nil {
 		return nil, err
@@ -626,7 +848,7 @@ func (c *Client) UserPutWithBody(ctx context.Context, email string, contentType 
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with PUT /users/{email} (the `UserPut` operationId).
-func (c *Client) UserPut(ctx context.Context, email string, body UserPutJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+func (c *Client) UserPut(ctx context.Context, email openapi_types.Email, body UserPutJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewUserPutRequest(c.Server, email, body)
 	if err != nil {
 		return nil, err
@@ -643,7 +865,7 @@ func (c *Client) UserPut(ctx context.Context, email string, body UserPutJSONRequ
 // Every key of the rider, revoked ones included, with when it was created, last used (to within a minute) and revoked. A read: safe to retry any number of times.
 //
 // Corresponds with GET /users/{email}/api_keys (the `APIKeyList` operationId).
-func (c *Client) APIKeyList(ctx context.Context, email string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+func (c *Client) APIKeyList(ctx context.Context, email openapi_types.Email, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewAPIKeyListRequest(c.Server, email)
 	if err != nil {
 		return nil, err
@@ -660,7 +882,7 @@ func (c *Client) APIKeyList(ctx context.Context, email string, reqEditors ...Req
 // Creates a new API key for an existing rider; the rider's other keys stay valid. Not idempotent: every request mints a key, so a retry after a lost answer mints another, and every minted key is valid. It has no side effect beyond the key and its audit record, so a retry is harmless: keep the key you receive.
 //
 // Corresponds with POST /users/{email}/api_keys (the `APIKeyCreate` operationId).
-func (c *Client) APIKeyCreate(ctx context.Context, email string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+func (c *Client) APIKeyCreate(ctx context.Context, email openapi_types.Email, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewAPIKeyCreateRequest(c.Server, email)
 	if err != nil {
 		return nil, err
@@ -677,7 +899,7 @@ func (c *Client) APIKeyCreate(ctx context.Context, email string, reqEditors ...R
 // The key is refused (401) by every instance within a second of the answer. Idempotent: revoking a revoked key answers 204 again, so a retry after a lost answer is safe. An unknown key, or another rider's, is 404.
 //
 // Corresponds with DELETE /users/{email}/api_keys/{id} (the `APIKeyRevoke` operationId).
-func (c *Client) APIKeyRevoke(ctx context.Context, email string, id int64, reqEditors ...RequestEditorFn) (*http.Response, error) {
+func (c *Client) APIKeyRevoke(ctx context.Context, email openapi_types.Email, id int64, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewAPIKeyRevokeRequest(c.Server, email, id)
 	if err != nil {
 		return nil, err
@@ -771,6 +993,120 @@ func NewReadyzRequest(server string) (*http.Request, error) {
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRideListRequest constructs an http.Request for the RideList method
+func NewRideListRequest(server string, params *RideListParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/rides")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.StartingAfter != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "starting_after", *params.StartingAfter, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.EndingBefore != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "ending_before", *params.EndingBefore, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ChargeStatus != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "charge_status", *params.ChargeStatus, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.CreatedGte != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "created[gte]", *params.CreatedGte, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.CreatedLt != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "created[lt]", *params.CreatedLt, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -915,8 +1251,42 @@ func NewRideRefundRequest(server string, id int64, params *RideRefundParams) (*h
 	return req, nil
 }
 
+// NewUserGetRequest constructs an http.Request for the UserGet method
+func NewUserGetRequest(server string, email openapi_types.Email) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "email", email, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "email"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/users/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewUserPutRequest calls the generic UserPut builder with application/json body
-func NewUserPutRequest(server string, email string, body UserPutJSONRequestBody) (*http.Request, error) {
+func NewUserPutRequest(server string, email openapi_types.Email, body UserPutJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
@@ -927,12 +1297,12 @@ func NewUserPutRequest(server string, email string, body UserPutJSONRequestBody)
 }
 
 // NewUserPutRequestWithBody constructs an http.Request for the UserPut method, with any body, and a specified content type
-func NewUserPutRequestWithBody(server string, email string, contentType string, body io.Reader) (*http.Request, error) {
+func NewUserPutRequestWithBody(server string, email openapi_types.Email, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
 
-	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "email", email, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "email", email, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "email"})
 	if err != nil {
 		return nil, err
 	}
@@ -963,12 +1333,12 @@ func NewUserPutRequestWithBody(server string, email string, contentType string, 
 }
 
 // NewAPIKeyListRequest constructs an http.Request for the APIKeyList method
-func NewAPIKeyListRequest(server string, email string) (*http.Request, error) {
+func NewAPIKeyListRequest(server string, email openapi_types.Email) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
 
-	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "email", email, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "email", email, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "email"})
 	if err != nil {
 		return nil, err
 	}
@@ -997,12 +1367,12 @@ func NewAPIKeyListRequest(server string, email string) (*http.Request, error) {
 }
 
 // NewAPIKeyCreateRequest constructs an http.Request for the APIKeyCreate method
-func NewAPIKeyCreateRequest(server string, email string) (*http.Request, error) {
+func NewAPIKeyCreateRequest(server string, email openapi_types.Email) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
 
-	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "email", email, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "email", email, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "email"})
 	if err != nil {
 		return nil, err
 	}
@@ -1031,12 +1401,12 @@ func NewAPIKeyCreateRequest(server string, email string) (*http.Request, error) 
 }
 
 // NewAPIKeyRevokeRequest constructs an http.Request for the APIKeyRevoke method
-func NewAPIKeyRevokeRequest(server string, email string, id int64) (*http.Request, error) {
+func NewAPIKeyRevokeRequest(server string, email openapi_types.Email, id int64) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
 
-	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "email", email, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "email", email, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "email"})
 	if err != nil {
 		return nil, err
 	}
@@ -1188,6 +1558,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	ReadyzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ReadyzReply, error)
 
+	// RideListWithResponse List the rider's rides, newest first, a page at a time
+	//
+	// The rider's rides, newest first (by created_at, then id), with their charge and refund as GET /rides/{id} shows them. Pages follow cursors the way Stripe's lists do: pass the last ride's id of a page as starting_after to read the next (older) page while has_more is true, or the first ride's id as ending_before to read the previous (newer) one. A cursor is a position, not an offset: rides booked while a client pages never shift, repeat or hide the rides of later pages. A cursor that is not one of the rider's rides is 404, whoever's it is. Read-only and safe to retry; it takes no Idempotency-Key.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /rides (the `RideList` operationId).
+	RideListWithResponse(ctx context.Context, params *RideListParams, reqEditors ...RequestEditorFn) (*RideListReply, error)
+
 	// RideCreateWithBodyWithResponse Book and charge a ride, exactly once per idempotency key
 	//
 	// Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key, and so is 409 /problems/booking-refunded: the booking of this key was lost (a database restore) and its charge refunded, so nothing is charged again; book under a new key. Any other 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
@@ -1208,7 +1587,7 @@ type ClientWithResponsesInterface interface {
 
 	// RideGetWithResponse Get one of the rider's rides, with its charge and refund
 	//
-	// Reads the ride as it is now: charge_status is pending until the charge is decided, and refund_status follows a refund. Read-only and safe to retry at any time; it takes no Idempotency-Key. Another rider's ride is 404, as if it did not exist.
+	// Reads the ride as it is now, with everything its rider may know of it: charge_status is pending until the charge is decided; a declined ride carries the decline_code and decline_message its rider was shown (the 402 answer names the ride in ride_id); refund_status follows a refund, with the processor's refund_failure_code when it refused one. Read-only and safe to retry at any time; it takes no Idempotency-Key. Another rider's ride is 404, as if it did not exist.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -1224,6 +1603,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /rides/{id}/refund (the `RideRefund` operationId).
 	RideRefundWithResponse(ctx context.Context, id int64, params *RideRefundParams, reqEditors ...RequestEditorFn) (*RideRefundReply, error)
 
+	// UserGetWithResponse Show a rider, with the registration of the rider's card at each payment processor
+	//
+	// The rider and, for each payment processor that has answered, whether it stored the rider's card (registered) or refused the payment source (refused, with the processor's reason). A refused source is the rider's to fix by registering another; bookings go to a processor where the card is registered, or answer 402 naming the refusal. A read: safe to retry.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /users/{email} (the `UserGet` operationId).
+	UserGetWithResponse(ctx context.Context, email openapi_types.Email, reqEditors ...RequestEditorFn) (*UserGetReply, error)
+
 	// UserPutWithBodyWithResponse Create a rider unless one exists
 	//
 	// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent by its URL, with no Idempotency-Key: a repeat (a retry after a lost answer included) returns 200 with the existing user and no key, and an existing user is not changed. If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.
@@ -1231,7 +1619,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PUT /users/{email} (the `UserPut` operationId).
-	UserPutWithBodyWithResponse(ctx context.Context, email string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UserPutReply, error)
+	UserPutWithBodyWithResponse(ctx context.Context, email openapi_types.Email, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UserPutReply, error)
 
 	// UserPutWithResponse Create a rider unless one exists
 	//
@@ -1240,7 +1628,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PUT /users/{email} (the `UserPut` operationId).
-	UserPutWithResponse(ctx context.Context, email string, body UserPutJSONRequestBody, reqEditors ...RequestEditorFn) (*UserPutReply, error)
+	UserPutWithResponse(ctx context.Context, email openapi_types.Email, body UserPutJSONRequestBody, reqEditors ...RequestEditorFn) (*UserPutReply, error)
 
 	// APIKeyListWithResponse List a rider's API keys (ids and times, never secrets)
 	//
@@ -1249,7 +1637,7 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /users/{email}/api_keys (the `APIKeyList` operationId).
-	APIKeyListWithResponse(ctx context.Context, email string, reqEditors ...RequestEditorFn) (*APIKeyListReply, error)
+	APIKeyListWithResponse(ctx context.Context, email openapi_types.Email, reqEditors ...RequestEditorFn) (*APIKeyListReply, error)
 
 	// APIKeyCreateWithResponse Mint another API key for a rider
 	//
@@ -1258,7 +1646,7 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /users/{email}/api_keys (the `APIKeyCreate` operationId).
-	APIKeyCreateWithResponse(ctx context.Context, email string, reqEditors ...RequestEditorFn) (*APIKeyCreateReply, error)
+	APIKeyCreateWithResponse(ctx context.Context, email openapi_types.Email, reqEditors ...RequestEditorFn) (*APIKeyCreateReply, error)
 
 	// APIKeyRevokeWithResponse Revoke one of a rider's API keys
 	//
@@ -1267,7 +1655,7 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with DELETE /users/{email}/api_keys/{id} (the `APIKeyRevoke` operationId).
-	APIKeyRevokeWithResponse(ctx context.Context, email string, id int64, reqEditors ...RequestEditorFn) (*APIKeyRevokeReply, error)
+	APIKeyRevokeWithResponse(ctx context.Context, email openapi_types.Email, id int64, reqEditors ...RequestEditorFn) (*APIKeyRevokeReply, error)
 
 	// WebhookStripeWithBodyWithResponse Receive a Stripe webhook event
 	//
@@ -1384,6 +1772,82 @@ func (r ReadyzReply) ContentType() string {
 	return ""
 }
 
+// RideListReply500Headers the declared response headers of an HTTP 500 response for RideList
+type RideListReply500Headers struct {
+	RetryAfter *int
+}
+
+type RideListReply struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *RideList
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *ErrorModel
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *ErrorModel
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *ErrorModel
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *ErrorModel
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *RideListReply500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RideListReply) GetJSON200() *RideList {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RideListReply) GetApplicationProblemJSON401() *ErrorModel {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RideListReply) GetApplicationProblemJSON404() *ErrorModel {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r RideListReply) GetApplicationProblemJSON422() *ErrorModel {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r RideListReply) GetApplicationProblemJSON500() *ErrorModel {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r RideListReply) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RideListReply) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RideListReply) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RideListReply) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // RideCreateReply201Headers the declared response headers of an HTTP 201 response for RideCreate
 type RideCreateReply201Headers struct {
 	ContentType        *string
@@ -1428,7 +1892,7 @@ type RideCreateReply struct {
 	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationProblemJSON401 *ErrorModel
 	// ApplicationProblemJSON402 the response for an HTTP 402 `application/problem+json` response
-	ApplicationProblemJSON402 *ErrorModel
+	ApplicationProblemJSON402 *Problem
 	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationProblemJSON409 *ErrorModel
 	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
@@ -1473,7 +1937,7 @@ func (r RideCreateReply) GetApplicationProblemJSON401() *ErrorModel {
 }
 
 // GetApplicationProblemJSON402 returns the response for an HTTP 402 `application/problem+json` response
-func (r RideCreateReply) GetApplicationProblemJSON402() *ErrorModel {
+func (r RideCreateReply) GetApplicationProblemJSON402() *Problem {
 	return r.ApplicationProblemJSON402
 }
 
@@ -1792,6 +2256,82 @@ func (r RideRefundReply) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r RideRefundReply) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// UserGetReply500Headers the declared response headers of an HTTP 500 response for UserGet
+type UserGetReply500Headers struct {
+	RetryAfter *int
+}
+
+type UserGetReply struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *User
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *ErrorModel
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *ErrorModel
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *ErrorModel
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *ErrorModel
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *UserGetReply500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r UserGetReply) GetJSON200() *User {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r UserGetReply) GetApplicationProblemJSON401() *ErrorModel {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r UserGetReply) GetApplicationProblemJSON404() *ErrorModel {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r UserGetReply) GetApplicationProblemJSON422() *ErrorModel {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r UserGetReply) GetApplicationProblemJSON500() *ErrorModel {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r UserGetReply) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r UserGetReply) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r UserGetReply) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r UserGetReply) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -2342,6 +2882,21 @@ func (c *ClientWithResponses) ReadyzWithResponse(ctx context.Context, reqEditors
 	return ParseReadyzReply(rsp)
 }
 
+// RideListWithResponse List the rider's rides, newest first, a page at a time
+//
+// The rider's rides, newest first (by created_at, then id), with their charge and refund as GET /rides/{id} shows them. Pages follow cursors the way Stripe's lists do: pass the last ride's id of a page as starting_after to read the next (older) page while has_more is true, or the first ride's id as ending_before to read the previous (newer) one. A cursor is a position, not an offset: rides booked while a client pages never shift, repeat or hide the rides of later pages. A cursor that is not one of the rider's rides is 404, whoever's it is. Read-only and safe to retry; it takes no Idempotency-Key.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /rides (the `RideList` operationId).
+func (c *ClientWithResponses) RideListWithResponse(ctx context.Context, params *RideListParams, reqEditors ...RequestEditorFn) (*RideListReply, error) {
+	rsp, err := c.RideList(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRideListReply(rsp)
+}
+
 // RideCreateWithBodyWithResponse Book and charge a ride, exactly once per idempotency key
 //
 // Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key, and so is 409 /problems/booking-refunded: the booking of this key was lost (a database restore) and its charge refunded, so nothing is charged again; book under a new key. Any other 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
@@ -2374,7 +2929,7 @@ func (c *ClientWithResponses) RideCreateWithResponse(ctx context.Context, params
 
 // RideGetWithResponse Get one of the rider's rides, with its charge and refund
 //
-// Reads the ride as it is now: charge_status is pending until the charge is decided, and refund_status follows a refund. Read-only and safe to retry at any time; it takes no Idempotency-Key. Another rider's ride is 404, as if it did not exist.
+// Reads the ride as it is now, with everything its rider may know of it: charge_status is pending until the charge is decided; a declined ride carries the decline_code and decline_message its rider was shown (the 402 answer names the ride in ride_id); refund_status follows a refund, with the processor's refund_failure_code when it refused one. Read-only and safe to retry at any time; it takes no Idempotency-Key. Another rider's ride is 404, as if it did not exist.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -2402,6 +2957,21 @@ func (c *ClientWithResponses) RideRefundWithResponse(ctx context.Context, id int
 	return ParseRideRefundReply(rsp)
 }
 
+// UserGetWithResponse Show a rider, with the registration of the rider's card at each payment processor
+//
+// The rider and, for each payment processor that has answered, whether it stored the rider's card (registered) or refused the payment source (refused, with the processor's reason). A refused source is the rider's to fix by registering another; bookings go to a processor where the card is registered, or answer 402 naming the refusal. A read: safe to retry.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /users/{email} (the `UserGet` operationId).
+func (c *ClientWithResponses) UserGetWithResponse(ctx context.Context, email openapi_types.Email, reqEditors ...RequestEditorFn) (*UserGetReply, error) {
+	rsp, err := c.UserGet(ctx, email, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUserGetReply(rsp)
+}
+
 // UserPutWithBodyWithResponse Create a rider unless one exists
 //
 // One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent by its URL, with no Idempotency-Key: a repeat (a retry after a lost answer included) returns 200 with the existing user and no key, and an existing user is not changed. If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.
@@ -2409,7 +2979,7 @@ func (c *ClientWithResponses) RideRefundWithResponse(ctx context.Context, id int
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PUT /users/{email} (the `UserPut` operationId).
-func (c *ClientWithResponses) UserPutWithBodyWithResponse(ctx context.Context, email string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UserPutReply, error) {
+func (c *ClientWithResponses) UserPutWithBodyWithResponse(ctx context.Context, email openapi_types.Email, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UserPutReply, error) {
 	rsp, err := c.UserPutWithBody(ctx, email, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
@@ -2424,7 +2994,7 @@ func (c *ClientWithResponses) UserPutWithBodyWithResponse(ctx context.Context, e
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PUT /users/{email} (the `UserPut` operationId).
-func (c *ClientWithResponses) UserPutWithResponse(ctx context.Context, email string, body UserPutJSONRequestBody, reqEditors ...RequestEditorFn) (*UserPutReply, error) {
+func (c *ClientWithResponses) UserPutWithResponse(ctx context.Context, email openapi_types.Email, body UserPutJSONRequestBody, reqEditors ...RequestEditorFn) (*UserPutReply, error) {
 	rsp, err := c.UserPut(ctx, email, body, reqEditors...)
 	if err != nil {
 		return nil, err
@@ -2439,7 +3009,7 @@ func (c *ClientWithResponses) UserPutWithResponse(ctx context.Context, email str
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /users/{email}/api_keys (the `APIKeyList` operationId).
-func (c *ClientWithResponses) APIKeyListWithResponse(ctx context.Context, email string, reqEditors ...RequestEditorFn) (*APIKeyListReply, error) {
+func (c *ClientWithResponses) APIKeyListWithResponse(ctx context.Context, email openapi_types.Email, reqEditors ...RequestEditorFn) (*APIKeyListReply, error) {
 	rsp, err := c.APIKeyList(ctx, email, reqEditors...)
 	if err != nil {
 		return nil, err
@@ -2454,7 +3024,7 @@ func (c *ClientWithResponses) APIKeyListWithResponse(ctx context.Context, email 
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /users/{email}/api_keys (the `APIKeyCreate` operationId).
-func (c *ClientWithResponses) APIKeyCreateWithResponse(ctx context.Context, email string, reqEditors ...RequestEditorFn) (*APIKeyCreateReply, error) {
+func (c *ClientWithResponses) APIKeyCreateWithResponse(ctx context.Context, email openapi_types.Email, reqEditors ...RequestEditorFn) (*APIKeyCreateReply, error) {
 	rsp, err := c.APIKeyCreate(ctx, email, reqEditors...)
 	if err != nil {
 		return nil, err
@@ -2469,7 +3039,7 @@ func (c *ClientWithResponses) APIKeyCreateWithResponse(ctx context.Context, emai
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with DELETE /users/{email}/api_keys/{id} (the `APIKeyRevoke` operationId).
-func (c *ClientWithResponses) APIKeyRevokeWithResponse(ctx context.Context, email string, id int64, reqEditors ...RequestEditorFn) (*APIKeyRevokeReply, error) {
+func (c *ClientWithResponses) APIKeyRevokeWithResponse(ctx context.Context, email openapi_types.Email, id int64, reqEditors ...RequestEditorFn) (*APIKeyRevokeReply, error) {
 	rsp, err := c.APIKeyRevoke(ctx, email, id, reqEditors...)
 	if err != nil {
 		return nil, err
@@ -2573,6 +3143,73 @@ func ParseReadyzReply(rsp *http.Response) (*ReadyzReply, error) {
 	return response, nil
 }
 
+// ParseRideListReply parses an HTTP response from a RideListWithResponse call
+func ParseRideListReply(rsp *http.Response) (*RideListReply, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RideListReply{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest RideList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 500:
+		var headers RideListReply500Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseRideCreateReply parses an HTTP response from a RideCreateWithResponse call
 func ParseRideCreateReply(rsp *http.Response) (*RideCreateReply, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -2609,7 +3246,7 @@ func ParseRideCreateReply(rsp *http.Response) (*RideCreateReply, error) {
 		response.ApplicationProblemJSON401 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 402:
-		var dest ErrorModel
+		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -3057,6 +3694,73 @@ func ParseRideRefundReply(rsp *http.Response) (*RideRefundReply, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseUserGetReply parses an HTTP response from a UserGetWithResponse call
+func ParseUserGetReply(rsp *http.Response) (*UserGetReply, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &UserGetReply{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest User
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 500:
+		var headers UserGetReply500Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers500 = &headers
 	}
 
 	return response, nil

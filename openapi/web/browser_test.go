@@ -3,6 +3,7 @@ package web_test
 import (
 	"context"
 	"iter"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -200,6 +201,34 @@ func TestBookingPageInChromium(t *testing.T) {
 
 	require.Len(t, b.Stripe.SucceededCharges(), 4, "four forms, four charges")
 	require.Equal(t, 4, b.Count(t, `SELECT count(*) FROM rides`))
+
+	// The form lists the rider's recent rides, newest first, with their
+	// status (a declined one with what the rider was told), each linking to
+	// its page.
+	t.Run("recent rides", func(t *testing.T) {
+		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultStatus, Status: http.StatusPaymentRequired, Times: 1})
+		resp, err := b.Service.RideCreate(b.Ctx, riderID(t, b, apiKey), testkit.NewKey(), testkit.SomeRide, nil)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusPaymentRequired, resp.Status)
+		scripts(ctx, t, true)
+		freshForm(ctx, t, b.url)
+		shown := evaluate[[][]string](ctx, t, `[...document.querySelectorAll("#recent-rides tbody tr")].map(tr =>
+			[tr.dataset.rideId, tr.querySelector(".ride-status").textContent.trim(), tr.querySelector(".ride-refund").textContent.trim(), tr.querySelector("a").getAttribute("href")])`)
+		rows, err := b.Pool.Query(b.Ctx, `SELECT id, charge_status || coalesce(': ' || decline_message, '') FROM rides ORDER BY created_at DESC, id DESC`)
+		require.NoError(t, err)
+		var want [][]string
+		for rows.Next() {
+			var id int64
+			var status string
+			require.NoError(t, rows.Scan(&id, &status))
+			s := strconv.FormatInt(id, 10)
+			want = append(want, []string{s, status, "none", "/book/rides/" + s})
+		}
+		require.NoError(t, rows.Err())
+		require.Len(t, want, 5)
+		require.Equal(t, "declined: Your card was declined.", want[0][1])
+		require.Equal(t, want, shown, "the five rides, newest first: the declined one, then four charged")
+	})
 }
 
 // signIn signs in through the sign-in form and checks the session cookie.
@@ -316,4 +345,12 @@ func drain(ch <-chan struct{}) {
 			return
 		}
 	}
+}
+
+// riderID is the id of the rider holding apiKey.
+func riderID(t *testing.T, b *testBundle, apiKey string) int64 {
+	t.Helper()
+	u, err := b.Service.Authenticate(b.Ctx, apiKey)
+	require.NoError(t, err)
+	return u.ID
 }

@@ -46,6 +46,10 @@ type pageData struct {
 
 	Form *formData
 	Ride *service.Ride
+	// Recent are the rider's latest rides, shown under the booking form;
+	// RecentFailed says they could not be read.
+	Recent       []*service.Ride
+	RecentFailed bool
 
 	// Heading, Detail and Link make up a message page.
 	Heading, Detail, Link string

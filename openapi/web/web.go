@@ -130,10 +130,24 @@ func (wb *Pages) bookForm(w http.ResponseWriter, r *http.Request) {
 	wb.formPage(w, r, s, http.StatusOK, &f, "", "")
 }
 
+// recentRides is how many of the rider's latest rides the booking form
+// lists.
+const recentRides = 5
+
 func (wb *Pages) formPage(w http.ResponseWriter, r *http.Request, s *session, status int, f *formData, notice, kind string) {
-	wb.render(w, r, status, "private, no-cache", "form", &pageData{
+	d := &pageData{
 		Title: "Book a ride", Email: s.user.Email, CSRF: s.csrf, Form: f, Notice: notice, NoticeKind: kind,
-	})
+	}
+	// The list is a convenience beside the form: when it cannot be read,
+	// the page says so and the form still books.
+	recent, err := wb.svc.RideList(r.Context(), s.user.ID, service.RideListParams{Limit: recentRides})
+	if err != nil {
+		wb.logger.ErrorContext(r.Context(), "booking page: recent rides", "err", err)
+		d.RecentFailed = true
+	} else {
+		d.Recent = recent.Data
+	}
+	wb.render(w, r, status, "private, no-cache", "form", d)
 }
 
 // signInPage shows the sign-in form, or an error page when the session could

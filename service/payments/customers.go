@@ -2,6 +2,7 @@ package payments
 
 import (
 	"context"
+	"errors"
 
 	"github.com/stripe/stripe-go/v76"
 
@@ -28,7 +29,7 @@ func (c *Client) CustomerCreate(ctx context.Context, params service.CustomerCrea
 	tagMetadata(p.AddMetadata, params.Tag)
 	cust, err := c.customers.New(p)
 	if err != nil {
-		return nil, translateError(err)
+		return nil, sourceRefusal(err, translateError(err))
 	}
 	return &service.Customer{ID: cust.ID, Tag: tagOf(cust.Metadata)}, nil
 }
@@ -52,4 +53,23 @@ func (c *Client) CustomerFind(ctx context.Context, key string) ([]*service.Custo
 		return nil, translateError(err)
 	}
 	return out, nil
+}
+
+// sourceRefusal makes Stripe's refusal of the rider's source when the
+// customer is created — a source Stripe does not know (resource_missing on
+// the parameter source) or a card declined when attached — the rider's
+// outcome: a PaymentClassRefusal with Code service.PaymentCodeSourceRefused,
+// recorded as the rider's registration state at Stripe. Every other error
+// is translated as usual.
+func sourceRefusal(raw, translated error) error {
+	var se *stripe.Error
+	pe, ok := translated.(*service.PaymentError)
+	if !ok || !errors.As(raw, &se) {
+		return translated
+	}
+	if (se.Param == "source" && se.Code == stripe.ErrorCodeResourceMissing && se.HTTPStatusCode < 500) ||
+		pe.Class == service.PaymentClassDecline {
+		pe.Class, pe.Kind, pe.Code = service.PaymentClassRefusal, service.PaymentInvalid, service.PaymentCodeSourceRefused
+	}
+	return pe
 }

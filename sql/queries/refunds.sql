@@ -45,6 +45,12 @@ FROM refunds
 JOIN rides ON rides.id = refunds.ride_id
 WHERE refunds.status = 'pending' AND rides.stripe_charge_id IS NOT NULL;
 
+-- name: RefundGetByIdempotencyKey :one
+-- The refund a key asked for, with the processor of its ride ('keys show').
+SELECT refunds.ride_id, rides.processor FROM refunds
+JOIN rides ON rides.id = refunds.ride_id
+WHERE refunds.idempotency_key_id = @idempotency_key_id;
+
 -- name: RefundRecordExternal :one
 -- Records a refund made outside the service (the processor's dashboard) on a
 -- ride that has no refund row: refunded at once, asked for by no request.

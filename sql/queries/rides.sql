@@ -14,14 +14,50 @@ SELECT * FROM rides WHERE idempotency_key_id = @idempotency_key_id;
 -- name: RideGetForUser :one
 SELECT * FROM rides WHERE id = @id AND user_id = @user_id;
 
+-- name: RideGetWithRefund :one
+-- The user's ride with its refund, if any: what the rider may know of it.
+SELECT sqlc.embed(rides), refunds.status AS refund_status, refunds.stripe_refund_id AS stripe_refund_id,
+    refunds.failure_code AS refund_failure_code
+FROM rides LEFT JOIN refunds ON refunds.ride_id = rides.id
+WHERE rides.id = @id AND rides.user_id = @user_id;
+
+-- name: RideListForUser :many
+-- One page of a rider's rides, newest first: those strictly between two
+-- (created_at, id) positions, with their refunds, at most row_limit. The
+-- bounds are row comparisons on rides_user_id_created_at_id, so a page is
+-- one range scan wherever it starts.
+SELECT sqlc.embed(rides), refunds.status AS refund_status, refunds.stripe_refund_id AS stripe_refund_id,
+    refunds.failure_code AS refund_failure_code
+FROM rides LEFT JOIN refunds ON refunds.ride_id = rides.id
+WHERE rides.user_id = @user_id
+  AND (rides.created_at, rides.id) > (@after_created_at::timestamptz, @after_id::bigint)
+  AND (rides.created_at, rides.id) < (@before_created_at::timestamptz, @before_id::bigint)
+  AND (@charge_status::text = '' OR rides.charge_status = @charge_status::text)
+ORDER BY rides.created_at DESC, rides.id DESC
+LIMIT @row_limit;
+
+-- name: RideListForUserAscending :many
+-- RideListForUser read from the oldest end: the page just newer than a
+-- cursor (ending_before), returned oldest first.
+SELECT sqlc.embed(rides), refunds.status AS refund_status, refunds.stripe_refund_id AS stripe_refund_id,
+    refunds.failure_code AS refund_failure_code
+FROM rides LEFT JOIN refunds ON refunds.ride_id = rides.id
+WHERE rides.user_id = @user_id
+  AND (rides.created_at, rides.id) > (@after_created_at::timestamptz, @after_id::bigint)
+  AND (rides.created_at, rides.id) < (@before_created_at::timestamptz, @before_id::bigint)
+  AND (@charge_status::text = '' OR rides.charge_status = @charge_status::text)
+ORDER BY rides.created_at, rides.id
+LIMIT @row_limit;
+
 -- name: RideSetCharged :execrows
 UPDATE rides
 SET charge_status = 'charged', stripe_charge_id = @stripe_charge_id::text
 WHERE id = @id AND charge_status = 'pending';
 
 -- name: RideSetDeclined :execrows
+-- Records a declined charge with what the rider was told.
 UPDATE rides
-SET charge_status = 'declined'
+SET charge_status = 'declined', decline_code = @decline_code::text, decline_message = @decline_message::text
 WHERE id = @id AND charge_status = 'pending';
 
 
@@ -35,10 +71,10 @@ SELECT * FROM rides WHERE id = @id AND user_id = @user_id FOR UPDATE;
 WITH ride AS (
     INSERT INTO rides (
         idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon,
-        amount_cents, currency, user_id
+        amount_cents, currency, user_id, processor
     ) VALUES (
         @idempotency_key_id, @origin_lat, @origin_lon, @target_lat, @target_lon,
-        @amount_cents, @currency, @user_id
+        @amount_cents, @currency, @user_id, @processor
     )
     RETURNING *
 ), audit AS (
@@ -59,10 +95,31 @@ WHERE stripe_charge_id = ANY(@stripe_charge_ids::text[]);
 -- name: RideListChargedSince :many
 -- Rides recorded as charged that were created within since_seconds by the
 -- database's clock (reconciliation).
-SELECT id, stripe_charge_id::text AS stripe_charge_id, created_at FROM rides
+SELECT id, stripe_charge_id::text AS stripe_charge_id, created_at, processor FROM rides
 WHERE charge_status = 'charged'
   AND created_at >= now() - make_interval(secs => @since_seconds::float8)
 ORDER BY id;
+
+-- name: RideReroute :execrows
+-- Moves a pending ride to another processor as its next attempt, after a
+-- definitive "not charged" at the one it was routed to.
+UPDATE rides
+SET processor = @processor, charge_attempt = charge_attempt + 1
+WHERE id = @id AND charge_status = 'pending' AND charge_attempt = @charge_attempt;
+
+-- name: RideListChargedElsewhere :many
+-- Rides created within since_seconds, charged at a processor other than
+-- @processor, with what their charge key is made of (the rider's email and
+-- the client's key, while the key is kept): reconciliation recognises a
+-- charge at @processor under such a key as a second charge of the ride.
+SELECT rides.id, rides.processor, rides.stripe_charge_id::text AS charge_id,
+       users.email, idempotency_keys.idempotency_key
+FROM rides
+JOIN users ON users.id = rides.user_id
+JOIN idempotency_keys ON idempotency_keys.id = rides.idempotency_key_id
+WHERE rides.charge_status = 'charged'
+  AND rides.processor <> @processor
+  AND rides.created_at >= now() - make_interval(secs => @since_seconds::float8);
 
 -- name: RideLockByCharge :one
 SELECT * FROM rides WHERE stripe_charge_id = @stripe_charge_id FOR UPDATE;

@@ -80,11 +80,21 @@ func TestCustomerCreateWithDecliningCard(t *testing.T) {
 	_, err := c.CustomerCreate(context.Background(), service.CustomerCreateParams{
 		IdempotencyKey: "user-1-customer", Source: fakestripe.TokenChargeDeclined,
 	})
-	pe := paymentError(t, err, service.PaymentClassDecline)
-	require.Equal(t, "card_declined", pe.Code)
+	// A card declined when stored is the rider's source refused: the
+	// rider's registration state, never retried.
+	pe := paymentError(t, err, service.PaymentClassRefusal)
+	require.Equal(t, service.PaymentCodeSourceRefused, pe.Code)
 	require.Equal(t, http.StatusPaymentRequired, pe.HTTPStatus)
 	require.NotEmpty(t, pe.Message)
 	require.Empty(t, e.fake.Customers())
+
+	// So is a source Stripe does not know.
+	_, err = c.CustomerCreate(context.Background(), service.CustomerCreateParams{
+		IdempotencyKey: "user-2-customer", Source: "z",
+	})
+	pe = paymentError(t, err, service.PaymentClassRefusal)
+	require.Equal(t, service.PaymentCodeSourceRefused, pe.Code)
+	require.Equal(t, http.StatusBadRequest, pe.HTTPStatus)
 }
 
 func TestChargeCreateAndFind(t *testing.T) {

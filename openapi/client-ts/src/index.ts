@@ -5,7 +5,7 @@
 
 import createClient, { type Client } from "openapi-fetch";
 
-import type { components, paths } from "./schema.gen.js";
+import type { components, operations, paths } from "./schema.gen.js";
 import { newIdempotencyKey, withRetries, type Policy } from "./retry.js";
 
 export type { components, operations, paths } from "./schema.gen.js";
@@ -20,6 +20,12 @@ export type RideCreateBody = components["schemas"]["RideCreateBody"];
 export type Ride = components["schemas"]["Ride"];
 /** A refund, as POST /rides/{id}/refund answers it. */
 export type RideRefundResult = components["schemas"]["RideRefundResult"];
+/** A page of GET /rides. */
+export type RideList = components["schemas"]["RideList"];
+/** The query of GET /rides: limit, cursors and filters. */
+export type RideListQuery = NonNullable<operations["ride-list"]["parameters"]["query"]>;
+/** The stored 402 of a declined booking; ride_id names the declined ride. */
+export type DeclinedProblem = components["schemas"]["Problem"];
 /** An RFC 9457 problem, the body of every error. */
 export type Problem = components["schemas"]["ErrorModel"];
 
@@ -104,3 +110,45 @@ export class Retrier {
 export type RideCreateResult = Awaited<ReturnType<Retrier["rideCreate"]>>;
 /** The result of Retrier.rideRefund. */
 export type RideRefundOutcome = Awaited<ReturnType<Retrier["rideRefund"]>>;
+
+/** An answer to a list request other than 200: its status and problem. */
+export class ListError extends Error {
+  constructor(
+    readonly status: number,
+    readonly problem: unknown,
+  ) {
+    super(`list answered ${status}: ${JSON.stringify(problem)}`);
+    this.name = "ListError";
+  }
+}
+
+/**
+ * Yields the rider's rides newest first, every one once, reading pages of
+ * query (limit, filters, and starting_after to start below a ride) and
+ * following each page's cursor to the next while the server says it has
+ * more. Rides booked while it reads are not among them (they are newer
+ * than the first page). Throws ListError for an answer other than 200, and
+ * refuses ending_before: it reads forwards only.
+ */
+export async function* rideAll(
+  client: AtomicRidesClient,
+  query: Omit<RideListQuery, "ending_before"> = {},
+  signal?: AbortSignal,
+): AsyncGenerator<Ride, void, undefined> {
+  if ("ending_before" in query) {
+    throw new TypeError("rideAll reads forwards only; page with ending_before through GET /rides");
+  }
+  let params: RideListQuery = { ...query };
+  for (;;) {
+    const { data, error, response } = await client.GET("/rides", { params: { query: params }, signal });
+    if (data === undefined) {
+      throw new ListError(response.status, error);
+    }
+    yield* data.data ?? [];
+    const last = data.data?.at(-1);
+    if (!data.has_more || last === undefined) {
+      return;
+    }
+    params = { ...params, starting_after: last.id };
+  }
+}

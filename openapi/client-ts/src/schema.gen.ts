@@ -51,7 +51,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /**
+         * List the rider's rides, newest first, a page at a time
+         * @description The rider's rides, newest first (by created_at, then id), with their charge and refund as GET /rides/{id} shows them. Pages follow cursors the way Stripe's lists do: pass the last ride's id of a page as starting_after to read the next (older) page while has_more is true, or the first ride's id as ending_before to read the previous (newer) one. A cursor is a position, not an offset: rides booked while a client pages never shift, repeat or hide the rides of later pages. A cursor that is not one of the rider's rides is 404, whoever's it is. Read-only and safe to retry; it takes no Idempotency-Key.
+         */
+        get: operations["ride-list"];
         put?: never;
         /**
          * Book and charge a ride, exactly once per idempotency key
@@ -73,7 +77,7 @@ export interface paths {
         };
         /**
          * Get one of the rider's rides, with its charge and refund
-         * @description Reads the ride as it is now: charge_status is pending until the charge is decided, and refund_status follows a refund. Read-only and safe to retry at any time; it takes no Idempotency-Key. Another rider's ride is 404, as if it did not exist.
+         * @description Reads the ride as it is now, with everything its rider may know of it: charge_status is pending until the charge is decided; a declined ride carries the decline_code and decline_message its rider was shown (the 402 answer names the ride in ride_id); refund_status follows a refund, with the processor's refund_failure_code when it refused one. Read-only and safe to retry at any time; it takes no Idempotency-Key. Another rider's ride is 404, as if it did not exist.
          */
         get: operations["ride-get"];
         put?: never;
@@ -111,7 +115,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /**
+         * Show a rider, with the registration of the rider's card at each payment processor
+         * @description The rider and, for each payment processor that has answered, whether it stored the rider's card (registered) or refused the payment source (refused, with the processor's reason). A refused source is the rider's to fix by registering another; bookings go to a processor where the card is registered, or answer 402 naming the refusal. A read: safe to retry.
+         */
+        get: operations["user-get"];
         /**
          * Create a rider unless one exists
          * @description One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent by its URL, with no Idempotency-Key: a repeat (a retry after a lost answer included) returns 200 with the existing user and no key, and an existing user is not changed. If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.
@@ -270,6 +278,48 @@ export interface components {
             /** @example ok */
             status: string;
         };
+        Problem: {
+            /**
+             * @description What happened to this request.
+             * @example the card was declined: Your card was declined.
+             */
+            detail?: string;
+            /**
+             * Format: int64
+             * @description Extension member of a declined booking (402): the ride the booking created, whose charge_status is declined (GET /rides/{id}). Absent from answers stored before the service named the ride.
+             * @example 5351843670591273
+             */
+            ride_id?: number;
+            /**
+             * Format: int64
+             * @description The HTTP status code.
+             * @example 402
+             */
+            status: number;
+            /**
+             * @description A short summary of the problem type.
+             * @example Card declined
+             */
+            title: string;
+            /**
+             * Format: uri-reference
+             * @description A URI reference naming the problem type.
+             * @example /problems/card-declined
+             */
+            type: string;
+        };
+        Registration: {
+            /** @enum {string} */
+            processor: "stripe" | "adyen";
+            reason?: string;
+            /**
+             * @description registered: the card is stored at the processor; refused: the processor refused the payment source (register another)
+             * @enum {string}
+             */
+            status: "registered" | "refused";
+            /** Format: date-time */
+            updated_at: string;
+        };
         Ride: {
             /** Format: int64 */
             amount_cents: number;
@@ -281,6 +331,16 @@ export interface components {
             /** Format: date-time */
             created_at: string;
             currency: string;
+            /**
+             * @description Why the charge was declined, while charge_status is declined: the processor's code (e.g. card_declined), or payment_rejected when the processor refused the charge for a reason other than the card. Null otherwise (and for rides declined before the service recorded it).
+             * @example card_declined
+             */
+            decline_code: string | null;
+            /**
+             * @description The message the rider was shown with the 402 answer, while charge_status is declined; null otherwise.
+             * @example Your card was declined.
+             */
+            decline_message: string | null;
             /**
              * @description none unless the rider's bank disputes the charge; disputed while the dispute is open; won or lost once decided
              * @enum {string}
@@ -295,6 +355,13 @@ export interface components {
             origin_lat: number;
             /** Format: double */
             origin_lon: number;
+            /**
+             * @description The payment processor the ride's charge goes to, chosen once when the ride is booked; stripe_charge_id and stripe_refund_id are that processor's ids (an Adyen pspReference for adyen).
+             * @enum {string}
+             */
+            processor: "stripe" | "adyen";
+            /** @description The processor's reason for refusing the refund, while refund_status is failed; null otherwise. */
+            refund_failure_code: string | null;
             /**
              * @description none until a refund is asked for; pending until the processor's answer is recorded; failed when the processor refused it
              * @enum {string}
@@ -329,6 +396,12 @@ export interface components {
              */
             target_lon: number;
         };
+        RideList: {
+            /** @description The page's rides, newest first (by created_at, then id). */
+            data: components["schemas"]["Ride"][];
+            /** @description Whether more rides lie beyond this page in the direction it was read: older rides for a first page or a starting_after page (pass the last ride's id as starting_after), newer rides for an ending_before page (pass the first ride's id as ending_before). */
+            has_more: boolean;
+        };
         RideRefundResult: {
             /**
              * Format: int64
@@ -360,11 +433,13 @@ export interface components {
              */
             id: number;
             payment_source: string;
+            /** @description The rider's card at each payment processor that has answered: registered, or refused with the processor's reason (the rider must register another source). A processor not listed has not answered yet. */
+            registrations: components["schemas"]["Registration"][] | null;
             stripe_customer_id: string | null;
         };
         UserPutBody: {
             /**
-             * @description A payment processor token or source id. Default tok_visa.
+             * @description A payment processor token or source id. Required; only a development server (serve -dev) defaults it to the test card tok_visa.
              * @example tok_visa
              */
             payment_source?: string;
@@ -452,6 +527,95 @@ export interface operations {
             };
         };
     };
+    "ride-list": {
+        parameters: {
+            query?: {
+                /**
+                 * @description How many rides the page holds at most: 1 to 100.
+                 * @example 25
+                 */
+                limit?: number;
+                /**
+                 * @description A ride id of the rider's, as a cursor: the page holds the rides just older than it. Pass the last ride of the previous page. Another rider's ride, or no ride, is 404.
+                 * @example 5351843670591273
+                 */
+                starting_after?: number;
+                /**
+                 * @description A ride id of the rider's, as a cursor: the page holds the rides just newer than it (still newest first). Pass the first ride of the previous page to page back. Excludes starting_after. Another rider's ride, or no ride, is 404.
+                 * @example 5351843670591273
+                 */
+                ending_before?: number;
+                /**
+                 * @description Only the rides whose charge is in this status.
+                 * @example declined
+                 */
+                charge_status?: "pending" | "charged" | "declined";
+                /**
+                 * @description Only the rides created at or after this time (RFC 3339).
+                 * @example 2026-11-22T00:00:00Z
+                 */
+                "created[gte]"?: string;
+                /**
+                 * @description Only the rides created before this time (RFC 3339).
+                 * @example 2026-11-23T00:00:00Z
+                 */
+                "created[lt]"?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of rides. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RideList"];
+                };
+            };
+            /** @description Missing or invalid credentials. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description No such resource for this caller. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Invalid input (the errors name the field), or an idempotency key reused with a different request. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal error. Not stored: retry with the same idempotency key. */
+            500: {
+                headers: {
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
     "ride-create": {
         parameters: {
             query?: never;
@@ -500,7 +664,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description The card was declined. Stored: replayed for every retry with the same key. */
+            /** @description The card was declined, or the processor rejected the charge; ride_id names the ride the booking created (declined). Stored: replayed for every retry with the same key. */
             402: {
                 headers: {
                     "Content-Type"?: string;
@@ -508,7 +672,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorModel"];
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description Another request with the same idempotency key is in progress. */
@@ -798,6 +962,70 @@ export interface operations {
             };
             /** @description The payment processor gave no definitive answer, or the service is shedding load. Not stored: retry with the same idempotency key after Retry-After. */
             503: {
+                headers: {
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "user-get": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The rider's email address, in any case.
+                 * @example rider@example.com
+                 */
+                email: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The rider, with the card's registration at each processor that answered. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["User"];
+                };
+            };
+            /** @description Missing or invalid credentials. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description No such resource for this caller. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Invalid input (the errors name the field), or an idempotency key reused with a different request. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal error. Not stored: retry with the same idempotency key. */
+            500: {
                 headers: {
                     /** @description Seconds to wait before retrying with the same idempotency key. */
                     "Retry-After"?: number;

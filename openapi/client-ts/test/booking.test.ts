@@ -11,7 +11,7 @@
 import assert from "node:assert/strict";
 import { afterEach, test } from "node:test";
 
-import { createAtomicRidesClient, Retrier, type RetryInfo, type RideCreateBody } from "../src/index.js";
+import { createAtomicRidesClient, ListError, Retrier, rideAll, type RetryInfo, type RideCreateBody } from "../src/index.js";
 
 function env(name: string): string {
   const v = process.env[name];
@@ -185,7 +185,9 @@ test("final answers are not retried: a declined card, an invalid body", async ()
   const invalid = await new Retrier(await rider()).rideCreate({ ...someRide, origin_lat: 91 });
   assert.equal(invalid.status, 422);
   assert.equal(invalid.attempts, 1);
-  assert.equal(invalid.answer.error?.errors?.[0]?.location, "body.origin_lat");
+  const problem = invalid.answer.error;
+  assert.ok(problem && "errors" in problem, "a 422 is a validation problem, not a declined booking's");
+  assert.equal(problem.errors?.[0]?.location, "body.origin_lat");
 });
 
 test("a refund through an injected 503 is made once", async () => {
@@ -202,4 +204,60 @@ test("a refund through an injected 503 is made once", async () => {
   const ledger = await control("GET", "ledger");
   const refunds = ledger.refunds.filter((r: any) => r.charge === booked.answer.data!.stripe_charge_id);
   assert.equal(refunds.length, 1, "one refund at Stripe");
+});
+
+test("rideAll follows the cursors over every ride of the rider, newest first", async () => {
+  const client = await rider();
+  const other = await rider();
+  const retrier = new Retrier(client);
+  const booked: number[] = [];
+  for (let i = 0; i < 5; i++) {
+    const res = await retrier.rideCreate(someRide);
+    assert.equal(res.status, 201);
+    assert.ok(res.answer.data);
+    booked.unshift(res.answer.data.id);
+  }
+  const seen: number[] = [];
+  for await (const ride of rideAll(client, { limit: 2 })) {
+    assert.equal(ride.charge_status, "charged");
+    seen.push(ride.id);
+  }
+  assert.deepEqual(seen, booked, "five rides over three pages, in order");
+
+  const below: number[] = [];
+  for await (const ride of rideAll(client, { limit: 2, starting_after: booked[1], charge_status: "charged" })) {
+    below.push(ride.id);
+  }
+  assert.deepEqual(below, booked.slice(2));
+
+  // Another rider's ride is no cursor: 404.
+  await assert.rejects(
+    async () => {
+      for await (const _ of rideAll(other, { starting_after: booked[0] })) {
+        assert.fail("no ride of another rider");
+      }
+    },
+    (err: unknown) => err instanceof ListError && err.status === 404,
+  );
+  // limit out of range: 422 naming the field.
+  const { error, response } = await client.GET("/rides", { params: { query: { limit: 101 } } });
+  assert.equal(response.status, 422);
+  assert.deepEqual(error?.errors?.map((e) => e.location), ["query.limit"]);
+});
+
+test("a declined booking's 402 names its ride, which reads declined", async () => {
+  const client = await rider("tok_chargeCustomerFail");
+  const res = await new Retrier(client).rideCreate(someRide);
+  assert.equal(res.status, 402);
+  const problem = res.answer.error;
+  assert.ok(problem && "ride_id" in problem && typeof problem.ride_id === "number", JSON.stringify(problem));
+  const { data: ride, response } = await client.GET("/rides/{id}", { params: { path: { id: problem.ride_id } } });
+  assert.equal(response.status, 200);
+  assert.equal(ride?.charge_status, "declined");
+  assert.equal(ride?.decline_code, "card_declined");
+  const declined: number[] = [];
+  for await (const r of rideAll(client, { charge_status: "declined" })) {
+    declined.push(r.id);
+  }
+  assert.deepEqual(declined, [problem.ride_id]);
 });

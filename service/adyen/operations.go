@@ -1,0 +1,135 @@
+package adyen
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/atomicrides/atomicrides/service"
+)
+
+// Operation names, for errors and classification.
+const (
+	opStore   = "store"
+	opPayment = "payment"
+	opRefund  = "refund"
+)
+
+// Request constants of a ride's payment: a card stored by the service and
+// charged by it without the rider present.
+const (
+	methodScheme             = "scheme"
+	interactionContAuth      = "ContAuth"
+	modelUnscheduledCardFile = "UnscheduledCardOnFile"
+)
+
+// Metadata keys of the service's tag on a payment (at most 20 keys of 20
+// characters, values of 80).
+const (
+	metaNamespace = "ar_ns"
+	metaRider     = "ar_rider"
+	metaKey       = "ar_key"
+)
+
+// errNotAuthorised underlies the error of a payment answered without being
+// authorised.
+var errNotAuthorised = errors.New("adyen: payment not authorised")
+
+// CustomerCreate stores the rider's card at Adyen for the shopper
+// params.Tag.Rider (a pure function of the namespace and the rider's
+// email), under params.IdempotencyKey, and returns its
+// storedPaymentMethodId as the customer's id. params.Source is sent as the
+// card's encrypted number: in production the booking page collects it with
+// Adyen's card fields; the fake Adyen accepts the test tokens of the fake
+// Stripe. A card Adyen refuses is a PaymentClassRefusal with Code
+// service.PaymentCodeSourceRefused: the rider's registration state.
+func (c *Client) CustomerCreate(ctx context.Context, params service.CustomerCreateParams) (*service.Customer, error) {
+	var out storedPaymentMethod
+	err := c.post(ctx, opStore, "/storedPaymentMethods", params.IdempotencyKey, storeRequest{
+		MerchantAccount:          c.merchant,
+		ShopperReference:         params.Tag.Rider,
+		ShopperEmail:             params.Email,
+		RecurringProcessingModel: modelUnscheduledCardFile,
+		PaymentMethod:            paymentMethod{Type: methodScheme, EncryptedCardNumber: params.Source},
+	}, &out)
+	if err != nil {
+		return nil, err
+	}
+	if out.ID == "" {
+		return nil, unavailable("adyen store: answer without an id", 0, errNotAuthorised)
+	}
+	return &service.Customer{ID: out.ID, Tag: params.Tag}, nil
+}
+
+// ChargeCreate charges the stored card params.CustomerID of the shopper
+// params.Tag.Rider, as a merchant-initiated payment, with the tag as
+// metadata and its key as the merchant reference. resultCode Authorised is
+// the charge (its pspReference is the charge's id); Refused is a
+// PaymentClassDecline carrying refusalReason; Error and Cancelled are
+// refusals (definitive: not charged); any other result (Pending,
+// Received) is indeterminate.
+func (c *Client) ChargeCreate(ctx context.Context, params service.ChargeCreateParams) (*service.Charge, error) {
+	var out paymentResponse
+	err := c.post(ctx, opPayment, "/payments", params.IdempotencyKey, paymentRequest{
+		Amount:                   Amount{Currency: strings.ToUpper(params.Currency), Value: params.AmountCents},
+		MerchantAccount:          c.merchant,
+		Reference:                params.Tag.Key,
+		PaymentMethod:            paymentMethod{Type: methodScheme, StoredPaymentMethodID: params.CustomerID},
+		ShopperReference:         params.Tag.Rider,
+		ShopperInteraction:       interactionContAuth,
+		RecurringProcessingModel: modelUnscheduledCardFile,
+		Metadata: map[string]string{
+			metaNamespace: params.Tag.Namespace, metaRider: params.Tag.Rider, metaKey: params.Tag.Key,
+		},
+	}, &out)
+	if err != nil {
+		return nil, err
+	}
+	switch out.ResultCode {
+	case resultAuthorised:
+		return &service.Charge{
+			ID: out.PSPReference, AmountCents: params.AmountCents, Currency: params.Currency,
+			Status: service.ChargeSucceeded, Created: time.Now().UTC(),
+			Tag: params.Tag,
+		}, nil
+	case resultRefused:
+		return nil, &service.PaymentError{
+			Class: service.PaymentClassDecline, Kind: service.PaymentDeclined,
+			Code: out.RefusalReasonCode, Message: out.RefusalReason, HTTPStatus: 200, Err: errNotAuthorised,
+		}
+	case resultError, resultCancelled:
+		return nil, &service.PaymentError{
+			Class: service.PaymentClassRefusal, Kind: service.PaymentInvalid,
+			Code: out.ResultCode, Message: out.RefusalReason, HTTPStatus: 200, Err: errNotAuthorised,
+		}
+	default:
+		return nil, unavailable("adyen payment "+out.PSPReference+" is "+out.ResultCode, 200, errNotAuthorised)
+	}
+}
+
+// RefundCreate asks Adyen to refund the payment params.ChargeID in full.
+// Adyen takes a refund on asynchronously ("received"): the refund is
+// returned as service.RefundPending, with its pspReference as id.
+func (c *Client) RefundCreate(ctx context.Context, params service.RefundCreateParams) (*service.Refund, error) {
+	if params.AmountCents <= 0 || params.Currency == "" {
+		return nil, &service.PaymentError{
+			Class: service.PaymentClassConfiguration, Kind: service.PaymentUnavailable,
+			Message: "adyen refund: the amount and currency are required", Err: errNotAuthorised,
+		}
+	}
+	var out refundResponse
+	err := c.post(ctx, opRefund, "/payments/"+url.PathEscape(params.ChargeID)+"/refunds", params.IdempotencyKey, refundRequest{
+		MerchantAccount: c.merchant,
+		Amount:          Amount{Currency: strings.ToUpper(params.Currency), Value: params.AmountCents},
+		Reference:       params.Tag.Key,
+	}, &out)
+	if err != nil {
+		return nil, err
+	}
+	return &service.Refund{
+		ID: out.PSPReference, ChargeID: params.ChargeID, AmountCents: out.Amount.Value,
+		Status: service.RefundPending, Created: time.Now().UTC(), Tag: params.Tag,
+	}, nil
+}
