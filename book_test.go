@@ -115,7 +115,7 @@ func TestBookListCommand(t *testing.T) {
 	ctx := context.Background()
 	fake := testkit.NewStripe(t)
 	pool := dbtest.New(t)
-	svc, err := service.New(service.Config{Pool: pool, Payments: payments.New(payments.Config{
+	svc, err := service.New(service.Config{DevDefaultPaymentSource: true, Pool: pool, Payments: payments.New(payments.Config{
 		APIBase: fake.URL, SecretKey: "sk_test_book_list", MaxNetworkRetries: payments.NoRetries,
 	})})
 	require.NoError(t, err)

@@ -94,8 +94,9 @@ type config struct {
 
 	// Service and job timings: LEASE, COMPLETER_IDLE, KEY_RETENTION,
 	// COMPLETER_INTERVAL, REAPER_INTERVAL, RECONCILE_INTERVAL, JOB_TIMEOUT,
-	// JOB_RESCUE_AFTER.
+	// JOB_RESCUE_AFTER, ORPHAN_REFUND_AFTER.
 	Lease, CompleterIdle, KeyRetention                   time.Duration
+	OrphanRefundAfter                                    time.Duration
 	CompleterInterval, ReaperInterval, ReconcileInterval time.Duration
 	JobTimeout, JobRescueAfter                           time.Duration
 
@@ -207,6 +208,7 @@ func loadConfig(getenv func(string) string, needs backends) (*config, error) {
 		Lease:             r.duration("LEASE"),
 		CompleterIdle:     r.duration("COMPLETER_IDLE"),
 		KeyRetention:      r.duration("KEY_RETENTION"),
+		OrphanRefundAfter: r.duration("ORPHAN_REFUND_AFTER"),
 		CompleterInterval: r.duration("COMPLETER_INTERVAL"),
 		ReaperInterval:    r.duration("REAPER_INTERVAL"),
 		ReconcileInterval: r.duration("RECONCILE_INTERVAL"),
@@ -264,6 +266,9 @@ func loadConfig(getenv func(string) string, needs backends) (*config, error) {
 	}
 	if c.KeyRetention > 0 && c.KeyRetention <= service.ProcessorKeyWindow {
 		r.fail(invalid("KEY_RETENTION", "%s: must exceed Stripe's %s idempotency window, e.g. 72h", c.KeyRetention, service.ProcessorKeyWindow))
+	}
+	if c.OrphanRefundAfter > 0 && c.OrphanRefundAfter <= service.ProcessorKeyWindow {
+		r.fail(invalid("ORPHAN_REFUND_AFTER", "%s: must exceed Stripe's %s idempotency window, within which a client's retry still claims the charge; e.g. 48h", c.OrphanRefundAfter, service.ProcessorKeyWindow))
 	}
 	// Unset, JOB_RESCUE_AFTER defaults above every job timeout
 	// (jobs.DefaultRescueStuckJobsAfter); set, it must outlast JOB_TIMEOUT

@@ -83,6 +83,8 @@ func TestInvalidConfiguration(t *testing.T) {
 		{"LEASE", "soon", nil, "not a positive duration", nil},
 		{"COMPLETER_IDLE", "-5m", nil, "not a positive duration", nil},
 		{"KEY_RETENTION", "1h", nil, "must exceed Stripe's 24h0m0s idempotency window", nil},
+		{"ORPHAN_REFUND_AFTER", "12h", nil, "must exceed Stripe's 24h0m0s idempotency window", nil},
+		{"ORPHAN_REFUND_AFTER", "later", nil, "not a positive duration", nil},
 		{"COMPLETER_INTERVAL", "0s", nil, "not a positive duration", nil},
 		{"REAPER_INTERVAL", "hourly", nil, "not a positive duration", nil},
 		{"RECONCILE_INTERVAL", "daily", nil, "not a positive duration", nil},

@@ -639,7 +639,8 @@ func newService(pool, direct *pgxpool.Pool, cfg *config, reg prometheus.Register
 		DevDefaultPaymentSource: needs.dev,
 		// Zero values take the service's defaults.
 		AbandonedAfter: cfg.CompleterIdle, KeyRetention: cfg.KeyRetention, Lease: cfg.Lease,
-		SettlementMaxAge: cfg.SettlementMaxAge,
+		OrphanRefundAfter: cfg.OrphanRefundAfter,
+		SettlementMaxAge:  cfg.SettlementMaxAge,
 	})
 	if err != nil {
 		return nil, "", nil, err

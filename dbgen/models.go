@@ -75,6 +75,22 @@ type InboxEvent struct {
 	Outcome    *string
 }
 
+type OrphanRefund struct {
+	StripeChargeID  string
+	ChargeKey       string
+	RiderRef        string
+	AmountCents     int64
+	Currency        string
+	ChargeCreatedAt time.Time
+	UserID          *int64
+	Email           *string
+	CreatedAt       time.Time
+	Status          string
+	StripeRefundID  *string
+	RefundedAt      *time.Time
+	ReceiptSentAt   *time.Time
+}
+
 type ProcessorRegistration struct {
 	UserID     int64
 	Processor  string

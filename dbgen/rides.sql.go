@@ -83,7 +83,10 @@ WITH ride AS (
     INSERT INTO audit_records (action, data, origin_ip, resource_id, resource_type, user_id)
     SELECT $10, $11, $12, ride.id, 'ride', ride.user_id FROM ride
 )
-SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, users.id, users.created_at, users.email, users.payment_source, users.stripe_customer_id
+SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, users.id, users.created_at, users.email, users.payment_source, users.stripe_customer_id,
+    -- whether a booking of the rider was lost and its charge refunded
+    -- (orphans.go): only then does the charge call look for this one's
+    EXISTS (SELECT 1 FROM orphan_refunds o WHERE o.user_id = users.id AND o.status = 'refunded') AS refunded_orphans
 FROM ride AS rides JOIN users ON users.id = rides.user_id
 `
 
@@ -103,8 +106,9 @@ type RideCreateAuditedParams struct {
 }
 
 type RideCreateAuditedRow struct {
-	Ride Ride
-	User User
+	Ride            Ride
+	User            User
+	RefundedOrphans bool
 }
 
 // Books a ride and writes its audit record in one statement, and returns the
@@ -150,6 +154,7 @@ func (q *Queries) RideCreateAudited(ctx context.Context, db DBTX, arg RideCreate
 		&i.User.Email,
 		&i.User.PaymentSource,
 		&i.User.StripeCustomerID,
+		&i.RefundedOrphans,
 	)
 	return &i, err
 }

@@ -145,6 +145,53 @@ func (q *Queries) UserGetByEmail(ctx context.Context, db DBTX, email string) (*U
 	return &i, err
 }
 
+const userGetByStripeCustomer = `-- name: UserGetByStripeCustomer :one
+SELECT id, created_at, email, payment_source, stripe_customer_id FROM users WHERE stripe_customer_id = $1
+`
+
+func (q *Queries) UserGetByStripeCustomer(ctx context.Context, db DBTX, stripeCustomerID *string) (*User, error) {
+	row := db.QueryRow(ctx, userGetByStripeCustomer, stripeCustomerID)
+	var i User
+	err := row.Scan(
+		&i.ID,
+		&i.CreatedAt,
+		&i.Email,
+		&i.PaymentSource,
+		&i.StripeCustomerID,
+	)
+	return &i, err
+}
+
+const userListWithoutStripeCustomer = `-- name: UserListWithoutStripeCustomer :many
+SELECT id, email FROM users WHERE stripe_customer_id IS NULL ORDER BY id
+`
+
+type UserListWithoutStripeCustomerRow struct {
+	ID    int64
+	Email string
+}
+
+// Users whose customer is not recorded (a lost commit may have held it).
+func (q *Queries) UserListWithoutStripeCustomer(ctx context.Context, db DBTX) ([]*UserListWithoutStripeCustomerRow, error) {
+	rows, err := db.Query(ctx, userListWithoutStripeCustomer)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*UserListWithoutStripeCustomerRow
+	for rows.Next() {
+		var i UserListWithoutStripeCustomerRow
+		if err := rows.Scan(&i.ID, &i.Email); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const userSetStripeCustomer = `-- name: UserSetStripeCustomer :execrows
 UPDATE users
 SET stripe_customer_id = $1::text

@@ -25,6 +25,9 @@ func Register(workers *river.Workers, svc *service.Service) {
 	river.AddWorker(workers, &KeyReaperWorker{svc: svc})
 	river.AddWorker(workers, &ReconcileWorker{svc: svc})
 	river.AddWorker(workers, &InboxApplyWorker{svc: svc})
+	river.AddWorker(workers, &OrphanPassWorker{svc: svc})
+	river.AddWorker(workers, &OrphanRefundWorker{svc: svc})
+	river.AddWorker(workers, &OrphanReceiptWorker{svc: svc})
 	river.AddWorker(workers, &SettlementApplyWorker{svc: svc})
 }
 
@@ -53,6 +56,10 @@ type Config struct {
 	// payment processor, over the last ReconcileWindow. Default
 	// DefaultReconcileInterval.
 	ReconcileInterval time.Duration
+	// OrphanInterval is how often the orphan pass schedules the refunds of
+	// orphan charges past the service's grace period. Default
+	// DefaultOrphanInterval.
+	OrphanInterval time.Duration
 	// SettlementInbox is the bank's SFTP inbox of settlement files; nil
 	// turns the fetching of settlement files off (files already recorded
 	// are still applied).
@@ -120,8 +127,8 @@ func RiverConfig(cfg Config, svc *service.Service) *river.Config {
 	}
 }
 
-// PeriodicJobs returns the completer, the reaper, the reconciliation and,
-// when the bank's inbox is configured, the settlement fetch as
+// PeriodicJobs returns the completer, the reaper, the reconciliation, the
+// orphan pass and, when the bank's inbox is configured, the settlement fetch as
 // River periodic jobs, at cfg's intervals. River runs periodic jobs on its
 // elected leader only, so any number of processes may register them. Each
 // is unique within one period of its interval, so a pass held by a process
@@ -135,6 +142,9 @@ func PeriodicJobs(cfg Config) []*river.PeriodicJob {
 	}
 	if cfg.ReconcileInterval == 0 {
 		cfg.ReconcileInterval = DefaultReconcileInterval
+	}
+	if cfg.OrphanInterval == 0 {
+		cfg.OrphanInterval = DefaultOrphanInterval
 	}
 	periodic := []*river.PeriodicJob{
 		river.NewPeriodicJob(river.PeriodicInterval(cfg.CompleterInterval),
@@ -152,6 +162,11 @@ func PeriodicJobs(cfg Config) []*river.PeriodicJob {
 				return ReconcileArgs{}, onePassPerPeriod(cfg.ReconcileInterval)
 			},
 			&river.PeriodicJobOpts{ID: "reconcile"}),
+		river.NewPeriodicJob(river.PeriodicInterval(cfg.OrphanInterval),
+			func() (river.JobArgs, *river.InsertOpts) {
+				return OrphanPassArgs{}, onePassPerPeriod(cfg.OrphanInterval)
+			},
+			&river.PeriodicJobOpts{ID: "orphan_pass", RunOnStart: true}),
 	}
 	if cfg.SettlementInbox != nil {
 		interval := cmp.Or(cfg.SettlementInterval, DefaultSettlementInterval)

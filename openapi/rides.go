@@ -88,7 +88,7 @@ func (h *handlers) registerRides() {
 		Method:        service.RideCreateMethod,
 		Path:          service.RideCreatePath,
 		Summary:       "Book and charge a ride, exactly once per idempotency key",
-		Description:   "Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key. 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.",
+		Description:   "Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key, and so is 409 /problems/booking-refunded: the booking of this key was lost (a database restore) and its charge refunded, so nothing is charged again; book under a new key. Any other 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.",
 		Tags:          []string{"rides"},
 		DefaultStatus: http.StatusCreated,
 		MaxBodyBytes:  maxBodyBytes,

@@ -114,6 +114,9 @@ type Charge struct {
 	Status  string
 	Created time.Time
 	Tag     Tag
+	// CustomerID is the customer charged ("" when the processor did not
+	// say).
+	CustomerID string
 }
 
 // RefundCreateParams are the inputs of Payments.RefundCreate.

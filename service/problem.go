@@ -22,6 +22,10 @@ const (
 	// ProblemPaymentRejected: the payment processor rejected the charge
 	// for a reason other than the card (402).
 	ProblemPaymentRejected = "/problems/payment-rejected"
+	// ProblemBookingRefunded: the request's booking was lost (a restore)
+	// and the orphan policy refunded its charge; the request ends without
+	// a ride or a charge (409).
+	ProblemBookingRefunded = "/problems/booking-refunded"
 	// ProblemRefundRejected: the payment processor refused the refund
 	// definitively (409).
 	ProblemRefundRejected = "/problems/refund-rejected"

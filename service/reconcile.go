@@ -22,6 +22,9 @@ type ReconcileOrphan struct {
 	Rider string `json:"rider"`
 	// ProcessorKey is the processor idempotency key it was made under.
 	ProcessorKey string `json:"processor_key"`
+	// processor is the processor that listed it (the orphan policy refunds
+	// Stripe's).
+	processor string
 }
 
 // ReconcileMissing is a ride recorded as charged whose charge the
@@ -85,7 +88,8 @@ func (r *ReconcileReport) Orphans() map[string]int {
 
 // Reconcile compares the processor's charges and refunds of the last
 // window (by the database's clock) with our records: charges and refunds
-// that belong to this deployment (metadata ar_ns) and that no ride records,
+// that belong to this deployment (metadata ar_ns) and that no ride (nor the
+// orphan policy's refund, orphans.go) records,
 // and rides recorded as charged within the window that the processor does
 // not have. Objects of requests still unfinished (whose recording may be on
 // its way) are not orphans. It feeds the reconciliation gauges
@@ -197,6 +201,10 @@ func (s *Service) reconcileAt(ctx context.Context, proc *processor, rep *Reconci
 	if err != nil {
 		return false, err
 	}
+	// An orphan the orphan policy refunded is resolved.
+	if err := s.recordedAlso(ctx, recorded, ids, s.queries.OrphanRefundListResolved); err != nil {
+		return false, err
+	}
 	elsewhere, err := s.chargedElsewhere(ctx, proc.name, window)
 	if err != nil {
 		return false, err
@@ -212,7 +220,7 @@ func (s *Service) reconcileAt(ctx context.Context, proc *processor, rep *Reconci
 		if !recorded[ch.ID] && !inFlight[ch.Tag.Key] {
 			rep.OrphanCharges = append(rep.OrphanCharges, ReconcileOrphan{
 				ID: ch.ID, AmountCents: ch.AmountCents, Status: ch.Status, Created: ch.Created.UTC(),
-				Rider: ch.Tag.Rider, ProcessorKey: ch.Tag.Key,
+				Rider: ch.Tag.Rider, ProcessorKey: ch.Tag.Key, processor: proc.name,
 			})
 		}
 	}
@@ -233,6 +241,9 @@ func (s *Service) reconcileAt(ctx context.Context, proc *processor, rep *Reconci
 		ids[i] = r.ID
 	}
 	if recorded, err = s.recordedSet(ctx, ids, s.queries.RefundListRecorded); err != nil {
+		return false, err
+	}
+	if err := s.recordedAlso(ctx, recorded, ids, s.queries.OrphanRefundListRecordedRefunds); err != nil {
 		return false, err
 	}
 	for _, r := range ourRefunds {
@@ -282,4 +293,16 @@ func (s *Service) recordedSet(ctx context.Context, ids []string, query func(cont
 		set[id] = true
 	}
 	return set, nil
+}
+
+// recordedAlso adds to set the ids that query finds recorded.
+func (s *Service) recordedAlso(ctx context.Context, set map[string]bool, ids []string, query func(context.Context, dbgen.DBTX, []string) ([]string, error)) error {
+	more, err := s.recordedSet(ctx, ids, query)
+	if err != nil {
+		return err
+	}
+	for id := range more {
+		set[id] = true
+	}
+	return nil
 }

@@ -196,6 +196,12 @@ type rideState struct {
 	newCustomer bool
 	charge      *Charge
 	failure     *PaymentError
+	// lostRefund is the orphan refund of this request's charge: its
+	// booking was lost and the charge refunded by the orphan policy.
+	lostRefund *dbgen.OrphanRefund
+	// refundedOrphans: the rider has a refunded orphan charge, so the
+	// charge call looks for this request's among them.
+	refundedOrphans bool
 }
 
 func (s *Service) rideFlow() *Flow[rideState] {
@@ -226,6 +232,9 @@ func (s *Service) rideLoad(ctx context.Context, tx pgx.Tx, key *Key) (*rideState
 	}
 	if st.ride, err = s.queries.RideGetByIdempotencyKey(ctx, tx, &key.ID); err != nil {
 		return nil, fmt.Errorf("ride of key %d at %s: %w", key.ID, key.Point, err)
+	}
+	if st.refundedOrphans, err = s.queries.OrphanRefundExistsForUser(ctx, tx, &key.UserID); err != nil {
+		return nil, err
 	}
 	if err := s.loadRegistration(ctx, tx, st); err != nil {
 		return nil, err
@@ -284,7 +293,7 @@ func (s *Service) rideCreatePhase(ctx context.Context, tx pgx.Tx, key *Key, st *
 	if err != nil {
 		return Outcome{}, err
 	}
-	st.ride, st.user = &row.Ride, &row.User
+	st.ride, st.user, st.refundedOrphans = &row.Ride, &row.User, row.RefundedOrphans
 	if err := s.loadRegistration(ctx, tx, st); err != nil {
 		return Outcome{}, err
 	}
@@ -302,7 +311,21 @@ const rideDescription = "Atomic Rides ride"
 // every ride), so a retry after a lost commit sends the same request and
 // gets the same charge, never a second one.
 func (s *Service) rideChargeCall(ctx context.Context, key *Key, st *rideState) error {
-	st.customerID, st.newCustomer, st.charge, st.failure = "", false, nil, nil
+	st.customerID, st.newCustomer, st.charge, st.failure, st.lostRefund = "", false, nil, nil, nil
+
+	pkey := ChargeKey(s.namespace, st.user.Email, key.ClientKey)
+	// The client of a booking lost with a restore, back after the orphan
+	// policy refunded its charge: the processor may have forgotten the key
+	// and would charge again, so the request ends without a charge. Only a
+	// rider with such a refund (read with the ride) pays for the look-up.
+	if st.refundedOrphans {
+		if o, err := s.queries.OrphanRefundGetByChargeKey(ctx, s.pool, pkey); err == nil {
+			st.lostRefund = o
+			return nil
+		} else if !isNoRows(err) {
+			return internal(err)
+		}
+	}
 
 	// The processor recorded with the ride, whatever the circuits say now:
 	// while it is down the request waits at its recovery point (503).
@@ -337,7 +360,6 @@ func (s *Service) rideChargeCall(ctx context.Context, key *Key, st *rideState) e
 		st.customerID, st.newCustomer = c.ID, true
 	}
 
-	pkey := ChargeKey(s.namespace, st.user.Email, key.ClientKey)
 	// Past the processor's key window a retried charge would not be
 	// deduplicated: adopt the charge if it was made.
 	if s.pastProcessorWindow(proc.name, key.ClaimedAt, key.CreatedAt) {
@@ -413,6 +435,21 @@ func (st *rideState) definitive(err error) error {
 
 // rideChargePhase records the charge's outcome and finishes the request.
 func (s *Service) rideChargePhase(ctx context.Context, tx pgx.Tx, key *Key, st *rideState) (Outcome, error) {
+	if o := st.lostRefund; o != nil {
+		detail := fmt.Sprintf("this request's booking was lost and its charge %s refunded; nothing was charged now: book again under a new idempotency key",
+			o.StripeChargeID)
+		if _, err := s.queries.RideSetDeclined(ctx, tx, dbgen.RideSetDeclinedParams{
+			DeclineCode: RideDeclineCodeBookingRefunded, DeclineMessage: detail, ID: st.ride.ID,
+		}); err != nil {
+			return Outcome{}, err
+		}
+		if err := s.audit(ctx, tx, "ride.charge_refunded_orphan", "ride", st.ride.ID, key.UserID, key.IP,
+			map[string]string{"stripe_charge_id": o.StripeChargeID}); err != nil {
+			return Outcome{}, err
+		}
+		return Finish(http.StatusConflict, Problem{Type: ProblemBookingRefunded, Title: "Booking refunded",
+			Status: http.StatusConflict, Detail: detail}), nil
+	}
 	if st.failure != nil && st.failure.Code == PaymentCodeSourceRefused {
 		// Definitively not charged: the processor refused the rider's card.
 		// It is the rider's registration state there; the ride moves on to

@@ -9,6 +9,11 @@ import (
 // processor refused for a reason other than the card.
 const RideDeclineCodeRejected = "payment_rejected"
 
+// RideDeclineCodeBookingRefunded is the decline code of a ride whose
+// request came back after the orphan policy refunded its charge: nothing
+// was charged for it (ProblemBookingRefunded).
+const RideDeclineCodeBookingRefunded = "booking_refunded"
+
 // rideDeclineMessageMax bounds a stored decline message (the CHECK on
 // rides.decline_message): a longer processor message is cut, never refused,
 // so that the request still finishes.
@@ -24,7 +29,9 @@ type decline struct {
 // declineOf is the decline that a definitive payment failure means to the
 // rider. A card decline shows the processor's message, which the processor
 // writes for the payer; any other refusal shows none of the processor's
-// words.
+// words. A refusal of the rider's card itself (PaymentCodeSourceRefused)
+// is a card decline whatever its class: the rider recovers by registering
+// another card.
 func declineOf(pe *PaymentError) decline {
 	if pe.Code == PaymentCodeSourceRefused {
 		// The processor refused the rider's card itself: the rider

@@ -91,6 +91,12 @@ type Config struct {
 	// reaper deletes them; it must outlast ProcessorKeyWindow. Default
 	// DefaultKeyRetention.
 	KeyRetention time.Duration
+	// OrphanRefundAfter is the orphan grace period: how old a charge that
+	// no ride records must be before the orphan policy refunds it
+	// (orphans.go). It must outlast the processor's key window in
+	// production (config.go refuses less); tests set it short. Default
+	// DefaultOrphanRefundAfter.
+	OrphanRefundAfter time.Duration
 	// Registerer receives the service's Prometheus collectors. Default a
 	// private registry.
 	Registerer prometheus.Registerer
@@ -145,13 +151,15 @@ type Service struct {
 	// abandonedAfter and retention are the completer's and reaper's policy.
 	abandonedAfter time.Duration
 	retention      time.Duration
-	flows          map[string]flowRunner
-	rides          *Flow[rideState]
-	refunds        *Flow[refundState]
-	auth           *ttlCache[[32]byte, authEntry]
-	revocations    *revocationWatch
-	replays        *ttlCache[replayKey, finishedResponse]
-	inbound        map[string]EventSource
+	// orphanRefundAfter is the orphan policy's grace period.
+	orphanRefundAfter time.Duration
+	flows             map[string]flowRunner
+	rides             *Flow[rideState]
+	refunds           *Flow[refundState]
+	auth              *ttlCache[[32]byte, authEntry]
+	revocations       *revocationWatch
+	replays           *ttlCache[replayKey, finishedResponse]
+	inbound           map[string]EventSource
 	// rawPayments is the Stripe adapter itself, for what only some adapters
 	// offer (EventLister).
 	rawPayments Payments
@@ -222,6 +230,12 @@ func New(cfg Config) (*Service, error) {
 	if cfg.KeyRetention <= ProcessorKeyWindow {
 		return nil, errors.New("service: Config.KeyRetention must outlast the processor's key window")
 	}
+	if cfg.OrphanRefundAfter == 0 {
+		cfg.OrphanRefundAfter = DefaultOrphanRefundAfter
+	}
+	if cfg.OrphanRefundAfter < 0 {
+		return nil, errors.New("service: Config.OrphanRefundAfter must not be negative")
+	}
 	if cfg.SettlementBatchLines == 0 {
 		cfg.SettlementBatchLines = DefaultSettlementBatchLines
 	}
@@ -273,28 +287,29 @@ func New(cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("service: read the deployment namespace (is the database migrated?): %w", err)
 	}
 	s := &Service{
-		namespace:      namespace,
-		pool:           cfg.Pool,
-		listenConfig:   cfg.ListenConfig,
-		queries:        queries,
-		processors:     procs,
-		order:          names,
-		devSource:      cfg.DevDefaultPaymentSource,
-		jobs:           jobs,
-		logger:         cfg.Logger,
-		now:            cfg.Clock,
-		lease:          cfg.Lease,
-		margin:         cfg.ProcessorKeyMargin,
-		metrics:        m,
-		tracer:         telemetry.Tracer(cfg.TracerProvider),
-		mailer:         cfg.Mailer,
-		mailFrom:       cfg.MailFrom,
-		abandonedAfter: cfg.AbandonedAfter,
-		retention:      cfg.KeyRetention,
-		auth:           newTTLCache[[32]byte, authEntry](cfg.AuthCacheTTL),
-		replays:        newTTLCache[replayKey, finishedResponse](cfg.ReplayCacheTTL),
-		inbound:        cfg.Inbound,
-		rawPayments:    stripeAdapter(cfg.Processors),
+		namespace:         namespace,
+		pool:              cfg.Pool,
+		listenConfig:      cfg.ListenConfig,
+		queries:           queries,
+		processors:        procs,
+		order:             names,
+		devSource:         cfg.DevDefaultPaymentSource,
+		jobs:              jobs,
+		logger:            cfg.Logger,
+		now:               cfg.Clock,
+		lease:             cfg.Lease,
+		margin:            cfg.ProcessorKeyMargin,
+		metrics:           m,
+		tracer:            telemetry.Tracer(cfg.TracerProvider),
+		mailer:            cfg.Mailer,
+		mailFrom:          cfg.MailFrom,
+		abandonedAfter:    cfg.AbandonedAfter,
+		retention:         cfg.KeyRetention,
+		auth:              newTTLCache[[32]byte, authEntry](cfg.AuthCacheTTL),
+		replays:           newTTLCache[replayKey, finishedResponse](cfg.ReplayCacheTTL),
+		inbound:           cfg.Inbound,
+		rawPayments:       stripeAdapter(cfg.Processors),
+		orphanRefundAfter: cfg.OrphanRefundAfter,
 
 		settlementBatchLines: cfg.SettlementBatchLines,
 		settlementMaxAge:     cfg.SettlementMaxAge,

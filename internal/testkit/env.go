@@ -18,6 +18,12 @@ import (
 // it by ageing the records (Env.Age).
 const AbandonedAfter = 5 * time.Minute
 
+// OrphanRefundAfter is the orphan grace period in every world: short, so
+// that a pass run by River's workers finds a charge orphaned a moment ago;
+// tests that check the grace pass their own to
+// Service.OrphanRefundsSchedule.
+const OrphanRefundAfter = time.Millisecond
+
 // WebhookSecret is the signing secret of the Stripe webhook endpoint in
 // every world: the fake signs its deliveries with it (Env.Webhooks), and
 // the service verifies them with it.
@@ -54,12 +60,13 @@ func New(t testing.TB) *Env {
 	events, err := payments.NewEvents([]string{WebhookSecret}, 0)
 	require.NoError(t, err)
 	svc, err := service.New(service.Config{
-		Inbound:        map[string]service.EventSource{service.InboxSourceStripe: events},
-		Pool:           e.Pool,
-		Payments:       e.Payments,
-		Mailer:         mailer,
-		Clock:          e.Clock.Now,
-		AbandonedAfter: AbandonedAfter,
+		Inbound:           map[string]service.EventSource{service.InboxSourceStripe: events},
+		Pool:              e.Pool,
+		Payments:          e.Payments,
+		Mailer:            mailer,
+		Clock:             e.Clock.Now,
+		AbandonedAfter:    AbandonedAfter,
+		OrphanRefundAfter: OrphanRefundAfter,
 		// The tests of riders without a source are those of the
 		// development default; the requirement is tested on its own.
 		DevDefaultPaymentSource: true,

@@ -744,7 +744,7 @@ type ClientInterface interface {
 
 	// RideCreateWithBody Book and charge a ride, exactly once per idempotency key
 	//
-	// Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key. 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
+	// Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key, and so is 409 /problems/booking-refunded: the booking of this key was lost (a database restore) and its charge refunded, so nothing is charged again; book under a new key. Any other 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -753,7 +753,7 @@ type ClientInterface interface {
 
 	// RideCreate Book and charge a ride, exactly once per idempotency key
 	//
-	// Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key. 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
+	// Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key, and so is 409 /problems/booking-refunded: the booking of this key was lost (a database restore) and its charge refunded, so nothing is charged again; book under a new key. Any other 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -892,7 +892,7 @@ func (c *Client) RideList(ctx context.Context, params *RideListParams, reqEditor
 
 // RideCreateWithBody Book and charge a ride, exactly once per idempotency key
 //
-// Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key. 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
+// Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key, and so is 409 /problems/booking-refunded: the booking of this key was lost (a database restore) and its charge refunded, so nothing is charged again; book under a new key. Any other 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
 //
 // Takes any type of body and a specified content type.
 //
@@ -911,7 +911,7 @@ func (c *Client) RideCreateWithBody(ctx context.Context, params *RideCreateParam
 
 // RideCreate Book and charge a ride, exactly once per idempotency key
 //
-// Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key. 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
+// Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key, and so is 409 /problems/booking-refunded: the booking of this key was lost (a database restore) and its charge refunded, so nothing is charged again; book under a new key. Any other 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -1726,7 +1726,7 @@ type ClientWithResponsesInterface interface {
 
 	// RideCreateWithBodyWithResponse Book and charge a ride, exactly once per idempotency key
 	//
-	// Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key. 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
+	// Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key, and so is 409 /problems/booking-refunded: the booking of this key was lost (a database restore) and its charge refunded, so nothing is charged again; book under a new key. Any other 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -1735,7 +1735,7 @@ type ClientWithResponsesInterface interface {
 
 	// RideCreateWithResponse Book and charge a ride, exactly once per idempotency key
 	//
-	// Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key. 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
+	// Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key, and so is 409 /problems/booking-refunded: the booking of this key was lost (a database restore) and its charge refunded, so nothing is charged again; book under a new key. Any other 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3056,7 +3056,7 @@ func (c *ClientWithResponses) RideListWithResponse(ctx context.Context, params *
 
 // RideCreateWithBodyWithResponse Book and charge a ride, exactly once per idempotency key
 //
-// Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key. 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
+// Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key, and so is 409 /problems/booking-refunded: the booking of this key was lost (a database restore) and its charge refunded, so nothing is charged again; book under a new key. Any other 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -3071,7 +3071,7 @@ func (c *ClientWithResponses) RideCreateWithBodyWithResponse(ctx context.Context
 
 // RideCreateWithResponse Book and charge a ride, exactly once per idempotency key
 //
-// Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key. 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
+// Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key, and so is 409 /problems/booking-refunded: the booking of this key was lost (a database restore) and its charge refunded, so nothing is charged again; book under a new key. Any other 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

@@ -130,7 +130,16 @@ func toCharge(ch *stripe.Charge) *service.Charge {
 		Status:      string(ch.Status),
 		Created:     unixTime(ch.Created),
 		Tag:         tagOf(ch.Metadata),
+		CustomerID:  customerIDOf(ch),
 	}
+}
+
+// customerIDOf is the id of the customer ch charged, or "".
+func customerIDOf(ch *stripe.Charge) string {
+	if ch.Customer == nil {
+		return ""
+	}
+	return ch.Customer.ID
 }
 
 func statusOf(r *stripe.APIResponse) int {

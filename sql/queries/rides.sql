@@ -81,7 +81,10 @@ WITH ride AS (
     INSERT INTO audit_records (action, data, origin_ip, resource_id, resource_type, user_id)
     SELECT @audit_action, @audit_data, @origin_ip, ride.id, 'ride', ride.user_id FROM ride
 )
-SELECT sqlc.embed(rides), sqlc.embed(users)
+SELECT sqlc.embed(rides), sqlc.embed(users),
+    -- whether a booking of the rider was lost and its charge refunded
+    -- (orphans.go): only then does the charge call look for this one's
+    EXISTS (SELECT 1 FROM orphan_refunds o WHERE o.user_id = users.id AND o.status = 'refunded') AS refunded_orphans
 FROM ride AS rides JOIN users ON users.id = rides.user_id;
 
 -- name: RideListRecordedCharges :many

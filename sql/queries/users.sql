@@ -19,6 +19,13 @@ SET stripe_customer_id = @stripe_customer_id::text
 WHERE id = @id
   AND (stripe_customer_id IS NULL OR stripe_customer_id = @stripe_customer_id);
 
+-- name: UserGetByStripeCustomer :one
+SELECT * FROM users WHERE stripe_customer_id = @stripe_customer_id;
+
+-- name: UserListWithoutStripeCustomer :many
+-- Users whose customer is not recorded (a lost commit may have held it).
+SELECT id, email FROM users WHERE stripe_customer_id IS NULL ORDER BY id;
+
 -- name: ProcessorRegistrationList :many
 SELECT * FROM processor_registrations WHERE user_id = @user_id ORDER BY processor;
 

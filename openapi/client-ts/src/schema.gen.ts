@@ -59,7 +59,7 @@ export interface paths {
         put?: never;
         /**
          * Book and charge a ride, exactly once per idempotency key
-         * @description Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key. 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
+         * @description Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key, and so is 409 /problems/booking-refunded: the booking of this key was lost (a database restore) and its charge refunded, so nothing is charged again; book under a new key. Any other 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
          */
         post: operations["ride-create"];
         delete?: never;

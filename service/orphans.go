@@ -1,0 +1,324 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"github.com/atomicrides/atomicrides/dbgen"
+)
+
+// The orphan policy: a charge of this deployment (metadata ar_ns) that no
+// ride records and no unfinished request may still record — a booking whose
+// commits a restore lost and whose client never came back — is refunded in
+// full once it is older than the orphan grace period (Config.OrphanRefundAfter),
+// with a receipt telling the rider why. The grace outlasts the processor's
+// idempotency window: until then a client retrying the lost booking's
+// request sends the same charge under the same key and the processor
+// answers with this very charge, which the retry records. After the refund,
+// such a retry is answered ProblemBookingRefunded (rideChargeCall), never
+// charged again. The policy covers the charges of Stripe (the processor
+// of orphan_refunds' charge ids and of users' recorded customers); an
+// orphan at another processor stays a reconciliation finding.
+
+// DefaultOrphanRefundAfter is the default of Config.OrphanRefundAfter:
+// Stripe's 24-hour idempotency window and a day's margin, so that no
+// client retry can still claim the charge when it is refunded.
+const DefaultOrphanRefundAfter = 2 * ProcessorKeyWindow
+
+// OrphanScanWindow is how far back beyond the grace period an orphan pass
+// lists the processor's charges: two days, so that passes an hour apart
+// (or a day, if several are missed) overlap.
+const OrphanScanWindow = 48 * time.Hour
+
+// processorKeyOrphanRefund is the attempt of RefundKey an orphan refund is
+// made under: the first attempt of a ride's refund, so that a refund of the
+// same charge by any path converges on one refund at the processor.
+const orphanRefundAttempt = 0
+
+// Orphan refund statuses, as in orphan_refunds.status.
+const (
+	OrphanRefundPending  = "pending"
+	OrphanRefundRefunded = "refunded"
+	OrphanRefundFailed   = "failed"
+)
+
+// OrphanRefundArgs is the job that refunds an orphan charge recorded in
+// orphan_refunds. It is inserted in the transaction that records the
+// orphan, so it exists exactly when the orphan is recorded.
+type OrphanRefundArgs struct {
+	ChargeID string `json:"charge_id"`
+}
+
+// Kind is the job's kind in River.
+func (OrphanRefundArgs) Kind() string { return "orphan_refund" }
+
+// InsertOpts retries a refund the processor could not answer for a day.
+func (OrphanRefundArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{MaxAttempts: 25, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+}
+
+// OrphanReceiptArgs is the job that emails the rider of a refunded orphan
+// charge why it was refunded. It is inserted in the transaction that
+// records the refund.
+type OrphanReceiptArgs struct {
+	ChargeID string `json:"charge_id"`
+}
+
+// Kind is the job's kind in River.
+func (OrphanReceiptArgs) Kind() string { return "orphan_receipt" }
+
+// InsertOpts makes the job unique per charge.
+func (OrphanReceiptArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{MaxAttempts: 25, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+}
+
+// OrphanRefundAfter is the orphan grace period the service was configured
+// with.
+func (s *Service) OrphanRefundAfter() time.Duration { return s.orphanRefundAfter }
+
+// OrphanRefundsSchedule finds the orphan charges (Reconcile's) created
+// more than grace ago, by the database's clock, and records each in
+// orphan_refunds with the job that refunds it, in one transaction per
+// charge. A charge recorded already (by an earlier pass, or a concurrent
+// one) writes nothing. It returns how many it recorded.
+func (s *Service) OrphanRefundsSchedule(ctx context.Context, grace time.Duration) (int, error) {
+	rep, err := s.Reconcile(ctx, grace+OrphanScanWindow)
+	if err != nil {
+		return 0, err
+	}
+	now, err := s.queries.ClockNow(ctx, s.pool)
+	if err != nil {
+		return 0, internal(err)
+	}
+	scheduled := 0
+	for _, o := range rep.OrphanCharges {
+		if o.processor != ProcessorStripe || !o.Created.Before(now.Add(-grace)) {
+			continue
+		}
+		stripe, err := s.proc(ProcessorStripe)
+		if err != nil {
+			return scheduled, err
+		}
+		ch, err := stripe.pay.ChargeGet(ctx, o.ID)
+		if err != nil {
+			return scheduled, err
+		}
+		if ch == nil || ch.Status != ChargeSucceeded || ch.Tag.Namespace != s.namespace {
+			continue
+		}
+		userID, email, err := s.orphanRider(ctx, ch)
+		if err != nil {
+			return scheduled, err
+		}
+		var inserted bool
+		err = s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
+			n, err := s.queries.OrphanRefundRecord(ctx, tx, dbgen.OrphanRefundRecordParams{
+				StripeChargeID: ch.ID, ChargeKey: ch.Tag.Key, RiderRef: ch.Tag.Rider,
+				AmountCents: ch.AmountCents, Currency: ch.Currency, ChargeCreatedAt: ch.Created,
+				UserID: userID, Email: email,
+			})
+			if err != nil || n == 0 {
+				return err
+			}
+			inserted = true
+			_, err = s.jobs.InsertTx(ctx, tx, OrphanRefundArgs{ChargeID: ch.ID}, nil)
+			return err
+		})
+		if err != nil {
+			return scheduled, internal(err)
+		}
+		if inserted {
+			scheduled++
+			s.logger.WarnContext(ctx, "orphan charge: refund scheduled", "charge", ch.ID,
+				"amount_cents", ch.AmountCents, "created", ch.Created, "rider_known", email != nil)
+		}
+	}
+	return scheduled, nil
+}
+
+// orphanRider returns the user id and email of the rider an orphan charge
+// was made for: the user of the charged customer, or else a user whose customer is
+// not recorded (the lost commit may have held it) whose rider reference is
+// the charge's. Either way the charge's rider reference (metadata
+// ar_rider) must be the user's. nils when no user is known.
+func (s *Service) orphanRider(ctx context.Context, ch *Charge) (*int64, *string, error) {
+	if ch.CustomerID != "" {
+		u, err := s.queries.UserGetByStripeCustomer(ctx, s.pool, &ch.CustomerID)
+		if err == nil && riderRef(s.namespace, u.Email) == ch.Tag.Rider {
+			return &u.ID, &u.Email, nil
+		} else if err != nil && !isNoRows(err) {
+			return nil, nil, internal(err)
+		}
+	}
+	users, err := s.queries.UserListWithoutStripeCustomer(ctx, s.pool)
+	if err != nil {
+		return nil, nil, internal(err)
+	}
+	for _, u := range users {
+		if riderRef(s.namespace, u.Email) == ch.Tag.Rider {
+			return &u.ID, &u.Email, nil
+		}
+	}
+	return nil, nil, nil
+}
+
+// OrphanRefund refunds the orphan charge recorded under chargeID in full,
+// under RefundKey of the charge (a pure function of the namespace and the
+// processor's charge id), and records the refund with the rider's receipt
+// job. A charge the processor says is refunded already adopts the accepted
+// refund it lists; a definitive refusal is recorded as failed (an operator
+// looks at it) and is not retried. Any other failure leaves the orphan
+// pending for the job's retry. It returns the orphan's row as recorded.
+func (s *Service) OrphanRefund(ctx context.Context, chargeID string) (*dbgen.OrphanRefund, error) {
+	o, err := s.queries.OrphanRefundGet(ctx, s.pool, chargeID)
+	if isNoRows(err) {
+		return nil, &Error{Code: CodeNotFound, Message: fmt.Sprintf("no orphan charge %s", chargeID)}
+	} else if err != nil {
+		return nil, internal(err)
+	}
+	if o.Status != OrphanRefundPending {
+		return o, nil
+	}
+	stripe, err := s.proc(ProcessorStripe)
+	if err != nil {
+		return nil, err
+	}
+	pkey := RefundKey(s.namespace, chargeID, orphanRefundAttempt)
+	r, err := stripe.pay.RefundCreate(ctx, RefundCreateParams{
+		IdempotencyKey: pkey,
+		ChargeID:       chargeID,
+		Tag:            Tag{Namespace: s.namespace, Rider: o.RiderRef, Key: pkey},
+	})
+	var failure *PaymentError
+	if err != nil {
+		pe := PaymentFinal(err)
+		if pe == nil && !isIdempotencyMismatch(err) {
+			return nil, err
+		}
+		if (pe != nil && pe.Code == RefundCodeChargeAlreadyRefunded) || isIdempotencyMismatch(err) {
+			if r, err = s.acceptedRefundOf(ctx, stripe, chargeID); err != nil {
+				return nil, err
+			}
+		}
+		if r == nil {
+			if pe == nil {
+				return nil, err
+			}
+			failure = pe
+		}
+	}
+	err = s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
+		if failure != nil {
+			_, err := s.queries.OrphanRefundSetFailed(ctx, tx, chargeID)
+			return err
+		}
+		n, err := s.queries.OrphanRefundSetRefunded(ctx, tx, &r.ID, chargeID)
+		if err != nil || n == 0 {
+			return err
+		}
+		_, err = s.jobs.InsertTx(ctx, tx, OrphanReceiptArgs{ChargeID: chargeID}, nil)
+		return err
+	})
+	if err != nil {
+		return nil, internal(err)
+	}
+	if failure != nil {
+		s.logger.ErrorContext(ctx, "orphan charge: the processor refused its refund", "charge", chargeID, "code", failure.Code)
+	}
+	if o, err = s.queries.OrphanRefundGet(ctx, s.pool, chargeID); err != nil {
+		return nil, internal(err)
+	}
+	return o, nil
+}
+
+// acceptedRefundOf returns an accepted refund of the charge at proc, or
+// nil.
+func (s *Service) acceptedRefundOf(ctx context.Context, proc *processor, chargeID string) (*Refund, error) {
+	refunds, err := proc.pay.RefundList(ctx, chargeID)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range refunds {
+		if r.Accepted() {
+			return r, nil
+		}
+	}
+	return nil, nil
+}
+
+// errOrphanNoRecipient underlies the failure of an orphan receipt whose
+// rider is unknown.
+var errOrphanNoRecipient = errors.New("orphan charge: no known rider to send the receipt to")
+
+// OrphanReceiptMessageID is the Message-ID of the receipt of a refunded
+// orphan charge: the same on every send.
+func OrphanReceiptMessageID(chargeID, from string) string {
+	return fmt.Sprintf("receipt.orphan-%s@%s", chargeID, mailDomain(from))
+}
+
+// OrphanReceiptSend emails the rider of a refunded orphan charge that the
+// booking was lost and the money returned, once: false when it was sent
+// already. Like RideReceiptSend, the message goes out with no transaction
+// open and is recorded with what recorded writes. An orphan whose rider is
+// unknown is CodeInvalid (no retry can mend it).
+func (s *Service) OrphanReceiptSend(ctx context.Context, chargeID string, recorded ReceiptRecordedFunc) (bool, error) {
+	if s.mailer == nil {
+		return false, internal(errNoMailer)
+	}
+	o, err := s.queries.OrphanRefundGet(ctx, s.pool, chargeID)
+	if isNoRows(err) {
+		return false, &Error{Code: CodeNotFound, Message: fmt.Sprintf("no orphan charge %s", chargeID)}
+	} else if err != nil {
+		return false, internal(err)
+	}
+	if o.ReceiptSentAt != nil {
+		return false, nil
+	}
+	if o.Status != OrphanRefundRefunded || o.StripeRefundID == nil {
+		return false, &Error{Code: CodeInvalid, Message: fmt.Sprintf("orphan charge %s is not refunded", chargeID)}
+	}
+	if o.Email == nil {
+		return false, &Error{Code: CodeInvalid, Message: errOrphanNoRecipient.Error() + ": " + chargeID}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "We have refunded a charge for a booking we could not keep.\n\n")
+	fmt.Fprintf(&b, "On %s you were charged %s for a ride booking, but our records of\n",
+		o.ChargeCreatedAt.UTC().Format("2006-01-02 15:04 MST"), formatAmount(o.AmountCents, o.Currency))
+	fmt.Fprintf(&b, "that booking were lost in a system failure, so no ride was booked.\n")
+	fmt.Fprintf(&b, "The charge has been refunded in full.\n\n")
+	fmt.Fprintf(&b, "Charge:   %s\n", o.StripeChargeID)
+	fmt.Fprintf(&b, "Refund:   %s\n", *o.StripeRefundID)
+	fmt.Fprintf(&b, "It reaches your card within 5 to 10 business days. Please book again if you\nstill need the ride.\n")
+	msg := Message{
+		MessageID: OrphanReceiptMessageID(chargeID, s.mailFrom),
+		From:      s.mailFrom,
+		To:        *o.Email,
+		Subject:   "Refund of a booking we lost",
+		Date:      s.now(),
+		Text:      b.String(),
+	}
+	if err := s.mailer.Send(ctx, msg); err != nil {
+		return false, fmt.Errorf("send orphan receipt of charge %s: %w", chargeID, err)
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+	defer cancel()
+	err = s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
+		if recorded != nil {
+			if err := recorded(ctx, tx); err != nil {
+				return err
+			}
+		}
+		_, err := s.queries.OrphanRefundSetReceiptSent(ctx, tx, msg.Date, chargeID)
+		return err
+	})
+	if err != nil {
+		return true, internal(err)
+	}
+	return true, nil
+}

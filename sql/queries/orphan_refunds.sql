@@ -1,0 +1,43 @@
+-- name: OrphanRefundRecord :execrows
+-- Records an orphan charge to refund under its charge id; a charge already
+-- recorded writes nothing (0 rows).
+INSERT INTO orphan_refunds (stripe_charge_id, charge_key, rider_ref, amount_cents, currency, charge_created_at, user_id, email)
+VALUES (@stripe_charge_id, @charge_key, @rider_ref, @amount_cents, @currency, @charge_created_at, sqlc.narg(user_id), sqlc.narg(email))
+ON CONFLICT (stripe_charge_id) DO NOTHING;
+
+-- name: OrphanRefundGet :one
+SELECT * FROM orphan_refunds WHERE stripe_charge_id = @stripe_charge_id;
+
+-- name: OrphanRefundGetByChargeKey :one
+-- The refunded orphan charge made under a processor key, if any.
+SELECT * FROM orphan_refunds WHERE charge_key = @charge_key AND status = 'refunded'
+ORDER BY created_at LIMIT 1;
+
+-- name: OrphanRefundSetRefunded :execrows
+UPDATE orphan_refunds SET status = 'refunded', stripe_refund_id = @stripe_refund_id, refunded_at = now()
+WHERE stripe_charge_id = @stripe_charge_id AND status = 'pending';
+
+-- name: OrphanRefundSetFailed :execrows
+UPDATE orphan_refunds SET status = 'failed'
+WHERE stripe_charge_id = @stripe_charge_id AND status = 'pending';
+
+-- name: OrphanRefundSetReceiptSent :execrows
+UPDATE orphan_refunds SET receipt_sent_at = @sent_at::timestamptz
+WHERE stripe_charge_id = @stripe_charge_id AND receipt_sent_at IS NULL;
+
+-- name: OrphanRefundListResolved :many
+-- Of the given processor charge ids, those refunded as orphans
+-- (reconciliation).
+SELECT stripe_charge_id FROM orphan_refunds
+WHERE stripe_charge_id = ANY(@stripe_charge_ids::text[]) AND status = 'refunded';
+
+-- name: OrphanRefundListRecordedRefunds :many
+-- Of the given processor refund ids, those an orphan refund records
+-- (reconciliation).
+SELECT stripe_refund_id::text FROM orphan_refunds
+WHERE stripe_refund_id = ANY(@stripe_refund_ids::text[]);
+
+-- name: OrphanRefundExistsForUser :one
+-- Whether the user has a refunded orphan charge (a booking resumed after
+-- its ride was created checks its rider with this).
+SELECT EXISTS (SELECT 1 FROM orphan_refunds WHERE user_id = @user_id AND status = 'refunded');
