@@ -108,7 +108,7 @@ func TestChargeCreateAndFind(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(ch.ID, "ch_"), ch.ID)
 	require.Equal(t, &service.Charge{ID: ch.ID, AmountCents: 1250, Currency: "eur", Status: "succeeded",
-		Created: ch.Created, Tag: testTag("ride-5-charge")}, ch)
+		Created: ch.Created, Tag: testTag("ride-5-charge"), CustomerID: cus}, ch)
 
 	found, err := c.ChargeFind(ctx, "ride-5-charge")
 	require.NoError(t, err)
