@@ -165,6 +165,7 @@ func BenchmarkRides(b *testing.B) {
 	for _, t := range benchTargets(cfg, points, growth) {
 		b.Logf("target %s: judged=%v met=%v: %s", t.Name, t.Judged, t.Met, t.Got)
 	}
+	e.benchLimits(b, cfg) // the noisy-neighbour and overload runs (limits_test.go)
 	b.Logf("report: %s", filepath.Join(cfg.OutDir, "report.md"))
 }
 
