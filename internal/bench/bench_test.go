@@ -272,4 +272,6 @@ func TestBenchSmoke(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, plotW, decoded.Bounds().Dx())
 	require.FileExists(t, filepath.Join(cfg.OutDir, "results.json"))
+
+	smokeLimits(t, e) // the noisy-neighbour and overload runs, short (limits_test.go)
 }

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/atomicrides/atomicrides/internal/limits"
 )
 
@@ -148,4 +150,49 @@ func retryAfter(v string) (time.Duration, bool) {
 		return 0, false
 	}
 	return time.Duration(s) * time.Second, true
+}
+
+// smokeLimits runs the noisy-neighbour and overload runs short, for
+// TestBenchSmoke: it asserts their mechanics (the noisy rider refused with
+// Retry-After and held to its budget, the quiet riders never refused, the
+// CPU measured, keys booked and none charged twice), not their targets,
+// which a second's run on a shared machine cannot judge.
+func smokeLimits(t *testing.T, e *benchEnv) {
+	t.Helper()
+	start := time.Now()
+	defer func() { t.Logf("the limits' runs, short, in %s", time.Since(start).Round(100*time.Millisecond)) }()
+	n := e.measureNoisy(t, noisySpec{QuietRiders: 2, QuietClients: 2, QuietShare: 0.8, Factor: 10, RefusalClients: 2, Rounds: 1})
+	require.Positive(t, n.Alone.OK, "quiet riders alone: %v", n.Alone.ErrorSample)
+	require.Positive(t, n.WithNoisy.OK, "quiet riders with the noisy rider: %v", n.WithNoisy.ErrorSample)
+	require.Zero(t, n.Alone.Refused+n.WithNoisy.Refused, "a quiet rider was refused")
+	require.Zero(t, n.Alone.Errors+n.WithNoisy.Errors, "%v %v", n.Alone.ErrorSample, n.WithNoisy.ErrorSample)
+	require.Positive(t, n.Noisy.Refused, "the noisy rider got no 429 with Retry-After: %v", n.Noisy.ErrorSample)
+	require.Zero(t, n.Noisy.Errors, "the noisy rider: %v", n.Noisy.ErrorSample)
+	// Past its burst, the noisy rider books at most one ride per interval
+	// of its budget (and one for the bucket's rounding).
+	policy := limits.DefaultWrites
+	require.LessOrEqual(t, n.Noisy.OK, int(n.Noisy.Elapsed/policy.Interval())+2, "the noisy rider booked past its budget")
+	require.Positive(t, n.Refusals.Refused, "the refusal run: %v", n.Refusals.ErrorSample)
+	require.Positive(t, n.BookingCPU, "the server's CPU per booking")
+	require.Positive(t, n.Refusals.CPU.Server, "the server's CPU in the refusal run")
+
+	o := e.measureOverload(t, overloadSpec{SweepFrom: 2, SweepTo: 4, Factor: 10, Timeout: overloadClientTimeout})
+	require.NotEmpty(t, o.Sweep)
+	require.Positive(t, o.Saturated)
+	require.Positive(t, o.SaturatingClients)
+	for _, p := range []overloadPhase{o.Default, o.Tuned} {
+		require.Equal(t, 10*o.SaturatingClients, p.Clients)
+		require.Positive(t, p.Attempts)
+		require.Positive(t, p.KeysBooked, "LOAD_SHED_IN_FLIGHT=%d: %v", p.InFlight, p.ErrorSample)
+	}
+	require.Zero(t, o.ChargedTwice, "keys charged twice at the fake Stripe")
+	require.GreaterOrEqual(t, o.ChargedKeys, o.Default.KeysBooked+o.Tuned.KeysBooked+o.SweepKeys, "a key answered 201 has no charge at the fake Stripe")
+
+	require.NoError(t, appendLimitsReport(e.cfg.OutDir, limitsRuns{Noisy: n, Overload: o}))
+	report, err := os.ReadFile(filepath.Join(e.cfg.OutDir, "report.md"))
+	require.NoError(t, err)
+	for _, s := range []string{"## Noisy neighbour", "## Overload", "## Targets of the limits"} {
+		require.Contains(t, string(report), s)
+	}
+	require.FileExists(t, filepath.Join(e.cfg.OutDir, "limits.json"))
 }

@@ -76,6 +76,9 @@ type noisyRun struct {
 	// riders while the noisy rider floods (after its burst was spent); the
 	// rounds pooled.
 	Alone, WithNoisy quietRun
+	// RoundP99 is each round's quiet p99, alone and with the noisy rider:
+	// how much the machine's own noise moves it.
+	RoundP99 [][2]time.Duration
 	// Noisy is the noisy rider's answers during WithNoisy.
 	Noisy floodRun
 	// Refusals is the noisy rider alone, its budget spent, flooding
@@ -207,14 +210,17 @@ func (e *benchEnv) measureNoisy(tb testing.TB, spec noisySpec) *noisyRun {
 		tb.Fatalf("noisy neighbour: the quiet riders' warm-up booked nothing: %v", warm.ErrorSample)
 	}
 	for round := range max(spec.Rounds, 1) {
-		n.Alone.add(measureQuiet(fmt.Sprintf("alone%d", round)))
+		alone := measureQuiet(fmt.Sprintf("alone%d", round))
+		n.Alone.add(alone)
 		// The noisy rider floods until its burst is spent, then for a
 		// warm-up; the quiet riders are measured while it goes on.
 		f := startFlood(ctx, srv.base, noisyKey, n.Offered, fmt.Sprintf("noisy%d", round))
 		binrun.WaitFor(tb, time.Minute, "the noisy rider's first 429", func() bool { return f.snapshot(time.Time{}).Refused > 0 })
 		time.Sleep(e.cfg.Warmup) // a warm-up of the flood, not a wait for a condition
 		from := time.Now()
-		n.WithNoisy.add(measureQuiet(fmt.Sprintf("noisy%d", round)))
+		with := measureQuiet(fmt.Sprintf("noisy%d", round))
+		n.WithNoisy.add(with)
+		n.RoundP99 = append(n.RoundP99, [2]time.Duration{alone.P99, with.P99})
 		n.Noisy.add(f.snapshot(from))
 		f.stop()
 	}
@@ -559,6 +565,11 @@ func (n *noisyRun) markdown(b *strings.Builder) {
 		perSec(n.Refusals.CPU.Server, n.Refusals.Elapsed), perSec(n.Refusals.CPU.Postgres, n.Refusals.Elapsed))
 	fmt.Fprintf(b, "\nThe server's CPU: %s ms per booking, %s ms per refusal (%.3f ×; PostgreSQL %s ms per refusal). From the noisy run itself (its CPU less its bookings at %s ms, per refusal, so carrying the noise of its bookings): %s ms.\n",
 		cpuMS(n.BookingCPU), cpuMS(n.RefusalCPU), ratio(float64(n.RefusalCPU), float64(n.BookingCPU)), cpuMS(n.RefusalDBCPU), cpuMS(n.BookingCPU), cpuMS(n.NoisyRunRefusalCPU))
+	var rounds []string
+	for _, r := range n.RoundP99 {
+		rounds = append(rounds, fmt.Sprintf("%s / %s", ms(r[0]), ms(r[1])))
+	}
+	fmt.Fprintf(b, "The quiet riders' p99 round by round, alone / with the noisy rider, in ms: %s.\n", strings.Join(rounds, "; "))
 	var samples []string
 	for _, s := range [][]string{n.Alone.ErrorSample, n.WithNoisy.ErrorSample, n.Noisy.ErrorSample, n.Refusals.ErrorSample} {
 		samples = append(samples, s...)
