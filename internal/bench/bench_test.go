@@ -165,6 +165,7 @@ func BenchmarkRides(b *testing.B) {
 	for _, t := range benchTargets(cfg, points, growth) {
 		b.Logf("target %s: judged=%v met=%v: %s", t.Name, t.Judged, t.Met, t.Got)
 	}
+	e.benchLimits(b, cfg) // the noisy-neighbour and overload runs (limits_test.go)
 	b.Logf("report: %s", filepath.Join(cfg.OutDir, "report.md"))
 }
 
@@ -271,4 +272,6 @@ func TestBenchSmoke(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, plotW, decoded.Bounds().Dx())
 	require.FileExists(t, filepath.Join(cfg.OutDir, "results.json"))
+
+	smokeLimits(t, e) // the noisy-neighbour and overload runs, short (limits_test.go)
 }

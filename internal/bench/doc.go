@@ -20,6 +20,13 @@
 // so that its own CPU stays small, and is reported. Then, on a deployment
 // holding -rides.grow-keys finished keys loaded with SQL, it measures new
 // rides and first replays again, and new rides during a reaper pass.
+// Last, with the limits on (package limits), the noisy-neighbour run
+// (noisy_test.go: one rider at ten times its budget beside quiet riders,
+// and the CPU of a refusal against a booking's) and the overload run
+// (overload_test.go: ten times the saturating clients with timeouts and
+// retries, against the saturated throughput of the same run, and the fake
+// Stripe's ledger), each left out with -rides.noisy=false or
+// -rides.overload=false; they append their sections to report.md.
 // It writes report.md, results.json, throughput.png and the processes' logs
 // to -rides.out (.bench at the module root); its other flags are
 // -rides.clients, -rides.duration, -rides.warmup, -rides.stripe-latency,

@@ -209,16 +209,24 @@ func (e *benchEnv) dropServerConns(tb testing.TB, db string) {
 // fresh database, and so would the service's idempotency keys at Stripe.
 func (e *benchEnv) newDeployment(tb testing.TB) *deployment {
 	tb.Helper()
-	req, _ := http.NewRequest(http.MethodPost, e.stripeBase+"/_fake/reset", nil)
-	benchControl(tb, req)
 	if len(e.spareDBs) == 0 {
 		tb.Fatal("no spare database left for a deployment")
 	}
-	d := &deployment{e: e, url: e.spareDBs[0]}
+	url := e.spareDBs[0]
 	e.spareDBs = e.spareDBs[1:]
+	return e.deployOn(tb, url, e.cfg.Users)
+}
+
+// deployOn is newDeployment on the fresh database at url, with riders
+// riders.
+func (e *benchEnv) deployOn(tb testing.TB, url string, riders int) *deployment {
+	tb.Helper()
+	req, _ := http.NewRequest(http.MethodPost, e.stripeBase+"/_fake/reset", nil)
+	benchControl(tb, req)
+	d := &deployment{e: e, url: url}
 	d.name = benchDBName(tb, d.url)
 	srv := d.start(tb)
-	for i := range e.cfg.Users {
+	for i := range riders {
 		d.apiKeys = append(d.apiKeys, benchCreateUser(tb, srv.base, fmt.Sprintf("rider%03d@bench.example.com", i)))
 	}
 	binrun.WaitFor(tb, time.Minute, "every rider's Stripe customer", func() bool {

@@ -185,7 +185,9 @@ type leanConn struct {
 type leanResponse struct {
 	status   int
 	replayed bool
-	body     []byte
+	// retryAfter is the Retry-After field as sent, "" without one.
+	retryAfter string
+	body       []byte
 }
 
 func (c *leanConn) close() {
@@ -283,6 +285,8 @@ func (c *leanConn) roundTrip(ctx context.Context) (leanResponse, error) {
 			chunked = asciiEqualFold(value, "chunked")
 		case asciiEqualFold(name, "Idempotent-Replayed"):
 			resp.replayed = asciiEqualFold(value, "true")
+		case asciiEqualFold(name, "Retry-After"):
+			resp.retryAfter = string(value)
 		case asciiEqualFold(name, "Connection"):
 			closing = asciiEqualFold(value, "close")
 		}

@@ -1,0 +1,198 @@
+package bench
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/atomicrides/atomicrides/internal/limits"
+)
+
+// Flags of the admission runs of BenchmarkRides: the noisy neighbour and the
+// overload, each with the limits on (go tool task bench -- -rides.noisy=false).
+var (
+	benchNoisy    = flag.Bool("rides.noisy", true, "run the noisy-neighbour measurement (per-rider budgets on; false: leave it out)")
+	benchOverload = flag.Bool("rides.overload", true, "run the overload measurement (load shedding on; false: leave it out)")
+)
+
+// limitsOn is the environment of a serve process with the per-rider budgets
+// and the load shedding at their defaults (package limits), overriding the
+// capacity runs' "off" (later entries win). The failed-authentication
+// budget is left at its default too: nothing in these runs fails to
+// authenticate.
+func limitsOn() []string {
+	return []string{
+		"RATE_LIMIT_WRITES=" + limits.DefaultWrites.String(),
+		"RATE_LIMIT_READS=" + limits.DefaultReads.String(),
+		"LOAD_SHED_IN_FLIGHT=" + strconv.Itoa(limits.DefaultInFlight),
+		"LOAD_SHED_RESERVED=" + strconv.FormatFloat(limits.DefaultReserved, 'f', -1, 64),
+		"LOAD_SHED_DB_WAIT=" + limits.DefaultDBWait.String(),
+	}
+}
+
+// limitsRuns is what the admission runs measured; nil runs were left out.
+type limitsRuns struct {
+	Noisy    *noisyRun
+	Overload *overloadRun
+}
+
+// benchLimits runs the admission runs the flags ask for, each as a
+// sub-benchmark of b on a deployment of its own, logs their targets, and
+// appends their sections to the report in cfg.OutDir (and writes
+// limits.json beside it).
+func (e *benchEnv) benchLimits(b *testing.B, cfg benchConfig) {
+	var runs limitsRuns
+	if *benchNoisy {
+		b.Run("noisy", func(b *testing.B) {
+			runs.Noisy = e.measureNoisy(b, defaultNoisySpec)
+			n := runs.Noisy
+			b.ReportMetric(0, "ns/op")
+			b.ReportMetric(n.Alone.PerSec(), "quiet-alone-rides/s")
+			b.ReportMetric(n.WithNoisy.PerSec(), "quiet-noisy-rides/s")
+			b.ReportMetric(msf(n.Alone.P99), "quiet-alone-p99-ms")
+			b.ReportMetric(msf(n.WithNoisy.P99), "quiet-noisy-p99-ms")
+			b.ReportMetric(float64(n.BookingCPU)/1e6, "server-cpu-ms/booking")
+			b.ReportMetric(float64(n.RefusalCPU)/1e6, "server-cpu-ms/refusal")
+		})
+	}
+	if *benchOverload {
+		b.Run("overload", func(b *testing.B) {
+			runs.Overload = e.measureOverload(b, defaultOverloadSpec)
+			o := runs.Overload
+			b.ReportMetric(0, "ns/op")
+			b.ReportMetric(o.Saturated, "saturated-rides/s")
+			b.ReportMetric(float64(o.SaturatingClients), "saturating-clients")
+			b.ReportMetric(o.Default.Goodput(), "goodput-rides/s")
+			b.ReportMetric(msf(o.Default.Max), "max-ms")
+			b.ReportMetric(o.Tuned.Goodput(), "tuned-goodput-rides/s")
+			b.ReportMetric(msf(o.Tuned.Max), "tuned-max-ms")
+			b.ReportMetric(float64(o.ChargedTwice), "keys-charged-twice")
+		})
+	}
+	if runs.Noisy == nil && runs.Overload == nil {
+		return
+	}
+	for _, t := range limitsTargets(runs) {
+		b.Logf("target %s: met=%v: %s", t.Name, t.Met, t.Got)
+	}
+	if err := appendLimitsReport(cfg.OutDir, runs); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// limitsTargets judges the admission runs that ran.
+func limitsTargets(runs limitsRuns) []benchTarget {
+	var ts []benchTarget
+	if n := runs.Noisy; n != nil {
+		ts = append(ts, n.targets()...)
+	}
+	if o := runs.Overload; o != nil {
+		ts = append(ts, o.targets()...)
+	}
+	return ts
+}
+
+// appendLimitsReport appends the admission runs' sections and verdicts to
+// dir/report.md, and writes them to dir/limits.json.
+func appendLimitsReport(dir string, runs limitsRuns) error {
+	js, err := json.MarshalIndent(runs, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "limits.json"), js, 0o644); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "report.md"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(limitsMarkdown(runs)); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// limitsMarkdown renders the admission runs: a section each, then their
+// verdicts in the form of the report's targets.
+func limitsMarkdown(runs limitsRuns) string {
+	var b strings.Builder
+	if n := runs.Noisy; n != nil {
+		n.markdown(&b)
+	}
+	if o := runs.Overload; o != nil {
+		o.markdown(&b)
+	}
+	fmt.Fprintf(&b, "\n## Targets of the limits\n\n")
+	for _, t := range limitsTargets(runs) {
+		verdict := "**missed**"
+		if t.Met {
+			verdict = "met"
+		}
+		fmt.Fprintf(&b, "- %s — %s: %s\n", t.Name, verdict, t.Got)
+	}
+	return b.String()
+}
+
+// retryAfter reads a Retry-After of whole seconds; ok is false when it is
+// missing or not a positive number.
+func retryAfter(v string) (time.Duration, bool) {
+	s, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || s < 0 {
+		return 0, false
+	}
+	return time.Duration(s) * time.Second, true
+}
+
+// smokeLimits runs the noisy-neighbour and overload runs short, for
+// TestBenchSmoke: it asserts their mechanics (the noisy rider refused with
+// Retry-After and held to its budget, the quiet riders never refused, the
+// CPU measured, keys booked and none charged twice), not their targets,
+// which a second's run on a shared machine cannot judge.
+func smokeLimits(t *testing.T, e *benchEnv) {
+	t.Helper()
+	start := time.Now()
+	defer func() { t.Logf("the limits' runs, short, in %s", time.Since(start).Round(100*time.Millisecond)) }()
+	n := e.measureNoisy(t, noisySpec{QuietRiders: 2, QuietClients: 2, QuietShare: 0.8, Factor: 10, RefusalClients: 2, Rounds: 1})
+	require.Positive(t, n.Alone.OK, "quiet riders alone: %v", n.Alone.ErrorSample)
+	require.Positive(t, n.WithNoisy.OK, "quiet riders with the noisy rider: %v", n.WithNoisy.ErrorSample)
+	require.Zero(t, n.Alone.Refused+n.WithNoisy.Refused, "a quiet rider was refused")
+	require.Zero(t, n.Alone.Errors+n.WithNoisy.Errors, "%v %v", n.Alone.ErrorSample, n.WithNoisy.ErrorSample)
+	require.Positive(t, n.Noisy.Refused, "the noisy rider got no 429 with Retry-After: %v", n.Noisy.ErrorSample)
+	require.Zero(t, n.Noisy.Errors, "the noisy rider: %v", n.Noisy.ErrorSample)
+	// Past its burst, the noisy rider books at most one ride per interval
+	// of its budget (and one for the bucket's rounding).
+	policy := limits.DefaultWrites
+	require.LessOrEqual(t, n.Noisy.OK, int(n.Noisy.Elapsed/policy.Interval())+2, "the noisy rider booked past its budget")
+	require.Positive(t, n.Refusals.Refused, "the refusal run: %v", n.Refusals.ErrorSample)
+	require.Positive(t, n.BookingCPU, "the server's CPU per booking")
+	require.Positive(t, n.Refusals.CPU.Server, "the server's CPU in the refusal run")
+
+	o := e.measureOverload(t, overloadSpec{SweepFrom: 2, SweepTo: 4, Factor: 10, Timeout: overloadClientTimeout})
+	require.NotEmpty(t, o.Sweep)
+	require.Positive(t, o.Saturated)
+	require.Positive(t, o.SaturatingClients)
+	for _, p := range []overloadPhase{o.Default, o.Tuned} {
+		require.Equal(t, 10*o.SaturatingClients, p.Clients)
+		require.Positive(t, p.Attempts)
+		require.Positive(t, p.KeysBooked, "LOAD_SHED_IN_FLIGHT=%d: %v", p.InFlight, p.ErrorSample)
+	}
+	require.Zero(t, o.ChargedTwice, "keys charged twice at the fake Stripe")
+	require.GreaterOrEqual(t, o.ChargedKeys, o.Default.KeysBooked+o.Tuned.KeysBooked+o.SweepKeys, "a key answered 201 has no charge at the fake Stripe")
+
+	require.NoError(t, appendLimitsReport(e.cfg.OutDir, limitsRuns{Noisy: n, Overload: o}))
+	report, err := os.ReadFile(filepath.Join(e.cfg.OutDir, "report.md"))
+	require.NoError(t, err)
+	for _, s := range []string{"## Noisy neighbour", "## Overload", "## Targets of the limits"} {
+		require.Contains(t, string(report), s)
+	}
+	require.FileExists(t, filepath.Join(e.cfg.OutDir, "limits.json"))
+}
