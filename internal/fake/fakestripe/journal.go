@@ -25,6 +25,9 @@ type Request struct {
 	Dropped bool `json:"dropped,omitempty"`
 	// Fault is the kind of the fault that acted on the request, if any.
 	Fault FaultKind `json:"fault,omitempty"`
+	// Outage is set when the request arrived during an outage (SetOutage)
+	// and was answered 503 unexecuted.
+	Outage bool `json:"outage,omitempty"`
 	At    time.Time `json:"at"`
 }
 
