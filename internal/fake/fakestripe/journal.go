@@ -27,8 +27,8 @@ type Request struct {
 	Fault FaultKind `json:"fault,omitempty"`
 	// Outage is set when the request arrived during an outage (SetOutage)
 	// and was answered 503 unexecuted.
-	Outage bool `json:"outage,omitempty"`
-	At    time.Time `json:"at"`
+	Outage bool      `json:"outage,omitempty"`
+	At     time.Time `json:"at"`
 }
 
 // journal records requests in arrival order.
