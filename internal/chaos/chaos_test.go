@@ -53,9 +53,10 @@ type chaosPlan struct {
 	// bound is the whole run, start to verdict.
 	bound time.Duration
 	// processors runs serve on both processors (PROCESSORS=stripe,adyen)
-	// with the fake Adyen, and adds the processor outages and flapping
-	// circuits to the faults (processors_test.go).
+	// with the fake Adyen, and adds outages, the processor fault schedule
+	// (processors_test.go), to the faults.
 	processors bool
+	outages    []chaosOutage
 }
 
 // TestChaosShort is one pass of each fault, in turn, with a few clients:
@@ -76,6 +77,7 @@ func TestChaosShort(t *testing.T) {
 		settle:         90 * time.Second,
 		bound:          4 * time.Minute,
 		processors:     true,
+		outages:        chaosOutagesShort,
 	})
 }
 
@@ -98,6 +100,7 @@ func TestChaos(t *testing.T) {
 		settle:         80 * time.Second,
 		bound:          5 * time.Minute,
 		processors:     true,
+		outages:        chaosOutages,
 	})
 }
 
@@ -130,10 +133,10 @@ func runChaos(t *testing.T, plan chaosPlan) {
 		points <- p
 	}
 	close(points)
-	var lanes sync.WaitGroup
+	var lanes, crashLanes sync.WaitGroup
 	laneErrs := make(chan error, 5)
 	for _, s := range sys.serves {
-		lanes.Go(func() { laneErrs <- crashLane(ctx, s, points, plan.crashWindow, flog) })
+		crashLanes.Go(func() { laneErrs <- crashLane(ctx, s, points, plan.crashWindow, flog) })
 	}
 	lanes.Go(func() {
 		laneErrs <- stripeLane(ctx, sys, chaosStripeFaults, plan.stripeWindow, flog, func(f chaosStripeFault) {
@@ -154,9 +157,17 @@ func runChaos(t *testing.T, plan chaosPlan) {
 		laneErrs <- restartPostgres(ctx, sys, flog)
 	})
 	if plan.processors {
-		lanes.Go(func() { laneErrs <- outageLane(ctx, sys, chaosOutages, flog) })
+		// Once the instances run clean: a circuit lives in its process,
+		// and one killed every few seconds rarely lives through a whole
+		// cycle (open, half-open, closed).
+		lanes.Go(func() {
+			crashLanes.Wait()
+			flog.event("processors: the instances run clean; outages start")
+			laneErrs <- outageLane(ctx, sys, plan.outages, flog)
+		})
 	}
 	lanes.Wait()
+	crashLanes.Wait()
 	close(laneErrs)
 	for err := range laneErrs {
 		require.NoError(t, err)

@@ -117,12 +117,26 @@ type chaosOutage struct {
 // flapping, its outage toggled faster than the circuit's open time so
 // that circuits open, go half-open with real traffic, open again, and in
 // the end close.
+//
+// Adyen has less traffic than Stripe (its own riders, and Stripe's while
+// Stripe's circuit is open), so its outages last longer: five
+// indeterminate outcomes in a row in one process open a circuit.
 var chaosOutages = []chaosOutage{
 	{name: "Stripe down", procs: []string{procStripe}, down: 6 * time.Second, up: 4 * time.Second, flaps: 1},
-	{name: "Adyen down", procs: []string{procAdyen}, down: 6 * time.Second, up: 4 * time.Second, flaps: 1},
+	{name: "Adyen down", procs: []string{procAdyen}, down: 8 * time.Second, up: 4 * time.Second, flaps: 1},
 	{name: "both down", procs: []string{procStripe, procAdyen}, down: 2 * time.Second, up: 4 * time.Second, flaps: 1},
 	{name: "Stripe flapping", procs: []string{procStripe}, down: time.Second, up: 1500 * time.Millisecond, flaps: 6},
-	{name: "Adyen flapping", procs: []string{procAdyen}, down: time.Second, up: 1500 * time.Millisecond, flaps: 6},
+	{name: "Adyen flapping", procs: []string{procAdyen}, down: 2 * time.Second, up: 2 * time.Second, flaps: 4},
+}
+
+// chaosOutagesShort is the schedule of the short run: each step once,
+// shorter.
+var chaosOutagesShort = []chaosOutage{
+	{name: "Stripe down", procs: []string{procStripe}, down: 4 * time.Second, up: 3 * time.Second, flaps: 1},
+	{name: "Adyen down", procs: []string{procAdyen}, down: 7 * time.Second, up: 3 * time.Second, flaps: 1},
+	{name: "both down", procs: []string{procStripe, procAdyen}, down: 2 * time.Second, up: 3 * time.Second, flaps: 1},
+	{name: "Stripe flapping", procs: []string{procStripe}, down: time.Second, up: 1500 * time.Millisecond, flaps: 4},
+	{name: "Adyen flapping", procs: []string{procAdyen}, down: 2 * time.Second, up: 2 * time.Second, flaps: 2},
 }
 
 // outageLane plays outages in turn, recording each in log.
