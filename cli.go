@@ -17,6 +17,7 @@ var commandSummaries = []struct{ name, summary string }{
 	{"settlements", "list the bank's settlement files and discrepancies; show one file (operators)"},
 	{"book", "book a ride through the API (client side)"},
 	{"fakestripe", "serve the built-in fake Stripe on its own address"},
+	{"fakeadyen", "serve the built-in fake Adyen on its own address"},
 	{"mailsink", "serve an SMTP server that keeps what it receives"},
 	{"healthcheck", "exit 0 when the instance on ADDR is ready (GET /readyz); the image's HEALTHCHECK"},
 	{"db", "manage the throwaway development PostgreSQL: up, down, url"},

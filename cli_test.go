@@ -35,7 +35,7 @@ func TestCommandLine(t *testing.T) {
 		{"migrate", "--help"}, {"openapi", "--help"},
 		{"keys", "--help"}, {"keys", "-h"}, {"keys", "help"},
 		{"keys", "list", "--help"}, {"keys", "show", "--help"}, {"keys", "complete", "-h"}, {"keys", "reconcile", "--help"},
-		{"book", "--help"}, {"fakestripe", "--help"}, {"mailsink", "--help"}, {"db", "--help"},
+		{"book", "--help"}, {"fakestripe", "--help"}, {"fakeadyen", "--help"}, {"mailsink", "--help"}, {"db", "--help"},
 		{"healthcheck", "--help"}, {"help", "healthcheck"},
 	} {
 		r := binrun.RunT(t, env, args...)

@@ -77,6 +77,10 @@ type config struct {
 	// Adyen's test Checkout API). Required when PROCESSORS names adyen,
 	// unless -dev runs the built-in fake Adyen.
 	AdyenAPIKey, AdyenMerchantAccount, AdyenAPIBase string
+	// CircuitOpenFor is PROCESSOR_CIRCUIT_OPEN_FOR: how long an open
+	// processor circuit keeps new bookings away before real traffic tries
+	// it again (0: the service's default).
+	CircuitOpenFor time.Duration
 	// StripeWebhookSecrets are STRIPE_WEBHOOK_SECRET, comma-separated: the
 	// signing secrets of the webhook endpoint, several during a rotation.
 	// None: webhooks are off (POST /webhooks/stripe answers 404), unless
@@ -121,9 +125,10 @@ type config struct {
 	// SETTLEMENT_MAX_AGE.
 	SettlementInterval, SettlementMaxAge time.Duration
 
-	// FakeStripeAddr and MailSinkAddr are where the fakestripe and
-	// mailsink commands listen by default (FAKESTRIPE_ADDR, MAILSINK_ADDR).
-	FakeStripeAddr, MailSinkAddr string
+	// FakeStripeAddr, FakeAdyenAddr and MailSinkAddr are where the
+	// fakestripe, fakeadyen and mailsink commands listen by default
+	// (FAKESTRIPE_ADDR, FAKEADYEN_ADDR, MAILSINK_ADDR).
+	FakeStripeAddr, FakeAdyenAddr, MailSinkAddr string
 }
 
 // bookConfig is the configuration of the book command, a client of the
@@ -149,6 +154,7 @@ const (
 	defaultAddr           = "127.0.0.1:8080"
 	defaultMailDir        = ".mail"
 	defaultFakeStripeAddr = "127.0.0.1:12111"
+	defaultFakeAdyenAddr  = "127.0.0.1:12112"
 	defaultMailSinkAddr   = "127.0.0.1:2525"
 	defaultBookURL        = "http://127.0.0.1:8080"
 )
@@ -200,6 +206,7 @@ func loadConfig(getenv func(string) string, needs backends) (*config, error) {
 		AdyenAPIKey:          r.adyenKey("ADYEN_API_KEY"),
 		AdyenAPIBase:         r.httpURL("ADYEN_API_BASE"),
 		AdyenMerchantAccount: r.adyenMerchant("ADYEN_MERCHANT_ACCOUNT"),
+		CircuitOpenFor:       r.duration("PROCESSOR_CIRCUIT_OPEN_FOR"),
 		SMTPURL:              r.smtpURL("SMTP_URL"),
 		MailFrom:             r.mailFrom("MAIL_FROM"),
 		StripeWebhookSecrets: r.webhookSecrets("STRIPE_WEBHOOK_SECRET"),
@@ -227,6 +234,7 @@ func loadConfig(getenv func(string) string, needs backends) (*config, error) {
 		SettlementMaxAge:      r.duration("SETTLEMENT_MAX_AGE"),
 
 		FakeStripeAddr: r.addr("FAKESTRIPE_ADDR", defaultFakeStripeAddr),
+		FakeAdyenAddr:  r.addr("FAKEADYEN_ADDR", defaultFakeAdyenAddr),
 		MailSinkAddr:   r.addr("MAILSINK_ADDR", defaultMailSinkAddr),
 	}
 	c.AdminToken, c.AdminTokenGenerated = r.adminToken("ADMIN_TOKEN")

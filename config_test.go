@@ -109,6 +109,8 @@ func TestInvalidConfiguration(t *testing.T) {
 		{"SETTLEMENT_INTERVAL", "hourly", nil, "not a positive duration", nil},
 		{"SETTLEMENT_MAX_AGE", "3 days", nil, "not a positive duration", nil},
 		{"FAKESTRIPE_ADDR", "12111", nil, "not a listen address", []string{"fakestripe"}},
+		{"FAKEADYEN_ADDR", "12112", nil, "not a listen address", []string{"fakeadyen"}},
+		{"PROCESSOR_CIRCUIT_OPEN_FOR", "0s", nil, "not a positive duration", nil},
 		{"MAILSINK_ADDR", "host:port", nil, "not a listen address", []string{"mailsink"}},
 		{"ATOMICRIDES_URL", "localhost:8080", []string{"ATOMICRIDES_API_KEY=ar_key"}, "absolute http or https URL", []string{"book", "--from", "1,2", "--to", "3,4"}},
 		// Without -dev, what serve reaches must be configured.

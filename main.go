@@ -5,6 +5,7 @@
 //	atomicrides openapi      print the OpenAPI spec (YAML)
 //	atomicrides keys …       list, show and complete stuck requests; reconcile with Stripe (operators)
 //	atomicrides fakestripe   serve the built-in fake Stripe on its own address
+//	atomicrides fakeadyen    serve the built-in fake Adyen on its own address
 //	atomicrides mailsink     serve an SMTP server that keeps what it receives
 //	atomicrides db up|down|url   manage the throwaway development PostgreSQL
 //	atomicrides book --from LAT,LON --to LAT,LON   book a ride through the API (client side)
@@ -118,6 +119,8 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 		return err
 	case "fakestripe":
 		return serveFakeStripe(ctx, args[1:], stdout, logger)
+	case "fakeadyen":
+		return serveFakeAdyen(ctx, args[1:], stdout, logger)
 	case "mailsink":
 		return serveMailSink(ctx, args[1:], stdout, logger)
 	case "keys":
@@ -511,6 +514,29 @@ func serveFakeStripe(ctx context.Context, args []string, stdout io.Writer, logge
 	return stop(context.WithoutCancel(ctx))
 }
 
+func serveFakeAdyen(ctx context.Context, args []string, stdout io.Writer, logger *slog.Logger) error {
+	cmd := newCommand("fakeadyen", "fakeadyen [-addr HOST:PORT]\n\nServes the built-in fake Adyen (for development and tests) until interrupted.", stdout)
+	addr := cmd.fs.String("addr", "", "listen address (default FAKEADYEN_ADDR, else "+defaultFakeAdyenAddr+")")
+	if err := cmd.parse(args, 0); err != nil {
+		return err
+	}
+	cfg, err := configFromEnv(backends{})
+	if err != nil {
+		return err
+	}
+	if *addr == "" {
+		*addr = cfg.FakeAdyenAddr
+	}
+	fake := fakeadyen.New(fakeadyen.Options{Logger: logger})
+	url, stop, err := fake.Start(*addr)
+	if err != nil {
+		return err
+	}
+	logger.Info("fake Adyen serving", "url", url, "api_base", url+"/v71", "ledger", url+"/_fake/ledger")
+	<-ctx.Done()
+	return stop(context.WithoutCancel(ctx))
+}
+
 func dbCommand(ctx context.Context, args []string, stdout io.Writer, logger *slog.Logger) error {
 	cmd := newCommand("db", "db up|down|url\n\n  up    start the throwaway development PostgreSQL if needed, and print its URL\n  url   the same: print the URL of the database the service uses\n  down  stop the throwaway development PostgreSQL", stdout)
 	if err := cmd.parse(args, 1); err != nil {
@@ -641,6 +667,7 @@ func newService(pool, direct *pgxpool.Pool, cfg *config, reg prometheus.Register
 		AbandonedAfter: cfg.CompleterIdle, KeyRetention: cfg.KeyRetention, Lease: cfg.Lease,
 		OrphanRefundAfter: cfg.OrphanRefundAfter,
 		SettlementMaxAge:  cfg.SettlementMaxAge,
+		BreakerOpenFor:    cfg.CircuitOpenFor,
 	})
 	if err != nil {
 		return nil, "", nil, err

@@ -52,6 +52,11 @@ type chaosPlan struct {
 	settle time.Duration
 	// bound is the whole run, start to verdict.
 	bound time.Duration
+	// processors runs serve on both processors (PROCESSORS=stripe,adyen)
+	// with the fake Adyen, and adds outages, the processor fault schedule
+	// (processors_test.go), to the faults.
+	processors bool
+	outages    []chaosOutage
 }
 
 // TestChaosShort is one pass of each fault, in turn, with a few clients:
@@ -71,6 +76,8 @@ func TestChaosShort(t *testing.T) {
 		pgRestartAfter: 6 * time.Second,
 		settle:         90 * time.Second,
 		bound:          4 * time.Minute,
+		processors:     true,
+		outages:        chaosOutagesShort,
 	})
 }
 
@@ -88,10 +95,14 @@ func TestChaos(t *testing.T) {
 		crashWindow:    15 * time.Second,
 		stripeWindow:   10 * time.Second,
 		pgRestartAfter: 6 * time.Second,
-		mixed:          100 * time.Second,
-		pgEvery:        25 * time.Second,
-		settle:         80 * time.Second,
-		bound:          5 * time.Minute,
+		// The processor outages take a minute after the crash lanes:
+		// the mixed part is shorter, so that the settle fits the bound.
+		mixed:      60 * time.Second,
+		pgEvery:    25 * time.Second,
+		settle:     80 * time.Second,
+		bound:      5 * time.Minute,
+		processors: true,
+		outages:    chaosOutages,
 	})
 }
 
@@ -100,13 +111,19 @@ func runChaos(t *testing.T, plan chaosPlan) {
 	ctx, cancel := context.WithTimeout(context.Background(), plan.bound)
 	defer cancel()
 
-	logDir, sys, users := startChaosRun(t, ctx, "", chaosDBSingle, plan.users)
+	logDir, sys, users := startChaosRun(t, ctx, "", chaosDBSingle, plan.users, plan.processors)
 	setup := time.Since(begin)
 
 	stats, load := newChaosLoad(sys, users, plan.maxScenarios, nil)
 	stop := make(chan struct{})
 	var clients sync.WaitGroup
 	startChaosClients(ctx, load, plan.clients, &clients, stop)
+	var circuits *circuitWatch
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	if plan.processors {
+		circuits = watchCircuits(watchCtx, sys, 500*time.Millisecond)
+	}
 
 	// Each fault in turn: every failpoint (two lanes, one per instance,
 	// taking the points in order), every Stripe fault, one PostgreSQL
@@ -118,10 +135,10 @@ func runChaos(t *testing.T, plan chaosPlan) {
 		points <- p
 	}
 	close(points)
-	var lanes sync.WaitGroup
-	laneErrs := make(chan error, 4)
+	var lanes, crashLanes sync.WaitGroup
+	laneErrs := make(chan error, 5)
 	for _, s := range sys.serves {
-		lanes.Go(func() { laneErrs <- crashLane(ctx, s, points, plan.crashWindow, flog) })
+		crashLanes.Go(func() { laneErrs <- crashLane(ctx, s, points, plan.crashWindow, flog) })
 	}
 	lanes.Go(func() {
 		laneErrs <- stripeLane(ctx, sys, chaosStripeFaults, plan.stripeWindow, flog, func(f chaosStripeFault) {
@@ -141,21 +158,40 @@ func runChaos(t *testing.T, plan chaosPlan) {
 		}
 		laneErrs <- restartPostgres(ctx, sys, flog)
 	})
+	if plan.processors {
+		// Once the instances run clean: a circuit lives in its process,
+		// and one killed every few seconds rarely lives through a whole
+		// cycle (open, half-open, closed).
+		lanes.Go(func() {
+			crashLanes.Wait()
+			flog.event("processors: the instances run clean; outages start")
+			laneErrs <- outageLane(ctx, sys, plan.outages, flog)
+		})
+	}
 	lanes.Wait()
+	crashLanes.Wait()
 	close(laneErrs)
 	for err := range laneErrs {
 		require.NoError(t, err)
 	}
 	if plan.mixed > 0 {
 		mctx, mcancel := context.WithTimeout(ctx, plan.mixed)
+		var outageErr error
+		var outages sync.WaitGroup
+		if plan.processors {
+			outages.Go(func() { outageErr = mixedOutages(mctx, sys, flog) })
+		}
 		err := mixedFaults(mctx, sys, plan.pgEvery, flog)
+		outages.Wait()
 		mcancel()
 		require.NoError(t, err)
+		require.NoError(t, outageErr)
 	}
 
 	// The faults stop; the clients finish what they started (retrying
 	// until a definitive answer, or giving up at their limits).
 	require.NoError(t, sys.stripeControl(ctx, http.MethodDelete, "faults", nil, nil))
+	require.NoError(t, sys.allProcessorsUp(ctx))
 	close(stop)
 	clients.Wait()
 	faults := time.Since(faultsStart)
@@ -164,9 +200,17 @@ func runChaos(t *testing.T, plan chaosPlan) {
 	// Settle within the bound, leaving time for the checks.
 	settled, settleErr := settleChaos(ctx, sys, plan.settle, flog)
 
+	stopWatch()
+	if circuits != nil {
+		circuits.scrape(ctx, sys)
+	}
 	state := chaosReadState(t, ctx, sys, load)
+	state.circuits = circuits
 	checks := chaosCheckAll(state)
-	report := chaosReport(plan, load, stats, flog, checks, state.notes(), map[string]time.Duration{
+	if plan.processors {
+		checks = append(checks, checkAllAnswersReplayed(state))
+	}
+	report := chaosReport(plan, load, stats, flog, checks, append(state.notes(), processorReport(state, flog)...), map[string]time.Duration{
 		"setup": setup, "faults": faults, "settle": settled, "total": time.Since(begin),
 	})
 	fmt.Print(report)
@@ -179,10 +223,10 @@ func runChaos(t *testing.T, plan chaosPlan) {
 
 // startChaosRun starts the system under test on db, its logs in a fresh
 // directory (under logs, with -chaos.logs), and creates its n users.
-func startChaosRun(t *testing.T, ctx context.Context, logs string, db chaosDB, n int) (string, *chaosSystem, []*chaosUser) {
+func startChaosRun(t *testing.T, ctx context.Context, logs string, db chaosDB, n int, procs bool) (string, *chaosSystem, []*chaosUser) {
 	t.Helper()
 	logDir := chaosLogDir(t, logs)
-	sys := startChaosSystem(t, ctx, logDir, db)
+	sys := startChaosSystem(t, ctx, logDir, db, procs)
 	users, err := chaosCreateUsers(ctx, sys, n)
 	require.NoError(t, err)
 	return logDir, sys, users

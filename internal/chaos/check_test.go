@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/atomicrides/atomicrides/internal/binrun"
+	"github.com/atomicrides/atomicrides/internal/fake/fakeadyen"
 	"github.com/atomicrides/atomicrides/service"
 )
 
@@ -113,6 +114,8 @@ type chaosRideRow struct {
 	keyID   *int64
 	refund  string // refund status, "" without one
 	refundI *string
+	// processor is the processor the ride is routed to.
+	processor string
 }
 
 // chaosState is everything the invariants are checked against, read once
@@ -129,8 +132,12 @@ type chaosState struct {
 	customerOf  map[int64]*string // stored Stripe customer, by user
 	completions map[int64]bool    // keys a completion job ran for, to its end
 	ledger      *chaosLedger
-	operator    map[int64]bool // keys listed by `keys list -dead`
-	sent        map[string]int // messages at the sink, by Message-ID
+	// adyen is the fake Adyen's ledger, nil when the run charges at
+	// Stripe alone; circuits, what /metrics showed of the circuits.
+	adyen    *fakeadyen.Ledger
+	circuits *circuitWatch
+	operator map[int64]bool // keys listed by `keys list -dead`
+	sent     map[string]int // messages at the sink, by Message-ID
 
 	records       []*chaosRecord
 	malformed     []chaosMalformedResult
@@ -165,12 +172,12 @@ func chaosReadState(t *testing.T, ctx context.Context, sys *chaosSystem, load *c
 
 	rows, err = conn.Query(ctx, `
 		SELECT r.id, r.user_id, r.charge_status, r.stripe_charge_id, r.idempotency_key_id,
-		       coalesce(f.status, ''), f.stripe_refund_id
+		       coalesce(f.status, ''), f.stripe_refund_id, r.processor
 		FROM rides r LEFT JOIN refunds f ON f.ride_id = r.id`)
 	require.NoError(t, err)
 	for rows.Next() {
 		var r chaosRideRow
-		require.NoError(t, rows.Scan(&r.id, &r.user, &r.status, &r.charge, &r.keyID, &r.refund, &r.refundI))
+		require.NoError(t, rows.Scan(&r.id, &r.user, &r.status, &r.charge, &r.keyID, &r.refund, &r.refundI, &r.processor))
 		s.rides[r.id] = &r
 	}
 	require.NoError(t, rows.Err())
@@ -205,6 +212,10 @@ func chaosReadState(t *testing.T, ctx context.Context, sys *chaosSystem, load *c
 
 	s.ledger, err = sys.stripeLedger(ctx)
 	require.NoError(t, err)
+	if sys.adyen != "" {
+		s.adyen, err = sys.adyenLedger(ctx)
+		require.NoError(t, err)
+	}
 	s.operator, err = sys.operatorKeys(ctx)
 	require.NoError(t, err)
 	s.sent = sys.sink.CountByMessageID()
@@ -247,6 +258,9 @@ func chaosCheckAll(s *chaosState) []chaosCheck {
 		c := inv.check(s)
 		c.id = inv.id
 		checks = append(checks, c)
+	}
+	if s.adyen != nil {
+		checks = append(checks, processorChecks(s)...)
 	}
 	return checks
 }
@@ -373,10 +387,8 @@ func (s *chaosState) rideCharges() map[string]bool {
 // finished with 201.
 func checkChargesMatch(s *chaosState) chaosCheck {
 	stripeCharges := map[string]bool{}
-	for _, c := range s.ledger.Charges {
-		if c.Status == "succeeded" {
-			stripeCharges[c.ID] = true
-		}
+	for id := range s.processorCharges() {
+		stripeCharges[id] = true
 	}
 	rideCharges := s.rideCharges()
 	keyCharges := map[string]bool{}
@@ -390,7 +402,7 @@ func checkChargesMatch(s *chaosState) chaosCheck {
 			}
 		}
 	}
-	return chaosCheck{name: "succeeded charges at Stripe = rides with a charge id = ride keys finished 201",
+	return chaosCheck{name: "succeeded charges at " + s.processorNames() + " = rides with a charge id = ride keys finished 201",
 		expected: "the same set", actual: fmt.Sprintf("%d = %d = %d", len(stripeCharges), len(rideCharges), len(keyCharges)),
 		ok: sameSet(stripeCharges, rideCharges) && sameSet(rideCharges, keyCharges)}
 }
@@ -464,13 +476,13 @@ func (s *chaosState) rideRefunds() map[string]bool {
 func checkRefundsMatch(s *chaosState) chaosCheck {
 	stripeRefunds := map[string]bool{}
 	refundsPerCharge := map[string]int{}
-	for _, r := range s.ledger.Refunds {
-		stripeRefunds[r.ID] = true
-		refundsPerCharge[r.Charge]++
+	for id, r := range s.processorRefunds() {
+		stripeRefunds[id] = true
+		refundsPerCharge[r.charge]++
 	}
 	rideRefunds := s.rideRefunds()
 	refundedTwice := moreThanOnce(refundsPerCharge)
-	return chaosCheck{name: "refunds at Stripe = refunded rides; none refunded twice", expected: "the same set, 0 twice",
+	return chaosCheck{name: "refunds at " + s.processorNames() + " = refunded rides; none refunded twice", expected: "the same set, 0 twice",
 		actual: fmt.Sprintf("%d = %d, %d twice", len(stripeRefunds), len(rideRefunds), refundedTwice),
 		ok:     sameSet(stripeRefunds, rideRefunds) && refundedTwice == 0}
 }

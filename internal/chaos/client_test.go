@@ -233,14 +233,12 @@ type chaosUser struct {
 }
 
 // chaosCreateUsers creates n riders through the admin API; the first one's
-// card is declined on every charge.
+// card is declined on every charge; with two processors, some have a card
+// only Adyen takes (chaosRiderSource).
 func chaosCreateUsers(ctx context.Context, sys *chaosSystem, n int) ([]*chaosUser, error) {
 	var users []*chaosUser
 	for i := range n {
-		u := &chaosUser{email: fmt.Sprintf("rider-%02d@chaos.example", i), source: "tok_visa"}
-		if i == 0 {
-			u.source = "tok_chargeCustomerFail"
-		}
+		u := &chaosUser{email: fmt.Sprintf("rider-%02d@chaos.example", i), source: sys.chaosRiderSource(i)}
 		body, _ := json.Marshal(map[string]string{"payment_source": u.source})
 		req, err := http.NewRequestWithContext(ctx, http.MethodPut, sys.bases()[i%2]+"/users/"+u.email, bytes.NewReader(body))
 		if err != nil {

@@ -3,7 +3,9 @@
 //
 // The harness (in this package's tests) runs the binary, built with
 // -tags failpoints, as separate processes: two serve instances on one
-// database, the fake Stripe, and a PostgreSQL cluster of its own. It drives
+// database, the fake Stripe, the fake Adyen (the main and the restore runs
+// route between both processors, with processor outages and flapping
+// circuits: processors_test.go), and a PostgreSQL cluster of its own. It drives
 // them with concurrent clients while it crashes processes at every phase
 // boundary of the engine (see package failpoint), restarts PostgreSQL, makes
 // Stripe misbehave, and sends duplicates and malformed requests. When the

@@ -36,6 +36,11 @@ type failoverPlan struct {
 	etcdDown time.Duration
 	settle   time.Duration
 	bound    time.Duration
+	// processors runs serve on both processors; with a restore, Stripe is
+	// down for stripeDown while clients come back, so that a lost booking
+	// may be redone at Adyen (processors_test.go).
+	processors bool
+	stripeDown time.Duration
 }
 
 // TestChaosFailoverShort is a failover to a synchronous standby under
@@ -90,7 +95,7 @@ func runFailover(t *testing.T, plan failoverPlan) {
 	begin := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), plan.bound)
 	defer cancel()
-	logDir, sys, users := startChaosRun(t, ctx, plan.logs, plan.db, plan.users)
+	logDir, sys, users := startChaosRun(t, ctx, plan.logs, plan.db, plan.users, plan.processors)
 	setup := time.Since(begin)
 
 	stats, load := newChaosLoad(sys, users, 1<<30, plan.scenarios)
@@ -159,14 +164,28 @@ func runFailover(t *testing.T, plan failoverPlan) {
 	fig.promotedDB, err = dbNow(ctx, newPrimary)
 	require.NoError(t, err)
 
+	var circuits *circuitWatch
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	if plan.processors {
+		circuits = watchCircuits(watchCtx, sys, 500*time.Millisecond)
+	}
+
 	require.NoError(t, pause(ctx, plan.after))
+	var returned []chaosReturned
+	if plan.db == chaosDBRestore && plan.processors {
+		// Stripe goes down while the load goes on and the clients come
+		// back: its circuits open, and a booking lost with the commits may
+		// be redone at Adyen (case 3 of docs/processors.md).
+		returned, err = returnDuringOutage(ctx, sys, load, fig.killed, plan.stripeDown, flog)
+		require.NoError(t, err)
+	}
 	close(stop)
 	clients.Wait()
 	loadTook := time.Since(loadStart)
 	flog.event("clients done")
 
-	var returned []chaosReturned
-	if plan.db == chaosDBRestore {
+	if plan.db == chaosDBRestore && !plan.processors {
 		// Clients that come back: every other key answered before the
 		// primary died asks again; the others never do.
 		returned = returningClients(ctx, load, fig.killed)
@@ -176,9 +195,18 @@ func runFailover(t *testing.T, plan failoverPlan) {
 		}
 	}
 
+	if plan.db == chaosDBRestore && plan.processors && fig.lostRefund != nil {
+		fig.lostRefundAt = load.retryAtEach(ctx, sys.bases(), fig.lostRefund.req)
+	}
+
 	settled, settleErr := settleChaos(ctx, sys, plan.settle, flog)
 
+	stopWatch()
+	if circuits != nil {
+		circuits.scrape(ctx, sys)
+	}
 	state := chaosReadState(t, ctx, sys, load)
+	state.circuits = circuits
 	var checks []chaosCheck
 	var notes []string
 	switch plan.db {
@@ -199,7 +227,7 @@ func runFailover(t *testing.T, plan failoverPlan) {
 		rec, err := sys.reconcile(ctx)
 		checks, notes = restoreChecks(state, rec, err, returned, fig)
 	}
-	notes = append(notes, state.notes()[1])
+	notes = append(append(notes, state.notes()[1]), processorReport(state, flog)...)
 	report := failoverReport(plan, load, stats, fig, checks, notes, map[string]time.Duration{
 		"setup": setup, "load": loadTook, "settle": settled, "total": time.Since(begin),
 	})

@@ -89,13 +89,20 @@ type chaosFaultLog struct {
 	pgRestarts    []time.Duration
 	stripe        map[string]int // injected, by name
 	stripeLeft    map[string]int // not consumed within the window
-	events        []string
-	start         time.Time
+	// outageSteps counts the steps of the processor schedule played, by
+	// name; outages and outageDown, the outages of each processor and how
+	// long it was down in all (processors_test.go).
+	outageSteps map[string]int
+	outages     map[string]int
+	outageDown  map[string]time.Duration
+	events      []string
+	start       time.Time
 }
 
 func newChaosFaultLog() *chaosFaultLog {
 	return &chaosFaultLog{fired: map[string]int{}, missed: map[string]int{}, stripe: map[string]int{},
-		stripeLeft: map[string]int{}, start: time.Now()}
+		stripeLeft: map[string]int{}, outageSteps: map[string]int{}, outages: map[string]int{},
+		outageDown: map[string]time.Duration{}, start: time.Now()}
 }
 
 func (f *chaosFaultLog) event(format string, args ...any) {

@@ -34,6 +34,7 @@ func TestChaosRestoreShort(t *testing.T) {
 		users: 5, clients: 8, scenarios: restoreScenarios,
 		before: 8 * time.Second, lead: 4 * time.Second, after: 5 * time.Second,
 		settle: 60 * time.Second, bound: 3 * time.Minute,
+		processors: true, stripeDown: 6 * time.Second,
 	})
 }
 
@@ -48,6 +49,7 @@ func TestChaosRestore(t *testing.T) {
 		users: 10, clients: 12, scenarios: restoreScenarios,
 		before: 30 * time.Second, lead: 10 * time.Second, after: 20 * time.Second,
 		settle: 80 * time.Second, bound: 5 * time.Minute,
+		processors: true, stripeDown: 10 * time.Second,
 	})
 }
 
@@ -158,6 +160,12 @@ type chaosReconcile struct {
 	MissingCharges []struct {
 		RideID int64 `json:"ride_id"`
 	} `json:"missing_charges"`
+	// DoubleCharges are the rides charged at two processors.
+	DoubleCharges []struct {
+		RideID         int64  `json:"ride_id"`
+		OtherProcessor string `json:"other_processor"`
+		OtherChargeID  string `json:"other_charge_id"`
+	} `json:"double_charges"`
 }
 
 // reconcile runs the operator CLI's `keys reconcile -since 1h -json`.
@@ -231,19 +239,18 @@ func restoreChecks(s *chaosState, rec *chaosReconcile, recErr error, returned []
 	// charge carries (metadata ar_key).
 	perKey, untagged := map[string]int{}, 0
 	stripeCharges := map[string]bool{}
-	for _, c := range s.ledger.Charges {
-		if c.Status != "succeeded" {
-			continue
+	for id, c := range s.processorCharges() {
+		if c.processor == procStripe {
+			stripeCharges[id] = true
 		}
-		stripeCharges[c.ID] = true
-		if c.Metadata["ar_key"] == "" {
+		if c.key == "" {
 			untagged++
 			continue
 		}
-		perKey[c.Metadata["ar_key"]]++
+		perKey[c.processor+" "+c.key]++
 	}
 	twice := moreThanOnce(perKey)
-	add("no_key_charged_twice", chaosCheck{name: "no client key charged twice (Stripe charges by metadata ar_key)",
+	add("no_key_charged_twice", chaosCheck{name: "no client key charged twice at one processor (" + s.processorNames() + " charges by metadata ar_key)",
 		expected: "0 keys, 0 charges without a key", actual: fmt.Sprintf("%d keys, %d charges without a key", twice, untagged),
 		ok: twice == 0 && untagged == 0})
 
@@ -280,9 +287,24 @@ func restoreChecks(s *chaosState, rec *chaosReconcile, recErr error, returned []
 		expected: "0 charges", actual: fmt.Sprintf("%d charges answered to more than one key (of %d)", shared, len(keysOf)),
 		ok: shared == 0})
 
+	// Bookings charged at both processors (case 3 of docs/processors.md:
+	// redone at another processor after a lost commit): each must be
+	// resolved, its charge no ride records listed by `keys reconcile` as
+	// a double charge, or refunded.
+	if recErr != nil {
+		s.t.Logf("keys reconcile: %v", recErr)
+		rec = &chaosReconcile{exit: -1}
+	}
+	doubles := s.doubleCharges(rec)
+	if s.adyen != nil {
+		add("double_charges_resolved", doubles.check())
+	}
+
 	// Booking clients that came back got what they had: the same outcome,
-	// a booking its very charge.
-	same, cameBackLost, bookings := 0, 0, 0
+	// a booking its very charge; or, with two processors, a booking lost
+	// with the commits and redone at the other processor, its first
+	// charge resolved (above).
+	same, cameBackLost, bookings, redoneElsewhere := 0, 0, 0, 0
 	for _, rt := range returned {
 		if rt.rec.flow != "ride.create" {
 			continue
@@ -293,6 +315,9 @@ func restoreChecks(s *chaosState, rec *chaosReconcile, recErr error, returned []
 		}
 		if rt.after.Definitive && rt.after.Status == rt.before.Status && chargeOf(rt.after) == chargeOf(rt.before) {
 			same++
+		} else if doubles.resolvedRedo(chargeOf(rt.after)) {
+			same++
+			redoneElsewhere++
 		} else {
 			s.t.Logf("%s %s: had %d %s, came back to %d %s", rt.rec.req.path, rt.rec.key,
 				rt.before.Status, rt.before.Body, rt.after.Status, rt.after.Body)
@@ -300,7 +325,7 @@ func restoreChecks(s *chaosState, rec *chaosReconcile, recErr error, returned []
 	}
 	add("returned_same_outcome", chaosCheck{name: "a booking client coming back with its key gets its outcome again (the same charge)",
 		expected: fmt.Sprintf("%d of %d", bookings, bookings),
-		actual:   fmt.Sprintf("%d of %d (%d of them redone after the loss)", same, bookings, cameBackLost),
+		actual:   fmt.Sprintf("%d of %d (%d of them redone after the loss, %d at the other processor)", same, bookings, cameBackLost, redoneElsewhere),
 		ok:       same == bookings})
 
 	refundChecks, refundNotes := returnedRefundChecks(s, returned, fig)
@@ -310,25 +335,23 @@ func restoreChecks(s *chaosState, rec *chaosReconcile, recErr error, returned []
 
 	// Orphans: what Stripe has and no ride records is exactly what
 	// `keys reconcile` lists, and it exits non-zero when it lists any.
+	// A double charge is listed as such, not as an orphan; its refund (by
+	// the service or an operator) is the double's resolution.
 	wantCharges := map[string]bool{}
 	rideCharges := s.rideCharges()
 	for id := range stripeCharges {
-		if !rideCharges[id] {
+		if !rideCharges[id] && !doubles.unrecorded[id] {
 			wantCharges[id] = true
 		}
 	}
 	wantRefunds := map[string]bool{}
 	rideRefunds := s.rideRefunds()
 	refundsPerCharge := map[string]int{}
-	for _, r := range s.ledger.Refunds {
-		refundsPerCharge[r.Charge]++
-		if !rideRefunds[r.ID] {
-			wantRefunds[r.ID] = true
+	for id, r := range s.processorRefunds() {
+		refundsPerCharge[r.charge]++
+		if r.processor == procStripe && !rideRefunds[id] && !doubles.unrecorded[r.charge] {
+			wantRefunds[id] = true
 		}
-	}
-	if recErr != nil {
-		s.t.Logf("keys reconcile: %v", recErr)
-		rec = &chaosReconcile{exit: -1}
 	}
 	gotCharges, gotRefunds := map[string]bool{}, map[string]bool{}
 	for _, o := range rec.OrphanCharges {
@@ -338,7 +361,7 @@ func restoreChecks(s *chaosState, rec *chaosReconcile, recErr error, returned []
 		gotRefunds[o.ID] = true
 	}
 	wantExit := 0
-	if len(wantCharges)+len(wantRefunds) > 0 {
+	if len(wantCharges)+len(wantRefunds)+len(rec.DoubleCharges) > 0 {
 		wantExit = 1
 	}
 	add("orphans_listed", chaosCheck{name: "`keys reconcile` lists exactly the charges and refunds at Stripe no ride records; exit 1 when any",
@@ -348,13 +371,21 @@ func restoreChecks(s *chaosState, rec *chaosReconcile, recErr error, returned []
 			rec.exit == wantExit})
 
 	refundedTwice := moreThanOnce(refundsPerCharge)
-	add("no_ride_refunded_twice", chaosCheck{name: "no charge refunded twice at Stripe", expected: "0",
+	add("no_ride_refunded_twice", chaosCheck{name: "no charge refunded twice at " + s.processorNames(), expected: "0",
 		actual: fmt.Sprint(refundedTwice), ok: refundedTwice == 0})
+	if s.adyen != nil {
+		for _, c := range []chaosCheck{checkRidesAtTheirProcessor(s), checkRefundsAtChargingProcessor(s)} {
+			add(c.id, c)
+		}
+	}
 
 	notes := []string{fmt.Sprintf("lost: about %d write transactions (transaction ids the primary assigned between the backup's end and its death); "+
 		"%d of the %d stored answers clients saw from the backup's start to the kill; %d booking clients came back with their keys (%d of them to a lost booking, redone), "+
 		"the others never did; %s; %d charges and %d refunds at Stripe recorded by no ride, listed by `keys reconcile`",
 		fig.xidKill-fig.xidBackup, lost, window, bookings, cameBackLost, refundNotes, len(gotCharges), len(gotRefunds))}
+	if s.adyen != nil {
+		notes = append(notes, doubles.note(s))
+	}
 	return checks, notes
 }
 
@@ -425,9 +456,11 @@ func returnedRefundChecks(s *chaosState, returned []chaosReturned, fig *failover
 	// every refund at Stripe is of the charge of a ride a client asked to
 	// refund.
 	chargeOfRefund := map[string]string{}
-	for _, r := range s.ledger.Refunds {
-		chargeOfRefund[r.ID] = r.Charge
+	refunds := s.processorRefunds()
+	for id, r := range refunds {
+		chargeOfRefund[id] = r.charge
 	}
+	doubles := s.doubleCharges(nil)
 	asked := map[string]bool{}
 	wrong, answered := 0, 0
 	noteRefund := func(r *chaosRecord, a chaosAnswer) {
@@ -458,15 +491,17 @@ func returnedRefundChecks(s *chaosState, returned []chaosReturned, fig *failover
 			noteRefund(rt.rec, rt.after)
 		}
 	}
+	// The refund of a double charge's unrecorded charge resolves the
+	// double; no client asked for it.
 	unasked := 0
-	for _, r := range s.ledger.Refunds {
-		if !asked[r.Charge] {
+	for _, r := range refunds {
+		if !asked[r.charge] && !doubles.unrecorded[r.charge] {
 			unasked++
 		}
 	}
-	checks = append(checks, chaosCheck{id: "refunds_of_the_ride_named", name: "every refund answered, and every refund at Stripe, is of a ride a client asked to refund",
-		expected: fmt.Sprintf("%d answers, 0 of another ride; 0 refunds at Stripe of a ride not asked for", answered),
-		actual:   fmt.Sprintf("%d answers, %d of another ride; %d refunds at Stripe of a ride not asked for", answered, wrong, unasked),
+	checks = append(checks, chaosCheck{id: "refunds_of_the_ride_named", name: "every refund answered, and every refund at " + s.processorNames() + ", is of a ride a client asked to refund",
+		expected: fmt.Sprintf("%d answers, 0 of another ride; 0 refunds of a ride not asked for", answered),
+		actual:   fmt.Sprintf("%d answers, %d of another ride; %d refunds of a ride not asked for", answered, wrong, unasked),
 		ok:       wrong == 0 && unasked == 0})
 
 	// Refund clients that came back: to a lost ride, not found (or their

@@ -70,6 +70,10 @@ type chaosSystem struct {
 	// itself, or PgBouncer's URL and dbURL as the direct one.
 	serveDB []string
 	stripe  string // base URL of the fake Stripe process
+	// adyen is the base URL of the fake Adyen process, "" when the run
+	// charges at Stripe alone; with it, serve runs with
+	// PROCESSORS=stripe,adyen (processors_test.go).
+	adyen   string
 	sink    *mailsink.Sink
 	smtpURL string
 	serves  []*chaosServe
@@ -100,8 +104,9 @@ const (
 // transactions of different clients share server connections.
 const chaosBouncerPoolSize = 6
 
-// startChaosSystem starts every process and waits until each answers.
-func startChaosSystem(t *testing.T, ctx context.Context, logDir string, db chaosDB) *chaosSystem {
+// startChaosSystem starts every process and waits until each answers; with
+// procs, the fake Adyen too, and serve routes to both processors.
+func startChaosSystem(t *testing.T, ctx context.Context, logDir string, db chaosDB, procs bool) *chaosSystem {
 	t.Helper()
 	// The command with failpoints compiled in.
 	sys := &chaosSystem{logDir: logDir, workDir: t.TempDir(), bin: binrun.Build(t, "failpoints")}
@@ -119,6 +124,9 @@ func startChaosSystem(t *testing.T, ctx context.Context, logDir string, db chaos
 		Dir: sys.workDir, LogPath: filepath.Join(logDir, "fakestripe.log")})
 	t.Cleanup(func() { _ = stripeProc.Stop(10 * time.Second) })
 	require.NoError(t, stripeProc.Ready(ctx, sys.stripe+"/_fake/ledger", 30*time.Second))
+	if procs {
+		startChaosAdyen(t, ctx, sys)
+	}
 
 	// The mail sink, in this process, so that messages are counted here.
 	sys.sink = mailsink.New(mailsink.Options{})
@@ -250,7 +258,7 @@ func stopCluster(t *testing.T, dir string, root func() string) {
 
 // env is the environment of a serve process (and of the operator CLI).
 func (sys *chaosSystem) env() []string {
-	return append(slices.Clone(sys.serveDB),
+	return append(append(slices.Clone(sys.serveDB), sys.processorEnv()...),
 		"ADMIN_TOKEN="+chaosAdminToken,
 		"STRIPE_API_BASE="+sys.stripe,
 		"STRIPE_SECRET_KEY=sk_test_chaos",
@@ -388,6 +396,12 @@ func (sys *chaosSystem) stripeFaultsLeft(ctx context.Context) (int, error) {
 
 // stripeControl calls the fake Stripe's control API.
 func (sys *chaosSystem) stripeControl(ctx context.Context, method, path string, in, out any) error {
+	return fakeControl(ctx, "fake Stripe", sys.stripe, method, path, in, out)
+}
+
+// fakeControl calls the control API (under /_fake/) of the fake called
+// name at base.
+func fakeControl(ctx context.Context, name, base, method, path string, in, out any) error {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -398,7 +412,7 @@ func (sys *chaosSystem) stripeControl(ctx context.Context, method, path string, 
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, sys.stripe+"/_fake/"+path, body)
+	req, err := http.NewRequestWithContext(ctx, method, base+"/_fake/"+path, body)
 	if err != nil {
 		return err
 	}
@@ -412,7 +426,7 @@ func (sys *chaosSystem) stripeControl(ctx context.Context, method, path string, 
 		return err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("fake Stripe %s %s: %d %s", method, path, resp.StatusCode, b)
+		return fmt.Errorf("%s %s %s: %d %s", name, method, path, resp.StatusCode, b)
 	}
 	if out == nil {
 		return nil
@@ -440,6 +454,7 @@ type chaosLedger struct {
 		Status  int    `json:"status"`
 		Dropped bool   `json:"dropped"`
 		Fault   string `json:"fault"`
+		Outage  bool   `json:"outage"`
 	} `json:"requests"`
 }
 

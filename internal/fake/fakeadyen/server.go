@@ -131,6 +131,7 @@ type Server struct {
 	faults   []*Fault
 	outage   bool
 	requests int
+	journal  journal // control.go
 }
 
 // New returns an empty Server.
@@ -260,8 +261,9 @@ func errorAnswer(status int, code, errType, msg string) answer {
 	return jsonAnswer(status, map[string]any{"status": status, "errorCode": code, "message": msg, "errorType": errType})
 }
 
-// ServeHTTP answers one API request.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// serveAPI answers one API request (ServeHTTP, control.go, routes the
+// control endpoints and journals the rest).
+func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	op, pspRef, ok := route(r)
 	if !ok {
 		s.write(w, errorAnswer(http.StatusNotFound, "000", "validation", "no such endpoint"), "")

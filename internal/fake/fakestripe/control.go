@@ -90,6 +90,17 @@ func (s *Server) serveControl(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		writeJSON(w, http.StatusOK, out)
+	case "POST outage":
+		// {"on": true} answers every API request 503 until {"on": false}.
+		var body struct {
+			On *bool `json:"on"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body.On == nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": `want {"on": true} or {"on": false}`})
+			return
+		}
+		s.SetOutage(*body.On)
+		writeJSON(w, http.StatusOK, map[string]bool{"outage": *body.On})
 	case "POST reset":
 		s.Reset()
 		writeJSON(w, http.StatusOK, map[string]bool{"reset": true})

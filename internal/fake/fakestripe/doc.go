@@ -49,5 +49,6 @@
 //	                      {"op":"*","kind":"latency","duration":"2s"}
 //	DELETE /_fake/faults  clear every fault
 //	POST   /_fake/clock   advance the clock: {"advance":"25h"}
+//	POST   /_fake/outage  {"on":true}: every API request answers 503 until {"on":false} (SetOutage)
 //	POST   /_fake/reset   forget everything (Reset)
 package fakestripe

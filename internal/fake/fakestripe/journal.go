@@ -25,7 +25,10 @@ type Request struct {
 	Dropped bool `json:"dropped,omitempty"`
 	// Fault is the kind of the fault that acted on the request, if any.
 	Fault FaultKind `json:"fault,omitempty"`
-	At    time.Time `json:"at"`
+	// Outage is set when the request arrived during an outage (SetOutage)
+	// and was answered 503 unexecuted.
+	Outage bool      `json:"outage,omitempty"`
+	At     time.Time `json:"at"`
 }
 
 // journal records requests in arrival order.

@@ -35,6 +35,7 @@ type Server struct {
 	events   eventLog
 	webhooks webhookSender
 	disputes disputes
+	outage   atomic.Bool // outage.go
 }
 
 // New returns an empty Server.
@@ -63,7 +64,7 @@ func (s *Server) Advance(d time.Duration) {
 }
 
 // Reset forgets every object, idempotency key, recorded request and fault,
-// and undoes every Advance.
+// switches the outage off, and undoes every Advance.
 func (s *Server) Reset() {
 	s.ledger.reset()
 	s.idem.reset()
@@ -71,6 +72,7 @@ func (s *Server) Reset() {
 	s.journal.reset()
 	s.events.reset()
 	s.offset.Store(0)
+	s.outage.Store(false)
 }
 
 // Start serves s on addr (e.g. "127.0.0.1:0") until stop is called. It
@@ -176,6 +178,10 @@ func (s *Server) serveAPI(c *call) {
 	}
 	c.op, c.pathID = rt.op, pathID
 	s.journal.update(c.rec, func(r *Request) { r.Op = rt.op })
+	if s.outage.Load() {
+		c.finish(outageResponse(c), false)
+		return
+	}
 
 	if err := c.r.ParseForm(); err != nil {
 		c.finish(errorResponse(http.StatusBadRequest, apiError{
