@@ -324,7 +324,8 @@ func TestLostRoutingCommitIsDetected(t *testing.T) {
 	rep, err := w.Service.Reconcile(w.Ctx, time.Hour)
 	require.NoError(t, err)
 	require.Equal(t, []string{service.ProcessorStripe}, rep.Processors)
-	require.Equal(t, []string{service.ProcessorAdyen}, rep.Unlisted)
+	require.Equal(t, []string{service.ProcessorAdyen}, rep.Notified, "Adyen's charges are read from its notifications")
+	require.Empty(t, rep.Unlisted)
 	require.Len(t, rep.DoubleCharges, 1, "%+v", rep)
 	d := rep.DoubleCharges[0]
 	require.Equal(t, rerouted.ID, d.RideID)
