@@ -110,19 +110,21 @@ func TestAdyenLostRoutingCommitDoubleChargeRefundedOnce(t *testing.T) {
 	require.Equal(t, 1, w.Count(t, `SELECT count(*) FROM orphan_refunds WHERE processor = 'adyen' AND reason = 'double_charge' AND stripe_charge_id = $1`, d.OtherChargeID))
 	require.Equal(t, 1, w.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'orphan_refund'`))
 
-	// Two refund jobs at once: one refund at Adyen.
-	for range 2 {
+	// Two refund jobs at once, on two other processes (this one's Adyen
+	// circuit is still open; a job retries until it closes): one refund at
+	// Adyen.
+	for _, svc := range []*service.Service{w.Instance(t), w.Instance(t)} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			o, err := w.Service.OrphanRefund(w.Ctx, d.OtherChargeID)
+			o, err := svc.OrphanRefund(w.Ctx, d.OtherChargeID)
 			if err == nil {
 				require.Equal(t, service.OrphanRefundRefunded, o.Status)
 			}
 		}()
 	}
 	wg.Wait()
-	o, err := w.Service.OrphanRefund(w.Ctx, d.OtherChargeID)
+	o, err := w.Instance(t).OrphanRefund(w.Ctx, d.OtherChargeID)
 	require.NoError(t, err)
 	require.Equal(t, service.OrphanRefundRefunded, o.Status)
 	var refunds int

@@ -61,6 +61,11 @@ type TwoProcessors struct {
 	*Env
 	Adyen *Adyen
 	Mail  *mailsink.Sink
+
+	mailer     service.Mailer
+	adyenFirst bool
+	failures   uint32
+	openFor    time.Duration
 }
 
 // NewTwoProcessors builds a fresh world whose service routes to the fake
@@ -90,23 +95,33 @@ func newTwoProcessors(t testing.TB, failures uint32, openFor time.Duration, adye
 		Sink:     sink,
 		Clock:    &Clock{},
 	}
+	w := &TwoProcessors{Env: e, Adyen: ady, Mail: sink, mailer: mailer, adyenFirst: adyenFirst,
+		failures: failures, openFor: openFor}
+	e.Service = w.Instance(t)
+	return w
+}
+
+// Instance returns another process of the world's deployment: a service
+// on the same database, fakes and mail sink, with circuits of its own.
+func (w *TwoProcessors) Instance(t testing.TB) *service.Service {
+	t.Helper()
 	procs := []service.Processor{
-		{Name: service.ProcessorStripe, Payments: e.Payments},
-		{Name: service.ProcessorAdyen, Payments: ady.Client()},
+		{Name: service.ProcessorStripe, Payments: w.Payments},
+		{Name: service.ProcessorAdyen, Payments: w.Adyen.Client()},
 	}
-	if adyenFirst {
+	if w.adyenFirst {
 		procs[0], procs[1] = procs[1], procs[0]
 	}
 	notes, err := adyen.NewNotifications([]string{AdyenHMACKey}, AdyenMerchantAccount)
 	require.NoError(t, err)
 	svc, err := service.New(service.Config{
-		Pool:       e.Pool,
-		Processors: procs,
-		Inbound:    map[string]service.EventSource{service.InboxSourceAdyen: notes},
-		BreakerFailures:         failures,
-		BreakerOpenFor:          openFor,
-		Mailer:                  mailer,
-		Clock:                   e.Clock.Now,
+		Pool:                    w.Pool,
+		Processors:              procs,
+		Inbound:                 map[string]service.EventSource{service.InboxSourceAdyen: notes},
+		BreakerFailures:         w.failures,
+		BreakerOpenFor:          w.openFor,
+		Mailer:                  w.mailer,
+		Clock:                   w.Clock.Now,
 		AbandonedAfter:          AbandonedAfter,
 		DevDefaultPaymentSource: true,
 		// Replays come from the database, as after a restore or on
@@ -114,6 +129,5 @@ func newTwoProcessors(t testing.TB, failures uint32, openFor time.Duration, adye
 		ReplayCacheTTL: -1,
 	})
 	require.NoError(t, err)
-	e.Service = svc
-	return &TwoProcessors{Env: e, Adyen: ady, Mail: sink}
+	return svc
 }
