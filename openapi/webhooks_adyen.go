@@ -38,7 +38,9 @@ func (h *handlers) registerAdyenWebhooks() {
 			"not finished, REFUND, and chargebacks; items of another merchant account or deployment, and other " +
 			"event codes, are acknowledged and ignored. A refused delivery (an item without or with a bad " +
 			"signature, a body that is not a notification: 400; over 1 MiB: 413) records nothing. Without a " +
-			"configured key the route answers 404. Authenticated by the signatures alone, not by an API key.",
+			"configured key the route answers 404. Authenticated by the signatures alone, not by an API key. Adyen " +
+			"retries a delivery until it is answered 2xx, and may send an item more than once or out of order: every " +
+			"retry is idempotent, keyed by the item's natural id.",
 		Tags:          []string{"webhooks"},
 		DefaultStatus: http.StatusOK,
 		MaxBodyBytes:  -1,
@@ -50,7 +52,12 @@ func (h *handlers) registerAdyenWebhooks() {
 			"200": {
 				Description: "Every item is recorded (or was already): " + AdyenAccepted,
 				Content: map[string]*huma.MediaType{
-					"text/plain": {Schema: &huma.Schema{Type: huma.TypeString, Enum: []any{AdyenAccepted}}},
+					"text/plain": {
+						Schema: &huma.Schema{Type: huma.TypeString, Enum: []any{AdyenAccepted}},
+						Examples: map[string]*huma.Example{
+							"accepted": example("Recorded (or already recorded); Adyen stops retrying", AdyenAccepted),
+						},
+					},
 				},
 			},
 		},
