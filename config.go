@@ -237,6 +237,7 @@ func loadConfig(getenv func(string) string, needs backends) (*config, error) {
 		MailSinkAddr:   r.addr("MAILSINK_ADDR", defaultMailSinkAddr),
 	}
 	c.AdminToken, c.AdminTokenGenerated = r.adminToken("ADMIN_TOKEN")
+	c.ProcessorsSet = getenv("PROCESSORS") != ""
 
 	// What the command reaches must be configured, unless -dev lets the
 	// built-in fakes stand in. A variable set but invalid is reported
