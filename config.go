@@ -21,6 +21,7 @@ import (
 	"github.com/atomicrides/atomicrides/internal/limits"
 	"github.com/atomicrides/atomicrides/jobs"
 	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/adyen"
 	"github.com/atomicrides/atomicrides/service/bankinbox"
 	"github.com/atomicrides/atomicrides/service/mail"
 	"github.com/atomicrides/atomicrides/service/payments"
@@ -86,6 +87,11 @@ type config struct {
 	// None: webhooks are off (POST /webhooks/stripe answers 404), unless
 	// serve -dev configures the built-in fake's.
 	StripeWebhookSecrets []string
+	// AdyenHMACKeys are ADYEN_HMAC_KEY, comma-separated: the HMAC keys
+	// (hex) of Adyen's standard notifications, several during a rotation.
+	// None: Adyen notifications are off (POST /webhooks/adyen answers
+	// 404), unless serve -dev configures the built-in fake's.
+	AdyenHMACKeys []string
 	// SMTPURL is SMTP_URL. A command that sends mail refuses to run
 	// without it, unless it runs with -dev, which sends receipts to the
 	// built-in mail sink (writing them to MailDir) instead.
@@ -210,6 +216,7 @@ func loadConfig(getenv func(string) string, needs backends) (*config, error) {
 		SMTPURL:              r.smtpURL("SMTP_URL"),
 		MailFrom:             r.mailFrom("MAIL_FROM"),
 		StripeWebhookSecrets: r.webhookSecrets("STRIPE_WEBHOOK_SECRET"),
+		AdyenHMACKeys:        r.adyenHMACKeys("ADYEN_HMAC_KEY"),
 		MailDir:              r.mailDir("MAIL_DIR"),
 
 		Lease:             r.duration("LEASE"),
@@ -238,6 +245,7 @@ func loadConfig(getenv func(string) string, needs backends) (*config, error) {
 		MailSinkAddr:   r.addr("MAILSINK_ADDR", defaultMailSinkAddr),
 	}
 	c.AdminToken, c.AdminTokenGenerated = r.adminToken("ADMIN_TOKEN")
+	c.ProcessorsSet = getenv("PROCESSORS") != ""
 
 	// What the command reaches must be configured, unless -dev lets the
 	// built-in fakes stand in. A variable set but invalid is reported
@@ -252,6 +260,8 @@ func loadConfig(getenv func(string) string, needs backends) (*config, error) {
 			r.fail(invalid("ADYEN_API_KEY", "not set: PROCESSORS names adyen; set it (with ADYEN_MERCHANT_ACCOUNT); only 'serve -dev' runs without it, on the built-in fake Adyen"))
 		case needs.stripe && slices.Contains(c.Processors, service.ProcessorAdyen) && getenv("ADYEN_MERCHANT_ACCOUNT") == "":
 			r.fail(invalid("ADYEN_MERCHANT_ACCOUNT", "not set: PROCESSORS names adyen; set it to the merchant account payments are made for"))
+		case needs.stripe && len(c.AdyenHMACKeys) > 0 && getenv("ADYEN_MERCHANT_ACCOUNT") == "":
+			r.fail(invalid("ADYEN_MERCHANT_ACCOUNT", "not set: ADYEN_HMAC_KEY turns Adyen's notifications on; set it to the merchant account they are about"))
 		case needs.mail && getenv("SMTP_URL") == "":
 			r.fail(invalid("SMTP_URL", "not set: set it to the SMTP server receipts go through; only 'serve -dev' runs without it, on the built-in mail sink"))
 		}
@@ -511,6 +521,25 @@ func (r *envReader) adyenKey(name string) string {
 		return ""
 	}
 	return v
+}
+
+// adyenHMACKeys reads Adyen HMAC keys, comma-separated, never repeating
+// them: each an even number (32 or more) of hex digits.
+func (r *envReader) adyenHMACKeys(name string) []string {
+	v := r.getenv(name)
+	if v == "" {
+		return nil
+	}
+	var out []string
+	for i, k := range strings.Split(v, ",") {
+		k = strings.TrimSpace(k)
+		if _, err := adyen.ParseHMACKey(k); err != nil {
+			r.fail(invalid(name, "key %d is not an HMAC key: %v, several separated by commas (the value is not shown)", i+1, err))
+			return nil
+		}
+		out = append(out, k)
+	}
+	return out
 }
 
 // adyenMerchant reads an Adyen merchant account name.

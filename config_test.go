@@ -70,6 +70,8 @@ func TestInvalidConfiguration(t *testing.T) {
 		{"ADYEN_API_KEY", "key with spaces", nil, "not an Adyen API key", nil},
 		{"ADYEN_MERCHANT_ACCOUNT", "Merchant/Account", nil, "merchant account name", nil},
 		{"ADYEN_API_BASE", "ftp://adyen.example", nil, "absolute http or https URL", nil},
+		{"ADYEN_HMAC_KEY", "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056,not-hex", nil, "key 2 is not an HMAC key", nil},
+		{"ADYEN_HMAC_KEY", "abc", nil, "key 1 is not an HMAC key", nil},
 		{"STRIPE_WEBHOOK_SECRET", "sk_live_" + stripeSecret, nil, "secret 1 is not a webhook signing secret", nil},
 		{"STRIPE_WEBHOOK_SECRET", "whsec_ok,whsec_" + stripeSecret + "!", nil, "secret 2 is not a webhook signing secret", nil},
 		{"SMTP_URL", "smtp://mailer:" + smtpPassword + "@mail.example:25%zz", nil, "not a URL", nil},
@@ -117,6 +119,8 @@ func TestInvalidConfiguration(t *testing.T) {
 		{"STRIPE_SECRET_KEY", "", []string{"SMTP_URL=smtp://127.0.0.1:1"}, "not set", []string{"serve"}},
 		{"SMTP_URL", "", []string{"STRIPE_SECRET_KEY=sk_test_config"}, "not set", []string{"serve"}},
 		{"ADYEN_API_KEY", "", []string{"STRIPE_SECRET_KEY=sk_test_config", "SMTP_URL=smtp://127.0.0.1:1", "PROCESSORS=stripe,adyen"}, "not set", []string{"serve"}},
+		{"ADYEN_MERCHANT_ACCOUNT", "", []string{"STRIPE_SECRET_KEY=sk_test_config", "SMTP_URL=smtp://127.0.0.1:1",
+			"ADYEN_HMAC_KEY=44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056"}, "ADYEN_HMAC_KEY turns Adyen's notifications on", []string{"serve"}},
 	} {
 		env := bareEnv(append([]string{unreachableDB, c.name + "=" + c.value}, c.extra...)...)
 		args := c.args
@@ -180,6 +184,18 @@ func TestWebhookSecrets(t *testing.T) {
 	}, backends{})
 	require.NoError(t, err)
 	require.Equal(t, []string{"whsec_new_1", "whsec_old_2"}, cfg.StripeWebhookSecrets)
+}
+
+func TestAdyenHMACKeys(t *testing.T) {
+	t.Parallel()
+	cfg, err := loadConfig(func(name string) string {
+		if name == "ADYEN_HMAC_KEY" {
+			return "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056, 00112233445566778899aabbccddeeff"
+		}
+		return ""
+	}, backends{})
+	require.NoError(t, err)
+	require.Equal(t, []string{"44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056", "00112233445566778899aabbccddeeff"}, cfg.AdyenHMACKeys)
 }
 
 // TestStripeKeyRule: STRIPE_SECRET_KEY takes secret and restricted keys,

@@ -270,8 +270,8 @@ func printReconcile(out io.Writer, r *service.ReconcileReport) {
 	_ = tw.Flush()
 	fmt.Fprintf(out, "%d orphan charges, %d orphan refunds, %d missing charges\n",
 		len(r.OrphanCharges), len(r.OrphanRefunds), len(r.MissingCharges))
-	if len(r.DoubleCharges) > 0 || len(r.Unlisted) > 0 {
-		fmt.Fprintf(out, "%d rides charged at two processors; listed: %s; not listable (see docs/processors.md): %s\n",
-			len(r.DoubleCharges), strings.Join(r.Processors, ","), strings.Join(r.Unlisted, ","))
+	if len(r.DoubleCharges) > 0 || len(r.Unlisted) > 0 || len(r.Notified) > 0 {
+		fmt.Fprintf(out, "%d rides charged at two processors; listed: %s; from notifications: %s; not listable (see docs/processors.md): %s\n",
+			len(r.DoubleCharges), strings.Join(r.Processors, ","), strings.Join(r.Notified, ","), strings.Join(r.Unlisted, ","))
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -305,6 +306,11 @@ func serve(ctx context.Context, args []string, stdout io.Writer, logger *slog.Lo
 	} else {
 		logger.Warn("webhooks off: STRIPE_WEBHOOK_SECRET not set, POST /webhooks/stripe answers 404; refunds and disputes made at Stripe are seen only by reconciliation")
 	}
+	if svc.InboxEnabled(service.InboxSourceAdyen) {
+		logger.Info("Adyen notifications on: received at POST /webhooks/adyen", "hmac_keys", len(cfg.AdyenHMACKeys), "merchant_account", cfg.AdyenMerchantAccount)
+	} else if slices.Contains(svc.Processors(), service.ProcessorAdyen) {
+		logger.Warn("Adyen notifications off: ADYEN_HMAC_KEY not set, POST /webhooks/adyen answers 404; Adyen payments no ride records (double charges after a lost commit) are not seen")
+	}
 	// Revoked API keys are forgotten by this process's auth cache as they are
 	// announced; the goroutine ends with ctx.
 	go func() { _ = svc.ListenAPIKeyRevocations(ctx) }()
@@ -477,18 +483,31 @@ func adyenFrom(cfg *config, logger *slog.Logger, dev bool) (pay service.Payments
 		return nil, "", nil, err
 	}
 	logger.Warn("-dev: ADYEN_API_KEY not set, Adyen payments go to the built-in FAKE Adyen; never use this mode for real riders", "url", url)
-	return adyen.New(adyen.Config{APIKey: "test_fake", MerchantAccount: "AtomicRidesDev", APIBase: url, Timeout: cfg.StripeTimeout}),
+	// The fake notifies this server, signing with its development HMAC
+	// key, which the inbox then verifies.
+	if cfg.AdyenMerchantAccount == "" {
+		cfg.AdyenMerchantAccount = fakeadyen.DevMerchantAccount
+	}
+	if len(cfg.AdyenHMACKeys) == 0 {
+		cfg.AdyenHMACKeys = []string{fakeadyen.DevHMACKey}
+	}
+	fake.SetNotificationEndpoint(&fakeadyen.NotificationEndpoint{URL: webhookURLOf(cfg.Addr, "/webhooks/adyen"), HMACKey: cfg.AdyenHMACKeys[0]})
+	return adyen.New(adyen.Config{APIKey: "test_fake", MerchantAccount: cfg.AdyenMerchantAccount, APIBase: url, Timeout: cfg.StripeTimeout}),
 		"fake Adyen at " + url, func() { _ = stopFake(context.Background()) }, nil
 }
 
 // webhookURL is the Stripe webhook endpoint of a server listening on addr,
 // as the built-in fake reaches it.
-func webhookURL(addr string) string {
+func webhookURL(addr string) string { return webhookURLOf(addr, "/webhooks/stripe") }
+
+// webhookURLOf is the URL of path on a server listening on addr, as a
+// built-in fake reaches it.
+func webhookURLOf(addr, path string) string {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil || host == "" || host == "0.0.0.0" || host == "::" {
 		host = "127.0.0.1"
 	}
-	return "http://" + net.JoinHostPort(host, port) + "/webhooks/stripe"
+	return "http://" + net.JoinHostPort(host, port) + path
 }
 
 func serveFakeStripe(ctx context.Context, args []string, stdout io.Writer, logger *slog.Logger) error {
@@ -657,6 +676,13 @@ func newService(pool, direct *pgxpool.Pool, cfg *config, reg prometheus.Register
 			return nil, "", nil, err
 		}
 		inbound[service.InboxSourceStripe] = events
+	}
+	if len(cfg.AdyenHMACKeys) > 0 {
+		notes, err := adyen.NewNotifications(cfg.AdyenHMACKeys, cfg.AdyenMerchantAccount)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		inbound[service.InboxSourceAdyen] = notes
 	}
 	svc, err = service.New(service.Config{
 		Inbound: inbound,

@@ -75,6 +75,17 @@ type InboxEvent struct {
 	Outcome    *string
 }
 
+type NotifiedCharge struct {
+	Processor   string
+	ChargeID    string
+	ChargeKey   string
+	RiderRef    string
+	AmountCents int64
+	Currency    string
+	ChargedAt   time.Time
+	RecordedAt  time.Time
+}
+
 type OrphanRefund struct {
 	StripeChargeID  string
 	ChargeKey       string
@@ -89,6 +100,9 @@ type OrphanRefund struct {
 	StripeRefundID  *string
 	RefundedAt      *time.Time
 	ReceiptSentAt   *time.Time
+	Processor       string
+	Reason          string
+	RideID          *int64
 }
 
 type ProcessorRegistration struct {

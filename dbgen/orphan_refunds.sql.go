@@ -10,6 +10,39 @@ import (
 	"time"
 )
 
+const orphanRefundCountUnresolved = `-- name: OrphanRefundCountUnresolved :many
+SELECT reason, status, count(*) AS n FROM orphan_refunds
+WHERE status <> 'refunded' GROUP BY reason, status
+`
+
+type OrphanRefundCountUnresolvedRow struct {
+	Reason string
+	Status string
+	N      int64
+}
+
+// Orphan and double charges recorded but not refunded (pending, or failed
+// for an operator), by reason: the gauge of unresolved charges.
+func (q *Queries) OrphanRefundCountUnresolved(ctx context.Context, db DBTX) ([]*OrphanRefundCountUnresolvedRow, error) {
+	rows, err := db.Query(ctx, orphanRefundCountUnresolved)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*OrphanRefundCountUnresolvedRow
+	for rows.Next() {
+		var i OrphanRefundCountUnresolvedRow
+		if err := rows.Scan(&i.Reason, &i.Status, &i.N); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const orphanRefundExistsForUser = `-- name: OrphanRefundExistsForUser :one
 SELECT EXISTS (SELECT 1 FROM orphan_refunds WHERE user_id = $1 AND status = 'refunded')
 `
@@ -24,7 +57,7 @@ func (q *Queries) OrphanRefundExistsForUser(ctx context.Context, db DBTX, userID
 }
 
 const orphanRefundGet = `-- name: OrphanRefundGet :one
-SELECT stripe_charge_id, charge_key, rider_ref, amount_cents, currency, charge_created_at, user_id, email, created_at, status, stripe_refund_id, refunded_at, receipt_sent_at FROM orphan_refunds WHERE stripe_charge_id = $1
+SELECT stripe_charge_id, charge_key, rider_ref, amount_cents, currency, charge_created_at, user_id, email, created_at, status, stripe_refund_id, refunded_at, receipt_sent_at, processor, reason, ride_id FROM orphan_refunds WHERE stripe_charge_id = $1
 `
 
 func (q *Queries) OrphanRefundGet(ctx context.Context, db DBTX, stripeChargeID string) (*OrphanRefund, error) {
@@ -44,12 +77,15 @@ func (q *Queries) OrphanRefundGet(ctx context.Context, db DBTX, stripeChargeID s
 		&i.StripeRefundID,
 		&i.RefundedAt,
 		&i.ReceiptSentAt,
+		&i.Processor,
+		&i.Reason,
+		&i.RideID,
 	)
 	return &i, err
 }
 
 const orphanRefundGetByChargeKey = `-- name: OrphanRefundGetByChargeKey :one
-SELECT stripe_charge_id, charge_key, rider_ref, amount_cents, currency, charge_created_at, user_id, email, created_at, status, stripe_refund_id, refunded_at, receipt_sent_at FROM orphan_refunds WHERE charge_key = $1 AND status = 'refunded'
+SELECT stripe_charge_id, charge_key, rider_ref, amount_cents, currency, charge_created_at, user_id, email, created_at, status, stripe_refund_id, refunded_at, receipt_sent_at, processor, reason, ride_id FROM orphan_refunds WHERE charge_key = $1 AND status = 'refunded'
 ORDER BY created_at LIMIT 1
 `
 
@@ -71,6 +107,9 @@ func (q *Queries) OrphanRefundGetByChargeKey(ctx context.Context, db DBTX, charg
 		&i.StripeRefundID,
 		&i.RefundedAt,
 		&i.ReceiptSentAt,
+		&i.Processor,
+		&i.Reason,
+		&i.RideID,
 	)
 	return &i, err
 }
@@ -130,8 +169,10 @@ func (q *Queries) OrphanRefundListResolved(ctx context.Context, db DBTX, stripeC
 }
 
 const orphanRefundRecord = `-- name: OrphanRefundRecord :execrows
-INSERT INTO orphan_refunds (stripe_charge_id, charge_key, rider_ref, amount_cents, currency, charge_created_at, user_id, email)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+INSERT INTO orphan_refunds (stripe_charge_id, charge_key, rider_ref, amount_cents, currency, charge_created_at, user_id, email,
+                            processor, reason, ride_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
+        $9, $10, $11)
 ON CONFLICT (stripe_charge_id) DO NOTHING
 `
 
@@ -144,6 +185,9 @@ type OrphanRefundRecordParams struct {
 	ChargeCreatedAt time.Time
 	UserID          *int64
 	Email           *string
+	Processor       string
+	Reason          string
+	RideID          *int64
 }
 
 // Records an orphan charge to refund under its charge id; a charge already
@@ -158,6 +202,9 @@ func (q *Queries) OrphanRefundRecord(ctx context.Context, db DBTX, arg OrphanRef
 		arg.ChargeCreatedAt,
 		arg.UserID,
 		arg.Email,
+		arg.Processor,
+		arg.Reason,
+		arg.RideID,
 	)
 	if err != nil {
 		return 0, err

@@ -162,6 +162,38 @@ func (q *Queries) UserGetByStripeCustomer(ctx context.Context, db DBTX, stripeCu
 	return &i, err
 }
 
+const userListAll = `-- name: UserListAll :many
+SELECT id, email FROM users ORDER BY id
+`
+
+type UserListAllRow struct {
+	ID    int64
+	Email string
+}
+
+// Every user's id and email: the orphan policy looks for the rider of a
+// charge at a processor whose charges name no customer of ours (rare:
+// once per orphan).
+func (q *Queries) UserListAll(ctx context.Context, db DBTX) ([]*UserListAllRow, error) {
+	rows, err := db.Query(ctx, userListAll)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*UserListAllRow
+	for rows.Next() {
+		var i UserListAllRow
+		if err := rows.Scan(&i.ID, &i.Email); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const userListWithoutStripeCustomer = `-- name: UserListWithoutStripeCustomer :many
 SELECT id, email FROM users WHERE stripe_customer_id IS NULL ORDER BY id
 `

@@ -32,6 +32,8 @@ type testBundle struct {
 	// early holds the events read while waiting for other jobs, so that no
 	// final event is lost to a wait for another kind.
 	early []*river.Event
+	// adyen is the fake Adyen of a world with options.adyenFirst.
+	adyen *testkit.Adyen
 }
 
 // options vary a bundle.
@@ -40,6 +42,9 @@ type options struct {
 	periodic []*river.PeriodicJob
 	// inbox, when set, registers the settlement fetch of that inbox.
 	inbox *bankinbox.Config
+	// adyenFirst builds the world of testkit.NewAdyenFirst (Adyen, then
+	// Stripe; Adyen's notifications received).
+	adyenFirst bool
 }
 
 func setup(t *testing.T) *testBundle {
@@ -49,7 +54,14 @@ func setup(t *testing.T) *testBundle {
 
 func setupWith(t *testing.T, opts options) *testBundle {
 	t.Helper()
-	env := testkit.New(t)
+	var env *testkit.Env
+	var ady *testkit.Adyen
+	if opts.adyenFirst {
+		w := testkit.NewAdyenFirst(t, 5, time.Hour)
+		env, ady = w.Env, w.Adyen
+	} else {
+		env = testkit.New(t)
+	}
 	workers := river.NewWorkers()
 	jobs.Register(workers, env.Service)
 	if opts.inbox != nil {
@@ -68,7 +80,7 @@ func setupWith(t *testing.T, opts options) *testBundle {
 	t.Cleanup(cancel)
 	require.NoError(t, client.Start(env.Ctx))
 	t.Cleanup(func() { _ = client.Stop(env.Ctx) })
-	return &testBundle{Env: env, client: client, events: events}
+	return &testBundle{Env: env, client: client, events: events, adyen: ady}
 }
 
 // rider creates a rider paying by card, waits until the job creating the

@@ -118,6 +118,7 @@ func register(mux *http.ServeMux, cfg Config) huma.API {
 	h.registerRides()
 	h.registerRefunds()
 	h.registerWebhooks()
+	h.registerAdyenWebhooks()
 	h.registerHealth(cfg.Ready)
 	finishExamples(api.OpenAPI())
 	return api

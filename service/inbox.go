@@ -22,6 +22,9 @@ import (
 const (
 	// InboxSourceStripe is Stripe's webhook events, ids "evt_…".
 	InboxSourceStripe = "stripe"
+	// InboxSourceAdyen is Adyen's standard notifications, one row per
+	// notification item, ids "<pspReference>:<eventCode>:<success>".
+	InboxSourceAdyen = "adyen"
 )
 
 // MaxInboundEventBytes is the largest message the inbox accepts; Stripe's
@@ -90,6 +93,20 @@ type InboundEvent struct {
 	// Refund is the refund an InboundRefund carries, if any.
 	Refund  *Refund
 	Dispute *Dispute
+	// Processor is the processor whose objects the event is about; ""
+	// is Stripe.
+	Processor string
+	// ForeignAccount: the event is about another account at the processor
+	// (Adyen: another merchant account). It is acknowledged, counted and
+	// ignored.
+	ForeignAccount bool
+}
+
+// InboundMessage is one verified message of a delivery and its own
+// payload, as the inbox records it.
+type InboundMessage struct {
+	Event   *InboundEvent
+	Payload []byte
 }
 
 // EventRejection is why the inbox refused a message before recording it;
@@ -130,6 +147,17 @@ type EventSource interface {
 	Parse(payload []byte) (*InboundEvent, error)
 }
 
+// BatchEventSource is an EventSource whose deliveries carry several
+// messages, each verified on its own (Adyen's notification items). The
+// inbox records each under its own natural id, all in one transaction, and
+// refuses the whole delivery when any message is refused.
+type BatchEventSource interface {
+	EventSource
+	// VerifyBatch checks a delivery and returns its messages, each with
+	// the payload Parse reads back. A refusal is an EventRejection.
+	VerifyBatch(payload []byte, signature string) ([]InboundMessage, error)
+}
+
 // InboxEnabled reports whether the service receives messages from source
 // (its EventSource is configured).
 func (s *Service) InboxEnabled(source string) bool { return s.inbound[source] != nil }
@@ -147,7 +175,15 @@ func (s *Service) InboxReceive(ctx context.Context, source string, payload []byt
 	if len(payload) > MaxInboundEventBytes {
 		return false, s.reject(source, RejectTooLarge)
 	}
-	ev, err := src.Verify(payload, signature)
+	var msgs []InboundMessage
+	if batch, ok := src.(BatchEventSource); ok {
+		msgs, err = batch.VerifyBatch(payload, signature)
+	} else {
+		var ev *InboundEvent
+		if ev, err = src.Verify(payload, signature); err == nil {
+			msgs = []InboundMessage{{Event: ev, Payload: payload}}
+		}
+	}
 	if err != nil {
 		var r EventRejection
 		if !errors.As(err, &r) {
@@ -156,34 +192,39 @@ func (s *Service) InboxReceive(ctx context.Context, source string, payload []byt
 		s.logger.WarnContext(ctx, "inbound event rejected", "source", source, "reason", string(r), "err", err)
 		return false, s.reject(source, r)
 	}
-	return s.inboxRecord(ctx, source, ev, payload)
+	return s.inboxRecord(ctx, source, msgs)
 }
 
-// inboxRecord records a verified event and inserts its job, once.
-func (s *Service) inboxRecord(ctx context.Context, source string, ev *InboundEvent, payload []byte) (duplicate bool, err error) {
+// inboxRecord records verified messages, each with its job, once, in one
+// transaction. duplicate: every message was recorded already.
+func (s *Service) inboxRecord(ctx context.Context, source string, msgs []InboundMessage) (duplicate bool, err error) {
+	var recorded int
 	err = s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
-		n, err := s.queries.InboxEventRecord(ctx, tx, dbgen.InboxEventRecordParams{
-			Source: source, EventID: ev.ID, EventType: ev.Type, OccurredAt: ev.Created, Payload: payload,
-		})
-		if err != nil {
-			return err
+		recorded = 0
+		for _, m := range msgs {
+			ev := m.Event
+			n, err := s.queries.InboxEventRecord(ctx, tx, dbgen.InboxEventRecordParams{
+				Source: source, EventID: ev.ID, EventType: ev.Type, OccurredAt: ev.Created, Payload: m.Payload,
+			})
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				continue
+			}
+			recorded++
+			if _, err = s.jobs.InsertTx(ctx, tx, InboxApplyArgs{Source: source, EventID: ev.ID}, nil); err != nil {
+				return err
+			}
 		}
-		duplicate = n == 0
-		if duplicate {
-			return nil
-		}
-		_, err = s.jobs.InsertTx(ctx, tx, InboxApplyArgs{Source: source, EventID: ev.ID}, nil)
-		return err
+		return nil
 	})
 	if err != nil {
 		return false, internal(err)
 	}
-	outcome := "recorded"
-	if duplicate {
-		outcome = "duplicate"
-	}
-	s.metrics.inboxReceived.WithLabelValues(source, outcome).Inc()
-	return duplicate, nil
+	s.metrics.inboxReceived.WithLabelValues(source, "recorded").Add(float64(recorded))
+	s.metrics.inboxReceived.WithLabelValues(source, "duplicate").Add(float64(len(msgs) - recorded))
+	return recorded == 0, nil
 }
 
 func (s *Service) reject(source string, r EventRejection) error {

@@ -22,6 +22,7 @@ const (
 	InboxOutcomeOrphanCharge    = "orphan_charge"
 	InboxOutcomeUnknownCharge   = "unknown_charge"
 	InboxOutcomeForeign         = "ignored_other_deployment"
+	InboxOutcomeForeignAccount  = "ignored_other_account"
 	InboxOutcomeIgnoredType     = "ignored_type"
 )
 
@@ -103,6 +104,9 @@ func (s *Service) InboxApply(ctx context.Context, source, eventID string) (strin
 // prepare does what an event needs outside a transaction and returns its
 // effect.
 func (s *Service) prepare(ctx context.Context, ev *InboundEvent) (effect, error) {
+	if ev.ForeignAccount {
+		return constant(InboxOutcomeForeignAccount), nil
+	}
 	if ev.Namespace != "" && ev.Namespace != s.namespace {
 		return constant(InboxOutcomeForeign), nil
 	}
@@ -133,6 +137,29 @@ func (s *Service) prepareChargeOutcome(ctx context.Context, ev *InboundEvent) (e
 	if ch.Tag.Namespace != s.namespace {
 		return constant(InboxOutcomeForeign), nil
 	}
+	eff, err := s.chargeOutcomeEffect(ctx, ch)
+	if err != nil || ev.Processor == "" || ev.Processor == ProcessorStripe || ch.Status != ChargeSucceeded ||
+		ch.AmountCents <= 0 || ch.Tag.Key == "" || len(ch.Currency) != 3 {
+		return eff, err
+	}
+	// A processor whose API lists no charges (Adyen): the charge is
+	// recorded as notified, whatever became of it, so that
+	// reconciliation sees it — an orphan, or a second charge of a request
+	// whose ride was charged at another processor.
+	return func(ctx context.Context, tx pgx.Tx) (string, error) {
+		if _, err := s.queries.NotifiedChargeRecord(ctx, tx, dbgen.NotifiedChargeRecordParams{
+			Processor: ev.Processor, ChargeID: ch.ID, ChargeKey: ch.Tag.Key, RiderRef: ch.Tag.Rider,
+			AmountCents: ch.AmountCents, Currency: ch.Currency, ChargedAt: ch.Created,
+		}); err != nil {
+			return "", err
+		}
+		return eff(ctx, tx)
+	}, nil
+}
+
+// chargeOutcomeEffect is what a charge outcome of this deployment does:
+// see prepareChargeOutcome.
+func (s *Service) chargeOutcomeEffect(ctx context.Context, ch *Charge) (effect, error) {
 	if _, err := s.queries.RideGetByCharge(ctx, s.pool, &ch.ID); err == nil {
 		return constant(InboxOutcomeAlreadyRecorded), nil
 	} else if !isNoRows(err) {
@@ -186,14 +213,22 @@ func (s *Service) prepareRefund(ctx context.Context, ev *InboundEvent) (effect, 
 	} else if err != nil {
 		return nil, internal(err)
 	}
-	// Stripe's events are about Stripe's charges: the refunds are read
-	// from Stripe.
-	stripe, err := s.proc(ProcessorStripe)
+	// An event is about its processor's charges: the refunds are read
+	// from that processor. One whose API lists no refunds (Adyen) tells
+	// the refund's outcome in the notification itself.
+	name := ev.Processor
+	if name == "" {
+		name = ProcessorStripe
+	}
+	proc, err := s.proc(name)
 	if err != nil {
 		return nil, err
 	}
-	refunds, err := stripe.pay.RefundList(ctx, ev.ChargeID)
-	if err != nil {
+	refunds, err := proc.pay.RefundList(ctx, ev.ChargeID)
+	switch {
+	case isUnsupported(err) && ev.Refund != nil:
+		refunds = []*Refund{ev.Refund}
+	case err != nil:
 		return nil, err
 	}
 	var accepted *Refund

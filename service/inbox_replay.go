@@ -50,7 +50,7 @@ func (s *Service) InboxReplay(ctx context.Context, source string, since time.Tim
 		if err != nil {
 			return rep, internal(fmt.Errorf("event listed by the processor: %w", err))
 		}
-		dup, err := s.inboxRecord(ctx, source, ev, raw)
+		dup, err := s.inboxRecord(ctx, source, []InboundMessage{{Event: ev, Payload: raw}})
 		if err != nil {
 			return rep, err
 		}

@@ -22,9 +22,13 @@ import (
 // request sends the same charge under the same key and the processor
 // answers with this very charge, which the retry records. After the refund,
 // such a retry is answered ProblemBookingRefunded (rideChargeCall), never
-// charged again. The policy covers the charges of Stripe (the processor
-// of orphan_refunds' charge ids and of users' recorded customers); an
-// orphan at another processor stays a reconciliation finding.
+// charged again. The policy covers every processor: Stripe's charges as
+// Stripe lists them, Adyen's as its notifications recorded them
+// (notified_charges). It also resolves double charges — a request whose
+// ride records a charge at one processor and that another processor
+// charged too (a routing commit lost): the charge no ride records is
+// refunded at once, since the request is finished and nothing can claim
+// it.
 
 // DefaultOrphanRefundAfter is the default of Config.OrphanRefundAfter:
 // Stripe's 24-hour idempotency window and a day's margin, so that no
@@ -97,49 +101,136 @@ func (s *Service) OrphanRefundsSchedule(ctx context.Context, grace time.Duration
 		return 0, internal(err)
 	}
 	scheduled := 0
-	for _, o := range rep.OrphanCharges {
-		if o.processor != ProcessorStripe || !o.Created.Before(now.Add(-grace)) {
+	// A double charge at once: its request is finished at the other
+	// processor, so no retry can claim this charge any more.
+	for _, d := range rep.DoubleCharges {
+		ch, err := s.orphanCharge(ctx, d.OtherProcessor, d.OtherChargeID)
+		if err != nil {
+			return scheduled, err
+		}
+		if ch == nil {
 			continue
 		}
-		stripe, err := s.proc(ProcessorStripe)
+		userID, email, err := s.doubleChargeRider(ctx, d, ch)
 		if err != nil {
 			return scheduled, err
 		}
-		ch, err := stripe.pay.ChargeGet(ctx, o.ID)
+		rideID := d.RideID
+		n, err := s.orphanRecord(ctx, d.OtherProcessor, OrphanReasonDoubleCharge, ch, userID, email, &rideID)
 		if err != nil {
 			return scheduled, err
 		}
-		if ch == nil || ch.Status != ChargeSucceeded || ch.Tag.Namespace != s.namespace {
+		scheduled += n
+	}
+	for _, o := range rep.OrphanCharges {
+		if !o.Created.Before(now.Add(-grace)) {
+			continue
+		}
+		ch, err := s.orphanCharge(ctx, o.processor, o.ID)
+		if err != nil {
+			return scheduled, err
+		}
+		if ch == nil {
 			continue
 		}
 		userID, email, err := s.orphanRider(ctx, ch)
 		if err != nil {
 			return scheduled, err
 		}
-		var inserted bool
-		err = s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
-			n, err := s.queries.OrphanRefundRecord(ctx, tx, dbgen.OrphanRefundRecordParams{
-				StripeChargeID: ch.ID, ChargeKey: ch.Tag.Key, RiderRef: ch.Tag.Rider,
-				AmountCents: ch.AmountCents, Currency: ch.Currency, ChargeCreatedAt: ch.Created,
-				UserID: userID, Email: email,
-			})
-			if err != nil || n == 0 {
-				return err
-			}
-			inserted = true
-			_, err = s.jobs.InsertTx(ctx, tx, OrphanRefundArgs{ChargeID: ch.ID}, nil)
-			return err
-		})
+		n, err := s.orphanRecord(ctx, o.processor, OrphanReasonOrphan, ch, userID, email, nil)
 		if err != nil {
-			return scheduled, internal(err)
+			return scheduled, err
 		}
-		if inserted {
-			scheduled++
-			s.logger.WarnContext(ctx, "orphan charge: refund scheduled", "charge", ch.ID,
-				"amount_cents", ch.AmountCents, "created", ch.Created, "rider_known", email != nil)
-		}
+		scheduled += n
 	}
 	return scheduled, nil
+}
+
+// Why a charge is in orphan_refunds (orphan_refunds.reason).
+const (
+	// OrphanReasonOrphan: no ride records the charge.
+	OrphanReasonOrphan = "orphan"
+	// OrphanReasonDoubleCharge: the charge's request has its ride charged
+	// at another processor.
+	OrphanReasonDoubleCharge = "double_charge"
+)
+
+// orphanCharge reads the charge id at the processor name again, as the
+// processor holds it now, or, for a processor whose API has no lookup
+// (Adyen), as its notification recorded it. nil when it is not a succeeded
+// charge of this deployment.
+func (s *Service) orphanCharge(ctx context.Context, name, id string) (*Charge, error) {
+	proc, err := s.proc(name)
+	if err != nil {
+		return nil, err
+	}
+	ch, err := proc.pay.ChargeGet(ctx, id)
+	if isUnsupported(err) {
+		r, err := s.queries.NotifiedChargeGet(ctx, s.pool, name, id)
+		if isNoRows(err) {
+			return nil, nil
+		} else if err != nil {
+			return nil, internal(err)
+		}
+		return notifiedCharge(s.namespace, r), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if ch == nil || ch.Status != ChargeSucceeded || ch.Tag.Namespace != s.namespace {
+		return nil, nil
+	}
+	return ch, nil
+}
+
+// doubleChargeRider is the rider of the ride d whose request also made ch:
+// the ride's user, if the charge's rider reference is the user's.
+func (s *Service) doubleChargeRider(ctx context.Context, d ReconcileDouble, ch *Charge) (*int64, *string, error) {
+	ride, err := s.queries.RideGetByCharge(ctx, s.pool, &d.RecordedChargeID)
+	if isNoRows(err) {
+		return nil, nil, nil
+	} else if err != nil {
+		return nil, nil, internal(err)
+	}
+	u, err := s.queries.UserGet(ctx, s.pool, ride.UserID)
+	if err != nil {
+		return nil, nil, internal(err)
+	}
+	if ch.Tag.Rider != "" && riderRef(s.namespace, u.Email) != ch.Tag.Rider {
+		return nil, nil, nil
+	}
+	return &u.ID, &u.Email, nil
+}
+
+// orphanRecord records ch, a charge at the processor name to refund for
+// reason, with the job that refunds it, in one transaction: 1 when it
+// did, 0 when the charge was recorded already (an earlier pass, or a
+// concurrent one).
+func (s *Service) orphanRecord(ctx context.Context, name, reason string, ch *Charge, userID *int64, email *string, rideID *int64) (int, error) {
+	var inserted bool
+	err := s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
+		inserted = false
+		n, err := s.queries.OrphanRefundRecord(ctx, tx, dbgen.OrphanRefundRecordParams{
+			StripeChargeID: ch.ID, ChargeKey: ch.Tag.Key, RiderRef: ch.Tag.Rider,
+			AmountCents: ch.AmountCents, Currency: ch.Currency, ChargeCreatedAt: ch.Created,
+			UserID: userID, Email: email, Processor: name, Reason: reason, RideID: rideID,
+		})
+		if err != nil || n == 0 {
+			return err
+		}
+		inserted = true
+		_, err = s.jobs.InsertTx(ctx, tx, OrphanRefundArgs{ChargeID: ch.ID}, nil)
+		return err
+	})
+	if err != nil {
+		return 0, internal(err)
+	}
+	if !inserted {
+		return 0, nil
+	}
+	s.logger.WarnContext(ctx, "orphan charge: refund scheduled", "charge", ch.ID, "processor", name, "reason", reason,
+		"amount_cents", ch.AmountCents, "created", ch.Created, "rider_known", email != nil)
+	return 1, nil
 }
 
 // orphanRider returns the user id and email of the rider an orphan charge
@@ -156,9 +247,29 @@ func (s *Service) orphanRider(ctx context.Context, ch *Charge) (*int64, *string,
 			return nil, nil, internal(err)
 		}
 	}
-	users, err := s.queries.UserListWithoutStripeCustomer(ctx, s.pool)
-	if err != nil {
-		return nil, nil, internal(err)
+	type user struct {
+		ID    int64
+		Email string
+	}
+	var users []user
+	if ch.CustomerID != "" && strings.HasPrefix(ch.CustomerID, "cus_") {
+		rows, err := s.queries.UserListWithoutStripeCustomer(ctx, s.pool)
+		if err != nil {
+			return nil, nil, internal(err)
+		}
+		for _, u := range rows {
+			users = append(users, user{u.ID, u.Email})
+		}
+	} else {
+		// A charge that names no Stripe customer (Adyen's notifications
+		// name none): any user may be its rider.
+		rows, err := s.queries.UserListAll(ctx, s.pool)
+		if err != nil {
+			return nil, nil, internal(err)
+		}
+		for _, u := range rows {
+			users = append(users, user{u.ID, u.Email})
+		}
 	}
 	for _, u := range users {
 		if riderRef(s.namespace, u.Email) == ch.Tag.Rider {
@@ -185,14 +296,16 @@ func (s *Service) OrphanRefund(ctx context.Context, chargeID string) (*dbgen.Orp
 	if o.Status != OrphanRefundPending {
 		return o, nil
 	}
-	stripe, err := s.proc(ProcessorStripe)
+	proc, err := s.proc(o.Processor)
 	if err != nil {
 		return nil, err
 	}
 	pkey := RefundKey(s.namespace, chargeID, orphanRefundAttempt)
-	r, err := stripe.pay.RefundCreate(ctx, RefundCreateParams{
+	r, err := proc.pay.RefundCreate(ctx, RefundCreateParams{
 		IdempotencyKey: pkey,
 		ChargeID:       chargeID,
+		AmountCents:    o.AmountCents,
+		Currency:       o.Currency,
 		Tag:            Tag{Namespace: s.namespace, Rider: o.RiderRef, Key: pkey},
 	})
 	var failure *PaymentError
@@ -202,7 +315,7 @@ func (s *Service) OrphanRefund(ctx context.Context, chargeID string) (*dbgen.Orp
 			return nil, err
 		}
 		if (pe != nil && pe.Code == RefundCodeChargeAlreadyRefunded) || isIdempotencyMismatch(err) {
-			if r, err = s.acceptedRefundOf(ctx, stripe, chargeID); err != nil {
+			if r, err = s.acceptedRefundOf(ctx, proc, chargeID); err != nil {
 				return nil, err
 			}
 		}
@@ -287,19 +400,33 @@ func (s *Service) OrphanReceiptSend(ctx context.Context, chargeID string, record
 		return false, &Error{Code: CodeInvalid, Message: errOrphanNoRecipient.Error() + ": " + chargeID}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "We have refunded a charge for a booking we could not keep.\n\n")
-	fmt.Fprintf(&b, "On %s you were charged %s for a ride booking, but our records of\n",
-		o.ChargeCreatedAt.UTC().Format("2006-01-02 15:04 MST"), formatAmount(o.AmountCents, o.Currency))
-	fmt.Fprintf(&b, "that booking were lost in a system failure, so no ride was booked.\n")
-	fmt.Fprintf(&b, "The charge has been refunded in full.\n\n")
+	subject := "Refund of a booking we lost"
+	if o.Reason == OrphanReasonDoubleCharge {
+		subject = "Refund of a second charge for one booking"
+		fmt.Fprintf(&b, "We have refunded a second charge for the same booking.\n\n")
+		fmt.Fprintf(&b, "On %s you were charged %s for a ride booking that was also paid\n",
+			o.ChargeCreatedAt.UTC().Format("2006-01-02 15:04 MST"), formatAmount(o.AmountCents, o.Currency))
+		fmt.Fprintf(&b, "through another payment processor after a system failure. Your ride stays\n")
+		fmt.Fprintf(&b, "booked and paid once; this second charge has been refunded in full.\n\n")
+	} else {
+		fmt.Fprintf(&b, "We have refunded a charge for a booking we could not keep.\n\n")
+		fmt.Fprintf(&b, "On %s you were charged %s for a ride booking, but our records of\n",
+			o.ChargeCreatedAt.UTC().Format("2006-01-02 15:04 MST"), formatAmount(o.AmountCents, o.Currency))
+		fmt.Fprintf(&b, "that booking were lost in a system failure, so no ride was booked.\n")
+		fmt.Fprintf(&b, "The charge has been refunded in full.\n\n")
+	}
 	fmt.Fprintf(&b, "Charge:   %s\n", o.StripeChargeID)
 	fmt.Fprintf(&b, "Refund:   %s\n", *o.StripeRefundID)
-	fmt.Fprintf(&b, "It reaches your card within 5 to 10 business days. Please book again if you\nstill need the ride.\n")
+	if o.Reason == OrphanReasonDoubleCharge {
+		fmt.Fprintf(&b, "It reaches your card within 5 to 10 business days.\n")
+	} else {
+		fmt.Fprintf(&b, "It reaches your card within 5 to 10 business days. Please book again if you\nstill need the ride.\n")
+	}
 	msg := Message{
 		MessageID: OrphanReceiptMessageID(chargeID, s.mailFrom),
 		From:      s.mailFrom,
 		To:        *o.Email,
-		Subject:   "Refund of a booking we lost",
+		Subject:   subject,
 		Date:      s.now(),
 		Text:      b.String(),
 	}

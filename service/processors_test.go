@@ -324,7 +324,8 @@ func TestLostRoutingCommitIsDetected(t *testing.T) {
 	rep, err := w.Service.Reconcile(w.Ctx, time.Hour)
 	require.NoError(t, err)
 	require.Equal(t, []string{service.ProcessorStripe}, rep.Processors)
-	require.Equal(t, []string{service.ProcessorAdyen}, rep.Unlisted)
+	require.Equal(t, []string{service.ProcessorAdyen}, rep.Notified, "Adyen's charges are read from its notifications")
+	require.Empty(t, rep.Unlisted)
 	require.Len(t, rep.DoubleCharges, 1, "%+v", rep)
 	d := rep.DoubleCharges[0]
 	require.Equal(t, rerouted.ID, d.RideID)
@@ -335,4 +336,24 @@ func TestLostRoutingCommitIsDetected(t *testing.T) {
 	require.Empty(t, rep.OrphanCharges, "the Stripe charge is listed as the double charge it is, not as an orphan")
 	require.Equal(t, 1, rep.Orphans()["double_charge"])
 	require.False(t, rep.Clean())
+
+	// Resolved at once by the orphan policy: the Stripe charge no ride
+	// records is refunded, once; the ride's own charge at Adyen stays.
+	n, err := w.Service.OrphanRefundsSchedule(w.Ctx, 48*time.Hour)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	n, err = w.Service.OrphanRefundsSchedule(w.Ctx, 48*time.Hour)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	// The refund job, on a process whose Stripe circuit is closed (this
+	// one's stays open for the test's hour; the job retries until then).
+	o, err := w.Instance(t).OrphanRefund(w.Ctx, d.OtherChargeID)
+	require.NoError(t, err)
+	require.Equal(t, service.OrphanRefundRefunded, o.Status)
+	require.Equal(t, service.OrphanReasonDoubleCharge, o.Reason)
+	require.Len(t, w.Stripe.RefundsForCharge(d.OtherChargeID), 1)
+	require.Empty(t, w.Adyen.Refunds())
+	rep, err = w.Service.Reconcile(w.Ctx, time.Hour)
+	require.NoError(t, err)
+	require.True(t, rep.Clean(), "%+v", rep)
 }

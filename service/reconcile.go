@@ -38,8 +38,8 @@ type ReconcileMissing struct {
 // ReconcileDouble is a ride charged at two processors: the ride records its
 // charge at RecordedProcessor, and OtherProcessor holds another charge made
 // under the same charge key (the commit that routed the ride was lost, and
-// the request was routed anew while its first processor was down). One of
-// the two must be refunded by an operator.
+// the request was routed anew while its first processor was down). The
+// orphan policy refunds the other charge at once (OrphanRefundsSchedule).
 type ReconcileDouble struct {
 	RideID            int64  `json:"ride_id"`
 	RecordedProcessor string `json:"recorded_processor"`
@@ -62,10 +62,13 @@ type ReconcileReport struct {
 	MissingCharges []ReconcileMissing `json:"missing_charges"`
 	// DoubleCharges are rides charged at two processors.
 	DoubleCharges []ReconcileDouble `json:"double_charges"`
-	// Processors are the processors listed; Unlisted those whose API
-	// offers no listing (Adyen's Checkout API): their side is seen only
-	// through the other processors' lists and Adyen's own reports.
+	// Processors are the processors listed; Notified those whose API
+	// offers no listing (Adyen's Checkout API) and whose charges were read
+	// from their notifications (notified_charges); Unlisted those with
+	// neither: their side is seen only through the other processors'
+	// lists and the processor's own reports.
 	Processors []string `json:"processors"`
+	Notified   []string `json:"notified"`
 	Unlisted   []string `json:"unlisted"`
 }
 
@@ -107,6 +110,7 @@ func (s *Service) Reconcile(ctx context.Context, window time.Duration) (*Reconci
 		MissingCharges: []ReconcileMissing{},
 		DoubleCharges:  []ReconcileDouble{},
 		Processors:     []string{},
+		Notified:       []string{},
 		Unlisted:       []string{},
 	}
 	listedIDs := map[string]bool{}
@@ -141,6 +145,14 @@ func (s *Service) Reconcile(ctx context.Context, window time.Duration) (*Reconci
 			return nil, err
 		}
 		if !listed {
+			// Without a listing, the charges its notifications told.
+			if s.InboxEnabled(name) {
+				if err := s.reconcileNotified(ctx, proc, rep, inFlight, window); err != nil {
+					return nil, err
+				}
+				rep.Notified = append(rep.Notified, name)
+				continue
+			}
 			rep.Unlisted = append(rep.Unlisted, name)
 			continue
 		}
@@ -169,7 +181,7 @@ func (s *Service) Reconcile(ctx context.Context, window time.Duration) (*Reconci
 	log(ctx, "reconciliation with the payment processor: "+level, "since", rep.Since,
 		"charges", rep.Charges, "refunds", rep.Refunds, "orphan_charges", len(rep.OrphanCharges),
 		"orphan_refunds", len(rep.OrphanRefunds), "missing_charges", len(rep.MissingCharges), "double_charges", len(rep.DoubleCharges),
-		"unlisted", rep.Unlisted)
+		"notified", rep.Notified, "unlisted", rep.Unlisted)
 	return rep, nil
 }
 
@@ -192,37 +204,8 @@ func (s *Service) reconcileAt(ctx context.Context, proc *processor, rep *Reconci
 			ours = append(ours, ch)
 		}
 	}
-	rep.Charges += len(ours)
-	ids := make([]string, len(ours))
-	for i, ch := range ours {
-		ids[i] = ch.ID
-	}
-	recorded, err := s.recordedSet(ctx, ids, s.queries.RideListRecordedCharges)
-	if err != nil {
+	if err := s.classifyCharges(ctx, proc.name, ours, rep, inFlight, window); err != nil {
 		return false, err
-	}
-	// An orphan the orphan policy refunded is resolved.
-	if err := s.recordedAlso(ctx, recorded, ids, s.queries.OrphanRefundListResolved); err != nil {
-		return false, err
-	}
-	elsewhere, err := s.chargedElsewhere(ctx, proc.name, window)
-	if err != nil {
-		return false, err
-	}
-	for _, ch := range ours {
-		if ride, ok := elsewhere[ch.Tag.Key]; ok && !recorded[ch.ID] {
-			rep.DoubleCharges = append(rep.DoubleCharges, ReconcileDouble{
-				RideID: ride.ID, RecordedProcessor: ride.Processor, RecordedChargeID: ride.ChargeID,
-				OtherProcessor: proc.name, OtherChargeID: ch.ID, ProcessorKey: ch.Tag.Key,
-			})
-			continue
-		}
-		if !recorded[ch.ID] && !inFlight[ch.Tag.Key] {
-			rep.OrphanCharges = append(rep.OrphanCharges, ReconcileOrphan{
-				ID: ch.ID, AmountCents: ch.AmountCents, Status: ch.Status, Created: ch.Created.UTC(),
-				Rider: ch.Tag.Rider, ProcessorKey: ch.Tag.Key, processor: proc.name,
-			})
-		}
 	}
 
 	refunds, err := proc.pay.RefundListSince(ctx, rep.Since)
@@ -236,11 +219,12 @@ func (s *Service) reconcileAt(ctx context.Context, proc *processor, rep *Reconci
 		}
 	}
 	rep.Refunds += len(ourRefunds)
-	ids = make([]string, len(ourRefunds))
+	ids := make([]string, len(ourRefunds))
 	for i, r := range ourRefunds {
 		ids[i] = r.ID
 	}
-	if recorded, err = s.recordedSet(ctx, ids, s.queries.RefundListRecorded); err != nil {
+	recorded, err := s.recordedSet(ctx, ids, s.queries.RefundListRecorded)
+	if err != nil {
 		return false, err
 	}
 	if err := s.recordedAlso(ctx, recorded, ids, s.queries.OrphanRefundListRecordedRefunds); err != nil {
@@ -256,6 +240,70 @@ func (s *Service) reconcileAt(ctx context.Context, proc *processor, rep *Reconci
 	}
 
 	return true, nil
+}
+
+// classifyCharges adds to rep the charges of this deployment at the
+// processor name that no ride records: a double charge when a ride of the
+// window records a charge under the same charge key at another processor,
+// else an orphan unless its request is still in flight. A charge the
+// orphan policy refunded is resolved, neither.
+func (s *Service) classifyCharges(ctx context.Context, name string, ours []*Charge, rep *ReconcileReport, inFlight map[string]bool, window time.Duration) error {
+	rep.Charges += len(ours)
+	ids := make([]string, len(ours))
+	for i, ch := range ours {
+		ids[i] = ch.ID
+	}
+	recorded, err := s.recordedSet(ctx, ids, s.queries.RideListRecordedCharges)
+	if err != nil {
+		return err
+	}
+	// An orphan the orphan policy refunded is resolved.
+	if err := s.recordedAlso(ctx, recorded, ids, s.queries.OrphanRefundListResolved); err != nil {
+		return err
+	}
+	elsewhere, err := s.chargedElsewhere(ctx, name, window)
+	if err != nil {
+		return err
+	}
+	for _, ch := range ours {
+		if ride, ok := elsewhere[ch.Tag.Key]; ok && !recorded[ch.ID] {
+			rep.DoubleCharges = append(rep.DoubleCharges, ReconcileDouble{
+				RideID: ride.ID, RecordedProcessor: ride.Processor, RecordedChargeID: ride.ChargeID,
+				OtherProcessor: name, OtherChargeID: ch.ID, ProcessorKey: ch.Tag.Key,
+			})
+			continue
+		}
+		if !recorded[ch.ID] && !inFlight[ch.Tag.Key] {
+			rep.OrphanCharges = append(rep.OrphanCharges, ReconcileOrphan{
+				ID: ch.ID, AmountCents: ch.AmountCents, Status: ch.Status, Created: ch.Created.UTC(),
+				Rider: ch.Tag.Rider, ProcessorKey: ch.Tag.Key, processor: name,
+			})
+		}
+	}
+	return nil
+}
+
+// reconcileNotified classifies the charges of proc, a processor whose API
+// lists none, that its notifications recorded since rep.Since
+// (notified_charges: successful AUTHORISATIONs of this deployment).
+func (s *Service) reconcileNotified(ctx context.Context, proc *processor, rep *ReconcileReport, inFlight map[string]bool, window time.Duration) error {
+	rows, err := s.queries.NotifiedChargeListSince(ctx, s.pool, proc.name, rep.Since)
+	if err != nil {
+		return internal(err)
+	}
+	ours := make([]*Charge, len(rows))
+	for i, r := range rows {
+		ours[i] = notifiedCharge(s.namespace, r)
+	}
+	return s.classifyCharges(ctx, proc.name, ours, rep, inFlight, window)
+}
+
+// notifiedCharge is the charge a notification recorded.
+func notifiedCharge(namespace string, r *dbgen.NotifiedCharge) *Charge {
+	return &Charge{
+		ID: r.ChargeID, AmountCents: r.AmountCents, Currency: r.Currency, Status: ChargeSucceeded,
+		Created: r.ChargedAt, Tag: Tag{Namespace: namespace, Rider: r.RiderRef, Key: r.ChargeKey},
+	}
 }
 
 // chargedElsewhere returns the rides of the window charged at a processor

@@ -41,25 +41,48 @@ func (a *Adyen) Client() *adyen.Client {
 	return adyen.New(adyen.Config{
 		APIBase:           a.URL,
 		APIKey:            "test_testkit",
-		MerchantAccount:   "AtomicRidesTest",
+		MerchantAccount:   AdyenMerchantAccount,
 		Timeout:           5 * time.Second,
 		MaxNetworkRetries: adyen.NoRetries,
 		HTTPClient:        &http.Client{Transport: transport},
 	})
 }
 
+// AdyenMerchantAccount is the merchant account of the tests' Adyen client.
+const AdyenMerchantAccount = "AtomicRidesTest"
+
+// AdyenHMACKey is the HMAC key (hex) of the tests' Adyen notifications.
+const AdyenHMACKey = "7e57a0dbe9c0ffee7e57a0dbe9c0ffee7e57a0dbe9c0ffee7e57a0dbe9c0ffee"
+
 // TwoProcessors is a world with Stripe then Adyen, in that order of
-// preference.
+// preference (Adyen then Stripe with NewAdyenFirst). The service receives
+// Adyen's notifications (source adyen, AdyenHMACKey).
 type TwoProcessors struct {
 	*Env
 	Adyen *Adyen
 	Mail  *mailsink.Sink
+
+	mailer     service.Mailer
+	adyenFirst bool
+	failures   uint32
+	openFor    time.Duration
 }
 
 // NewTwoProcessors builds a fresh world whose service routes to the fake
 // Stripe, then the fake Adyen; a processor's circuit opens after failures
 // consecutive indeterminate outcomes and stays open for openFor.
 func NewTwoProcessors(t testing.TB, failures uint32, openFor time.Duration) *TwoProcessors {
+	t.Helper()
+	return newTwoProcessors(t, failures, openFor, false)
+}
+
+// NewAdyenFirst is NewTwoProcessors with Adyen preferred to Stripe.
+func NewAdyenFirst(t testing.TB, failures uint32, openFor time.Duration) *TwoProcessors {
+	t.Helper()
+	return newTwoProcessors(t, failures, openFor, true)
+}
+
+func newTwoProcessors(t testing.TB, failures uint32, openFor time.Duration, adyenFirst bool) *TwoProcessors {
 	t.Helper()
 	stripe := NewStripe(t)
 	ady := NewAdyen(t)
@@ -72,16 +95,33 @@ func NewTwoProcessors(t testing.TB, failures uint32, openFor time.Duration) *Two
 		Sink:     sink,
 		Clock:    &Clock{},
 	}
+	w := &TwoProcessors{Env: e, Adyen: ady, Mail: sink, mailer: mailer, adyenFirst: adyenFirst,
+		failures: failures, openFor: openFor}
+	e.Service = w.Instance(t)
+	return w
+}
+
+// Instance returns another process of the world's deployment: a service
+// on the same database, fakes and mail sink, with circuits of its own.
+func (w *TwoProcessors) Instance(t testing.TB) *service.Service {
+	t.Helper()
+	procs := []service.Processor{
+		{Name: service.ProcessorStripe, Payments: w.Payments},
+		{Name: service.ProcessorAdyen, Payments: w.Adyen.Client()},
+	}
+	if w.adyenFirst {
+		procs[0], procs[1] = procs[1], procs[0]
+	}
+	notes, err := adyen.NewNotifications([]string{AdyenHMACKey}, AdyenMerchantAccount)
+	require.NoError(t, err)
 	svc, err := service.New(service.Config{
-		Pool: e.Pool,
-		Processors: []service.Processor{
-			{Name: service.ProcessorStripe, Payments: e.Payments},
-			{Name: service.ProcessorAdyen, Payments: ady.Client()},
-		},
-		BreakerFailures:         failures,
-		BreakerOpenFor:          openFor,
-		Mailer:                  mailer,
-		Clock:                   e.Clock.Now,
+		Pool:                    w.Pool,
+		Processors:              procs,
+		Inbound:                 map[string]service.EventSource{service.InboxSourceAdyen: notes},
+		BreakerFailures:         w.failures,
+		BreakerOpenFor:          w.openFor,
+		Mailer:                  w.mailer,
+		Clock:                   w.Clock.Now,
 		AbandonedAfter:          AbandonedAfter,
 		DevDefaultPaymentSource: true,
 		// Replays come from the database, as after a restore or on
@@ -89,6 +129,5 @@ func NewTwoProcessors(t testing.TB, failures uint32, openFor time.Duration) *Two
 		ReplayCacheTTL: -1,
 	})
 	require.NoError(t, err)
-	e.Service = svc
-	return &TwoProcessors{Env: e, Adyen: ady, Mail: sink}
+	return svc
 }

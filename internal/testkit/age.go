@@ -24,6 +24,7 @@ func (e *Env) Age(t testing.TB, d time.Duration) {
 		`UPDATE users SET created_at = created_at - make_interval(secs => $1)`,
 		`UPDATE settlement_files SET created_at = created_at - make_interval(secs => $1), updated_at = updated_at - make_interval(secs => $1)`,
 		`UPDATE settlement_lines SET created_at = created_at - make_interval(secs => $1)`,
+		`UPDATE notified_charges SET charged_at = charged_at - make_interval(secs => $1)`,
 	} {
 		e.Exec(t, q, d.Seconds())
 	}

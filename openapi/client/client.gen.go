@@ -629,6 +629,9 @@ type RideRefundParams struct {
 	IdempotencyKey string `json:"Idempotency-Key"`
 }
 
+// WebhookAdyenJSONBody defines parameters for WebhookAdyen.
+type WebhookAdyenJSONBody = openapi_types.File
+
 // WebhookStripeJSONBody defines parameters for WebhookStripe.
 type WebhookStripeJSONBody = openapi_types.File
 
@@ -643,6 +646,9 @@ type RideCreateJSONRequestBody = RideCreateBody
 
 // UserPutJSONRequestBody defines body for UserPut for application/json ContentType.
 type UserPutJSONRequestBody = UserPutBody
+
+// WebhookAdyenJSONRequestBody defines body for WebhookAdyen for application/json ContentType.
+type WebhookAdyenJSONRequestBody = WebhookAdyenJSONBody
 
 // WebhookStripeJSONRequestBody defines body for WebhookStripe for application/json ContentType.
 type WebhookStripeJSONRequestBody = WebhookStripeJSONBody
@@ -819,6 +825,24 @@ type ClientInterface interface {
 	//
 	// Corresponds with DELETE /users/{email}/api_keys/{id} (the `APIKeyRevoke` operationId).
 	APIKeyRevoke(ctx context.Context, email openapi_types.Email, id int64, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// WebhookAdyenWithBody Receive Adyen's standard notifications
+	//
+	// Adyen's standard notification endpoint. Each notification item's HMAC signature (additionalData.hmacSignature) is verified against the configured HMAC keys (ADYEN_HMAC_KEY, several during a rotation); every item is then recorded under its natural id (pspReference:eventCode:success) with the job that applies it, all in one transaction, and the delivery is answered 200 with the body [accepted], as Adyen expects. A duplicate delivery answers the same and writes nothing. Items are applied exactly once, in any order, by a background job: AUTHORISATION of bookings the service has not finished, REFUND, and chargebacks; items of another merchant account or deployment, and other event codes, are acknowledged and ignored. A refused delivery (an item without or with a bad signature, a body that is not a notification: 400; over 1 MiB: 413) records nothing. Without a configured key the route answers 404. Authenticated by the signatures alone, not by an API key. Adyen retries a delivery until it is answered 2xx, and may send an item more than once or out of order: every retry is idempotent, keyed by the item's natural id.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /webhooks/adyen (the `WebhookAdyen` operationId).
+	WebhookAdyenWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// WebhookAdyen Receive Adyen's standard notifications
+	//
+	// Adyen's standard notification endpoint. Each notification item's HMAC signature (additionalData.hmacSignature) is verified against the configured HMAC keys (ADYEN_HMAC_KEY, several during a rotation); every item is then recorded under its natural id (pspReference:eventCode:success) with the job that applies it, all in one transaction, and the delivery is answered 200 with the body [accepted], as Adyen expects. A duplicate delivery answers the same and writes nothing. Items are applied exactly once, in any order, by a background job: AUTHORISATION of bookings the service has not finished, REFUND, and chargebacks; items of another merchant account or deployment, and other event codes, are acknowledged and ignored. A refused delivery (an item without or with a bad signature, a body that is not a notification: 400; over 1 MiB: 413) records nothing. Without a configured key the route answers 404. Authenticated by the signatures alone, not by an API key. Adyen retries a delivery until it is answered 2xx, and may send an item more than once or out of order: every retry is idempotent, keyed by the item's natural id.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /webhooks/adyen (the `WebhookAdyen` operationId).
+	WebhookAdyen(ctx context.Context, body WebhookAdyenJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// WebhookStripeWithBody Receive a Stripe webhook event
 	//
@@ -1058,6 +1082,44 @@ func (c *Client) APIKeyCreate(ctx context.Context, email openapi_types.Email, re
 // Corresponds with DELETE /users/{email}/api_keys/{id} (the `APIKeyRevoke` operationId).
 func (c *Client) APIKeyRevoke(ctx context.Context, email openapi_types.Email, id int64, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewAPIKeyRevokeRequest(c.Server, email, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// WebhookAdyenWithBody Receive Adyen's standard notifications
+//
+// Adyen's standard notification endpoint. Each notification item's HMAC signature (additionalData.hmacSignature) is verified against the configured HMAC keys (ADYEN_HMAC_KEY, several during a rotation); every item is then recorded under its natural id (pspReference:eventCode:success) with the job that applies it, all in one transaction, and the delivery is answered 200 with the body [accepted], as Adyen expects. A duplicate delivery answers the same and writes nothing. Items are applied exactly once, in any order, by a background job: AUTHORISATION of bookings the service has not finished, REFUND, and chargebacks; items of another merchant account or deployment, and other event codes, are acknowledged and ignored. A refused delivery (an item without or with a bad signature, a body that is not a notification: 400; over 1 MiB: 413) records nothing. Without a configured key the route answers 404. Authenticated by the signatures alone, not by an API key. Adyen retries a delivery until it is answered 2xx, and may send an item more than once or out of order: every retry is idempotent, keyed by the item's natural id.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /webhooks/adyen (the `WebhookAdyen` operationId).
+func (c *Client) WebhookAdyenWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewWebhookAdyenRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// WebhookAdyen Receive Adyen's standard notifications
+//
+// Adyen's standard notification endpoint. Each notification item's HMAC signature (additionalData.hmacSignature) is verified against the configured HMAC keys (ADYEN_HMAC_KEY, several during a rotation); every item is then recorded under its natural id (pspReference:eventCode:success) with the job that applies it, all in one transaction, and the delivery is answered 200 with the body [accepted], as Adyen expects. A duplicate delivery answers the same and writes nothing. Items are applied exactly once, in any order, by a background job: AUTHORISATION of bookings the service has not finished, REFUND, and chargebacks; items of another merchant account or deployment, and other event codes, are acknowledged and ignored. A refused delivery (an item without or with a bad signature, a body that is not a notification: 400; over 1 MiB: 413) records nothing. Without a configured key the route answers 404. Authenticated by the signatures alone, not by an API key. Adyen retries a delivery until it is answered 2xx, and may send an item more than once or out of order: every retry is idempotent, keyed by the item's natural id.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /webhooks/adyen (the `WebhookAdyen` operationId).
+func (c *Client) WebhookAdyen(ctx context.Context, body WebhookAdyenJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewWebhookAdyenRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1598,6 +1660,46 @@ func NewAPIKeyRevokeRequest(server string, email openapi_types.Email, id int64) 
 	return req, nil
 }
 
+// NewWebhookAdyenRequest calls the generic WebhookAdyen builder with application/json body
+func NewWebhookAdyenRequest(server string, body WebhookAdyenJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewWebhookAdyenRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewWebhookAdyenRequestWithBody constructs an http.Request for the WebhookAdyen method, with any body, and a specified content type
+func NewWebhookAdyenRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/webhooks/adyen")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewWebhookStripeRequest calls the generic WebhookStripe builder with application/json body
 func NewWebhookStripeRequest(server string, params *WebhookStripeParams, body WebhookStripeJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -1813,6 +1915,24 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with DELETE /users/{email}/api_keys/{id} (the `APIKeyRevoke` operationId).
 	APIKeyRevokeWithResponse(ctx context.Context, email openapi_types.Email, id int64, reqEditors ...RequestEditorFn) (*APIKeyRevokeReply, error)
+
+	// WebhookAdyenWithBodyWithResponse Receive Adyen's standard notifications
+	//
+	// Adyen's standard notification endpoint. Each notification item's HMAC signature (additionalData.hmacSignature) is verified against the configured HMAC keys (ADYEN_HMAC_KEY, several during a rotation); every item is then recorded under its natural id (pspReference:eventCode:success) with the job that applies it, all in one transaction, and the delivery is answered 200 with the body [accepted], as Adyen expects. A duplicate delivery answers the same and writes nothing. Items are applied exactly once, in any order, by a background job: AUTHORISATION of bookings the service has not finished, REFUND, and chargebacks; items of another merchant account or deployment, and other event codes, are acknowledged and ignored. A refused delivery (an item without or with a bad signature, a body that is not a notification: 400; over 1 MiB: 413) records nothing. Without a configured key the route answers 404. Authenticated by the signatures alone, not by an API key. Adyen retries a delivery until it is answered 2xx, and may send an item more than once or out of order: every retry is idempotent, keyed by the item's natural id.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /webhooks/adyen (the `WebhookAdyen` operationId).
+	WebhookAdyenWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*WebhookAdyenReply, error)
+
+	// WebhookAdyenWithResponse Receive Adyen's standard notifications
+	//
+	// Adyen's standard notification endpoint. Each notification item's HMAC signature (additionalData.hmacSignature) is verified against the configured HMAC keys (ADYEN_HMAC_KEY, several during a rotation); every item is then recorded under its natural id (pspReference:eventCode:success) with the job that applies it, all in one transaction, and the delivery is answered 200 with the body [accepted], as Adyen expects. A duplicate delivery answers the same and writes nothing. Items are applied exactly once, in any order, by a background job: AUTHORISATION of bookings the service has not finished, REFUND, and chargebacks; items of another merchant account or deployment, and other event codes, are acknowledged and ignored. A refused delivery (an item without or with a bad signature, a body that is not a notification: 400; over 1 MiB: 413) records nothing. Without a configured key the route answers 404. Authenticated by the signatures alone, not by an API key. Adyen retries a delivery until it is answered 2xx, and may send an item more than once or out of order: every retry is idempotent, keyed by the item's natural id.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /webhooks/adyen (the `WebhookAdyen` operationId).
+	WebhookAdyenWithResponse(ctx context.Context, body WebhookAdyenJSONRequestBody, reqEditors ...RequestEditorFn) (*WebhookAdyenReply, error)
 
 	// WebhookStripeWithBodyWithResponse Receive a Stripe webhook event
 	//
@@ -2933,6 +3053,82 @@ func (r APIKeyRevokeReply) ContentType() string {
 	return ""
 }
 
+// WebhookAdyenReply200Headers the declared response headers of an HTTP 200 response for WebhookAdyen
+type WebhookAdyenReply200Headers struct {
+	ContentType *string
+}
+
+// WebhookAdyenReply500Headers the declared response headers of an HTTP 500 response for WebhookAdyen
+type WebhookAdyenReply500Headers struct {
+	RetryAfter *int
+}
+
+type WebhookAdyenReply struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *ErrorModel
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *ErrorModel
+	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationProblemJSON413 *ErrorModel
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *ErrorModel
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *WebhookAdyenReply200Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *WebhookAdyenReply500Headers
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r WebhookAdyenReply) GetApplicationProblemJSON400() *ErrorModel {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r WebhookAdyenReply) GetApplicationProblemJSON404() *ErrorModel {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r WebhookAdyenReply) GetApplicationProblemJSON413() *ErrorModel {
+	return r.ApplicationProblemJSON413
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r WebhookAdyenReply) GetApplicationProblemJSON500() *ErrorModel {
+	return r.ApplicationProblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r WebhookAdyenReply) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r WebhookAdyenReply) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r WebhookAdyenReply) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r WebhookAdyenReply) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // WebhookStripeReply500Headers the declared response headers of an HTTP 500 response for WebhookStripe
 type WebhookStripeReply500Headers struct {
 	RetryAfter *int
@@ -3202,6 +3398,36 @@ func (c *ClientWithResponses) APIKeyRevokeWithResponse(ctx context.Context, emai
 		return nil, err
 	}
 	return ParseAPIKeyRevokeReply(rsp)
+}
+
+// WebhookAdyenWithBodyWithResponse Receive Adyen's standard notifications
+//
+// Adyen's standard notification endpoint. Each notification item's HMAC signature (additionalData.hmacSignature) is verified against the configured HMAC keys (ADYEN_HMAC_KEY, several during a rotation); every item is then recorded under its natural id (pspReference:eventCode:success) with the job that applies it, all in one transaction, and the delivery is answered 200 with the body [accepted], as Adyen expects. A duplicate delivery answers the same and writes nothing. Items are applied exactly once, in any order, by a background job: AUTHORISATION of bookings the service has not finished, REFUND, and chargebacks; items of another merchant account or deployment, and other event codes, are acknowledged and ignored. A refused delivery (an item without or with a bad signature, a body that is not a notification: 400; over 1 MiB: 413) records nothing. Without a configured key the route answers 404. Authenticated by the signatures alone, not by an API key. Adyen retries a delivery until it is answered 2xx, and may send an item more than once or out of order: every retry is idempotent, keyed by the item's natural id.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /webhooks/adyen (the `WebhookAdyen` operationId).
+func (c *ClientWithResponses) WebhookAdyenWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*WebhookAdyenReply, error) {
+	rsp, err := c.WebhookAdyenWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseWebhookAdyenReply(rsp)
+}
+
+// WebhookAdyenWithResponse Receive Adyen's standard notifications
+//
+// Adyen's standard notification endpoint. Each notification item's HMAC signature (additionalData.hmacSignature) is verified against the configured HMAC keys (ADYEN_HMAC_KEY, several during a rotation); every item is then recorded under its natural id (pspReference:eventCode:success) with the job that applies it, all in one transaction, and the delivery is answered 200 with the body [accepted], as Adyen expects. A duplicate delivery answers the same and writes nothing. Items are applied exactly once, in any order, by a background job: AUTHORISATION of bookings the service has not finished, REFUND, and chargebacks; items of another merchant account or deployment, and other event codes, are acknowledged and ignored. A refused delivery (an item without or with a bad signature, a body that is not a notification: 400; over 1 MiB: 413) records nothing. Without a configured key the route answers 404. Authenticated by the signatures alone, not by an API key. Adyen retries a delivery until it is answered 2xx, and may send an item more than once or out of order: every retry is idempotent, keyed by the item's natural id.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /webhooks/adyen (the `WebhookAdyen` operationId).
+func (c *ClientWithResponses) WebhookAdyenWithResponse(ctx context.Context, body WebhookAdyenJSONRequestBody, reqEditors ...RequestEditorFn) (*WebhookAdyenReply, error) {
+	rsp, err := c.WebhookAdyen(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseWebhookAdyenReply(rsp)
 }
 
 // WebhookStripeWithBodyWithResponse Receive a Stripe webhook event
@@ -4395,6 +4621,76 @@ func ParseAPIKeyRevokeReply(rsp *http.Response) (*APIKeyRevokeReply, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseWebhookAdyenReply parses an HTTP response from a WebhookAdyenWithResponse call
+func ParseWebhookAdyenReply(rsp *http.Response) (*WebhookAdyenReply, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &WebhookAdyenReply{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers WebhookAdyenReply200Headers
+		if values := rsp.Header.Values("Content-Type"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Content-Type", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ContentType = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 500:
+		var headers WebhookAdyenReply500Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers500 = &headers
 	}
 
 	return response, nil

@@ -1,8 +1,10 @@
 -- name: OrphanRefundRecord :execrows
 -- Records an orphan charge to refund under its charge id; a charge already
 -- recorded writes nothing (0 rows).
-INSERT INTO orphan_refunds (stripe_charge_id, charge_key, rider_ref, amount_cents, currency, charge_created_at, user_id, email)
-VALUES (@stripe_charge_id, @charge_key, @rider_ref, @amount_cents, @currency, @charge_created_at, sqlc.narg(user_id), sqlc.narg(email))
+INSERT INTO orphan_refunds (stripe_charge_id, charge_key, rider_ref, amount_cents, currency, charge_created_at, user_id, email,
+                            processor, reason, ride_id)
+VALUES (@stripe_charge_id, @charge_key, @rider_ref, @amount_cents, @currency, @charge_created_at, sqlc.narg(user_id), sqlc.narg(email),
+        @processor, @reason, sqlc.narg(ride_id))
 ON CONFLICT (stripe_charge_id) DO NOTHING;
 
 -- name: OrphanRefundGet :one
@@ -41,3 +43,9 @@ WHERE stripe_refund_id = ANY(@stripe_refund_ids::text[]);
 -- Whether the user has a refunded orphan charge (a booking resumed after
 -- its ride was created checks its rider with this).
 SELECT EXISTS (SELECT 1 FROM orphan_refunds WHERE user_id = @user_id AND status = 'refunded');
+
+-- name: OrphanRefundCountUnresolved :many
+-- Orphan and double charges recorded but not refunded (pending, or failed
+-- for an operator), by reason: the gauge of unresolved charges.
+SELECT reason, status, count(*) AS n FROM orphan_refunds
+WHERE status <> 'refunded' GROUP BY reason, status;

@@ -26,6 +26,12 @@ SELECT * FROM users WHERE stripe_customer_id = @stripe_customer_id;
 -- Users whose customer is not recorded (a lost commit may have held it).
 SELECT id, email FROM users WHERE stripe_customer_id IS NULL ORDER BY id;
 
+-- name: UserListAll :many
+-- Every user's id and email: the orphan policy looks for the rider of a
+-- charge at a processor whose charges name no customer of ours (rare:
+-- once per orphan).
+SELECT id, email FROM users ORDER BY id;
+
 -- name: ProcessorRegistrationList :many
 SELECT * FROM processor_registrations WHERE user_id = @user_id ORDER BY processor;
 

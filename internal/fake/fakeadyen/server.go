@@ -87,6 +87,7 @@ type Payment struct {
 	PSPReference     string
 	Reference        string
 	ShopperReference string
+	MerchantAccount  string
 	StoredCardID     string
 	AmountValue      int64
 	Currency         string
@@ -132,6 +133,8 @@ type Server struct {
 	outage   bool
 	requests int
 	journal  journal // control.go
+	// notes sends the standard notifications (notify.go).
+	notes notifier
 }
 
 // New returns an empty Server.
@@ -472,7 +475,8 @@ func (s *Server) execute(op, pspRef, key string, body []byte, f *Fault) answer {
 			PSPReference: s.newRef(), Reference: req.Reference, ShopperReference: req.ShopperReference,
 			StoredCardID: req.PaymentMethod.StoredPaymentMethodID, AmountValue: req.Amount.Value,
 			Currency: req.Amount.Currency, Metadata: req.Metadata, IdempotencyKey: key, Created: now,
-			ResultCode: "Authorised",
+			MerchantAccount: req.MerchantAccount,
+			ResultCode:      "Authorised",
 		}
 		card := s.cards[req.PaymentMethod.StoredPaymentMethodID]
 		switch {
@@ -482,6 +486,7 @@ func (s *Server) execute(op, pspRef, key string, body []byte, f *Fault) answer {
 			p.ResultCode, p.RefusalReason = "Refused", "Refused"
 		}
 		s.payments = append(s.payments, p)
+		s.notifyPayment(p)
 		resp := map[string]any{"pspReference": p.PSPReference, "resultCode": p.ResultCode, "merchantReference": p.Reference,
 			"amount": map[string]any{"currency": p.Currency, "value": p.AmountValue}}
 		if p.RefusalReason != "" {
@@ -510,6 +515,7 @@ func (s *Server) execute(op, pspRef, key string, body []byte, f *Fault) answer {
 		r := &Refund{PSPReference: s.newRef(), PaymentPSPReference: pspRef, AmountValue: req.Amount.Value,
 			Currency: req.Amount.Currency, Reference: req.Reference, Created: now}
 		s.refunds = append(s.refunds, r)
+		s.notifyRefund(r, req.MerchantAccount)
 		return jsonAnswer(http.StatusCreated, map[string]any{"pspReference": r.PSPReference, "paymentPspReference": pspRef,
 			"status": "received", "reference": r.Reference, "merchantAccount": req.MerchantAccount,
 			"amount": map[string]any{"currency": r.Currency, "value": r.AmountValue}})

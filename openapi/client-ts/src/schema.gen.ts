@@ -176,6 +176,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/webhooks/adyen": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Receive Adyen's standard notifications
+         * @description Adyen's standard notification endpoint. Each notification item's HMAC signature (additionalData.hmacSignature) is verified against the configured HMAC keys (ADYEN_HMAC_KEY, several during a rotation); every item is then recorded under its natural id (pspReference:eventCode:success) with the job that applies it, all in one transaction, and the delivery is answered 200 with the body [accepted], as Adyen expects. A duplicate delivery answers the same and writes nothing. Items are applied exactly once, in any order, by a background job: AUTHORISATION of bookings the service has not finished, REFUND, and chargebacks; items of another merchant account or deployment, and other event codes, are acknowledged and ignored. A refused delivery (an item without or with a bad signature, a body that is not a notification: 400; over 1 MiB: 413) records nothing. Without a configured key the route answers 404. Authenticated by the signatures alone, not by an API key. Adyen retries a delivery until it is answered 2xx, and may send an item more than once or out of order: every retry is idempotent, keyed by the item's natural id.
+         */
+        post: operations["webhook-adyen"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/webhooks/stripe": {
         parameters: {
             query?: never;
@@ -1494,6 +1514,69 @@ export interface operations {
             };
             /** @description The payment processor gave no definitive answer, or the service is shedding load. Not stored: retry with the same idempotency key after Retry-After. */
             503: {
+                headers: {
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "webhook-adyen": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": string;
+            };
+        };
+        responses: {
+            /** @description Every item is recorded (or was already): [accepted] */
+            200: {
+                headers: {
+                    "Content-Type"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": "[accepted]";
+                };
+            };
+            /** @description /problems/webhook-rejected: an item without a signature or with a bad one, or a body that is not a notification. Nothing recorded. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Adyen's notifications are not configured (ADYEN_HMAC_KEY unset). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description The body is larger than 1 MiB. Nothing recorded. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal error. Not stored: retry with the same idempotency key. */
+            500: {
                 headers: {
                     /** @description Seconds to wait before retrying with the same idempotency key. */
                     "Retry-After"?: number;

@@ -1,0 +1,13 @@
+-- name: NotifiedChargeRecord :execrows
+-- Records a charge a processor notified; one already recorded writes
+-- nothing (0 rows).
+INSERT INTO notified_charges (processor, charge_id, charge_key, rider_ref, amount_cents, currency, charged_at)
+VALUES (@processor, @charge_id, @charge_key, @rider_ref, @amount_cents, @currency, @charged_at)
+ON CONFLICT (processor, charge_id) DO NOTHING;
+
+-- name: NotifiedChargeListSince :many
+-- The charges of a processor notified as made at or after since.
+SELECT * FROM notified_charges WHERE processor = @processor AND charged_at >= @since ORDER BY charged_at;
+
+-- name: NotifiedChargeGet :one
+SELECT * FROM notified_charges WHERE processor = @processor AND charge_id = @charge_id;
