@@ -248,6 +248,15 @@ func (s *Service) rideLoad(ctx context.Context, tx pgx.Tx, key *Key) (*rideState
 // source still charges the source, customer and key the ride started with.
 func (s *Service) loadRegistration(ctx context.Context, tx pgx.Tx, st *rideState) error {
 	st.reg = nil
+	if st.ride.Processor == ProcessorStripe && st.user.StripeCustomerID != nil && st.user.PaymentSource == st.ride.PaymentSource {
+		// The user row, read with the ride, mirrors the Stripe customer of
+		// its current source: no second round trip.
+		st.reg = &dbgen.ProcessorRegistration{
+			UserID: st.user.ID, Processor: ProcessorStripe, PaymentSource: st.ride.PaymentSource,
+			Status: registrationRegistered, CustomerID: st.user.StripeCustomerID,
+		}
+		return nil
+	}
 	regs, err := s.queries.ProcessorRegistrationListForSource(ctx, tx, st.user.ID, st.ride.PaymentSource)
 	if err != nil {
 		return err
