@@ -18,8 +18,11 @@ import (
 //
 // source is the payment source the job was inserted for; "" (a job
 // inserted before sources could be replaced) means the rider's current
-// one. A job whose source the rider has replaced since does nothing: the
-// job inserted with the replacement registers the new source.
+// one. A job whose source the rider has replaced since still registers it:
+// the job is unique per rider and source, and stays so once completed, so
+// a rider who comes back to that source finds every processor's answer
+// for it (the answers are kept per source; only the current source's are
+// shown and routed on).
 //
 // A processor's refusal of the rider's source is recorded as the rider's
 // registration state at that processor (GET /users/{email} shows it) and is
@@ -34,10 +37,9 @@ func (s *Service) CustomerCreate(ctx context.Context, userID int64, source strin
 		}
 		return "", internal(err)
 	}
-	if source != "" && source != user.PaymentSource {
-		return "", nil
+	if source == "" {
+		source = user.PaymentSource
 	}
-	source = user.PaymentSource
 	regs, err := s.registrations(ctx, user.ID, source)
 	if err != nil {
 		return "", err

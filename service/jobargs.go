@@ -14,9 +14,9 @@ import (
 // ("ar-cu-…", processor_keys.go).
 type CustomerCreateArgs struct {
 	UserID int64 `json:"user_id"`
-	// PaymentSource is the source to register; a job whose source is no
-	// longer the rider's does nothing. Empty in jobs inserted before
-	// sources could be replaced: the rider's current source.
+	// PaymentSource is the source to register, the rider's current one or
+	// not. Empty in jobs inserted before sources could be replaced: the
+	// rider's current source.
 	PaymentSource string `json:"payment_source,omitempty"`
 }
 

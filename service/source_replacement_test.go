@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -114,7 +115,9 @@ func TestSourceReplacement(t *testing.T) {
 		require.Equal(t, map[string]string{"from": "tok_visa", "to": "tok_mastercard"}, data)
 		require.Equal(t, 1, w.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'customer_create' AND args->>'payment_source' = 'tok_mastercard'`))
 
-		// The job of the old source, run late, registers nothing.
+		// The job of the old source, run again late: its source is
+		// answered everywhere, so it calls nothing, and the new source's
+		// registrations are untouched.
 		before := w.Adyen.Requests()
 		_, err = w.Service.CustomerCreate(w.Ctx, uid, "tok_visa")
 		require.NoError(t, err)
@@ -154,6 +157,62 @@ func TestSourceReplacement(t *testing.T) {
 		require.Equal(t, before, w.Adyen.Requests())
 		require.Len(t, w.Stripe.Customers(), 2)
 		require.Equal(t, 2, w.Count(t, `SELECT count(*) FROM audit_records WHERE action = 'user.payment_source_replaced'`))
+	})
+
+	t.Run("JobOfAReplacedSourceStillRegistersIt", func(t *testing.T) {
+		t.Parallel()
+		w := testkit.NewTwoProcessors(t, 5, time.Hour)
+		const email = "late-job@example.com"
+		uid := w.Rider(t, email, "tok_visa").ID
+		replace(t, w.Service, w, email, "tok_mastercard")
+		// The first source's job runs only now.
+		_, err := w.Service.CustomerCreate(w.Ctx, uid, "tok_visa")
+		require.NoError(t, err)
+		require.Empty(t, registrationStates(t, w.Service, w, email), "the current source is not the one registered")
+		u, err := w.Service.UserGet(w.Ctx, email)
+		require.NoError(t, err)
+		require.Nil(t, u.StripeCustomerID)
+		// Back to it: answered everywhere, at once.
+		back := replace(t, w.Service, w, email, "tok_visa")
+		require.Len(t, back.User.Registrations, 2)
+		require.NotNil(t, back.User.StripeCustomerID)
+		require.Len(t, w.Adyen.StoredCards(), 1)
+	})
+
+	t.Run("ConcurrentReplacementsLeaveOneSourceAndAnAuditPerChange", func(t *testing.T) {
+		t.Parallel()
+		w := testkit.NewTwoProcessors(t, 5, time.Hour)
+		const email = "crowd-swap@example.com"
+		w.Rider(t, email, "tok_visa")
+		sources := []string{"tok_a", "tok_b", "tok_c", "tok_d", "tok_e", "tok_f", "tok_g", "tok_h"}
+		var wg sync.WaitGroup
+		errs := make(chan error, len(sources))
+		start := make(chan struct{})
+		for _, src := range sources {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				_, err := w.Service.UserUpsert(w.Ctx, service.UserUpsertParams{Email: email, PaymentSource: src})
+				errs <- err
+			}()
+		}
+		close(start)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err, "serialization failures are retried, never surfaced")
+		}
+		// Every replacement committed once, each with its audit record and
+		// the job of its source; the rider ends with one of them.
+		require.Equal(t, len(sources), w.Count(t, `SELECT count(*) FROM audit_records WHERE action = 'user.payment_source_replaced'`))
+		require.Equal(t, len(sources)+1, w.Count(t, `SELECT count(DISTINCT args->>'payment_source') FROM river_job WHERE kind = 'customer_create'`))
+		var final string
+		require.NoError(t, w.Pool.QueryRow(w.Ctx, `SELECT payment_source FROM users WHERE email = $1`, email).Scan(&final))
+		require.Contains(t, sources, final)
+		var last string
+		require.NoError(t, w.Pool.QueryRow(w.Ctx, `SELECT data->>'to' FROM audit_records WHERE action = 'user.payment_source_replaced' ORDER BY created_at DESC, id DESC LIMIT 1`).Scan(&last))
+		require.Equal(t, final, last, "the last replacement audited is the source kept")
 	})
 
 	t.Run("InvalidSourceWritesNothing", func(t *testing.T) {
