@@ -40,7 +40,7 @@ func (s *Service) CustomerCreate(ctx context.Context, userID int64, source strin
 	if source == "" {
 		source = user.PaymentSource
 	}
-	regs, err := s.registrations(ctx, user.ID, source)
+	regs, err := s.registrations(ctx, user, source)
 	if err != nil {
 		return "", err
 	}
@@ -72,15 +72,22 @@ func (s *Service) CustomerCreate(ctx context.Context, userID int64, source strin
 }
 
 // registrations returns the answered registrations of the rider's payment
-// source by processor.
-func (s *Service) registrations(ctx context.Context, userID int64, source string) (map[string]*dbgen.ProcessorRegistration, error) {
-	rows, err := s.queries.ProcessorRegistrationListForSource(ctx, s.pool, userID, source)
+// source by processor. For the rider's current source, a Stripe customer
+// recorded on the user (users.stripe_customer_id) counts too, as the ride
+// flow reads it.
+func (s *Service) registrations(ctx context.Context, user *dbgen.User, source string) (map[string]*dbgen.ProcessorRegistration, error) {
+	rows, err := s.queries.ProcessorRegistrationListForSource(ctx, s.pool, user.ID, source)
 	if err != nil {
 		return nil, internal(err)
 	}
 	out := map[string]*dbgen.ProcessorRegistration{}
 	for _, r := range rows {
 		out[r.Processor] = r
+	}
+	if user.StripeCustomerID != nil && user.PaymentSource == source {
+		out[ProcessorStripe] = &dbgen.ProcessorRegistration{
+			UserID: user.ID, Processor: ProcessorStripe, PaymentSource: source, Status: registrationRegistered, CustomerID: user.StripeCustomerID,
+		}
 	}
 	return out, nil
 }
@@ -202,7 +209,11 @@ func (s *Service) customerStore(ctx context.Context, name string, userID int64, 
 	if n == 1 {
 		return customerID, nil
 	}
-	regs, err := s.registrations(ctx, userID, source)
+	user, err := s.queries.UserGet(ctx, s.pool, userID)
+	if err != nil {
+		return "", internal(err)
+	}
+	regs, err := s.registrations(ctx, user, source)
 	if err != nil {
 		return "", err
 	}
