@@ -106,12 +106,13 @@ type OrphanRefund struct {
 }
 
 type ProcessorRegistration struct {
-	UserID     int64
-	Processor  string
-	UpdatedAt  time.Time
-	Status     string
-	CustomerID *string
-	Reason     *string
+	UserID        int64
+	Processor     string
+	UpdatedAt     time.Time
+	Status        string
+	CustomerID    *string
+	Reason        *string
+	PaymentSource string
 }
 
 type Receipt struct {
@@ -156,6 +157,7 @@ type Ride struct {
 	ChargeAttempt    int32
 	DisputeStatus    string
 	StripeDisputeID  *string
+	PaymentSource    string
 }
 
 type SettlementFile struct {

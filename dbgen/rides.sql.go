@@ -20,7 +20,7 @@ INSERT INTO rides (
     $1, $2, $3, $4, $5,
     $6, $7, $8
 )
-RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id
+RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source
 `
 
 type RideCreateParams struct {
@@ -65,6 +65,7 @@ func (q *Queries) RideCreate(ctx context.Context, db DBTX, arg RideCreateParams)
 		&i.ChargeAttempt,
 		&i.DisputeStatus,
 		&i.StripeDisputeID,
+		&i.PaymentSource,
 	)
 	return &i, err
 }
@@ -73,17 +74,19 @@ const rideCreateAudited = `-- name: RideCreateAudited :one
 WITH ride AS (
     INSERT INTO rides (
         idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon,
-        amount_cents, currency, user_id, processor
+        amount_cents, currency, user_id, processor, payment_source
     ) VALUES (
         $1, $2, $3, $4, $5,
-        $6, $7, $8, $9
+        $6, $7, $8, $9,
+        -- the source the ride is charged with, whatever the rider's later
+        (SELECT payment_source FROM users WHERE id = $8)
     )
-    RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id
+    RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source
 ), audit AS (
     INSERT INTO audit_records (action, data, origin_ip, resource_id, resource_type, user_id)
     SELECT $10, $11, $12, ride.id, 'ride', ride.user_id FROM ride
 )
-SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, users.id, users.created_at, users.email, users.payment_source, users.stripe_customer_id,
+SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, rides.payment_source, users.id, users.created_at, users.email, users.payment_source, users.stripe_customer_id,
     -- whether a booking of the rider was lost and its charge refunded
     -- (orphans.go): only then does the charge call look for this one's
     EXISTS (SELECT 1 FROM orphan_refunds o WHERE o.user_id = users.id AND o.status = 'refunded') AS refunded_orphans
@@ -149,6 +152,7 @@ func (q *Queries) RideCreateAudited(ctx context.Context, db DBTX, arg RideCreate
 		&i.Ride.ChargeAttempt,
 		&i.Ride.DisputeStatus,
 		&i.Ride.StripeDisputeID,
+		&i.Ride.PaymentSource,
 		&i.User.ID,
 		&i.User.CreatedAt,
 		&i.User.Email,
@@ -160,7 +164,7 @@ func (q *Queries) RideCreateAudited(ctx context.Context, db DBTX, arg RideCreate
 }
 
 const rideGetByCharge = `-- name: RideGetByCharge :one
-SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id FROM rides WHERE stripe_charge_id = $1
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source FROM rides WHERE stripe_charge_id = $1
 `
 
 func (q *Queries) RideGetByCharge(ctx context.Context, db DBTX, stripeChargeID *string) (*Ride, error) {
@@ -185,12 +189,13 @@ func (q *Queries) RideGetByCharge(ctx context.Context, db DBTX, stripeChargeID *
 		&i.ChargeAttempt,
 		&i.DisputeStatus,
 		&i.StripeDisputeID,
+		&i.PaymentSource,
 	)
 	return &i, err
 }
 
 const rideGetByIdempotencyKey = `-- name: RideGetByIdempotencyKey :one
-SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id FROM rides WHERE idempotency_key_id = $1
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source FROM rides WHERE idempotency_key_id = $1
 `
 
 func (q *Queries) RideGetByIdempotencyKey(ctx context.Context, db DBTX, idempotencyKeyID *int64) (*Ride, error) {
@@ -215,12 +220,13 @@ func (q *Queries) RideGetByIdempotencyKey(ctx context.Context, db DBTX, idempote
 		&i.ChargeAttempt,
 		&i.DisputeStatus,
 		&i.StripeDisputeID,
+		&i.PaymentSource,
 	)
 	return &i, err
 }
 
 const rideGetForUser = `-- name: RideGetForUser :one
-SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id FROM rides WHERE id = $1 AND user_id = $2
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source FROM rides WHERE id = $1 AND user_id = $2
 `
 
 func (q *Queries) RideGetForUser(ctx context.Context, db DBTX, iD int64, userID int64) (*Ride, error) {
@@ -245,12 +251,13 @@ func (q *Queries) RideGetForUser(ctx context.Context, db DBTX, iD int64, userID 
 		&i.ChargeAttempt,
 		&i.DisputeStatus,
 		&i.StripeDisputeID,
+		&i.PaymentSource,
 	)
 	return &i, err
 }
 
 const rideGetWithRefund = `-- name: RideGetWithRefund :one
-SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, refunds.status AS refund_status, refunds.stripe_refund_id AS stripe_refund_id,
+SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, rides.payment_source, refunds.status AS refund_status, refunds.stripe_refund_id AS stripe_refund_id,
     refunds.failure_code AS refund_failure_code
 FROM rides LEFT JOIN refunds ON refunds.ride_id = rides.id
 WHERE rides.id = $1 AND rides.user_id = $2
@@ -286,6 +293,7 @@ func (q *Queries) RideGetWithRefund(ctx context.Context, db DBTX, iD int64, user
 		&i.Ride.ChargeAttempt,
 		&i.Ride.DisputeStatus,
 		&i.Ride.StripeDisputeID,
+		&i.Ride.PaymentSource,
 		&i.RefundStatus,
 		&i.StripeRefundID,
 		&i.RefundFailureCode,
@@ -384,7 +392,7 @@ func (q *Queries) RideListChargedSince(ctx context.Context, db DBTX, sinceSecond
 }
 
 const rideListForUser = `-- name: RideListForUser :many
-SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, refunds.status AS refund_status, refunds.stripe_refund_id AS stripe_refund_id,
+SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, rides.payment_source, refunds.status AS refund_status, refunds.stripe_refund_id AS stripe_refund_id,
     refunds.failure_code AS refund_failure_code
 FROM rides LEFT JOIN refunds ON refunds.ride_id = rides.id
 WHERE rides.user_id = $1
@@ -452,6 +460,7 @@ func (q *Queries) RideListForUser(ctx context.Context, db DBTX, arg RideListForU
 			&i.Ride.ChargeAttempt,
 			&i.Ride.DisputeStatus,
 			&i.Ride.StripeDisputeID,
+			&i.Ride.PaymentSource,
 			&i.RefundStatus,
 			&i.StripeRefundID,
 			&i.RefundFailureCode,
@@ -467,7 +476,7 @@ func (q *Queries) RideListForUser(ctx context.Context, db DBTX, arg RideListForU
 }
 
 const rideListForUserAscending = `-- name: RideListForUserAscending :many
-SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, refunds.status AS refund_status, refunds.stripe_refund_id AS stripe_refund_id,
+SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, rides.payment_source, refunds.status AS refund_status, refunds.stripe_refund_id AS stripe_refund_id,
     refunds.failure_code AS refund_failure_code
 FROM rides LEFT JOIN refunds ON refunds.ride_id = rides.id
 WHERE rides.user_id = $1
@@ -533,6 +542,7 @@ func (q *Queries) RideListForUserAscending(ctx context.Context, db DBTX, arg Rid
 			&i.Ride.ChargeAttempt,
 			&i.Ride.DisputeStatus,
 			&i.Ride.StripeDisputeID,
+			&i.Ride.PaymentSource,
 			&i.RefundStatus,
 			&i.StripeRefundID,
 			&i.RefundFailureCode,
@@ -574,7 +584,7 @@ func (q *Queries) RideListRecordedCharges(ctx context.Context, db DBTX, stripeCh
 }
 
 const rideLockByCharge = `-- name: RideLockByCharge :one
-SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id FROM rides WHERE stripe_charge_id = $1 FOR UPDATE
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source FROM rides WHERE stripe_charge_id = $1 FOR UPDATE
 `
 
 func (q *Queries) RideLockByCharge(ctx context.Context, db DBTX, stripeChargeID *string) (*Ride, error) {
@@ -599,12 +609,13 @@ func (q *Queries) RideLockByCharge(ctx context.Context, db DBTX, stripeChargeID 
 		&i.ChargeAttempt,
 		&i.DisputeStatus,
 		&i.StripeDisputeID,
+		&i.PaymentSource,
 	)
 	return &i, err
 }
 
 const rideLockForUser = `-- name: RideLockForUser :one
-SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id FROM rides WHERE id = $1 AND user_id = $2 FOR UPDATE
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source FROM rides WHERE id = $1 AND user_id = $2 FOR UPDATE
 `
 
 func (q *Queries) RideLockForUser(ctx context.Context, db DBTX, iD int64, userID int64) (*Ride, error) {
@@ -629,6 +640,7 @@ func (q *Queries) RideLockForUser(ctx context.Context, db DBTX, iD int64, userID
 		&i.ChargeAttempt,
 		&i.DisputeStatus,
 		&i.StripeDisputeID,
+		&i.PaymentSource,
 	)
 	return &i, err
 }

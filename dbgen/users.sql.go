@@ -10,9 +10,13 @@ import (
 )
 
 const processorRegistrationList = `-- name: ProcessorRegistrationList :many
-SELECT user_id, processor, updated_at, status, customer_id, reason FROM processor_registrations WHERE user_id = $1 ORDER BY processor
+SELECT user_id, processor, updated_at, status, customer_id, reason, payment_source FROM processor_registrations
+WHERE user_id = $1
+  AND payment_source = (SELECT payment_source FROM users WHERE id = $1)
+ORDER BY processor
 `
 
+// The rider's registrations of its current payment source.
 func (q *Queries) ProcessorRegistrationList(ctx context.Context, db DBTX, userID int64) ([]*ProcessorRegistration, error) {
 	rows, err := db.Query(ctx, processorRegistrationList, userID)
 	if err != nil {
@@ -29,6 +33,43 @@ func (q *Queries) ProcessorRegistrationList(ctx context.Context, db DBTX, userID
 			&i.Status,
 			&i.CustomerID,
 			&i.Reason,
+			&i.PaymentSource,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const processorRegistrationListForSource = `-- name: ProcessorRegistrationListForSource :many
+SELECT user_id, processor, updated_at, status, customer_id, reason, payment_source FROM processor_registrations
+WHERE user_id = $1 AND payment_source = $2
+ORDER BY processor
+`
+
+// The rider's registrations of one payment source (a ride's, or a customer
+// job's).
+func (q *Queries) ProcessorRegistrationListForSource(ctx context.Context, db DBTX, userID int64, paymentSource string) ([]*ProcessorRegistration, error) {
+	rows, err := db.Query(ctx, processorRegistrationListForSource, userID, paymentSource)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*ProcessorRegistration
+	for rows.Next() {
+		var i ProcessorRegistration
+		if err := rows.Scan(
+			&i.UserID,
+			&i.Processor,
+			&i.UpdatedAt,
+			&i.Status,
+			&i.CustomerID,
+			&i.Reason,
+			&i.PaymentSource,
 		); err != nil {
 			return nil, err
 		}
@@ -41,23 +82,29 @@ func (q *Queries) ProcessorRegistrationList(ctx context.Context, db DBTX, userID
 }
 
 const processorRegistrationSetRefused = `-- name: ProcessorRegistrationSetRefused :execrows
-INSERT INTO processor_registrations (user_id, processor, status, reason)
-VALUES ($1, $2, 'refused', $3::text)
-ON CONFLICT (user_id, processor) DO UPDATE
+INSERT INTO processor_registrations (user_id, processor, payment_source, status, reason)
+VALUES ($1, $2, $3, 'refused', $4::text)
+ON CONFLICT (user_id, payment_source, processor) DO UPDATE
 SET reason = EXCLUDED.reason, updated_at = now()
 WHERE processor_registrations.status = 'refused'
 `
 
 type ProcessorRegistrationSetRefusedParams struct {
-	UserID    int64
-	Processor string
-	Reason    string
+	UserID        int64
+	Processor     string
+	PaymentSource string
+	Reason        string
 }
 
 // Records the processor's refusal of the rider's source, unless the card is
 // registered there already.
 func (q *Queries) ProcessorRegistrationSetRefused(ctx context.Context, db DBTX, arg ProcessorRegistrationSetRefusedParams) (int64, error) {
-	result, err := db.Exec(ctx, processorRegistrationSetRefused, arg.UserID, arg.Processor, arg.Reason)
+	result, err := db.Exec(ctx, processorRegistrationSetRefused,
+		arg.UserID,
+		arg.Processor,
+		arg.PaymentSource,
+		arg.Reason,
+	)
 	if err != nil {
 		return 0, err
 	}
@@ -65,25 +112,31 @@ func (q *Queries) ProcessorRegistrationSetRefused(ctx context.Context, db DBTX, 
 }
 
 const processorRegistrationSetRegistered = `-- name: ProcessorRegistrationSetRegistered :execrows
-INSERT INTO processor_registrations (user_id, processor, status, customer_id)
-VALUES ($1, $2, 'registered', $3::text)
-ON CONFLICT (user_id, processor) DO UPDATE
+INSERT INTO processor_registrations (user_id, processor, payment_source, status, customer_id)
+VALUES ($1, $2, $3, 'registered', $4::text)
+ON CONFLICT (user_id, payment_source, processor) DO UPDATE
 SET status = 'registered', customer_id = EXCLUDED.customer_id, reason = NULL, updated_at = now()
 WHERE processor_registrations.status = 'refused'
    OR processor_registrations.customer_id = EXCLUDED.customer_id
 `
 
 type ProcessorRegistrationSetRegisteredParams struct {
-	UserID     int64
-	Processor  string
-	CustomerID string
+	UserID        int64
+	Processor     string
+	PaymentSource string
+	CustomerID    string
 }
 
-// Records the rider's card at the processor once; a refusal recorded for
-// the same source is replaced, another customer already recorded is kept
-// (0 rows).
+// Records the rider's card (payment_source) at the processor once; a
+// refusal recorded for the same source is replaced, another customer
+// already recorded is kept (0 rows).
 func (q *Queries) ProcessorRegistrationSetRegistered(ctx context.Context, db DBTX, arg ProcessorRegistrationSetRegisteredParams) (int64, error) {
-	result, err := db.Exec(ctx, processorRegistrationSetRegistered, arg.UserID, arg.Processor, arg.CustomerID)
+	result, err := db.Exec(ctx, processorRegistrationSetRegistered,
+		arg.UserID,
+		arg.Processor,
+		arg.PaymentSource,
+		arg.CustomerID,
+	)
 	if err != nil {
 		return 0, err
 	}
@@ -146,9 +199,16 @@ func (q *Queries) UserGetByEmail(ctx context.Context, db DBTX, email string) (*U
 }
 
 const userGetByStripeCustomer = `-- name: UserGetByStripeCustomer :one
-SELECT id, created_at, email, payment_source, stripe_customer_id FROM users WHERE stripe_customer_id = $1
+SELECT id, created_at, email, payment_source, stripe_customer_id FROM users
+WHERE stripe_customer_id = $1
+   OR id = (SELECT r.user_id FROM processor_registrations r
+            WHERE r.processor = 'stripe' AND r.customer_id = $1
+            LIMIT 1)
+LIMIT 1
 `
 
+// The rider of a Stripe customer, whichever of the rider's sources it was
+// made for.
 func (q *Queries) UserGetByStripeCustomer(ctx context.Context, db DBTX, stripeCustomerID *string) (*User, error) {
 	row := db.QueryRow(ctx, userGetByStripeCustomer, stripeCustomerID)
 	var i User
@@ -224,17 +284,51 @@ func (q *Queries) UserListWithoutStripeCustomer(ctx context.Context, db DBTX) ([
 	return items, nil
 }
 
+const userReplacePaymentSource = `-- name: UserReplacePaymentSource :one
+UPDATE users
+SET payment_source = $1,
+    stripe_customer_id = (
+        SELECT r.customer_id FROM processor_registrations r
+        WHERE r.user_id = $2 AND r.payment_source = $1
+          AND r.processor = 'stripe' AND r.status = 'registered')
+WHERE id = $2
+RETURNING id, created_at, email, payment_source, stripe_customer_id
+`
+
+// Replaces the rider's payment source. The Stripe customer shown on the
+// user becomes the one already made for the new source, if any (a source
+// the rider comes back to), else none until the customer job records it.
+func (q *Queries) UserReplacePaymentSource(ctx context.Context, db DBTX, paymentSource string, iD int64) (*User, error) {
+	row := db.QueryRow(ctx, userReplacePaymentSource, paymentSource, iD)
+	var i User
+	err := row.Scan(
+		&i.ID,
+		&i.CreatedAt,
+		&i.Email,
+		&i.PaymentSource,
+		&i.StripeCustomerID,
+	)
+	return &i, err
+}
+
 const userSetStripeCustomer = `-- name: UserSetStripeCustomer :execrows
 UPDATE users
 SET stripe_customer_id = $1::text
-WHERE id = $2
-  AND (stripe_customer_id IS NULL OR stripe_customer_id = $1)
+WHERE id = $2 AND payment_source = $3
+  AND stripe_customer_id IS DISTINCT FROM $1::text
 `
 
-// Stores the customer once; a second writer with the same id is a no-op and a
-// different id is refused (0 rows).
-func (q *Queries) UserSetStripeCustomer(ctx context.Context, db DBTX, stripeCustomerID string, iD int64) (int64, error) {
-	result, err := db.Exec(ctx, userSetStripeCustomer, stripeCustomerID, iD)
+type UserSetStripeCustomerParams struct {
+	StripeCustomerID string
+	ID               int64
+	PaymentSource    string
+}
+
+// Mirrors the Stripe customer made for payment_source on the user while it
+// is the rider's current source (a customer job or booking that finishes
+// after the source was replaced writes only the source's registration).
+func (q *Queries) UserSetStripeCustomer(ctx context.Context, db DBTX, arg UserSetStripeCustomerParams) (int64, error) {
+	result, err := db.Exec(ctx, userSetStripeCustomer, arg.StripeCustomerID, arg.ID, arg.PaymentSource)
 	if err != nil {
 		return 0, err
 	}

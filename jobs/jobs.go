@@ -179,9 +179,10 @@ func PeriodicJobs(cfg Config) []*river.PeriodicJob {
 	return periodic
 }
 
-// CustomerCreateWorker creates a user's customer at the payment processor.
-// It is safe to run any number of times: the processor sees one customer per
-// user through the entity-level key, and the id is stored once.
+// CustomerCreateWorker registers a user's payment source at the payment
+// processors. It is safe to run any number of times: each processor sees one
+// customer per user and source through the entity-level key, and the id is
+// stored once.
 type CustomerCreateWorker struct {
 	river.WorkerDefaults[service.CustomerCreateArgs]
 	svc *service.Service
@@ -192,7 +193,7 @@ type CustomerCreateWorker struct {
 // and the first ride of the user will report the decline. Everything else is
 // retried with River's backoff.
 func (w *CustomerCreateWorker) Work(ctx context.Context, job *river.Job[service.CustomerCreateArgs]) error {
-	_, err := w.svc.CustomerCreate(ctx, job.Args.UserID)
+	_, err := w.svc.CustomerCreate(ctx, job.Args.UserID, job.Args.PaymentSource)
 	if err == nil {
 		return nil
 	}

@@ -45,7 +45,7 @@ func TestCustomerCreateWorker(t *testing.T) {
 			final := b.waitFinal(t, service.CustomerCreateArgs{}.Kind(), 1)[0]
 			require.Equal(t, tc.wantEvent, final.Kind)
 			require.Equal(t, tc.faults+1, final.Job.Attempt)
-			require.Len(t, b.Stripe.CustomersWithMetadata("ar_key", service.CustomerKey(b.Service.Namespace(), "job@example.com")), tc.customers)
+			require.Len(t, b.Stripe.CustomersWithMetadata("ar_key", service.CustomerKey(b.Service.Namespace(), "job@example.com", tc.source)), tc.customers)
 
 			var stored *string
 			require.NoError(t, b.Pool.QueryRow(b.Ctx, `SELECT stripe_customer_id FROM users WHERE id = $1`, uid).Scan(&stored))

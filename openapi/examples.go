@@ -87,6 +87,14 @@ func exampleUser() *service.User {
 		Registrations: []service.Registration{{Processor: service.ProcessorStripe, Status: "registered", UpdatedAt: exampleTime}}}
 }
 
+// exampleUserReplaced is a rider just given another payment source: the
+// new source is registered afterwards, by a job.
+func exampleUserReplaced() *service.User {
+	u := exampleUserNew()
+	u.PaymentSource = "tok_mastercard"
+	return u
+}
+
 // exampleUserRefused is a rider whose source one processor refused.
 func exampleUserRefused() *service.User {
 	u := exampleUser()

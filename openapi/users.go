@@ -16,7 +16,7 @@ type userPutInput struct {
 }
 
 type userPutBody struct {
-	PaymentSource string `json:"payment_source,omitempty" maxLength:"255" pattern:"^[A-Za-z0-9_]+$" doc:"A payment processor token or source id. Required; only a development server (serve -dev) defaults it to the test card tok_visa." example:"tok_visa"`
+	PaymentSource string `json:"payment_source,omitempty" maxLength:"255" pattern:"^[A-Za-z0-9_]+$" doc:"A payment processor token or source id. Required; only a development server (serve -dev) defaults it to the test card tok_visa (and, for an existing rider, keeps its source). Another source than the existing rider's replaces it." example:"tok_visa"`
 }
 
 // UserPutResponse is the body of PUT /users/{email}.
@@ -69,10 +69,13 @@ func (h *handlers) registerUsers() {
 		OperationID: "user-put",
 		Method:      http.MethodPut,
 		Path:        "/users/{email}",
-		Summary:     "Create a rider unless one exists",
-		Description: "One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. " +
-			"Idempotent by its URL, with no Idempotency-Key: a repeat (a retry after a lost answer included) returns 200 with the existing user and no key, " +
-			"and an existing user is not changed. If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.",
+		Summary:     "Create a rider, or replace an existing rider's payment source",
+		Description: "One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that registers the payment source at every payment processor. " +
+			"Idempotent by its URL and body, with no Idempotency-Key: a repeat with the same payment_source (a retry after a lost answer included) returns 200 with the user unchanged and no key, and registers nothing again. " +
+			"An existing rider sent another payment_source has it replaced, in one transaction with an audit record (user.payment_source_replaced) and the job that registers the new source at every processor under its own entity-level key; " +
+			"the answer is 200 with the new source, its registrations reset (none until a processor answers; a source the rider had before shows the answers it got then) and stripe_customer_id null until Stripe has the new source's customer. " +
+			"A booking already in flight is charged with the source it was booked with; a new booking uses the new source. " +
+			"If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.",
 		Tags:          []string{"users"},
 		DefaultStatus: http.StatusCreated,
 		MaxBodyBytes:  maxBodyBytes,
@@ -82,14 +85,16 @@ func (h *handlers) registerUsers() {
 			"201": {Description: "Created, with the rider's first API key.", Content: map[string]*huma.MediaType{"application/json": {Schema: schema, Examples: map[string]*huma.Example{
 				"created": example("Created; the key is shown this once", UserPutResponse{User: exampleUserNew(), APIKey: exampleAPIKey, APIKeyID: exampleKeyID}),
 			}}}},
-			"200": {Description: "The rider already existed (no API key).", Content: map[string]*huma.MediaType{"application/json": {Schema: schema, Examples: map[string]*huma.Example{
-				"existed": example("The rider existed: unchanged, no key", UserPutResponse{User: exampleUser()}),
+			"200": {Description: "The rider already existed (no API key): unchanged, or with the payment source replaced.", Content: map[string]*huma.MediaType{"application/json": {Schema: schema, Examples: map[string]*huma.Example{
+				"existed":  example("The rider existed with this source: unchanged, no key", UserPutResponse{User: exampleUser()}),
+				"replaced": example("The rider's source was replaced: its registrations start again", UserPutResponse{User: exampleUserReplaced()}),
 			}}}},
 		},
 	}
 	jsonRequestExamples(&op, map[string]*huma.Example{
 		"visa":    example("Pay with a test Visa card", userPutBody{PaymentSource: "tok_visa"}),
 		"decline": example("A card whose every charge is declined", userPutBody{PaymentSource: "tok_chargeCustomerFail"}),
+		"replace": example("An existing rider registers another card (replaces a refused source)", userPutBody{PaymentSource: "tok_mastercard"}),
 	})
 	h.errorResponses(&op, 400, 401, 413, 415, 422, 429, 500, 503)
 	withExamples(&op, "429", map[string]*huma.Example{"too-many-failures": authLimitedExample})
@@ -197,6 +202,8 @@ func (h *handlers) userPut(ctx context.Context, in *userPutInput) (*userPutOutpu
 	if err != nil {
 		return nil, h.fail(ctx, "user put", err)
 	}
+	// 200 for an existing rider, whether its source was replaced or not:
+	// the resource existed, and PUT answers its new state.
 	out := &userPutOutput{Status: http.StatusOK, Body: UserPutResponse{User: res.User}}
 	if res.Created {
 		out.Status, out.Body.APIKey, out.Body.APIKeyID = http.StatusCreated, res.APIKey, res.APIKeyID

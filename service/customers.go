@@ -8,19 +8,28 @@ import (
 	"github.com/atomicrides/atomicrides/dbgen"
 )
 
-// CustomerCreate registers the user's card at every configured processor
-// that has no answer for it yet, and returns the customer id at the first
-// processor ("" when that one refused the card). It is the entity-level
-// customer job: each processor sees one registration per rider through the
-// entity-level key. No transaction is open while a processor is called;
-// each answer is stored afterwards, once.
+// CustomerCreate registers the user's payment source at every configured
+// processor that has no answer for it yet, and returns the customer id at
+// the first processor ("" when that one refused the card). It is the
+// entity-level customer job: each processor sees one registration per
+// rider and source through the entity-level key (CustomerKey). No
+// transaction is open while a processor is called; each answer is stored
+// afterwards, once, as the registration of that source.
+//
+// source is the payment source the job was inserted for; "" (a job
+// inserted before sources could be replaced) means the rider's current
+// one. A job whose source the rider has replaced since still registers it:
+// the job is unique per rider and source, and stays so once completed, so
+// a rider who comes back to that source finds every processor's answer
+// for it (the answers are kept per source; only the current source's are
+// shown and routed on).
 //
 // A processor's refusal of the rider's source is recorded as the rider's
 // registration state at that processor (GET /users/{email} shows it) and is
 // no error: nothing is retried for it. An indeterminate failure at any
 // processor is returned after the others were tried, so that the job
 // retries it.
-func (s *Service) CustomerCreate(ctx context.Context, userID int64) (string, error) {
+func (s *Service) CustomerCreate(ctx context.Context, userID int64, source string) (string, error) {
 	user, err := s.queries.UserGet(ctx, s.pool, userID)
 	if err != nil {
 		if isNoRows(err) {
@@ -28,7 +37,10 @@ func (s *Service) CustomerCreate(ctx context.Context, userID int64) (string, err
 		}
 		return "", internal(err)
 	}
-	regs, err := s.registrations(ctx, user)
+	if source == "" {
+		source = user.PaymentSource
+	}
+	regs, err := s.registrations(ctx, user, source)
 	if err != nil {
 		return "", err
 	}
@@ -43,7 +55,7 @@ func (s *Service) CustomerCreate(ctx context.Context, userID int64) (string, err
 	for i, name := range s.order {
 		reg, done := regs[name]
 		if !done {
-			reg, err = s.register(ctx, name, user, now)
+			reg, err = s.register(ctx, name, user, source, now)
 			if err != nil {
 				pending = errors.Join(pending, err)
 				continue
@@ -59,11 +71,12 @@ func (s *Service) CustomerCreate(ctx context.Context, userID int64) (string, err
 	return first, nil
 }
 
-// registrations returns the rider's answered registrations by processor:
-// Stripe's from users.stripe_customer_id (and a refusal row), the others'
-// from processor_registrations.
-func (s *Service) registrations(ctx context.Context, user *dbgen.User) (map[string]*dbgen.ProcessorRegistration, error) {
-	rows, err := s.queries.ProcessorRegistrationList(ctx, s.pool, user.ID)
+// registrations returns the answered registrations of the rider's payment
+// source by processor. For the rider's current source, a Stripe customer
+// recorded on the user (users.stripe_customer_id) counts too, as the ride
+// flow reads it.
+func (s *Service) registrations(ctx context.Context, user *dbgen.User, source string) (map[string]*dbgen.ProcessorRegistration, error) {
+	rows, err := s.queries.ProcessorRegistrationListForSource(ctx, s.pool, user.ID, source)
 	if err != nil {
 		return nil, internal(err)
 	}
@@ -71,35 +84,36 @@ func (s *Service) registrations(ctx context.Context, user *dbgen.User) (map[stri
 	for _, r := range rows {
 		out[r.Processor] = r
 	}
-	if user.StripeCustomerID != nil {
+	if user.StripeCustomerID != nil && user.PaymentSource == source {
 		out[ProcessorStripe] = &dbgen.ProcessorRegistration{
-			UserID: user.ID, Processor: ProcessorStripe, Status: registrationRegistered, CustomerID: user.StripeCustomerID,
+			UserID: user.ID, Processor: ProcessorStripe, PaymentSource: source, Status: registrationRegistered, CustomerID: user.StripeCustomerID,
 		}
 	}
 	return out, nil
 }
 
-// register registers the rider's card at the processor name and records
-// the answer: the customer, or the processor's refusal of the source.
-func (s *Service) register(ctx context.Context, name string, user *dbgen.User, now time.Time) (*dbgen.ProcessorRegistration, error) {
-	c, err := s.processorCustomer(ctx, name, user, now)
+// register registers the rider's payment source at the processor name and
+// records the answer: the customer, or the processor's refusal of the
+// source.
+func (s *Service) register(ctx context.Context, name string, user *dbgen.User, source string, now time.Time) (*dbgen.ProcessorRegistration, error) {
+	c, err := s.processorCustomer(ctx, name, user, source, now)
 	if pe := PaymentFinal(err); pe != nil {
 		reason := refusalReason(name, pe)
-		if err := s.registrationRefused(ctx, s.pool, user.ID, name, reason); err != nil {
+		if err := s.registrationRefused(ctx, s.pool, user.ID, name, source, reason); err != nil {
 			return nil, err
 		}
 		s.logger.InfoContext(ctx, "payment processor refused the rider's payment source; the rider is told on GET /users and at booking",
 			"processor", name, "user_id", user.ID, "code", pe.Code)
-		return &dbgen.ProcessorRegistration{UserID: user.ID, Processor: name, Status: registrationRefused, Reason: &reason}, nil
+		return &dbgen.ProcessorRegistration{UserID: user.ID, Processor: name, PaymentSource: source, Status: registrationRefused, Reason: &reason}, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	id, err := s.customerStore(ctx, name, user.ID, c.ID)
+	id, err := s.customerStore(ctx, name, user.ID, source, c.ID)
 	if err != nil {
 		return nil, err
 	}
-	return &dbgen.ProcessorRegistration{UserID: user.ID, Processor: name, Status: registrationRegistered, CustomerID: &id}, nil
+	return &dbgen.ProcessorRegistration{UserID: user.ID, Processor: name, PaymentSource: source, Status: registrationRegistered, CustomerID: &id}, nil
 }
 
 // refusalReason is what the rider is shown for a refused source.
@@ -116,37 +130,45 @@ func refusalReason(processor string, pe *PaymentError) string {
 }
 
 // registrationRefused records the processor's refusal of the rider's
-// source, unless the card is registered there already.
-func (s *Service) registrationRefused(ctx context.Context, db dbgen.DBTX, userID int64, name, reason string) error {
-	if _, err := s.queries.ProcessorRegistrationSetRefused(ctx, db, dbgen.ProcessorRegistrationSetRefusedParams{UserID: userID, Processor: name, Reason: reason}); err != nil {
+// payment source, unless that source is registered there already.
+func (s *Service) registrationRefused(ctx context.Context, db dbgen.DBTX, userID int64, name, source, reason string) error {
+	if _, err := s.queries.ProcessorRegistrationSetRefused(ctx, db, dbgen.ProcessorRegistrationSetRefusedParams{
+		UserID: userID, Processor: name, PaymentSource: source, Reason: reason,
+	}); err != nil {
 		return internal(err)
 	}
 	return nil
 }
 
-// processorCustomer gets the user's customer from the processor name,
-// creating it under the entity-level key derived from the namespace and
-// the rider's email. Once the processor may have forgotten that key
-// (judged at now, by the database's clock), or when it saw the key with
-// other parameters (a rider created again with another source after a
-// restore), the customer made for this rider by this deployment is looked
-// up and adopted.
-func (s *Service) processorCustomer(ctx context.Context, name string, user *dbgen.User, now time.Time) (*Customer, error) {
+// processorCustomer gets the customer of the rider's payment source from
+// the processor name, creating it under the entity-level key derived from
+// the namespace, the rider's email and the source. Once the processor may
+// have forgotten that key (judged at now, by the database's clock, from
+// the rider's creation: no source of the rider was sent earlier), or when
+// it saw the key with other parameters, the customer made for this rider
+// and source by this deployment is looked up and adopted.
+func (s *Service) processorCustomer(ctx context.Context, name string, user *dbgen.User, source string, now time.Time) (*Customer, error) {
 	proc, err := s.proc(name)
 	if err != nil {
 		return nil, err
 	}
-	pkey := CustomerKey(s.namespace, user.Email)
+	pkey := CustomerKey(s.namespace, user.Email, source)
 	if s.pastProcessorWindow(name, now, user.CreatedAt) {
 		c, err := s.processorCustomerOf(ctx, proc, pkey, user.Email)
-		if err != nil || c != nil {
+		switch {
+		case isUnsupported(err):
+			// The processor cannot look customers up (Adyen): create under
+			// the key. Past its window this may store the card a second
+			// time, which charges nothing: charges go to the recorded
+			// registration, and the charge flow guards its own key window.
+		case err != nil || c != nil:
 			return c, err
 		}
 	}
 	c, err := proc.pay.CustomerCreate(ctx, CustomerCreateParams{
 		IdempotencyKey: pkey,
 		Email:          user.Email,
-		Source:         user.PaymentSource,
+		Source:         source,
 		Tag:            s.tag(user.Email, pkey),
 	})
 	if isIdempotencyMismatch(err) {
@@ -176,10 +198,11 @@ func (s *Service) processorCustomerOf(ctx context.Context, proc *processor, pkey
 	return nil, nil
 }
 
-// customerStore records the customer id at the processor name unless
-// another is already recorded, and returns the recorded one.
-func (s *Service) customerStore(ctx context.Context, name string, userID int64, customerID string) (string, error) {
-	n, err := s.storeCustomer(ctx, s.queries, s.pool, name, userID, customerID)
+// customerStore records the customer id of the rider's source at the
+// processor name unless another is already recorded, and returns the
+// recorded one.
+func (s *Service) customerStore(ctx context.Context, name string, userID int64, source, customerID string) (string, error) {
+	n, err := s.storeCustomer(ctx, s.queries, s.pool, name, userID, source, customerID)
 	if err != nil {
 		return "", internal(err)
 	}
@@ -190,7 +213,7 @@ func (s *Service) customerStore(ctx context.Context, name string, userID int64, 
 	if err != nil {
 		return "", internal(err)
 	}
-	regs, err := s.registrations(ctx, user)
+	regs, err := s.registrations(ctx, user, source)
 	if err != nil {
 		return "", err
 	}
@@ -203,15 +226,21 @@ func (s *Service) customerStore(ctx context.Context, name string, userID int64, 
 	return *reg.CustomerID, nil
 }
 
-// storeCustomer writes the customer id at the processor name: Stripe's on
-// the user (and as a registration), the others' as a registration. It
-// returns 1 when the id is the recorded one.
-func (s *Service) storeCustomer(ctx context.Context, q *dbgen.Queries, db dbgen.DBTX, name string, userID int64, customerID string) (int64, error) {
-	if name == ProcessorStripe {
-		n, err := q.UserSetStripeCustomer(ctx, db, customerID, userID)
-		if err != nil || n != 1 {
-			return n, err
-		}
+// storeCustomer records the customer id made for the rider's source at the
+// processor name as that source's registration, and returns 1 when the id
+// is the recorded one. A Stripe customer is also mirrored on the user
+// (users.stripe_customer_id) while the source is the rider's current one.
+func (s *Service) storeCustomer(ctx context.Context, q *dbgen.Queries, db dbgen.DBTX, name string, userID int64, source, customerID string) (int64, error) {
+	n, err := q.ProcessorRegistrationSetRegistered(ctx, db, dbgen.ProcessorRegistrationSetRegisteredParams{
+		UserID: userID, Processor: name, PaymentSource: source, CustomerID: customerID,
+	})
+	if err != nil || n != 1 || name != ProcessorStripe {
+		return n, err
 	}
-	return q.ProcessorRegistrationSetRegistered(ctx, db, dbgen.ProcessorRegistrationSetRegisteredParams{UserID: userID, Processor: name, CustomerID: customerID})
+	if _, err := q.UserSetStripeCustomer(ctx, db, dbgen.UserSetStripeCustomerParams{
+		StripeCustomerID: customerID, ID: userID, PaymentSource: source,
+	}); err != nil {
+		return 0, err
+	}
+	return n, nil
 }

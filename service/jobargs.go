@@ -5,19 +5,25 @@ import (
 	"github.com/riverqueue/river/rivertype"
 )
 
-// CustomerCreateArgs is the job that creates a user's customer at the
-// payment processor and stores its id. It is inserted in the transaction that
-// creates the user; the processor sees one customer per user however often
-// the job runs, through the entity-level key derived from the deployment's
-// namespace and the rider's normalised email ("ar-cu-…", processor_keys.go).
+// CustomerCreateArgs is the job that registers a user's payment source at
+// every payment processor and stores the answers. It is inserted in the
+// transaction that creates the user, and in the one that replaces the
+// user's source; the processor sees one customer per user and source
+// however often the job runs, through the entity-level key derived from the
+// deployment's namespace, the rider's normalised email and the source
+// ("ar-cu-…", processor_keys.go).
 type CustomerCreateArgs struct {
 	UserID int64 `json:"user_id"`
+	// PaymentSource is the source to register, the rider's current one or
+	// not. Empty in jobs inserted before sources could be replaced: the
+	// rider's current source.
+	PaymentSource string `json:"payment_source,omitempty"`
 }
 
 // Kind is the job's kind in River.
 func (CustomerCreateArgs) Kind() string { return "customer_create" }
 
-// InsertOpts makes the job unique per user.
+// InsertOpts makes the job unique per user and source.
 func (CustomerCreateArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{MaxAttempts: 20, UniqueOpts: river.UniqueOpts{ByArgs: true}}
 }

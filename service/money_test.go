@@ -128,7 +128,7 @@ func TestTwoDeploymentsShareOneStripeAccount(t *testing.T) {
 	key := testkit.NewKey()
 	chA, chB := w.book(t, a, ua, key), w.book(t, b, ub, key)
 	require.NotEqual(t, chA, chB, "each deployment charges its own rider")
-	_, err = a.CustomerCreate(w.ctx, ua)
+	_, err = a.CustomerCreate(w.ctx, ua, "")
 	require.NoError(t, err)
 
 	require.Len(t, w.fake.SucceededCharges(), 2)

@@ -64,11 +64,17 @@ func ChargeKey(namespace, email, clientKey string) string {
 // the customer.
 func chargeIdempotencyKey(chargeKey, customerID string) string { return chargeKey + "." + customerID }
 
-// CustomerKey is the entity-level processor key of the rider's customer:
-// every path that creates the customer uses it with the same parameters, so
-// the processor creates one customer per rider and deployment.
-func CustomerKey(namespace, email string) string {
-	return processorKeyCustomer + digest("customer", namespace, email)
+// CustomerKey is the entity-level processor key of the rider's customer
+// (at Stripe) or stored card (at Adyen) for one payment source: every path
+// that registers that source uses it with the same parameters, so the
+// processor makes one customer per rider, source and deployment. It is
+// derived from the source itself, never from a generation our database
+// counts: a rider who replaces source A by B gets a new key (a new
+// registration), and one who comes back to A sends A's key again and is
+// answered with the customer made for A. A ride charged with A after the
+// rider moved to B still finds A's customer under this key.
+func CustomerKey(namespace, email, source string) string {
+	return processorKeyCustomer + digest("customer", namespace, email, source)
 }
 
 // RefundKey is the processor key of the refund of chargeID: one per attempt,

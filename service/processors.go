@@ -209,15 +209,25 @@ func (s *Service) proc(name string) (*processor, error) {
 func (s *Service) Processors() []string { return append([]string(nil), s.order...) }
 
 // route chooses the processor of a new booking by the rider userID: the
-// first, in order of preference, where the rider's card is not refused and
-// whose circuit is not open. A rider refused everywhere goes to the first
-// processor, whose charge answers 402 naming the refusal. When every
-// processor that could take the rider has its circuit open, the booking is
-// refused with 503 before anything is written.
-func (s *Service) route(ctx context.Context, tx pgx.Tx, userID int64, skip map[string]bool) (string, error) {
+// first, in order of preference, where the rider's payment source is not
+// refused and whose circuit is not open. source is the payment source the
+// booking is charged with ("" for the rider's current one, which a new
+// booking takes). A rider refused everywhere goes to the first processor,
+// whose charge answers 402 naming the refusal. When every processor that
+// could take the rider has its circuit open, the booking is refused with
+// 503 before anything is written.
+func (s *Service) route(ctx context.Context, tx pgx.Tx, userID int64, source string, skip map[string]bool) (string, error) {
 	refused := map[string]bool{}
 	if len(s.order) > 1 {
-		regs, err := s.queries.ProcessorRegistrationList(ctx, tx, userID)
+		var (
+			regs []*dbgen.ProcessorRegistration
+			err  error
+		)
+		if source == "" {
+			regs, err = s.queries.ProcessorRegistrationList(ctx, tx, userID)
+		} else {
+			regs, err = s.queries.ProcessorRegistrationListForSource(ctx, tx, userID, source)
+		}
 		if err != nil {
 			return "", err
 		}

@@ -54,7 +54,7 @@ func TestProcessorRouting(t *testing.T) {
 		w := testkit.NewTwoProcessors(t, 2, time.Hour)
 		uid := w.Rider(t, "failover@example.com", "tok_visa").ID
 		// The customer job has registered the rider at both.
-		_, err := w.Service.CustomerCreate(w.Ctx, uid)
+		_, err := w.Service.CustomerCreate(w.Ctx, uid, "")
 		require.NoError(t, err)
 		stripeDown(w)
 		// Two bookings meet Stripe down: each stays at its recovery point,
@@ -133,7 +133,7 @@ func TestProcessorRouting(t *testing.T) {
 		t.Parallel()
 		w := testkit.NewTwoProcessors(t, 1, time.Hour)
 		uid := w.Rider(t, "nowhere@example.com", "tok_visa").ID
-		_, err := w.Service.CustomerCreate(w.Ctx, uid)
+		_, err := w.Service.CustomerCreate(w.Ctx, uid, "")
 		require.NoError(t, err)
 		stripeDown(w)
 		w.Adyen.SetOutage(true)
@@ -155,7 +155,7 @@ func TestProcessorRouting(t *testing.T) {
 		t.Parallel()
 		w := testkit.NewTwoProcessors(t, 1, time.Hour)
 		uid := w.Rider(t, "refund-adyen@example.com", "tok_visa").ID
-		_, err := w.Service.CustomerCreate(w.Ctx, uid)
+		_, err := w.Service.CustomerCreate(w.Ctx, uid, "")
 		require.NoError(t, err)
 		stripeDown(w)
 		_, err = book(t, w, uid, testkit.NewKey())
@@ -212,7 +212,7 @@ func TestPaymentSource(t *testing.T) {
 
 		// The customer job: an answer from every processor, no error to
 		// retry.
-		_, err = svc.CustomerCreate(w.Ctx, uid)
+		_, err = svc.CustomerCreate(w.Ctx, uid, "")
 		require.NoError(t, err)
 		user, err := svc.UserGet(w.Ctx, "z@example.com")
 		require.NoError(t, err)
@@ -297,7 +297,7 @@ func TestLostRoutingCommitIsDetected(t *testing.T) {
 	t.Parallel()
 	w := testkit.NewTwoProcessors(t, 1, time.Hour)
 	uid := w.Rider(t, "lost@example.com", "tok_visa").ID
-	_, err := w.Service.CustomerCreate(w.Ctx, uid)
+	_, err := w.Service.CustomerCreate(w.Ctx, uid, "")
 	require.NoError(t, err)
 	key := testkit.NewKey()
 	first, err := book(t, w, uid, key)

@@ -242,16 +242,22 @@ func (s *Service) rideLoad(ctx context.Context, tx pgx.Tx, key *Key) (*rideState
 	return st, nil
 }
 
-// loadRegistration reads the rider's registration at the ride's processor.
+// loadRegistration reads the rider's registration, at the ride's
+// processor, of the payment source the ride was routed with (rides.payment_source,
+// committed with the ride): a continuation after the rider replaced the
+// source still charges the source, customer and key the ride started with.
 func (s *Service) loadRegistration(ctx context.Context, tx pgx.Tx, st *rideState) error {
 	st.reg = nil
-	if st.ride.Processor == ProcessorStripe && st.user.StripeCustomerID != nil {
+	if st.ride.Processor == ProcessorStripe && st.user.StripeCustomerID != nil && st.user.PaymentSource == st.ride.PaymentSource {
+		// The user row, read with the ride, mirrors the Stripe customer of
+		// its current source: no second round trip.
 		st.reg = &dbgen.ProcessorRegistration{
-			UserID: st.user.ID, Processor: ProcessorStripe, Status: registrationRegistered, CustomerID: st.user.StripeCustomerID,
+			UserID: st.user.ID, Processor: ProcessorStripe, PaymentSource: st.ride.PaymentSource,
+			Status: registrationRegistered, CustomerID: st.user.StripeCustomerID,
 		}
 		return nil
 	}
-	regs, err := s.queries.ProcessorRegistrationList(ctx, tx, st.user.ID)
+	regs, err := s.queries.ProcessorRegistrationListForSource(ctx, tx, st.user.ID, st.ride.PaymentSource)
 	if err != nil {
 		return err
 	}
@@ -270,7 +276,7 @@ func (s *Service) loadRegistration(ctx context.Context, tx pgx.Tx, st *rideState
 // with the request's charge key, before any call: every continuation reads
 // it and goes back to it.
 func (s *Service) rideCreatePhase(ctx context.Context, tx pgx.Tx, key *Key, st *rideState) (Outcome, error) {
-	proc, err := s.route(ctx, tx, key.UserID, nil)
+	proc, err := s.route(ctx, tx, key.UserID, "", nil)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -346,7 +352,7 @@ func (s *Service) rideChargeCall(ctx context.Context, key *Key, st *rideState) e
 	case st.reg != nil:
 		st.customerID = *st.reg.CustomerID
 	default:
-		c, err := s.processorCustomer(ctx, proc.name, st.user, key.ClaimedAt)
+		c, err := s.processorCustomer(ctx, proc.name, st.user, st.ride.PaymentSource, key.ClaimedAt)
 		if err != nil {
 			if pe := PaymentFinal(err); pe != nil {
 				// The rider's registration state at this processor,
@@ -455,7 +461,7 @@ func (s *Service) rideChargePhase(ctx context.Context, tx pgx.Tx, key *Key, st *
 		// It is the rider's registration state there; the ride moves on to
 		// a processor that may take the card, as a recorded new attempt,
 		// or answers 402 naming the refusal.
-		if err := s.registrationRefused(ctx, tx, st.user.ID, st.ride.Processor, st.failure.Message); err != nil {
+		if err := s.registrationRefused(ctx, tx, st.user.ID, st.ride.Processor, st.ride.PaymentSource, st.failure.Message); err != nil {
 			return Outcome{}, err
 		}
 		next, err := s.rerouteTarget(ctx, tx, st)
@@ -496,7 +502,7 @@ func (s *Service) rideChargePhase(ctx context.Context, tx pgx.Tx, key *Key, st *
 	}
 
 	if st.newCustomer {
-		if _, err := s.storeCustomer(ctx, s.queries, tx, st.ride.Processor, key.UserID, st.customerID); err != nil {
+		if _, err := s.storeCustomer(ctx, s.queries, tx, st.ride.Processor, key.UserID, st.ride.PaymentSource, st.customerID); err != nil {
 			return Outcome{}, err
 		}
 	}
@@ -516,13 +522,13 @@ func (s *Service) rideChargePhase(ctx context.Context, tx pgx.Tx, key *Key, st *
 }
 
 // rerouteTarget is the processor a ride refused at its processor moves to:
-// the next by preference whose circuit is closed and where the rider's card
-// is not refused, or "" when there is none.
+// the next by preference whose circuit is closed and where the ride's
+// payment source is not refused, or "" when there is none.
 func (s *Service) rerouteTarget(ctx context.Context, tx pgx.Tx, st *rideState) (string, error) {
 	if st.ride.ChargeAttempt >= int32(len(s.order)) {
 		return "", nil
 	}
-	next, err := s.route(ctx, tx, st.user.ID, map[string]bool{st.ride.Processor: true})
+	next, err := s.route(ctx, tx, st.user.ID, st.ride.PaymentSource, map[string]bool{st.ride.Processor: true})
 	if err != nil {
 		var e *Error
 		if errors.As(err, &e) && e.Code == CodeProcessorUnavailable {

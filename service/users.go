@@ -27,11 +27,13 @@ type User struct {
 	CreatedAt     time.Time `json:"created_at"`
 	Email         string    `json:"email"`
 	PaymentSource string    `json:"payment_source"`
-	// StripeCustomerID is set once the customer exists at the processor.
-	StripeCustomerID *string `json:"stripe_customer_id" nullable:"true"`
-	// Registrations are the rider's card at each processor that answered:
-	// registered, or refused with the processor's reason.
-	Registrations []Registration `json:"registrations" doc:"The rider's card at each payment processor that has answered: registered, or refused with the processor's reason (the rider must register another source). A processor not listed has not answered yet."`
+	// StripeCustomerID is the Stripe customer of the current payment
+	// source, set once it exists at Stripe.
+	StripeCustomerID *string `json:"stripe_customer_id" nullable:"true" doc:"The Stripe customer of the rider's current payment source, once Stripe has it; a replaced source has its own customer, so this changes (and is null until the new one is registered)."`
+	// Registrations are the rider's current payment source at each
+	// processor that answered: registered, or refused with the
+	// processor's reason.
+	Registrations []Registration `json:"registrations" doc:"The rider's current payment source at each payment processor that has answered: registered, or refused with the processor's reason (the rider must register another source with PUT /users/{email}). A processor not listed has not answered yet; a replaced source starts with none listed."`
 }
 
 func userFromRow(u *dbgen.User) *User {
@@ -95,6 +97,9 @@ type UserUpsertResult struct {
 	APIKey string
 	// APIKeyID is the id of APIKey, only when Created.
 	APIKeyID int64
+	// Replaced is true when this call replaced an existing rider's payment
+	// source with another.
+	Replaced bool
 }
 
 var paymentSourcePattern = regexp.MustCompile(`^[A-Za-z0-9_]{1,255}$`)
@@ -145,22 +150,30 @@ func NormalizeEmail(email string) (string, error) {
 	return strings.ToLower(email), nil
 }
 
-// UserUpsert creates the user unless one with the email exists: the 1:1
-// request-to-transaction model. One SERIALIZABLE transaction creates the user,
-// an audit record, the first API key and the job that creates the customer at
-// the processor; it is rerun on serialization failures, and the UNIQUE email
-// is a second line of defence. An existing user is returned unchanged.
+// UserUpsert creates the user unless one with the email exists, or
+// replaces an existing user's payment source with another: the 1:1
+// request-to-transaction model. One SERIALIZABLE transaction creates the
+// user, an audit record, the first API key and the job that registers the
+// source at every processor; it is rerun on serialization failures, and the
+// UNIQUE email is a second line of defence.
+//
+// An existing user sent its current source (or, under -dev, no source) is
+// returned unchanged: nothing is written and nothing registered again. An
+// existing user sent another source has it replaced in one transaction
+// (replaceSource): the user row, an audit record user.payment_source_replaced
+// and the customer job of the new source.
 func (s *Service) UserUpsert(ctx context.Context, p UserUpsertParams) (*UserUpsertResult, error) {
 	email, err := NormalizeEmail(p.Email)
 	if err != nil {
 		return nil, err
 	}
 	p.Email = email
+	defaulted := false
 	if p.PaymentSource == "" {
 		if !s.devSource {
 			return nil, invalid("body.payment_source", "is required: a payment processor token or source id, like tok_visa")
 		}
-		p.PaymentSource = DefaultPaymentSource
+		p.PaymentSource, defaulted = DefaultPaymentSource, true
 	}
 	if !paymentSourcePattern.MatchString(p.PaymentSource) {
 		return nil, invalid("body.payment_source", "must be 1 to 255 letters, digits or underscores, like tok_visa")
@@ -171,7 +184,15 @@ func (s *Service) UserUpsert(ctx context.Context, p UserUpsertParams) (*UserUpse
 		res = nil
 		existing, err := s.queries.UserGetByEmail(ctx, tx, p.Email)
 		if err == nil {
-			res = &UserUpsertResult{User: userFromRow(existing)}
+			if existing.PaymentSource != p.PaymentSource && !defaulted {
+				existing, err = s.replaceSource(ctx, tx, existing, p)
+				if err != nil {
+					return err
+				}
+				res = &UserUpsertResult{User: userFromRow(existing), Replaced: true}
+			} else {
+				res = &UserUpsertResult{User: userFromRow(existing)}
+			}
 			regs, err := s.queries.ProcessorRegistrationList(ctx, tx, existing.ID)
 			if err != nil {
 				return err
@@ -200,7 +221,7 @@ func (s *Service) UserUpsert(ctx context.Context, p UserUpsertParams) (*UserUpse
 		if err != nil {
 			return err
 		}
-		if _, err := s.jobs.InsertTx(ctx, tx, CustomerCreateArgs{UserID: user.ID}, nil); err != nil {
+		if _, err := s.jobs.InsertTx(ctx, tx, CustomerCreateArgs{UserID: user.ID, PaymentSource: user.PaymentSource}, nil); err != nil {
 			return err
 		}
 		res = &UserUpsertResult{User: userFromRow(user), Created: true, APIKey: apiKey.Secret, APIKeyID: apiKey.ID}
@@ -210,6 +231,33 @@ func (s *Service) UserUpsert(ctx context.Context, p UserUpsertParams) (*UserUpse
 		return nil, internal(err)
 	}
 	return res, nil
+}
+
+// replaceSource makes p.PaymentSource the rider's payment source, in the
+// caller's transaction, and returns the updated rider. The new source is a
+// new registration at every processor, under its own entity-level key
+// (CustomerKey of the source), by the customer job inserted here; until the
+// job (or a booking) hears from a processor, the rider has no registration
+// there. A source the rider had before keeps the answers the processors
+// gave it, so nothing is registered again for it. Rides already booked keep
+// the source they were routed with (rides.payment_source): a booking in
+// flight is charged with the old source, a new booking with the new one.
+func (s *Service) replaceSource(ctx context.Context, tx pgx.Tx, user *dbgen.User, p UserUpsertParams) (*dbgen.User, error) {
+	updated, err := s.queries.UserReplacePaymentSource(ctx, tx, p.PaymentSource, user.ID)
+	if err != nil {
+		if sqlState(err) == sqlStateUniqueViolation {
+			return nil, &serializationConflict{err}
+		}
+		return nil, err
+	}
+	if err := s.audit(ctx, tx, "user.payment_source_replaced", "user", user.ID, user.ID, p.IP,
+		map[string]string{"from": user.PaymentSource, "to": updated.PaymentSource}); err != nil {
+		return nil, err
+	}
+	if _, err := s.jobs.InsertTx(ctx, tx, CustomerCreateArgs{UserID: user.ID, PaymentSource: updated.PaymentSource}, nil); err != nil {
+		return nil, err
+	}
+	return updated, nil
 }
 
 // serializationConflict marks a unique violation that a rerun resolves.

@@ -22,12 +22,13 @@ func TestUserUpsert(t *testing.T) {
 		require.NotEmpty(t, first.APIKey)
 		require.Equal(t, service.DefaultPaymentSource, first.User.PaymentSource)
 
-		again, err := b.Service.UserUpsert(b.Ctx, service.UserUpsertParams{Email: "once@example.com", PaymentSource: "tok_other"})
+		again, err := b.Service.UserUpsert(b.Ctx, service.UserUpsertParams{Email: "once@example.com"})
 		require.NoError(t, err)
 		require.False(t, again.Created)
 		require.Empty(t, again.APIKey)
 		require.Equal(t, first.User.ID, again.User.ID)
-		require.Equal(t, service.DefaultPaymentSource, again.User.PaymentSource, "an existing user is not changed")
+		require.False(t, again.Replaced)
+		require.Equal(t, service.DefaultPaymentSource, again.User.PaymentSource, "an existing user sent no source (under -dev) keeps its own")
 
 		u, err := b.Service.Authenticate(b.Ctx, first.APIKey)
 		require.NoError(t, err)
@@ -131,7 +132,7 @@ func TestCustomerCreate(t *testing.T) {
 		uid := b.Rider(t, "customer@example.com", "tok_visa").ID
 		var ids []string
 		for range 3 {
-			id, err := b.Service.CustomerCreate(b.Ctx, uid)
+			id, err := b.Service.CustomerCreate(b.Ctx, uid, "")
 			require.NoError(t, err)
 			ids = append(ids, id)
 		}
@@ -146,7 +147,7 @@ func TestCustomerCreate(t *testing.T) {
 		uid := b.Rider(t, "early@example.com", "tok_visa").ID
 		_, err := b.Service.RideCreate(b.Ctx, uid, testkit.NewKey(), testkit.SomeRide, nil)
 		require.NoError(t, err)
-		id, err := b.Service.CustomerCreate(b.Ctx, uid)
+		id, err := b.Service.CustomerCreate(b.Ctx, uid, "")
 		require.NoError(t, err)
 		require.Len(t, b.Stripe.Customers(), 1)
 		require.Equal(t, b.Stripe.Customers()[0].ID, id)

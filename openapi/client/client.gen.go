@@ -561,14 +561,16 @@ type User struct {
 	ID            int64  `json:"id"`
 	PaymentSource string `json:"payment_source"`
 
-	// Registrations The rider's card at each payment processor that has answered: registered, or refused with the processor's reason (the rider must register another source). A processor not listed has not answered yet.
-	Registrations    *[]Registration `json:"registrations"`
-	StripeCustomerID *string         `json:"stripe_customer_id"`
+	// Registrations The rider's current payment source at each payment processor that has answered: registered, or refused with the processor's reason (the rider must register another source with PUT /users/{email}). A processor not listed has not answered yet; a replaced source starts with none listed.
+	Registrations *[]Registration `json:"registrations"`
+
+	// StripeCustomerID The Stripe customer of the rider's current payment source, once Stripe has it; a replaced source has its own customer, so this changes (and is null until the new one is registered).
+	StripeCustomerID *string `json:"stripe_customer_id"`
 }
 
 // UserPutBody defines model for UserPutBody.
 type UserPutBody struct {
-	// PaymentSource A payment processor token or source id. Required; only a development server (serve -dev) defaults it to the test card tok_visa.
+	// PaymentSource A payment processor token or source id. Required; only a development server (serve -dev) defaults it to the test card tok_visa (and, for an existing rider, keeps its source). Another source than the existing rider's replaces it.
 	//
 	// Examples: tok_visa
 	PaymentSource *string `json:"payment_source,omitempty"`
@@ -787,18 +789,18 @@ type ClientInterface interface {
 	// Corresponds with GET /users/{email} (the `UserGet` operationId).
 	UserGet(ctx context.Context, email openapi_types.Email, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// UserPutWithBody Create a rider unless one exists
+	// UserPutWithBody Create a rider, or replace an existing rider's payment source
 	//
-	// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent by its URL, with no Idempotency-Key: a repeat (a retry after a lost answer included) returns 200 with the existing user and no key, and an existing user is not changed. If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.
+	// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that registers the payment source at every payment processor. Idempotent by its URL and body, with no Idempotency-Key: a repeat with the same payment_source (a retry after a lost answer included) returns 200 with the user unchanged and no key, and registers nothing again. An existing rider sent another payment_source has it replaced, in one transaction with an audit record (user.payment_source_replaced) and the job that registers the new source at every processor under its own entity-level key; the answer is 200 with the new source, its registrations reset (none until a processor answers; a source the rider had before shows the answers it got then) and stripe_customer_id null until Stripe has the new source's customer. A booking already in flight is charged with the source it was booked with; a new booking uses the new source. If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with PUT /users/{email} (the `UserPut` operationId).
 	UserPutWithBody(ctx context.Context, email openapi_types.Email, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// UserPut Create a rider unless one exists
+	// UserPut Create a rider, or replace an existing rider's payment source
 	//
-	// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent by its URL, with no Idempotency-Key: a repeat (a retry after a lost answer included) returns 200 with the existing user and no key, and an existing user is not changed. If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.
+	// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that registers the payment source at every payment processor. Idempotent by its URL and body, with no Idempotency-Key: a repeat with the same payment_source (a retry after a lost answer included) returns 200 with the user unchanged and no key, and registers nothing again. An existing rider sent another payment_source has it replaced, in one transaction with an audit record (user.payment_source_replaced) and the job that registers the new source at every processor under its own entity-level key; the answer is 200 with the new source, its registrations reset (none until a processor answers; a source the rider had before shows the answers it got then) and stripe_customer_id null until Stripe has the new source's customer. A booking already in flight is charged with the source it was booked with; a new booking uses the new source. If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1003,9 +1005,9 @@ func (c *Client) UserGet(ctx context.Context, email openapi_types.Email, reqEdit
 	return c.Client.Do(req)
 }
 
-// UserPutWithBody Create a rider unless one exists
+// UserPutWithBody Create a rider, or replace an existing rider's payment source
 //
-// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent by its URL, with no Idempotency-Key: a repeat (a retry after a lost answer included) returns 200 with the existing user and no key, and an existing user is not changed. If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.
+// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that registers the payment source at every payment processor. Idempotent by its URL and body, with no Idempotency-Key: a repeat with the same payment_source (a retry after a lost answer included) returns 200 with the user unchanged and no key, and registers nothing again. An existing rider sent another payment_source has it replaced, in one transaction with an audit record (user.payment_source_replaced) and the job that registers the new source at every processor under its own entity-level key; the answer is 200 with the new source, its registrations reset (none until a processor answers; a source the rider had before shows the answers it got then) and stripe_customer_id null until Stripe has the new source's customer. A booking already in flight is charged with the source it was booked with; a new booking uses the new source. If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1022,9 +1024,9 @@ func (c *Client) UserPutWithBody(ctx context.Context, email openapi_types.Email,
 	return c.Client.Do(req)
 }
 
-// UserPut Create a rider unless one exists
+// UserPut Create a rider, or replace an existing rider's payment source
 //
-// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent by its URL, with no Idempotency-Key: a repeat (a retry after a lost answer included) returns 200 with the existing user and no key, and an existing user is not changed. If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.
+// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that registers the payment source at every payment processor. Idempotent by its URL and body, with no Idempotency-Key: a repeat with the same payment_source (a retry after a lost answer included) returns 200 with the user unchanged and no key, and registers nothing again. An existing rider sent another payment_source has it replaced, in one transaction with an audit record (user.payment_source_replaced) and the job that registers the new source at every processor under its own entity-level key; the answer is 200 with the new source, its registrations reset (none until a processor answers; a source the rider had before shows the answers it got then) and stripe_customer_id null until Stripe has the new source's customer. A booking already in flight is charged with the source it was booked with; a new booking uses the new source. If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -1871,18 +1873,18 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /users/{email} (the `UserGet` operationId).
 	UserGetWithResponse(ctx context.Context, email openapi_types.Email, reqEditors ...RequestEditorFn) (*UserGetReply, error)
 
-	// UserPutWithBodyWithResponse Create a rider unless one exists
+	// UserPutWithBodyWithResponse Create a rider, or replace an existing rider's payment source
 	//
-	// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent by its URL, with no Idempotency-Key: a repeat (a retry after a lost answer included) returns 200 with the existing user and no key, and an existing user is not changed. If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.
+	// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that registers the payment source at every payment processor. Idempotent by its URL and body, with no Idempotency-Key: a repeat with the same payment_source (a retry after a lost answer included) returns 200 with the user unchanged and no key, and registers nothing again. An existing rider sent another payment_source has it replaced, in one transaction with an audit record (user.payment_source_replaced) and the job that registers the new source at every processor under its own entity-level key; the answer is 200 with the new source, its registrations reset (none until a processor answers; a source the rider had before shows the answers it got then) and stripe_customer_id null until Stripe has the new source's customer. A booking already in flight is charged with the source it was booked with; a new booking uses the new source. If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PUT /users/{email} (the `UserPut` operationId).
 	UserPutWithBodyWithResponse(ctx context.Context, email openapi_types.Email, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UserPutReply, error)
 
-	// UserPutWithResponse Create a rider unless one exists
+	// UserPutWithResponse Create a rider, or replace an existing rider's payment source
 	//
-	// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent by its URL, with no Idempotency-Key: a repeat (a retry after a lost answer included) returns 200 with the existing user and no key, and an existing user is not changed. If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.
+	// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that registers the payment source at every payment processor. Idempotent by its URL and body, with no Idempotency-Key: a repeat with the same payment_source (a retry after a lost answer included) returns 200 with the user unchanged and no key, and registers nothing again. An existing rider sent another payment_source has it replaced, in one transaction with an audit record (user.payment_source_replaced) and the job that registers the new source at every processor under its own entity-level key; the answer is 200 with the new source, its registrations reset (none until a processor answers; a source the rider had before shows the answers it got then) and stripe_customer_id null until Stripe has the new source's customer. A booking already in flight is charged with the source it was booked with; a new booking uses the new source. If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3325,9 +3327,9 @@ func (c *ClientWithResponses) UserGetWithResponse(ctx context.Context, email ope
 	return ParseUserGetReply(rsp)
 }
 
-// UserPutWithBodyWithResponse Create a rider unless one exists
+// UserPutWithBodyWithResponse Create a rider, or replace an existing rider's payment source
 //
-// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent by its URL, with no Idempotency-Key: a repeat (a retry after a lost answer included) returns 200 with the existing user and no key, and an existing user is not changed. If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.
+// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that registers the payment source at every payment processor. Idempotent by its URL and body, with no Idempotency-Key: a repeat with the same payment_source (a retry after a lost answer included) returns 200 with the user unchanged and no key, and registers nothing again. An existing rider sent another payment_source has it replaced, in one transaction with an audit record (user.payment_source_replaced) and the job that registers the new source at every processor under its own entity-level key; the answer is 200 with the new source, its registrations reset (none until a processor answers; a source the rider had before shows the answers it got then) and stripe_customer_id null until Stripe has the new source's customer. A booking already in flight is charged with the source it was booked with; a new booking uses the new source. If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -3340,9 +3342,9 @@ func (c *ClientWithResponses) UserPutWithBodyWithResponse(ctx context.Context, e
 	return ParseUserPutReply(rsp)
 }
 
-// UserPutWithResponse Create a rider unless one exists
+// UserPutWithResponse Create a rider, or replace an existing rider's payment source
 //
-// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent by its URL, with no Idempotency-Key: a repeat (a retry after a lost answer included) returns 200 with the existing user and no key, and an existing user is not changed. If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.
+// One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that registers the payment source at every payment processor. Idempotent by its URL and body, with no Idempotency-Key: a repeat with the same payment_source (a retry after a lost answer included) returns 200 with the user unchanged and no key, and registers nothing again. An existing rider sent another payment_source has it replaced, in one transaction with an audit record (user.payment_source_replaced) and the job that registers the new source at every processor under its own entity-level key; the answer is 200 with the new source, its registrations reset (none until a processor answers; a source the rider had before shows the answers it got then) and stripe_customer_id null until Stripe has the new source's customer. A booking already in flight is charged with the source it was booked with; a new booking uses the new source. If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

@@ -128,6 +128,10 @@ var configurationCodes = map[string]bool{
 	"000": true, // unknown error, usually a credential without the role
 }
 
+// errorCodeIdempotency is Adyen's errorCode for an idempotency key in use
+// or already used with another request.
+const errorCodeIdempotency = "704"
+
 // classify turns an answer other than 2xx into a *service.PaymentError:
 //
 //   - 409 (the key is being processed), 429 and 5xx are unavailable: the
@@ -136,6 +140,8 @@ var configurationCodes = map[string]bool{
 //     one of the errorCodes of configurationCodes, are configuration
 //     errors: never the rider's outcome, indeterminate, retried once an
 //     operator acts;
+//   - errorCode 704 (the key already used with another request) is the
+//     configuration error service.PaymentCodeIdempotencyMismatch;
 //   - any other 4xx is a refusal of the request, final: for a stored card
 //     (op "store") its Code is service.PaymentCodeSourceRefused, the rider's
 //     card refused at registration.
@@ -157,6 +163,12 @@ func classify(op string, rep reply) error {
 		pe.Class, pe.Kind = service.PaymentClassUnavailable, service.PaymentUnavailable
 	case s == http.StatusUnauthorized, s == http.StatusForbidden, configurationCodes[se.ErrorCode]:
 		pe.Class, pe.Kind = service.PaymentClassConfiguration, service.PaymentUnavailable
+	case se.ErrorCode == errorCodeIdempotency:
+		// The key was sent before with another request: ours never do
+		// (every parameter is a function of the key's inputs), so it is
+		// the service's problem, never the rider's card refused.
+		pe.Class, pe.Kind = service.PaymentClassConfiguration, service.PaymentUnavailable
+		pe.Code = service.PaymentCodeIdempotencyMismatch
 	case s >= 400:
 		pe.Class, pe.Kind = service.PaymentClassRefusal, service.PaymentInvalid
 		if op == opStore {

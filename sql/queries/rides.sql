@@ -71,10 +71,12 @@ SELECT * FROM rides WHERE id = @id AND user_id = @user_id FOR UPDATE;
 WITH ride AS (
     INSERT INTO rides (
         idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon,
-        amount_cents, currency, user_id, processor
+        amount_cents, currency, user_id, processor, payment_source
     ) VALUES (
         @idempotency_key_id, @origin_lat, @origin_lon, @target_lat, @target_lon,
-        @amount_cents, @currency, @user_id, @processor
+        @amount_cents, @currency, @user_id, @processor,
+        -- the source the ride is charged with, whatever the rider's later
+        (SELECT payment_source FROM users WHERE id = @user_id)
     )
     RETURNING *
 ), audit AS (

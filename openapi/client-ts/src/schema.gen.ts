@@ -121,8 +121,8 @@ export interface paths {
          */
         get: operations["user-get"];
         /**
-         * Create a rider unless one exists
-         * @description One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that creates the Stripe customer. Idempotent by its URL, with no Idempotency-Key: a repeat (a retry after a lost answer included) returns 200 with the existing user and no key, and an existing user is not changed. If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.
+         * Create a rider, or replace an existing rider's payment source
+         * @description One SERIALIZABLE transaction creates the user, an audit record, the first API key and the job that registers the payment source at every payment processor. Idempotent by its URL and body, with no Idempotency-Key: a repeat with the same payment_source (a retry after a lost answer included) returns 200 with the user unchanged and no key, and registers nothing again. An existing rider sent another payment_source has it replaced, in one transaction with an audit record (user.payment_source_replaced) and the job that registers the new source at every processor under its own entity-level key; the answer is 200 with the new source, its registrations reset (none until a processor answers; a source the rider had before shows the answers it got then) and stripe_customer_id null until Stripe has the new source's customer. A booking already in flight is charged with the source it was booked with; a new booking uses the new source. If the answer of the 201 is lost, the key it carried is lost too: mint another with POST /users/{email}/api_keys.
          */
         put: operations["user-put"];
         post?: never;
@@ -527,13 +527,14 @@ export interface components {
              */
             id: number;
             payment_source: string;
-            /** @description The rider's card at each payment processor that has answered: registered, or refused with the processor's reason (the rider must register another source). A processor not listed has not answered yet. */
+            /** @description The rider's current payment source at each payment processor that has answered: registered, or refused with the processor's reason (the rider must register another source with PUT /users/{email}). A processor not listed has not answered yet; a replaced source starts with none listed. */
             registrations: components["schemas"]["Registration"][] | null;
+            /** @description The Stripe customer of the rider's current payment source, once Stripe has it; a replaced source has its own customer, so this changes (and is null until the new one is registered). */
             stripe_customer_id: string | null;
         };
         UserPutBody: {
             /**
-             * @description A payment processor token or source id. Required; only a development server (serve -dev) defaults it to the test card tok_visa.
+             * @description A payment processor token or source id. Required; only a development server (serve -dev) defaults it to the test card tok_visa (and, for an existing rider, keeps its source). Another source than the existing rider's replaces it.
              * @example tok_visa
              */
             payment_source?: string;
@@ -1150,7 +1151,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description The rider already existed (no API key). */
+            /** @description The rider already existed (no API key): unchanged, or with the payment source replaced. */
             200: {
                 headers: {
                     [name: string]: unknown;
