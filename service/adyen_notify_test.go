@@ -46,7 +46,7 @@ func TestAdyenLostRoutingCommitDoubleChargeRefundedOnce(t *testing.T) {
 	t.Parallel()
 	w := testkit.NewAdyenFirst(t, 1, time.Hour)
 	uid := w.Rider(t, "double@example.com", "tok_visa").ID
-	_, err := w.Service.CustomerCreate(w.Ctx, uid)
+	_, err := w.Service.CustomerCreate(w.Ctx, uid, "")
 	require.NoError(t, err)
 	key := testkit.NewKey()
 	first, err := book(t, w, uid, key)
@@ -166,7 +166,7 @@ func TestAdyenAuthorisationFinishesALostAnswer(t *testing.T) {
 	t.Parallel()
 	w := testkit.NewAdyenFirst(t, 5, time.Hour)
 	uid := w.Rider(t, "lostanswer@example.com", "tok_visa").ID
-	_, err := w.Service.CustomerCreate(w.Ctx, uid)
+	_, err := w.Service.CustomerCreate(w.Ctx, uid, "")
 	require.NoError(t, err)
 	w.Adyen.Inject(fakeadyen.Fault{Op: fakeadyen.OpPayment, Kind: fakeadyen.FaultDropAfter, Times: 1})
 	key := testkit.NewKey()
@@ -194,7 +194,7 @@ func TestAdyenRefundNotificationThenRefundRequest(t *testing.T) {
 	t.Parallel()
 	w := testkit.NewAdyenFirst(t, 5, time.Hour)
 	uid := w.Rider(t, "adyenrefund@example.com", "tok_visa").ID
-	_, err := w.Service.CustomerCreate(w.Ctx, uid)
+	_, err := w.Service.CustomerCreate(w.Ctx, uid, "")
 	require.NoError(t, err)
 	ride := w.Ride(t, uid)
 	require.Equal(t, service.ProcessorAdyen, ride.Processor)
@@ -228,7 +228,7 @@ func TestAdyenServiceRefundThenNotification(t *testing.T) {
 	t.Parallel()
 	w := testkit.NewAdyenFirst(t, 5, time.Hour)
 	uid := w.Rider(t, "ownrefund@example.com", "tok_visa").ID
-	_, err := w.Service.CustomerCreate(w.Ctx, uid)
+	_, err := w.Service.CustomerCreate(w.Ctx, uid, "")
 	require.NoError(t, err)
 	ride := w.Ride(t, uid)
 	resp, err := w.Service.RideRefundCreate(w.Ctx, uid, testkit.NewKey(), ride.ID, nil)
@@ -245,7 +245,7 @@ func TestAdyenOrphanRefundedAfterGrace(t *testing.T) {
 	t.Parallel()
 	w := testkit.NewAdyenFirst(t, 5, time.Hour)
 	uid := w.Rider(t, "orphan-adyen@example.com", "tok_visa").ID
-	_, err := w.Service.CustomerCreate(w.Ctx, uid)
+	_, err := w.Service.CustomerCreate(w.Ctx, uid, "")
 	require.NoError(t, err)
 	key := testkit.NewKey()
 	first, err := book(t, w, uid, key)
