@@ -89,6 +89,7 @@ type OrphanRefund struct {
 	StripeRefundID  *string
 	RefundedAt      *time.Time
 	ReceiptSentAt   *time.Time
+	RefundedBefore  bool
 }
 
 type ProcessorRegistration struct {

@@ -82,6 +82,14 @@ func (OrphanReceiptArgs) InsertOpts() river.InsertOpts {
 // with.
 func (s *Service) OrphanRefundAfter() time.Duration { return s.orphanRefundAfter }
 
+// OrphanPassInterval is how often the orphan pass runs for a grace period:
+// hourly, or four times per grace when the grace is shorter than four
+// hours (a test API's short key window), so that an orphan is resolved
+// within a quarter grace of its grace ending.
+func OrphanPassInterval(grace time.Duration) time.Duration {
+	return max(time.Second, min(time.Hour, grace/4))
+}
+
 // OrphanRefundsSchedule finds the orphan charges (Reconcile's) created
 // more than grace ago, by the database's clock, and records each in
 // orphan_refunds with the job that refunds it, in one transaction per
@@ -96,50 +104,137 @@ func (s *Service) OrphanRefundsSchedule(ctx context.Context, grace time.Duration
 	if err != nil {
 		return 0, internal(err)
 	}
+	s.orphansUnresolvedObserved(rep, now, grace)
 	scheduled := 0
 	for _, o := range rep.OrphanCharges {
 		if o.processor != ProcessorStripe || !o.Created.Before(now.Add(-grace)) {
 			continue
 		}
-		stripe, err := s.proc(ProcessorStripe)
+		inserted, err := s.orphanChargeRecord(ctx, o.ID)
 		if err != nil {
 			return scheduled, err
-		}
-		ch, err := stripe.pay.ChargeGet(ctx, o.ID)
-		if err != nil {
-			return scheduled, err
-		}
-		if ch == nil || ch.Status != ChargeSucceeded || ch.Tag.Namespace != s.namespace {
-			continue
-		}
-		userID, email, err := s.orphanRider(ctx, ch)
-		if err != nil {
-			return scheduled, err
-		}
-		var inserted bool
-		err = s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
-			n, err := s.queries.OrphanRefundRecord(ctx, tx, dbgen.OrphanRefundRecordParams{
-				StripeChargeID: ch.ID, ChargeKey: ch.Tag.Key, RiderRef: ch.Tag.Rider,
-				AmountCents: ch.AmountCents, Currency: ch.Currency, ChargeCreatedAt: ch.Created,
-				UserID: userID, Email: email,
-			})
-			if err != nil || n == 0 {
-				return err
-			}
-			inserted = true
-			_, err = s.jobs.InsertTx(ctx, tx, OrphanRefundArgs{ChargeID: ch.ID}, nil)
-			return err
-		})
-		if err != nil {
-			return scheduled, internal(err)
 		}
 		if inserted {
 			scheduled++
-			s.logger.WarnContext(ctx, "orphan charge: refund scheduled", "charge", ch.ID,
-				"amount_cents", ch.AmountCents, "created", ch.Created, "rider_known", email != nil)
+		}
+	}
+	// A refund no ride records whose charge a ride records: the ride's
+	// refund commit was lost (or the event was applied before the ride was
+	// recorded again). It is recorded on the ride as its event would
+	// record it.
+	for _, o := range rep.OrphanRefunds {
+		if o.processor != ProcessorStripe {
+			continue
+		}
+		if err := s.orphanRefundOfRide(ctx, o); err != nil {
+			return scheduled, err
 		}
 	}
 	return scheduled, nil
+}
+
+// orphanChargeRecord records the orphan charge chargeID in orphan_refunds,
+// once: with the job that refunds it, or, when the processor lists an
+// accepted refund of it already (its ride refunded, then lost), as
+// refunded with that refund, sending nothing. It reports whether it
+// recorded the charge.
+func (s *Service) orphanChargeRecord(ctx context.Context, chargeID string) (bool, error) {
+	stripe, err := s.proc(ProcessorStripe)
+	if err != nil {
+		return false, err
+	}
+	ch, err := stripe.pay.ChargeGet(ctx, chargeID)
+	if err != nil {
+		return false, err
+	}
+	if ch == nil || ch.Status != ChargeSucceeded || ch.Tag.Namespace != s.namespace {
+		return false, nil
+	}
+	before, err := s.acceptedRefundOf(ctx, stripe, ch.ID)
+	if err != nil {
+		return false, err
+	}
+	userID, email, err := s.orphanRider(ctx, ch)
+	if err != nil {
+		return false, err
+	}
+	var inserted bool
+	err = s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
+		if before != nil {
+			n, err := s.queries.OrphanRefundRecordRefundedBefore(ctx, tx, dbgen.OrphanRefundRecordRefundedBeforeParams{
+				StripeChargeID: ch.ID, ChargeKey: ch.Tag.Key, RiderRef: ch.Tag.Rider,
+				AmountCents: ch.AmountCents, Currency: ch.Currency, ChargeCreatedAt: ch.Created,
+				UserID: userID, Email: email, StripeRefundID: &before.ID,
+			})
+			inserted = n > 0
+			return err
+		}
+		n, err := s.queries.OrphanRefundRecord(ctx, tx, dbgen.OrphanRefundRecordParams{
+			StripeChargeID: ch.ID, ChargeKey: ch.Tag.Key, RiderRef: ch.Tag.Rider,
+			AmountCents: ch.AmountCents, Currency: ch.Currency, ChargeCreatedAt: ch.Created,
+			UserID: userID, Email: email,
+		})
+		if err != nil || n == 0 {
+			return err
+		}
+		inserted = true
+		_, err = s.jobs.InsertTx(ctx, tx, OrphanRefundArgs{ChargeID: ch.ID}, nil)
+		return err
+	})
+	if err != nil {
+		return false, internal(err)
+	}
+	switch {
+	case inserted && before != nil:
+		s.logger.WarnContext(ctx, "orphan charge: refunded already at the processor, resolved with that refund (nothing sent)",
+			"charge", ch.ID, "refund", before.ID, "amount_cents", ch.AmountCents, "created", ch.Created)
+	case inserted:
+		s.logger.WarnContext(ctx, "orphan charge: refund scheduled", "charge", ch.ID,
+			"amount_cents", ch.AmountCents, "created", ch.Created, "rider_known", email != nil)
+	}
+	return inserted, nil
+}
+
+// orphanRefundOfRide records the orphan refund o on the ride that records
+// its charge, through the effect its event has (refundRecordExternal): a
+// ride with no refund row gets one, refunded; a pending or failed one is
+// set refunded; a ride refunded already stays as it is. A refund whose
+// charge no ride records is left to its charge (orphanChargeRecord).
+func (s *Service) orphanRefundOfRide(ctx context.Context, o ReconcileOrphan) error {
+	if _, err := s.queries.RideGetByCharge(ctx, s.pool, &o.ChargeID); isNoRows(err) {
+		return nil
+	} else if err != nil {
+		return internal(err)
+	}
+	var outcome string
+	err := s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
+		var err error
+		outcome, err = s.refundRecordExternal(ctx, tx, o.ChargeID, &Refund{ID: o.ID, ChargeID: o.ChargeID, AmountCents: o.AmountCents})
+		return err
+	})
+	if err != nil {
+		return internal(err)
+	}
+	s.logger.WarnContext(ctx, "orphan refund: recorded on its ride", "refund", o.ID, "charge", o.ChargeID, "outcome", outcome)
+	return nil
+}
+
+// orphansUnresolvedObserved sets atomicrides_orphans_unresolved_past_grace
+// from a reconciliation at now: the findings older than the grace and one
+// pass interval, which an earlier pass should have resolved.
+func (s *Service) orphansUnresolvedObserved(rep *ReconcileReport, now time.Time, grace time.Duration) {
+	cutoff := now.Add(-grace - OrphanPassInterval(grace))
+	count := func(list []ReconcileOrphan) int {
+		n := 0
+		for _, o := range list {
+			if o.Created.Before(cutoff) {
+				n++
+			}
+		}
+		return n
+	}
+	s.metrics.orphansUnresolved.WithLabelValues("charge").Set(float64(count(rep.OrphanCharges)))
+	s.metrics.orphansUnresolved.WithLabelValues("refund").Set(float64(count(rep.OrphanRefunds)))
 }
 
 // orphanRider returns the user id and email of the rider an orphan charge

@@ -41,3 +41,12 @@ WHERE stripe_refund_id = ANY(@stripe_refund_ids::text[]);
 -- Whether the user has a refunded orphan charge (a booking resumed after
 -- its ride was created checks its rider with this).
 SELECT EXISTS (SELECT 1 FROM orphan_refunds WHERE user_id = @user_id AND status = 'refunded');
+
+-- name: OrphanRefundRecordRefundedBefore :execrows
+-- Records an orphan charge the processor has refunded already, as resolved
+-- with that refund; a charge already recorded writes nothing (0 rows).
+INSERT INTO orphan_refunds (stripe_charge_id, charge_key, rider_ref, amount_cents, currency, charge_created_at,
+                            user_id, email, status, stripe_refund_id, refunded_at, refunded_before)
+VALUES (@stripe_charge_id, @charge_key, @rider_ref, @amount_cents, @currency, @charge_created_at,
+        sqlc.narg(user_id), sqlc.narg(email), 'refunded', @stripe_refund_id, now(), true)
+ON CONFLICT (stripe_charge_id) DO NOTHING;
