@@ -146,6 +146,10 @@ func runChaos(t *testing.T, plan chaosPlan) {
 	for err := range laneErrs {
 		require.NoError(t, err)
 	}
+	// Stripe's dashboard and the riders' banks, known to the service by
+	// their events only (webhooks_test.go): from the mixed faults on, or
+	// from now in a run without them.
+	stopDashboard := runDashboard(ctx, sys, time.Second, flog)
 	if plan.mixed > 0 {
 		mctx, mcancel := context.WithTimeout(ctx, plan.mixed)
 		err := mixedFaults(mctx, sys, plan.pgEvery, flog)
@@ -158,6 +162,7 @@ func runChaos(t *testing.T, plan chaosPlan) {
 	require.NoError(t, sys.stripeControl(ctx, http.MethodDelete, "faults", nil, nil))
 	close(stop)
 	clients.Wait()
+	dashboard := stopDashboard()
 	faults := time.Since(faultsStart)
 	flog.event("faults stopped; clients done")
 
@@ -166,7 +171,9 @@ func runChaos(t *testing.T, plan chaosPlan) {
 
 	state := chaosReadState(t, ctx, sys, load)
 	checks := chaosCheckAll(state)
-	report := chaosReport(plan, load, stats, flog, checks, state.notes(), map[string]time.Duration{
+	hookChecks, _ := webhookChecks(ctx, state, sys)
+	checks = append(checks, hookChecks...)
+	report := chaosReport(plan, load, stats, flog, checks, append(state.notes(), dashboardNote(dashboard)), map[string]time.Duration{
 		"setup": setup, "faults": faults, "settle": settled, "total": time.Since(begin),
 	})
 	fmt.Print(report)
@@ -217,7 +224,13 @@ func startChaosClients(ctx context.Context, load *chaosLoad, n int, clients *syn
 func settleChaos(ctx context.Context, sys *chaosSystem, limit time.Duration, flog *chaosFaultLog) (time.Duration, error) {
 	start := time.Now()
 	deadline, _ := ctx.Deadline()
-	err := chaosSettle(ctx, sys, min(limit, time.Until(deadline)-30*time.Second))
+	within := min(limit, time.Until(deadline)-30*time.Second)
+	// Every webhook delivered (or given up) first: what it records is
+	// work for the settle.
+	err := sys.webhooksIdle(ctx, within)
+	if err == nil {
+		err = chaosSettle(ctx, sys, within-time.Since(start))
+	}
 	settled := time.Since(start)
 	flog.event("settled in %s (%v)", settled.Round(time.Millisecond), err)
 	return settled, err
