@@ -113,6 +113,9 @@ func runChaos(t *testing.T, plan chaosPlan) {
 	// restart under load.
 	flog := newChaosFaultLog()
 	faultsStart := time.Now()
+	// Stripe's dashboard and the riders' banks, known to the service by
+	// their events only (webhooks_test.go), while the faults last.
+	stopDashboard := runDashboard(ctx, sys, time.Second, flog)
 	points := make(chan string, len(chaosCrashPoints))
 	for _, p := range chaosCrashPoints {
 		points <- p
@@ -146,10 +149,6 @@ func runChaos(t *testing.T, plan chaosPlan) {
 	for err := range laneErrs {
 		require.NoError(t, err)
 	}
-	// Stripe's dashboard and the riders' banks, known to the service by
-	// their events only (webhooks_test.go): from the mixed faults on, or
-	// from now in a run without them.
-	stopDashboard := runDashboard(ctx, sys, time.Second, flog)
 	if plan.mixed > 0 {
 		mctx, mcancel := context.WithTimeout(ctx, plan.mixed)
 		err := mixedFaults(mctx, sys, plan.pgEvery, flog)
