@@ -83,11 +83,11 @@ func (OrphanReceiptArgs) InsertOpts() river.InsertOpts {
 func (s *Service) OrphanRefundAfter() time.Duration { return s.orphanRefundAfter }
 
 // OrphanPassInterval is how often the orphan pass runs for a grace period:
-// hourly, or four times per grace when the grace is shorter than four
+// hourly, or eight times per grace when the grace is shorter than eight
 // hours (a test API's short key window), so that an orphan is resolved
-// within a quarter grace of its grace ending.
+// within an eighth of the grace after it ends.
 func OrphanPassInterval(grace time.Duration) time.Duration {
-	return max(time.Second, min(time.Hour, grace/4))
+	return max(time.Second, min(time.Hour, grace/8))
 }
 
 // OrphanRefundsSchedule finds the orphan charges (Reconcile's) created

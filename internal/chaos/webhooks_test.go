@@ -35,24 +35,27 @@ const (
 	chaosWebhookSecret = "whsec_chaos_not_a_secret_0123456789"
 	// chaosEventsPassInterval is EVENTS_PASS_INTERVAL.
 	chaosEventsPassInterval = 5 * time.Second
-	// chaosKeyWindow is the restore run's key window: a client coming
-	// back later than that to a lost booking has its charge looked up
-	// (Stripe's search) before it is sent again.
-	chaosKeyWindow = 15 * time.Second
 	// chaosWebhookDelay bounds the random hold of each delivery.
 	chaosWebhookDelay = 300 * time.Millisecond
 )
 
-// chaosOrphanGrace is the restore run's orphan grace: twice the key window,
-// and longer than a client of a lost booking takes to come back (the
-// load after the loss, then the returns, one by one): the full run's
-// returns come later.
-func chaosOrphanGrace() time.Duration {
+// chaosKeyWindow is the restore run's key window, at the fake and at the
+// service. It must outlast the time a client of a lost booking takes to
+// come back (the load after the loss, the clients finishing, then the
+// returns): the service judges a key's age by its own record, which the
+// restore lost with the booking, so a client coming back later than the
+// window would be charged anew (the limit docs/webhooks.md states for
+// Stripe's 24 hours). The full run's clients come back later.
+func chaosKeyWindow() time.Duration {
 	if *chaosFullFlag {
-		return 4 * chaosKeyWindow
+		return 60 * time.Second
 	}
-	return 2 * chaosKeyWindow
+	return 30 * time.Second
 }
+
+// chaosOrphanGrace is the restore run's orphan grace: twice the key
+// window, as by default.
+func chaosOrphanGrace() time.Duration { return 2 * chaosKeyWindow() }
 
 // chaosWebhooks is the webhook side of a chaos system.
 type chaosWebhooks struct {
@@ -70,14 +73,14 @@ func (h *chaosWebhooks) stripeArgs() []string {
 	if !h.shortWindow() {
 		return nil
 	}
-	return []string{"-key-window", chaosKeyWindow.String()}
+	return []string{"-key-window", chaosKeyWindow().String()}
 }
 
 // env is the serve processes' (and the CLI's) extra environment.
 func (h *chaosWebhooks) env() []string {
 	env := []string{"STRIPE_WEBHOOK_SECRET=" + chaosWebhookSecret, "EVENTS_PASS_INTERVAL=" + chaosEventsPassInterval.String()}
 	if h.shortWindow() {
-		env = append(env, "STRIPE_KEY_WINDOW="+chaosKeyWindow.String(), "ORPHAN_REFUND_AFTER="+chaosOrphanGrace().String())
+		env = append(env, "STRIPE_KEY_WINDOW="+chaosKeyWindow().String(), "ORPHAN_REFUND_AFTER="+chaosOrphanGrace().String())
 	}
 	return env
 }
