@@ -143,3 +143,44 @@ func TestEventsPassRecordsWhatTheInboxLost(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, service.DisputeOpen, got.DisputeStatus)
 }
+
+// A refund made in the dashboard while the charge's booking is still in
+// flight (charged, not recorded): its event waits for the ride, and is
+// applied on it once the booking is recorded, never as an unknown charge.
+func TestInboxRefundOfBookingInFlightWaitsForIt(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	uid := b.rider(t, "inflight@example.com")
+	const key = "inflight-booking-key-0001"
+	b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultDropAfter})
+	_, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
+	require.Equal(t, service.CodeProcessorUnavailable, service.ErrorCode(err), "%v", err)
+	b.Stripe.ClearFaults()
+	charges := b.Stripe.Charges()
+	require.Len(t, charges, 1)
+	ref, err := b.Stripe.DashboardRefund(charges[0].ID)
+	require.NoError(t, err)
+
+	_, err = b.Service.InboxReplay(b.Ctx, service.InboxSourceStripe, time.Now().Add(-time.Hour))
+	require.NoError(t, err)
+	var refundEvent string
+	for _, e := range b.Stripe.Events() {
+		if e.Type == "charge.refunded" {
+			refundEvent = e.ID
+		}
+	}
+	_, err = b.Service.InboxApply(b.Ctx, service.InboxSourceStripe, refundEvent)
+	require.Equal(t, service.CodeKeyInUse, service.ErrorCode(err), "%v", err)
+
+	// The client retries: the booking is recorded with its charge, and
+	// the refund event is applied on it.
+	resp, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, resp.Status, string(resp.Body))
+	ride := testkit.DecodeRide(t, resp.Body)
+	require.Eventually(t, func() bool {
+		got, err := b.Service.RideGet(b.Ctx, uid, ride.ID)
+		return err == nil && got.RefundStatus == service.RideRefundRefunded && *got.StripeRefundID == ref.ID
+	}, 60*time.Second, 20*time.Millisecond, "the dashboard's refund is recorded on the ride")
+	require.Zero(t, b.Count(t, `SELECT count(*) FROM inbox_events WHERE outcome = 'unknown_charge'`))
+}
