@@ -494,7 +494,7 @@ func webhookURL(addr string) string {
 }
 
 func serveFakeStripe(ctx context.Context, args []string, stdout io.Writer, logger *slog.Logger) error {
-	cmd := newCommand("fakestripe", "fakestripe [-addr HOST:PORT]\n\nServes the built-in fake Stripe (for development and tests) until interrupted.", stdout)
+	cmd := newCommand("fakestripe", "fakestripe [-addr HOST:PORT] [-key-window 24h]\n\nServes the built-in fake Stripe (for development and tests) until interrupted.", stdout)
 	addr := cmd.fs.String("addr", "", "listen address (default FAKESTRIPE_ADDR, else "+defaultFakeStripeAddr+")")
 	keyWindow := cmd.fs.Duration("key-window", fakestripe.KeyLifetime, "how long idempotency keys are remembered (Stripe: 24h); shorter only for tests, with STRIPE_KEY_WINDOW the same at the service")
 	if err := cmd.parse(args, 0); err != nil {
