@@ -67,6 +67,12 @@ type config struct {
 	StripeSecretKey, StripeAPIBase string
 	// StripeTimeout is STRIPE_TIMEOUT.
 	StripeTimeout time.Duration
+	// StripeKeyWindow is STRIPE_KEY_WINDOW: how long the Stripe API
+	// remembers an idempotency key, zero (unset) for Stripe's 24 hours.
+	// Another value is a development convenience, accepted only with a
+	// STRIPE_API_BASE that is not Stripe's (a test API such as fakestripe
+	// -key-window), and logged loudly at start.
+	StripeKeyWindow time.Duration
 	// Processors is PROCESSORS: the payment processors in order of
 	// preference, e.g. [stripe adyen]; default stripe alone.
 	Processors []string
@@ -104,9 +110,9 @@ type config struct {
 
 	// Service and job timings: LEASE, COMPLETER_IDLE, KEY_RETENTION,
 	// COMPLETER_INTERVAL, REAPER_INTERVAL, RECONCILE_INTERVAL, JOB_TIMEOUT,
-	// JOB_RESCUE_AFTER, ORPHAN_REFUND_AFTER.
+	// JOB_RESCUE_AFTER, ORPHAN_REFUND_AFTER, EVENTS_PASS_INTERVAL.
 	Lease, CompleterIdle, KeyRetention                   time.Duration
-	OrphanRefundAfter                                    time.Duration
+	OrphanRefundAfter, EventsPassInterval                time.Duration
 	CompleterInterval, ReaperInterval, ReconcileInterval time.Duration
 	JobTimeout, JobRescueAfter                           time.Duration
 
@@ -208,6 +214,7 @@ func loadConfig(getenv func(string) string, needs backends) (*config, error) {
 		StripeSecretKey:      r.stripeKey("STRIPE_SECRET_KEY"),
 		StripeAPIBase:        r.httpURL("STRIPE_API_BASE"),
 		StripeTimeout:        r.duration("STRIPE_TIMEOUT"),
+		StripeKeyWindow:      r.duration("STRIPE_KEY_WINDOW"),
 		Processors:           r.processors("PROCESSORS"),
 		AdyenAPIKey:          r.adyenKey("ADYEN_API_KEY"),
 		AdyenAPIBase:         r.httpURL("ADYEN_API_BASE"),
@@ -219,15 +226,16 @@ func loadConfig(getenv func(string) string, needs backends) (*config, error) {
 		AdyenHMACKeys:        r.adyenHMACKeys("ADYEN_HMAC_KEY"),
 		MailDir:              r.mailDir("MAIL_DIR"),
 
-		Lease:             r.duration("LEASE"),
-		CompleterIdle:     r.duration("COMPLETER_IDLE"),
-		KeyRetention:      r.duration("KEY_RETENTION"),
-		OrphanRefundAfter: r.duration("ORPHAN_REFUND_AFTER"),
-		CompleterInterval: r.duration("COMPLETER_INTERVAL"),
-		ReaperInterval:    r.duration("REAPER_INTERVAL"),
-		ReconcileInterval: r.duration("RECONCILE_INTERVAL"),
-		JobTimeout:        r.duration("JOB_TIMEOUT"),
-		JobRescueAfter:    r.duration("JOB_RESCUE_AFTER"),
+		Lease:              r.duration("LEASE"),
+		CompleterIdle:      r.duration("COMPLETER_IDLE"),
+		KeyRetention:       r.duration("KEY_RETENTION"),
+		OrphanRefundAfter:  r.duration("ORPHAN_REFUND_AFTER"),
+		EventsPassInterval: r.duration("EVENTS_PASS_INTERVAL"),
+		CompleterInterval:  r.duration("COMPLETER_INTERVAL"),
+		ReaperInterval:     r.duration("REAPER_INTERVAL"),
+		ReconcileInterval:  r.duration("RECONCILE_INTERVAL"),
+		JobTimeout:         r.duration("JOB_TIMEOUT"),
+		JobRescueAfter:     r.duration("JOB_RESCUE_AFTER"),
 
 		RateLimitWrites:       r.policy("RATE_LIMIT_WRITES", "writes"),
 		RateLimitReads:        r.policy("RATE_LIMIT_READS", "reads"),
@@ -285,8 +293,11 @@ func loadConfig(getenv func(string) string, needs backends) (*config, error) {
 	if c.KeyRetention > 0 && c.KeyRetention <= service.ProcessorKeyWindow {
 		r.fail(invalid("KEY_RETENTION", "%s: must exceed Stripe's %s idempotency window, e.g. 72h", c.KeyRetention, service.ProcessorKeyWindow))
 	}
-	if c.OrphanRefundAfter > 0 && c.OrphanRefundAfter <= service.ProcessorKeyWindow {
-		r.fail(invalid("ORPHAN_REFUND_AFTER", "%s: must exceed Stripe's %s idempotency window, within which a client's retry still claims the charge; e.g. 48h", c.OrphanRefundAfter, service.ProcessorKeyWindow))
+	if c.StripeKeyWindow > 0 && c.StripeKeyWindow != service.ProcessorKeyWindow && stripesOwnAPI(c.StripeAPIBase) {
+		r.fail(invalid("STRIPE_KEY_WINDOW", "%s: Stripe remembers idempotency keys for %s; another window is only for a Stripe-compatible test API named by STRIPE_API_BASE (e.g. fakestripe -key-window): unset it", c.StripeKeyWindow, service.ProcessorKeyWindow))
+	}
+	if window := cmp.Or(c.StripeKeyWindow, service.ProcessorKeyWindow); c.OrphanRefundAfter > 0 && c.OrphanRefundAfter <= window {
+		r.fail(invalid("ORPHAN_REFUND_AFTER", "%s: must exceed Stripe's %s idempotency window, within which a client's retry still claims the charge; e.g. 48h", c.OrphanRefundAfter, window))
 	}
 	// Unset, JOB_RESCUE_AFTER defaults above every job timeout
 	// (jobs.DefaultRescueStuckJobsAfter); set, it must outlast JOB_TIMEOUT
@@ -307,6 +318,7 @@ func (c *config) jobsConfig(logger *slog.Logger) jobs.Config {
 		CompleterInterval:    c.CompleterInterval,
 		ReaperInterval:       c.ReaperInterval,
 		ReconcileInterval:    c.ReconcileInterval,
+		EventsPassInterval:   c.EventsPassInterval,
 		JobTimeout:           c.JobTimeout,
 		RescueStuckJobsAfter: c.JobRescueAfter,
 		SettlementInbox:      c.SettlementInbox,
@@ -328,6 +340,20 @@ func loadBookConfig(getenv func(string) string) (*bookConfig, error) {
 		return nil, errors.Join(r.errs...)
 	}
 	return c, nil
+}
+
+// stripesOwnAPI reports whether STRIPE_API_BASE (base, "" when unset)
+// reaches Stripe itself rather than a Stripe-compatible test API.
+func stripesOwnAPI(base string) bool {
+	if base == "" {
+		return true
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		return true
+	}
+	host := strings.ToLower(u.Hostname())
+	return host == "stripe.com" || strings.HasSuffix(host, ".stripe.com")
 }
 
 // envReader reads variables, collecting what is wrong with them.

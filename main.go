@@ -462,7 +462,12 @@ func paymentsFrom(cfg *config, logger *slog.Logger, dev bool) (pay service.Payme
 		return payments.New(payments.Config{SecretKey: "sk_test_fake", APIBase: url, Timeout: cfg.StripeTimeout}), fake,
 			"fake Stripe at " + url, func() { _ = stop(context.Background()) }, nil
 	}
-	return payments.New(payments.Config{SecretKey: cfg.StripeSecretKey, APIBase: cfg.StripeAPIBase, Timeout: cfg.StripeTimeout}), nil, "", func() {}, nil
+	if cfg.StripeKeyWindow > 0 && cfg.StripeKeyWindow != service.ProcessorKeyWindow {
+		logger.Warn("STRIPE_KEY_WINDOW: the Stripe API at STRIPE_API_BASE is taken to forget idempotency keys after this window, not Stripe's 24h: a test API only, never Stripe",
+			"key_window", cfg.StripeKeyWindow, "api_base", cfg.StripeAPIBase)
+	}
+	return payments.New(payments.Config{SecretKey: cfg.StripeSecretKey, APIBase: cfg.StripeAPIBase, Timeout: cfg.StripeTimeout,
+		KeyWindow: cfg.StripeKeyWindow}), nil, "", func() {}, nil
 }
 
 // adyenFrom returns the Adyen adapter with ADYEN_API_KEY and
@@ -511,8 +516,9 @@ func webhookURLOf(addr, path string) string {
 }
 
 func serveFakeStripe(ctx context.Context, args []string, stdout io.Writer, logger *slog.Logger) error {
-	cmd := newCommand("fakestripe", "fakestripe [-addr HOST:PORT]\n\nServes the built-in fake Stripe (for development and tests) until interrupted.", stdout)
+	cmd := newCommand("fakestripe", "fakestripe [-addr HOST:PORT] [-key-window 24h]\n\nServes the built-in fake Stripe (for development and tests) until interrupted.", stdout)
 	addr := cmd.fs.String("addr", "", "listen address (default FAKESTRIPE_ADDR, else "+defaultFakeStripeAddr+")")
+	keyWindow := cmd.fs.Duration("key-window", fakestripe.KeyLifetime, "how long idempotency keys are remembered (Stripe: 24h); shorter only for tests, with STRIPE_KEY_WINDOW the same at the service")
 	if err := cmd.parse(args, 0); err != nil {
 		return err
 	}
@@ -523,12 +529,19 @@ func serveFakeStripe(ctx context.Context, args []string, stdout io.Writer, logge
 	if *addr == "" {
 		*addr = cfg.FakeStripeAddr
 	}
-	fake := fakestripe.New(fakestripe.Options{Logger: logger})
+	if *keyWindow <= 0 {
+		return usagef("fakestripe: -key-window must be a positive duration, e.g. 24h")
+	}
+	fake := fakestripe.New(fakestripe.Options{Logger: logger, KeyLifetime: *keyWindow})
 	url, stop, err := fake.Start(*addr)
 	if err != nil {
 		return err
 	}
-	logger.Info("fake Stripe serving", "url", url, "ledger", url+"/_fake/ledger")
+	if *keyWindow != fakestripe.KeyLifetime {
+		logger.Warn("fake Stripe: idempotency keys are forgotten after -key-window, not Stripe's 24h: the service must run with the same STRIPE_KEY_WINDOW",
+			"key_window", *keyWindow)
+	}
+	logger.Info("fake Stripe serving", "url", url, "ledger", url+"/_fake/ledger", "key_window", *keyWindow)
 	<-ctx.Done()
 	return stop(context.WithoutCancel(ctx))
 }

@@ -23,6 +23,18 @@ func (q *Queries) ClockNow(ctx context.Context, db DBTX) (time.Time, error) {
 	return column_1, err
 }
 
+const deploymentCreatedAt = `-- name: DeploymentCreatedAt :one
+SELECT created_at FROM deployment
+`
+
+// When the database was created: the events pass lists no event older.
+func (q *Queries) DeploymentCreatedAt(ctx context.Context, db DBTX) (time.Time, error) {
+	row := db.QueryRow(ctx, deploymentCreatedAt)
+	var created_at time.Time
+	err := row.Scan(&created_at)
+	return created_at, err
+}
+
 const deploymentNamespace = `-- name: DeploymentNamespace :one
 SELECT namespace FROM deployment
 `

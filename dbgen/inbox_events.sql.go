@@ -42,6 +42,32 @@ func (q *Queries) InboxEventGet(ctx context.Context, db DBTX, source string, eve
 	return &i, err
 }
 
+const inboxEventListKnown = `-- name: InboxEventListKnown :many
+SELECT event_id FROM inbox_events WHERE source = $1 AND event_id = ANY($2::text[])
+`
+
+// Of the given event ids of the source, those recorded already: a replay
+// writes nothing for them.
+func (q *Queries) InboxEventListKnown(ctx context.Context, db DBTX, source string, eventIds []string) ([]string, error) {
+	rows, err := db.Query(ctx, inboxEventListKnown, source, eventIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var event_id string
+		if err := rows.Scan(&event_id); err != nil {
+			return nil, err
+		}
+		items = append(items, event_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const inboxEventLock = `-- name: InboxEventLock :one
 SELECT source, event_id, event_type, occurred_at, received_at, payload, applied_at, outcome FROM inbox_events WHERE source = $1 AND event_id = $2 FOR UPDATE
 `
@@ -60,6 +86,20 @@ func (q *Queries) InboxEventLock(ctx context.Context, db DBTX, source string, ev
 		&i.Outcome,
 	)
 	return &i, err
+}
+
+const inboxEventNewest = `-- name: InboxEventNewest :one
+SELECT coalesce(max(occurred_at), 'epoch')::timestamptz AS newest FROM inbox_events WHERE source = $1
+`
+
+// When the newest recorded event of the source occurred (at the processor),
+// the Unix epoch when none is recorded: the events pass lists the
+// processor's events from there.
+func (q *Queries) InboxEventNewest(ctx context.Context, db DBTX, source string) (time.Time, error) {
+	row := db.QueryRow(ctx, inboxEventNewest, source)
+	var newest time.Time
+	err := row.Scan(&newest)
+	return newest, err
 }
 
 const inboxEventRecord = `-- name: InboxEventRecord :execrows

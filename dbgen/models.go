@@ -103,6 +103,7 @@ type OrphanRefund struct {
 	Processor       string
 	Reason          string
 	RideID          *int64
+	RefundedBefore  bool
 }
 
 type ProcessorRegistration struct {

@@ -57,7 +57,7 @@ func (q *Queries) OrphanRefundExistsForUser(ctx context.Context, db DBTX, userID
 }
 
 const orphanRefundGet = `-- name: OrphanRefundGet :one
-SELECT stripe_charge_id, charge_key, rider_ref, amount_cents, currency, charge_created_at, user_id, email, created_at, status, stripe_refund_id, refunded_at, receipt_sent_at, processor, reason, ride_id FROM orphan_refunds WHERE stripe_charge_id = $1
+SELECT stripe_charge_id, charge_key, rider_ref, amount_cents, currency, charge_created_at, user_id, email, created_at, status, stripe_refund_id, refunded_at, receipt_sent_at, processor, reason, ride_id, refunded_before FROM orphan_refunds WHERE stripe_charge_id = $1
 `
 
 func (q *Queries) OrphanRefundGet(ctx context.Context, db DBTX, stripeChargeID string) (*OrphanRefund, error) {
@@ -80,12 +80,13 @@ func (q *Queries) OrphanRefundGet(ctx context.Context, db DBTX, stripeChargeID s
 		&i.Processor,
 		&i.Reason,
 		&i.RideID,
+		&i.RefundedBefore,
 	)
 	return &i, err
 }
 
 const orphanRefundGetByChargeKey = `-- name: OrphanRefundGetByChargeKey :one
-SELECT stripe_charge_id, charge_key, rider_ref, amount_cents, currency, charge_created_at, user_id, email, created_at, status, stripe_refund_id, refunded_at, receipt_sent_at, processor, reason, ride_id FROM orphan_refunds WHERE charge_key = $1 AND status = 'refunded'
+SELECT stripe_charge_id, charge_key, rider_ref, amount_cents, currency, charge_created_at, user_id, email, created_at, status, stripe_refund_id, refunded_at, receipt_sent_at, processor, reason, ride_id, refunded_before FROM orphan_refunds WHERE charge_key = $1 AND status = 'refunded'
 ORDER BY created_at LIMIT 1
 `
 
@@ -110,6 +111,7 @@ func (q *Queries) OrphanRefundGetByChargeKey(ctx context.Context, db DBTX, charg
 		&i.Processor,
 		&i.Reason,
 		&i.RideID,
+		&i.RefundedBefore,
 	)
 	return &i, err
 }
@@ -202,6 +204,54 @@ func (q *Queries) OrphanRefundRecord(ctx context.Context, db DBTX, arg OrphanRef
 		arg.ChargeCreatedAt,
 		arg.UserID,
 		arg.Email,
+		arg.Processor,
+		arg.Reason,
+		arg.RideID,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const orphanRefundRecordRefundedBefore = `-- name: OrphanRefundRecordRefundedBefore :execrows
+INSERT INTO orphan_refunds (stripe_charge_id, charge_key, rider_ref, amount_cents, currency, charge_created_at,
+                            user_id, email, status, stripe_refund_id, refunded_at, refunded_before,
+                            processor, reason, ride_id)
+VALUES ($1, $2, $3, $4, $5, $6,
+        $7, $8, 'refunded', $9, now(), true,
+        $10, $11, $12)
+ON CONFLICT (stripe_charge_id) DO NOTHING
+`
+
+type OrphanRefundRecordRefundedBeforeParams struct {
+	StripeChargeID  string
+	ChargeKey       string
+	RiderRef        string
+	AmountCents     int64
+	Currency        string
+	ChargeCreatedAt time.Time
+	UserID          *int64
+	Email           *string
+	StripeRefundID  *string
+	Processor       string
+	Reason          string
+	RideID          *int64
+}
+
+// Records an orphan charge the processor has refunded already, as resolved
+// with that refund; a charge already recorded writes nothing (0 rows).
+func (q *Queries) OrphanRefundRecordRefundedBefore(ctx context.Context, db DBTX, arg OrphanRefundRecordRefundedBeforeParams) (int64, error) {
+	result, err := db.Exec(ctx, orphanRefundRecordRefundedBefore,
+		arg.StripeChargeID,
+		arg.ChargeKey,
+		arg.RiderRef,
+		arg.AmountCents,
+		arg.Currency,
+		arg.ChargeCreatedAt,
+		arg.UserID,
+		arg.Email,
+		arg.StripeRefundID,
 		arg.Processor,
 		arg.Reason,
 		arg.RideID,

@@ -26,6 +26,7 @@ func Register(workers *river.Workers, svc *service.Service) {
 	river.AddWorker(workers, &ReconcileWorker{svc: svc})
 	river.AddWorker(workers, &InboxApplyWorker{svc: svc})
 	river.AddWorker(workers, &OrphanPassWorker{svc: svc})
+	river.AddWorker(workers, &EventsPassWorker{svc: svc})
 	river.AddWorker(workers, &OrphanRefundWorker{svc: svc})
 	river.AddWorker(workers, &OrphanReceiptWorker{svc: svc})
 	river.AddWorker(workers, &SettlementApplyWorker{svc: svc})
@@ -58,8 +59,13 @@ type Config struct {
 	ReconcileInterval time.Duration
 	// OrphanInterval is how often the orphan pass schedules the refunds of
 	// orphan charges past the service's grace period. Default
-	// DefaultOrphanInterval.
+	// service.OrphanPassInterval of the grace (DefaultOrphanInterval for
+	// the default grace).
 	OrphanInterval time.Duration
+	// EventsPassInterval is how often the events pass reads the
+	// processor's events again through the inbox. Default
+	// DefaultEventsPassInterval.
+	EventsPassInterval time.Duration
 	// SettlementInbox is the bank's SFTP inbox of settlement files; nil
 	// turns the fetching of settlement files off (files already recorded
 	// are still applied).
@@ -98,7 +104,7 @@ func DefaultRescueStuckJobsAfter(jobTimeout, lease time.Duration) time.Duration 
 	if jobTimeout == 0 {
 		jobTimeout = river.JobTimeoutDefault
 	}
-	longest := max(jobTimeout, lease+KeyCompleteTimeoutMargin, ReconcileTimeout, SettlementApplyTimeout, SettlementFetchTimeout)
+	longest := max(jobTimeout, lease+KeyCompleteTimeoutMargin, ReconcileTimeout, EventsPassTimeout, SettlementApplyTimeout, SettlementFetchTimeout)
 	return max(MinRescueStuckJobsAfter, longest+time.Minute)
 }
 
@@ -111,6 +117,9 @@ func RiverConfig(cfg Config, svc *service.Service) *river.Config {
 	}
 	if cfg.RescueStuckJobsAfter == 0 {
 		cfg.RescueStuckJobsAfter = DefaultRescueStuckJobsAfter(cfg.JobTimeout, svc.Lease())
+	}
+	if cfg.OrphanInterval == 0 {
+		cfg.OrphanInterval = service.OrphanPassInterval(svc.OrphanRefundAfter())
 	}
 	workers := river.NewWorkers()
 	Register(workers, svc)
@@ -128,7 +137,7 @@ func RiverConfig(cfg Config, svc *service.Service) *river.Config {
 }
 
 // PeriodicJobs returns the completer, the reaper, the reconciliation, the
-// orphan pass and, when the bank's inbox is configured, the settlement fetch as
+// orphan pass, the events pass and, when the bank's inbox is configured, the settlement fetch as
 // River periodic jobs, at cfg's intervals. River runs periodic jobs on its
 // elected leader only, so any number of processes may register them. Each
 // is unique within one period of its interval, so a pass held by a process
@@ -145,6 +154,9 @@ func PeriodicJobs(cfg Config) []*river.PeriodicJob {
 	}
 	if cfg.OrphanInterval == 0 {
 		cfg.OrphanInterval = DefaultOrphanInterval
+	}
+	if cfg.EventsPassInterval == 0 {
+		cfg.EventsPassInterval = DefaultEventsPassInterval
 	}
 	periodic := []*river.PeriodicJob{
 		river.NewPeriodicJob(river.PeriodicInterval(cfg.CompleterInterval),
@@ -167,6 +179,11 @@ func PeriodicJobs(cfg Config) []*river.PeriodicJob {
 				return OrphanPassArgs{}, onePassPerPeriod(cfg.OrphanInterval)
 			},
 			&river.PeriodicJobOpts{ID: "orphan_pass", RunOnStart: true}),
+		river.NewPeriodicJob(river.PeriodicInterval(cfg.EventsPassInterval),
+			func() (river.JobArgs, *river.InsertOpts) {
+				return EventsPassArgs{}, onePassPerPeriod(cfg.EventsPassInterval)
+			},
+			&river.PeriodicJobOpts{ID: "events_pass", RunOnStart: true}),
 	}
 	if cfg.SettlementInbox != nil {
 		interval := cmp.Or(cfg.SettlementInterval, DefaultSettlementInterval)

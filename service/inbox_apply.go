@@ -116,6 +116,9 @@ func (s *Service) prepare(ctx context.Context, ev *InboundEvent) (effect, error)
 	case InboundRefund:
 		return s.prepareRefund(ctx, ev)
 	case InboundDispute:
+		if err := s.waitForBooking(ctx, ev.Dispute.ChargeID); err != nil {
+			return nil, err
+		}
 		return s.disputeEffect(ev), nil
 	}
 	return constant(InboxOutcomeIgnoredType), nil
@@ -184,6 +187,38 @@ func (s *Service) chargeOutcomeEffect(ctx context.Context, ch *Charge) (effect, 
 	return constant(InboxOutcomeCompleted), nil
 }
 
+// waitForBooking fails with CodeKeyInUse while no ride records chargeID
+// but an unfinished ride request will (the charge was made under its
+// processor key): an event about the charge (a refund in the dashboard, a
+// dispute) that arrives before the booking is recorded is applied once it
+// is (the job retries), rather than found about an unknown charge.
+func (s *Service) waitForBooking(ctx context.Context, chargeID string) error {
+	if _, err := s.queries.RideGetByCharge(ctx, s.pool, &chargeID); err == nil {
+		return nil
+	} else if !isNoRows(err) {
+		return internal(err)
+	}
+	stripe, err := s.proc(ProcessorStripe)
+	if err != nil {
+		return err
+	}
+	ch, err := stripe.pay.ChargeGet(ctx, chargeID)
+	if err != nil {
+		return err
+	}
+	if ch == nil || ch.Tag.Namespace != s.namespace {
+		return nil
+	}
+	keyID, err := s.unfinishedRideKey(ctx, ch.Tag.Key)
+	if err != nil {
+		return err
+	}
+	if keyID != 0 {
+		return &Error{Code: CodeKeyInUse, Message: fmt.Sprintf("charge %s: its booking (key %d) is not recorded yet", chargeID, keyID)}
+	}
+	return nil
+}
+
 // unfinishedRideKey returns the id of the unfinished ride request whose
 // charge goes under the processor key pkey, or 0.
 func (s *Service) unfinishedRideKey(ctx context.Context, pkey string) (int64, error) {
@@ -208,6 +243,9 @@ func (s *Service) unfinishedRideKey(ctx context.Context, pkey string) (int64, er
 // processor: the ride records the accepted refund, if there is one, and a
 // refund once recorded stays (a later failure of it is the operator's).
 func (s *Service) prepareRefund(ctx context.Context, ev *InboundEvent) (effect, error) {
+	if err := s.waitForBooking(ctx, ev.ChargeID); err != nil {
+		return nil, err
+	}
 	if _, err := s.queries.RideGetByCharge(ctx, s.pool, &ev.ChargeID); isNoRows(err) {
 		return constant(InboxOutcomeUnknownCharge), nil
 	} else if err != nil {

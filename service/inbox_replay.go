@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/atomicrides/atomicrides/dbgen"
 )
 
 // EventLister is a processor adapter that lists the events it made, as its
@@ -45,10 +47,28 @@ func (s *Service) InboxReplay(ctx context.Context, source string, since time.Tim
 		return nil, err
 	}
 	rep := &ReplayReport{Source: source, Since: since.UTC(), Listed: len(events)}
-	for _, raw := range events {
+	parsed := make([]*InboundEvent, len(events))
+	ids := make([]string, len(events))
+	for i, raw := range events {
 		ev, err := src.Parse(raw)
 		if err != nil {
 			return rep, internal(fmt.Errorf("event listed by the processor: %w", err))
+		}
+		parsed[i], ids[i] = ev, ev.ID
+	}
+	// The events the inbox has are duplicates: one query finds them, so
+	// that a pass over events mostly known costs no transaction per event.
+	known, err := s.recordedSet(ctx, ids, func(ctx context.Context, db dbgen.DBTX, ids []string) ([]string, error) {
+		return s.queries.InboxEventListKnown(ctx, db, source, ids)
+	})
+	if err != nil {
+		return rep, err
+	}
+	for i, raw := range events {
+		ev := parsed[i]
+		if known[ev.ID] {
+			rep.Duplicates++
+			continue
 		}
 		dup, err := s.inboxRecord(ctx, source, []InboundMessage{{Event: ev, Payload: raw}})
 		if err != nil {

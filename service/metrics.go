@@ -27,8 +27,12 @@ type metrics struct {
 	inboxRejected   *prometheus.CounterVec
 	inboxApplied    *prometheus.CounterVec
 	disputes        *prometheus.CounterVec
-	ops             *opsMetrics
-	settlements     *settlementMetrics
+	// eventsPassRecorded and orphansUnresolved: the events pass and the
+	// orphan pass (events_pass.go, orphans.go).
+	eventsPassRecorded *prometheus.CounterVec
+	orphansUnresolved  *prometheus.GaugeVec
+	ops                *opsMetrics
+	settlements        *settlementMetrics
 }
 
 func newMetrics(reg prometheus.Registerer, processors []string) (*metrics, error) {
@@ -87,6 +91,14 @@ func newMetrics(reg prometheus.Registerer, processors []string) (*metrics, error
 			Name: "atomicrides_disputes_total",
 			Help: "Rides whose dispute (chargeback) moved to a status: disputed, won, lost.",
 		}, []string{"status"}),
+		eventsPassRecorded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "atomicrides_events_pass_recorded_total",
+			Help: "Events the events pass found at the processor that the inbox lacked (lost with a restore or a failover, or delivered late), each recorded and applied once, by source.",
+		}, []string{"source"}),
+		orphansUnresolved: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "atomicrides_orphans_unresolved_past_grace",
+			Help: "As of the last orphan pass: charges and refunds at the processor that no ride records and the orphan policy has not resolved although older than the grace period and a pass interval (kind charge, refund); 0 in a process that ran no pass.",
+		}, []string{"kind"}),
 		ops:         newOpsMetrics(),
 		settlements: newSettlementMetrics(),
 	}
@@ -94,6 +106,7 @@ func newMetrics(reg prometheus.Registerer, processors []string) (*metrics, error
 	collectors := []prometheus.Collector{
 		m.phaseSeconds, m.paymentCalls, m.paymentSeconds, m.completions, m.completerQueued,
 		m.reaped, m.pastHorizon, m.receipts, m.circuitChanges, m.inboxReceived, m.inboxRejected, m.inboxApplied, m.disputes,
+		m.eventsPassRecorded, m.orphansUnresolved,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "atomicrides_idempotency_replays_total",
 			Help: "Responses replayed from finished idempotency keys.",

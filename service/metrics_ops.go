@@ -89,6 +89,10 @@ func (m *metrics) initSeries(processors []string) {
 	for _, kind := range ReconcileOrphanKinds {
 		m.ops.reconcileOrphans.WithLabelValues(kind)
 	}
+	m.eventsPassRecorded.WithLabelValues(InboxSourceStripe)
+	for _, kind := range []string{"charge", "refund"} {
+		m.orphansUnresolved.WithLabelValues(kind)
+	}
 	for _, kind := range []ReceiptKind{ReceiptRide, ReceiptRefund} {
 		for _, outcome := range []string{"sent", "already_sent", "error"} {
 			m.receipts.WithLabelValues(string(kind), outcome)

@@ -86,6 +86,14 @@ func (OrphanReceiptArgs) InsertOpts() river.InsertOpts {
 // with.
 func (s *Service) OrphanRefundAfter() time.Duration { return s.orphanRefundAfter }
 
+// OrphanPassInterval is how often the orphan pass runs for a grace period:
+// hourly, or eight times per grace when the grace is shorter than eight
+// hours (a test API's short key window), so that an orphan is resolved
+// within an eighth of the grace after it ends.
+func OrphanPassInterval(grace time.Duration) time.Duration {
+	return max(time.Second, min(time.Hour, grace/8))
+}
+
 // OrphanRefundsSchedule finds the orphan charges (Reconcile's) created
 // more than grace ago, by the database's clock, and records each in
 // orphan_refunds with the job that refunds it, in one transaction per
@@ -100,6 +108,7 @@ func (s *Service) OrphanRefundsSchedule(ctx context.Context, grace time.Duration
 	if err != nil {
 		return 0, internal(err)
 	}
+	s.orphansUnresolvedObserved(rep, now, grace)
 	scheduled := 0
 	// A double charge at once: its request is finished at the other
 	// processor, so no retry can claim this charge any more.
@@ -142,6 +151,18 @@ func (s *Service) OrphanRefundsSchedule(ctx context.Context, grace time.Duration
 			return scheduled, err
 		}
 		scheduled += n
+	}
+	// A refund no ride records whose charge a ride records: the ride's
+	// refund commit was lost (or the event was applied before the ride was
+	// recorded again). It is recorded on the ride as its event would
+	// record it.
+	for _, o := range rep.OrphanRefunds {
+		if o.processor != ProcessorStripe {
+			continue
+		}
+		if err := s.orphanRefundOfRide(ctx, o); err != nil {
+			return scheduled, err
+		}
 	}
 	return scheduled, nil
 }
@@ -202,14 +223,39 @@ func (s *Service) doubleChargeRider(ctx context.Context, d ReconcileDouble, ch *
 	return &u.ID, &u.Email, nil
 }
 
-// orphanRecord records ch, a charge at the processor name to refund for
-// reason, with the job that refunds it, in one transaction: 1 when it
-// did, 0 when the charge was recorded already (an earlier pass, or a
-// concurrent one).
+// orphanRecord records ch, a charge at the processor name to resolve for
+// reason, in orphan_refunds, once: with the job that refunds it, or, when
+// the processor lists an accepted refund of it already (its ride refunded,
+// then lost), as refunded with that refund, sending nothing. It returns 1
+// when it recorded the charge, 0 when the charge was recorded already (an
+// earlier pass, or a concurrent one).
 func (s *Service) orphanRecord(ctx context.Context, name, reason string, ch *Charge, userID *int64, email *string, rideID *int64) (int, error) {
+	proc, err := s.proc(name)
+	if err != nil {
+		return 0, err
+	}
+	// A processor that cannot list a charge's refunds (Adyen) reports
+	// its refunds by notification, which record them on their rides.
+	before, err := s.acceptedRefundOf(ctx, proc, ch.ID)
+	if isUnsupported(err) {
+		before, err = nil, nil
+	}
+	if err != nil {
+		return 0, err
+	}
 	var inserted bool
-	err := s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
+	err = s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
 		inserted = false
+		if before != nil {
+			n, err := s.queries.OrphanRefundRecordRefundedBefore(ctx, tx, dbgen.OrphanRefundRecordRefundedBeforeParams{
+				StripeChargeID: ch.ID, ChargeKey: ch.Tag.Key, RiderRef: ch.Tag.Rider,
+				AmountCents: ch.AmountCents, Currency: ch.Currency, ChargeCreatedAt: ch.Created,
+				UserID: userID, Email: email, StripeRefundID: &before.ID,
+				Processor: name, Reason: reason, RideID: rideID,
+			})
+			inserted = n > 0
+			return err
+		}
 		n, err := s.queries.OrphanRefundRecord(ctx, tx, dbgen.OrphanRefundRecordParams{
 			StripeChargeID: ch.ID, ChargeKey: ch.Tag.Key, RiderRef: ch.Tag.Rider,
 			AmountCents: ch.AmountCents, Currency: ch.Currency, ChargeCreatedAt: ch.Created,
@@ -225,13 +271,61 @@ func (s *Service) orphanRecord(ctx context.Context, name, reason string, ch *Cha
 	if err != nil {
 		return 0, internal(err)
 	}
-	if !inserted {
+	switch {
+	case !inserted:
 		return 0, nil
+	case before != nil:
+		s.logger.WarnContext(ctx, "orphan charge: refunded already at the processor, resolved with that refund (nothing sent)",
+			"charge", ch.ID, "processor", name, "reason", reason, "refund", before.ID, "amount_cents", ch.AmountCents, "created", ch.Created)
+	default:
+		s.logger.WarnContext(ctx, "orphan charge: refund scheduled", "charge", ch.ID, "processor", name, "reason", reason,
+			"amount_cents", ch.AmountCents, "created", ch.Created, "rider_known", email != nil)
 	}
-	s.logger.WarnContext(ctx, "orphan charge: refund scheduled", "charge", ch.ID, "processor", name, "reason", reason,
-		"amount_cents", ch.AmountCents, "created", ch.Created, "rider_known", email != nil)
 	return 1, nil
 }
+
+// orphanRefundOfRide records the orphan refund o on the ride that records
+// its charge, through the effect its event has (refundRecordExternal): a
+// ride with no refund row gets one, refunded; a pending or failed one is
+// set refunded; a ride refunded already stays as it is. A refund whose
+// charge no ride records is left to its charge (orphanRecord).
+func (s *Service) orphanRefundOfRide(ctx context.Context, o ReconcileOrphan) error {
+	if _, err := s.queries.RideGetByCharge(ctx, s.pool, &o.ChargeID); isNoRows(err) {
+		return nil
+	} else if err != nil {
+		return internal(err)
+	}
+	var outcome string
+	err := s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
+		var err error
+		outcome, err = s.refundRecordExternal(ctx, tx, o.ChargeID, &Refund{ID: o.ID, ChargeID: o.ChargeID, AmountCents: o.AmountCents})
+		return err
+	})
+	if err != nil {
+		return internal(err)
+	}
+	s.logger.WarnContext(ctx, "orphan refund: recorded on its ride", "refund", o.ID, "charge", o.ChargeID, "outcome", outcome)
+	return nil
+}
+
+// orphansUnresolvedObserved sets atomicrides_orphans_unresolved_past_grace
+// from a reconciliation at now: the findings older than the grace and one
+// pass interval, which an earlier pass should have resolved.
+func (s *Service) orphansUnresolvedObserved(rep *ReconcileReport, now time.Time, grace time.Duration) {
+	cutoff := now.Add(-grace - OrphanPassInterval(grace))
+	count := func(list []ReconcileOrphan) int {
+		n := 0
+		for _, o := range list {
+			if o.Created.Before(cutoff) {
+				n++
+			}
+		}
+		return n
+	}
+	s.metrics.orphansUnresolved.WithLabelValues("charge").Set(float64(count(rep.OrphanCharges)))
+	s.metrics.orphansUnresolved.WithLabelValues("refund").Set(float64(count(rep.OrphanRefunds)))
+}
+
 
 // orphanRider returns the user id and email of the rider an orphan charge
 // was made for: the user of the charged customer, or else a user whose customer is

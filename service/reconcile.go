@@ -22,8 +22,8 @@ type ReconcileOrphan struct {
 	Rider string `json:"rider"`
 	// ProcessorKey is the processor idempotency key it was made under.
 	ProcessorKey string `json:"processor_key"`
-	// processor is the processor that listed it (the orphan policy refunds
-	// Stripe's).
+	// processor is the processor that listed it (the orphan policy
+	// resolves Stripe's).
 	processor string
 }
 
@@ -234,7 +234,7 @@ func (s *Service) reconcileAt(ctx context.Context, proc *processor, rep *Reconci
 		if !recorded[r.ID] && !pendingRefundCharges[r.ChargeID] {
 			rep.OrphanRefunds = append(rep.OrphanRefunds, ReconcileOrphan{
 				ID: r.ID, ChargeID: r.ChargeID, AmountCents: r.AmountCents, Status: r.Status,
-				Created: r.Created.UTC(), Rider: r.Tag.Rider, ProcessorKey: r.Tag.Key,
+				Created: r.Created.UTC(), Rider: r.Tag.Rider, ProcessorKey: r.Tag.Key, processor: proc.name,
 			})
 		}
 	}

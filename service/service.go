@@ -232,6 +232,13 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.OrphanRefundAfter == 0 {
 		cfg.OrphanRefundAfter = DefaultOrphanRefundAfter
+		// Twice the window of a Stripe-compatible test API that forgets
+		// keys sooner (STRIPE_KEY_WINDOW).
+		for _, p := range cfg.Processors {
+			if w, ok := p.Payments.(keyWindowed); ok && p.Name == ProcessorStripe && w.KeyWindow() < ProcessorKeyWindow {
+				cfg.OrphanRefundAfter = 2 * w.KeyWindow()
+			}
+		}
 	}
 	if cfg.OrphanRefundAfter < 0 {
 		return nil, errors.New("service: Config.OrphanRefundAfter must not be negative")

@@ -130,6 +130,9 @@ func runChaos(t *testing.T, plan chaosPlan) {
 	// restart under load.
 	flog := newChaosFaultLog()
 	faultsStart := time.Now()
+	// Stripe's dashboard and the riders' banks, known to the service by
+	// their events only (webhooks_test.go), while the faults last.
+	stopDashboard := runDashboard(ctx, sys, time.Second, flog)
 	points := make(chan string, len(chaosCrashPoints))
 	for _, p := range chaosCrashPoints {
 		points <- p
@@ -194,6 +197,7 @@ func runChaos(t *testing.T, plan chaosPlan) {
 	require.NoError(t, sys.allProcessorsUp(ctx))
 	close(stop)
 	clients.Wait()
+	dashboard := stopDashboard()
 	faults := time.Since(faultsStart)
 	flog.event("faults stopped; clients done")
 
@@ -210,7 +214,9 @@ func runChaos(t *testing.T, plan chaosPlan) {
 	if plan.processors {
 		checks = append(checks, checkAllAnswersReplayed(state))
 	}
-	report := chaosReport(plan, load, stats, flog, checks, append(state.notes(), processorReport(state, flog)...), map[string]time.Duration{
+	hookChecks, _ := webhookChecks(ctx, state, sys)
+	checks = append(checks, hookChecks...)
+	report := chaosReport(plan, load, stats, flog, checks, append(state.notes(), append(processorReport(state, flog), dashboardNote(dashboard))...), map[string]time.Duration{
 		"setup": setup, "faults": faults, "settle": settled, "total": time.Since(begin),
 	})
 	fmt.Print(report)
@@ -261,7 +267,13 @@ func startChaosClients(ctx context.Context, load *chaosLoad, n int, clients *syn
 func settleChaos(ctx context.Context, sys *chaosSystem, limit time.Duration, flog *chaosFaultLog) (time.Duration, error) {
 	start := time.Now()
 	deadline, _ := ctx.Deadline()
-	err := chaosSettle(ctx, sys, min(limit, time.Until(deadline)-30*time.Second))
+	within := min(limit, time.Until(deadline)-30*time.Second)
+	// Every webhook delivered (or given up) first: what it records is
+	// work for the settle.
+	err := sys.webhooksIdle(ctx, within)
+	if err == nil {
+		err = chaosSettle(ctx, sys, within-time.Since(start))
+	}
 	settled := time.Since(start)
 	flog.event("settled in %s (%v)", settled.Round(time.Millisecond), err)
 	return settled, err

@@ -42,7 +42,7 @@ func chaosSettle(ctx context.Context, sys *chaosSystem, within time.Duration) er
 				                     AND (j.args->>'key_id')::bigint = k.id)),
 				(SELECT coalesce(array_agg(kind || ' ' || state || '×' || n ORDER BY kind, state), '{}')
 				 FROM (SELECT kind, state::text, count(*) AS n FROM river_job
-				       WHERE kind NOT IN ('key_completer', 'key_reaper')
+				       WHERE kind NOT IN ('key_completer', 'key_reaper', 'events_pass', 'orphan_pass')
 				         AND state IN ('available', 'pending', 'running', 'retryable', 'scheduled')
 				       GROUP BY 1, 2) pending)`,
 		).Scan(&unfinished, &jobs)

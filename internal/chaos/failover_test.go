@@ -86,6 +86,8 @@ type failoverFigures struct {
 	// the backup took the primary's place.
 	lostRefund   *chaosRecord
 	lostRefundAt []chaosAnswer
+	// hooks: the webhook side after the run (restore: the orphans).
+	hooks *chaosHookState
 	// patroni and outage: what Patroni did (chaosDBPatroni).
 	patroni *patroniFigures
 	outage  *etcdOutage
@@ -200,6 +202,20 @@ func runFailover(t *testing.T, plan failoverPlan) {
 	}
 
 	settled, settleErr := settleChaos(ctx, sys, plan.settle, flog)
+	if plan.db == chaosDBRestore && settleErr == nil {
+		// The orphan policy's grace ends within the run (webhooks_test.go):
+		// wait for it to resolve every orphan, then for what it queued.
+		start := time.Now()
+		deadline, _ := ctx.Deadline()
+		settleErr = sys.orphansResolved(ctx, min(chaosOrphanGrace()+plan.settle, time.Until(deadline)-40*time.Second))
+		flog.event("orphans resolved in %s (%v)", time.Since(start).Round(time.Millisecond), settleErr)
+		if settleErr == nil {
+			var more time.Duration
+			more, settleErr = settleChaos(ctx, sys, plan.settle, flog)
+			settled += more
+		}
+		settled += time.Since(start)
+	}
 
 	stopWatch()
 	if circuits != nil {
@@ -225,7 +241,10 @@ func runFailover(t *testing.T, plan failoverPlan) {
 		}
 	case chaosDBRestore:
 		rec, err := sys.reconcile(ctx)
+		var hookChecks []chaosCheck
+		hookChecks, fig.hooks = webhookChecks(ctx, state, sys)
 		checks, notes = restoreChecks(state, rec, err, returned, fig)
+		checks = append(checks, hookChecks...)
 	}
 	notes = append(append(notes, state.notes()[1]), processorReport(state, flog)...)
 	report := failoverReport(plan, load, stats, fig, checks, notes, map[string]time.Duration{

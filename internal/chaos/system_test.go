@@ -77,6 +77,8 @@ type chaosSystem struct {
 	sink    *mailsink.Sink
 	smtpURL string
 	serves  []*chaosServe
+	// hooks: the webhooks and the orphan policy's window (webhooks_test.go).
+	hooks *chaosWebhooks
 }
 
 // chaosDB is the shape of the PostgreSQL of a chaos run.
@@ -109,7 +111,8 @@ const chaosBouncerPoolSize = 6
 func startChaosSystem(t *testing.T, ctx context.Context, logDir string, db chaosDB, procs bool) *chaosSystem {
 	t.Helper()
 	// The command with failpoints compiled in.
-	sys := &chaosSystem{logDir: logDir, workDir: t.TempDir(), bin: binrun.Build(t, "failpoints")}
+	sys := &chaosSystem{logDir: logDir, workDir: t.TempDir(), bin: binrun.Build(t, "failpoints"),
+		hooks: newChaosWebhooks(db)}
 
 	if db == chaosDBPatroni {
 		startChaosPatroni(t, ctx, sys)
@@ -120,7 +123,7 @@ func startChaosSystem(t *testing.T, ctx context.Context, logDir string, db chaos
 	// The fake Stripe, as its own process.
 	stripeAddr := binrun.FreeAddr(t)
 	sys.stripe = "http://" + stripeAddr
-	stripeProc := binrun.Start(t, binrun.Cmd{Bin: sys.bin, Args: []string{"fakestripe", "-addr", stripeAddr},
+	stripeProc := binrun.Start(t, binrun.Cmd{Bin: sys.bin, Args: append([]string{"fakestripe", "-addr", stripeAddr}, sys.hooks.stripeArgs()...),
 		Dir: sys.workDir, LogPath: filepath.Join(logDir, "fakestripe.log")})
 	t.Cleanup(func() { _ = stripeProc.Stop(10 * time.Second) })
 	require.NoError(t, stripeProc.Ready(ctx, sys.stripe+"/_fake/ledger", 30*time.Second))
@@ -143,6 +146,9 @@ func startChaosSystem(t *testing.T, ctx context.Context, logDir string, db chaos
 	for _, s := range sys.serves {
 		require.NoError(t, s.start(ctx, ""))
 	}
+
+	// The fake's webhooks, to the instances (webhooks_test.go).
+	sys.hooks.start(t, ctx, sys)
 	return sys
 }
 
@@ -258,7 +264,7 @@ func stopCluster(t *testing.T, dir string, root func() string) {
 
 // env is the environment of a serve process (and of the operator CLI).
 func (sys *chaosSystem) env() []string {
-	return append(append(slices.Clone(sys.serveDB), sys.processorEnv()...),
+	return append(append(append(slices.Clone(sys.serveDB), sys.processorEnv()...),
 		"ADMIN_TOKEN="+chaosAdminToken,
 		"STRIPE_API_BASE="+sys.stripe,
 		"STRIPE_SECRET_KEY=sk_test_chaos",
@@ -272,7 +278,7 @@ func (sys *chaosSystem) env() []string {
 		// The chaos checks exactly-once under faults, not admission
 		// control: its clients run at full speed with few riders.
 		"RATE_LIMIT_WRITES=off", "RATE_LIMIT_READS=off", "LOAD_SHED_IN_FLIGHT=off", "LOAD_SHED_DB_WAIT=off",
-	)
+	), sys.hooks.env()...) // webhooks_test.go
 }
 
 // bases returns the base URLs of the serve instances, as a load balancer
@@ -444,11 +450,19 @@ type chaosLedger struct {
 		ID       string            `json:"id"`
 		Status   string            `json:"status"`
 		Metadata map[string]string `json:"metadata"`
+		Refunded bool              `json:"refunded"` // webhooks_test.go
 	} `json:"charges"`
 	Refunds []struct {
 		ID     string `json:"id"`
 		Charge string `json:"charge"`
+		Status string `json:"status"` // webhooks_test.go
 	} `json:"refunds"`
+	// Disputes: webhooks_test.go.
+	Disputes []struct {
+		ID     string `json:"id"`
+		Charge string `json:"charge"`
+		Status string `json:"status"`
+	} `json:"disputes"`
 	Requests []struct {
 		Op      string `json:"op"`
 		Status  int    `json:"status"`

@@ -8,6 +8,7 @@
 package payments
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
@@ -68,6 +69,11 @@ type Config struct {
 	// a client with its own transport, which keeps up to 256 idle
 	// connections for reuse.
 	HTTPClient *http.Client
+	// KeyWindow is how long the API remembers an idempotency key: Stripe's
+	// 24 hours (service.ProcessorKeyWindow) when zero. Only a
+	// Stripe-compatible test API (the fake Stripe with -key-window) has
+	// another; config.go refuses one for Stripe's own API.
+	KeyWindow time.Duration
 }
 
 // Client implements service.Payments over stripe-go with its own backend:
@@ -78,6 +84,7 @@ type Client struct {
 	refunds   refund.Client
 	events    event.Client
 	budget    time.Duration
+	window    time.Duration
 }
 
 var _ service.Payments = (*Client)(nil)
@@ -113,8 +120,14 @@ func New(cfg Config) *Client {
 		refunds:   refund.Client{B: backend, Key: cfg.SecretKey},
 		events:    event.Client{B: backend, Key: cfg.SecretKey},
 		budget:    budget(timeout, retries),
+		window:    cmp.Or(cfg.KeyWindow, service.ProcessorKeyWindow),
 	}
 }
+
+// KeyWindow is how long the API remembers an idempotency key
+// (Config.KeyWindow): the service looks a charge up before sending its key
+// again once it may have been forgotten, and the orphan grace outlasts it.
+func (c *Client) KeyWindow() time.Duration { return c.window }
 
 // Budget is the longest a single call may take: every attempt at its full
 // timeout plus stripe-go's longest backoff between them, plus a margin.

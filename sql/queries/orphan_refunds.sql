@@ -49,3 +49,14 @@ SELECT EXISTS (SELECT 1 FROM orphan_refunds WHERE user_id = @user_id AND status 
 -- for an operator), by reason: the gauge of unresolved charges.
 SELECT reason, status, count(*) AS n FROM orphan_refunds
 WHERE status <> 'refunded' GROUP BY reason, status;
+
+-- name: OrphanRefundRecordRefundedBefore :execrows
+-- Records an orphan charge the processor has refunded already, as resolved
+-- with that refund; a charge already recorded writes nothing (0 rows).
+INSERT INTO orphan_refunds (stripe_charge_id, charge_key, rider_ref, amount_cents, currency, charge_created_at,
+                            user_id, email, status, stripe_refund_id, refunded_at, refunded_before,
+                            processor, reason, ride_id)
+VALUES (@stripe_charge_id, @charge_key, @rider_ref, @amount_cents, @currency, @charge_created_at,
+        sqlc.narg(user_id), sqlc.narg(email), 'refunded', @stripe_refund_id, now(), true,
+        @processor, @reason, sqlc.narg(ride_id))
+ON CONFLICT (stripe_charge_id) DO NOTHING;

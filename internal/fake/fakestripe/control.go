@@ -62,7 +62,9 @@ func (s *Server) serveControl(w http.ResponseWriter, r *http.Request) {
 		}
 		writeJSON(w, http.StatusOK, map[string]bool{"set": ep.URL != ""})
 	case "GET events":
-		writeJSON(w, http.StatusOK, map[string]any{"events": s.Events(), "deliveries": s.WebhookDeliveries()})
+		// pending: deliveries not yet answered 2xx nor given up.
+		writeJSON(w, http.StatusOK, map[string]any{"events": s.Events(), "deliveries": s.WebhookDeliveries(),
+			"pending": s.webhooks.pending.Load()})
 	case "POST dashboard/refunds", "POST disputes", "POST disputes/close":
 		var body struct {
 			Charge  string `json:"charge"`

@@ -6,7 +6,8 @@ import (
 )
 
 // KeyLifetime is how long an idempotency key is remembered after its first
-// use, as at Stripe. After that, the key is new again.
+// use, as at Stripe. After that, the key is new again. Options.KeyLifetime
+// shortens it for a test that must see a key forgotten within its run.
 const KeyLifetime = 24 * time.Hour
 
 const maxIdempotencyKeyLen = 255
@@ -56,12 +57,16 @@ const (
 // use; exactly one of any number of concurrent requests with the same key
 // gets claimExecute.
 type idempotencyStore struct {
-	mu      sync.Mutex
-	entries map[idempotencyScope]*idempotencyEntry
+	mu       sync.Mutex
+	entries  map[idempotencyScope]*idempotencyEntry
+	lifetime time.Duration // KeyLifetime unless Options.KeyLifetime says otherwise
 }
 
 func (st *idempotencyStore) init() {
 	st.entries = make(map[idempotencyScope]*idempotencyEntry)
+	if st.lifetime <= 0 {
+		st.lifetime = KeyLifetime
+	}
 }
 
 func (st *idempotencyStore) reset() {
@@ -78,7 +83,7 @@ func (st *idempotencyStore) claim(scope idempotencyScope, method, path, params s
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	e, ok := st.entries[scope]
-	if ok && !now.Before(e.firstUsed.Add(KeyLifetime)) {
+	if ok && !now.Before(e.firstUsed.Add(st.lifetime)) {
 		ok = false // expired: the key is new again
 	}
 	if !ok {

@@ -63,7 +63,9 @@ type Snapshot struct {
 	Customers []Customer `json:"customers"`
 	Charges   []Charge   `json:"charges"`
 	Refunds   []Refund   `json:"refunds"`
-	Requests  []Request  `json:"requests"`
+	// Disputes are the disputes opened (DisputeOpen), in no order.
+	Disputes []Dispute `json:"disputes"`
+	Requests []Request `json:"requests"`
 }
 
 // ledger holds the objects in creation order, indexed by id. Handlers
@@ -218,6 +220,12 @@ func (s *Server) Snapshot() Snapshot {
 		Refunds:   filterClone(s.ledger.refunds, all, (*Refund).clone),
 	}
 	s.ledger.mu.Unlock()
+	s.disputes.mu.Lock()
+	snap.Disputes = make([]Dispute, 0, len(s.disputes.byID))
+	for _, d := range s.disputes.byID {
+		snap.Disputes = append(snap.Disputes, *d)
+	}
+	s.disputes.mu.Unlock()
 	snap.Requests = s.Requests()
 	return snap
 }

@@ -20,6 +20,11 @@ type Options struct {
 	Clock func() time.Time
 	// Logger receives one line per API request. Defaults to discarding.
 	Logger *slog.Logger
+	// KeyLifetime is how long an idempotency key is remembered: Stripe's
+	// KeyLifetime (24 hours) when zero. A test shortens it to see keys
+	// forgotten within its run (the chaos's orphan policy); the service
+	// must then be told the same window (STRIPE_KEY_WINDOW).
+	KeyLifetime time.Duration
 }
 
 // Server is the fake Stripe API. It implements http.Handler and is safe for
@@ -48,9 +53,13 @@ func New(opts Options) *Server {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.ledger.init()
+	s.idem.lifetime = opts.KeyLifetime
 	s.idem.init()
 	return s
 }
+
+// KeyLifetime is how long the server remembers an idempotency key.
+func (s *Server) KeyLifetime() time.Duration { return s.idem.lifetime }
 
 // Now is the server's current time: Options.Clock plus every Advance.
 func (s *Server) Now() time.Time {
