@@ -326,7 +326,6 @@ func (s *Service) orphansUnresolvedObserved(rep *ReconcileReport, now time.Time,
 	s.metrics.orphansUnresolved.WithLabelValues("refund").Set(float64(count(rep.OrphanRefunds)))
 }
 
-
 // orphanRider returns the user id and email of the rider an orphan charge
 // was made for: the user of the charged customer, or else a user whose customer is
 // not recorded (the lost commit may have held it) whose rider reference is
