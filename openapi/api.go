@@ -106,6 +106,7 @@ func register(mux *http.ServeMux, cfg Config) huma.API {
 	config.CreateHooks = nil // no $schema property, no Link header
 	config.DocsPath = ""     // Huma's page loads from a CDN; /docs is ours (docs.go)
 	config.OpenAPIPath = "/openapi"
+	config.Formats = jsonFormatsWithSelfDecoding(config.Formats)
 	config.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
 		schemeRider: {Type: "http", Scheme: "bearer", Description: "A rider's API key, as minted by PUT /users/{email}."},
 		schemeAdmin: {Type: "http", Scheme: "bearer", Description: "The operator credential (ADMIN_TOKEN)."},

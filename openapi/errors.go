@@ -3,6 +3,7 @@ package openapi
 import (
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -90,8 +91,9 @@ func init() {
 }
 
 // onePerLocation merges the details Huma reports for one location (a
-// string too short and not matching its pattern) into one, their messages
-// joined: an answer names each field at fault once.
+// string too short and not matching its pattern) into one, their distinct
+// messages joined: an answer names each field at fault once, and says each
+// thing once.
 func onePerLocation(model huma.StatusError) huma.StatusError {
 	var em *huma.ErrorModel
 	if !errors.As(model, &em) || len(em.Errors) < 2 {
@@ -105,7 +107,9 @@ func onePerLocation(model huma.StatusError) huma.StatusError {
 			continue
 		}
 		if first, ok := at[d.Location]; ok {
-			first.Message += "; " + d.Message
+			if !slices.Contains(strings.Split(first.Message, "; "), d.Message) {
+				first.Message += "; " + d.Message
+			}
 			continue
 		}
 		cp := *d

@@ -33,6 +33,7 @@ var (
 	benchSeedBackoff   = flag.Duration("rides.seed-backoff", 200*time.Millisecond, "the seed's longest jittered pause before a retry")
 	benchGrowKeys      = flag.Int("rides.grow-keys", 10_000_000, "finished keys loaded for the cost-as-the-data-grows measurement, at 32 clients (0: leave it out)")
 	benchOut           = flag.String("rides.out", ".bench", "directory of the report, the plot and the logs (relative: to the module root)")
+	benchCPUProfile    = flag.Bool("rides.cpuprofile", false, "profile the server's CPU over each measured run into cpu-*.pprof in -rides.out (go tool task pgo merges them into default.pgo)")
 )
 
 func benchConfigFromFlags(tb testing.TB) benchConfig {
@@ -65,6 +66,7 @@ func benchConfigFromFlags(tb testing.TB) benchConfig {
 		SeedBackoff:       *benchSeedBackoff,
 		GrowKeys:          *benchGrowKeys,
 		OutDir:            out,
+		CPUProfile:        *benchCPUProfile,
 	}
 }
 

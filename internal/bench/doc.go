@@ -30,8 +30,10 @@
 // It writes report.md, results.json, throughput.png and the processes' logs
 // to -rides.out (.bench at the module root); its other flags are
 // -rides.clients, -rides.duration, -rides.warmup, -rides.stripe-latency,
-// -rides.pool, -rides.users, -rides.pgbench-max-clients and
-// -rides.seed-backoff. Run it with -benchtime 1x: each measurement lasts
+// -rides.pool, -rides.users, -rides.pgbench-max-clients,
+// -rides.seed-backoff and -rides.cpuprofile (the server's CPU profile over
+// each measured run, taken through PPROF_ADDR: go tool task pgo merges them
+// into default.pgo). Run it with -benchtime 1x: each measurement lasts
 // -rides.duration.
 //
 // TestBenchSmoke (part of go tool task test) runs the whole harness for a

@@ -53,6 +53,10 @@ type benchConfig struct {
 	GrowKeys int
 	// OutDir receives the report, the plot and the processes' logs.
 	OutDir string
+	// CPUProfile has each serve process profiled over each measured run
+	// through PPROF_ADDR, the profiles written to OutDir (see
+	// serverProfile): the input of default.pgo (go tool task pgo).
+	CPUProfile bool
 }
 
 const benchAdminToken = "bench-admin-token-0123456789abcdef0123456789"
@@ -242,6 +246,9 @@ func (e *benchEnv) deployOn(tb testing.TB, url string, riders int) *deployment {
 type servingProcess struct {
 	*binrun.Process
 	base string
+	// pprofBase is the process's PPROF_ADDR as a URL, "" unless
+	// benchConfig.CPUProfile.
+	pprofBase string
 }
 
 // start runs `serve -no-migrate` on the deployment's database, its pool
@@ -257,6 +264,8 @@ func (d *deployment) start(tb testing.TB) *servingProcess {
 func (d *deployment) startEnv(tb testing.TB, env ...string) *servingProcess {
 	tb.Helper()
 	addr := binrun.FreeAddr(tb)
+	pprofEnv, pprofBase := d.e.pprofEnv(tb)
+	env = append(pprofEnv, env...)
 	p := binrun.Start(tb, binrun.Cmd{Bin: d.e.bin, Args: []string{"serve", "-no-migrate"}, Dir: d.e.workDir, LogPath: d.e.serveLog, Env: append([]string{
 		"DATABASE_URL=" + withPoolMaxConns(d.url, d.e.cfg.PoolMaxConns),
 		"ADDR=" + addr,
@@ -268,7 +277,7 @@ func (d *deployment) startEnv(tb testing.TB, env ...string) *servingProcess {
 		// admission runs set their limits themselves (later entries win).
 		"RATE_LIMIT_WRITES=off", "RATE_LIMIT_READS=off", "LOAD_SHED_IN_FLIGHT=off", "LOAD_SHED_DB_WAIT=off",
 	}, env...)})
-	s := &servingProcess{Process: p, base: "http://" + addr}
+	s := &servingProcess{Process: p, base: "http://" + addr, pprofBase: pprofBase}
 	if err := p.Ready(context.Background(), s.base+"/readyz", time.Minute); err != nil {
 		tb.Fatalf("serve: %v (see %s)", err, d.e.serveLog)
 	}

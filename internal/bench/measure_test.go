@@ -164,8 +164,10 @@ func (e *benchEnv) serviceRun(tb testing.TB, d *deployment, latency time.Duratio
 	rssReset := resetPeakRSS(pid)
 	dbBefore := scrapeDBCounts(tb, srv.base)
 	cpu := startCPU(e.admin, d.name, pid, e.stripe.Pid(), e.mail.Pid())
+	prof := e.startServerProfile(tb, srv, measured.clients)
 	run := runLoad(context.Background(), measured)
 	run.CPU, _ = cpu.finish(run.OK)
+	prof.finish(tb)
 	dbAfter := scrapeDBCounts(tb, srv.base)
 	if rssReset {
 		run.PeakRSS = peakRSS(pid)
