@@ -134,8 +134,8 @@ func TestBookListCommand(t *testing.T) {
 	// 101 older rides, then two booked now, and one of another rider's.
 	// Ids drawn uniformly: random_id()'s draws within one statement's
 	// millisecond would meet.
-	_, err = pool.Exec(ctx, `INSERT INTO rides (id, created_at, origin_lat, origin_lon, target_lat, target_lon, amount_cents, currency, user_id)
-		SELECT 1 + floor(random() * 9007199254740990)::bigint, now() - interval '1 day' + i * interval '1 second', 1, 2, 3, 4, 2000, 'usd', $1::bigint
+	_, err = pool.Exec(ctx, `INSERT INTO rides (id, created_at, origin_lat, origin_lon, target_lat, target_lon, amount_cents, currency, user_id, payment_source)
+		SELECT 1 + floor(random() * 9007199254740990)::bigint, now() - interval '1 day' + i * interval '1 second', 1, 2, 3, 4, 2000, 'usd', $1::bigint, 'tok_visa'
 		FROM generate_series(1, 101) AS i`, rider.User.ID)
 	require.NoError(t, err)
 	var booked []int64

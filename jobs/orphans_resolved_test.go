@@ -172,9 +172,15 @@ func TestInboxRefundOfBookingInFlightWaitsForIt(t *testing.T) {
 	_, err = b.Service.InboxApply(b.Ctx, service.InboxSourceStripe, refundEvent)
 	require.Equal(t, service.CodeKeyInUse, service.ErrorCode(err), "%v", err)
 
-	// The client retries: the booking is recorded with its charge, and
-	// the refund event is applied on it.
-	resp, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
+	// The client retries, as clients do while the key is in use (the
+	// charge.succeeded event may be finishing the same request on a
+	// worker): the booking is recorded with its charge, and the refund
+	// event is applied on it.
+	var resp *service.Response
+	require.Eventually(t, func() bool {
+		resp, err = b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
+		return service.ErrorCode(err) != service.CodeKeyInUse
+	}, 60*time.Second, 20*time.Millisecond)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, resp.Status, string(resp.Body))
 	ride := testkit.DecodeRide(t, resp.Body)

@@ -19,10 +19,10 @@ func (b *testBundle) seedRides(t *testing.T, uid int64, n int, status string) []
 	t.Helper()
 	// Ids drawn uniformly from [1, 2^53 - 1]: the service's random_id()
 	// would see its draws of one statement meet within a millisecond.
-	b.Exec(t, `INSERT INTO rides (id, created_at, origin_lat, origin_lon, target_lat, target_lon, amount_cents, currency, user_id, charge_status, stripe_charge_id)
+	b.Exec(t, `INSERT INTO rides (id, created_at, origin_lat, origin_lon, target_lat, target_lon, amount_cents, currency, user_id, charge_status, stripe_charge_id, payment_source)
 		SELECT 1 + floor(random() * 9007199254740990)::bigint,
 		       now() - interval '1 day' + ((i - 1) / 5) * interval '1 second', 1, 2, 3, 4, 2000, 'usd', $1::bigint, $3::text,
-		       CASE WHEN $3::text = 'charged' THEN 'ch_seed_' || $1::bigint || '_' || i END
+		       CASE WHEN $3::text = 'charged' THEN 'ch_seed_' || $1::bigint || '_' || i END, 'tok_visa'
 		FROM generate_series(1, $2::int) AS i`, uid, n, status)
 	return b.rideIDs(t, uid)
 }

@@ -146,14 +146,14 @@ k AS (
 r AS (
     INSERT INTO rides (
         id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon,
-        charge_status, stripe_charge_id, amount_cents, currency, user_id
+        charge_status, stripe_charge_id, amount_cents, currency, user_id, payment_source
     )
     -- Ids as random_id() (migration 0012) would have drawn them when the
     -- ride was booked, their low bits from the key's sequential id: a
     -- statement inserting thousands of rows a millisecond would see its
     -- own random draws meet.
     SELECT (floor(extract(epoch FROM created_at) * 1000)::bigint - 1767225600000) * 4096 + id % 4096,
-        created_at, id, 37.7749, -122.4194, 37.8044, -122.2712, 'charged', 'ch_grown_' || id, 2000, 'usd', user_id FROM k
+        created_at, id, 37.7749, -122.4194, 37.8044, -122.2712, 'charged', 'ch_grown_' || id, 2000, 'usd', user_id, 'tok_visa' FROM k
     RETURNING id, created_at, user_id
 )
 INSERT INTO audit_records (created_at, action, data, origin_ip, resource_id, resource_type, user_id)

@@ -160,27 +160,47 @@ func disputeStatus(fake string) string {
 }
 
 // checkRidesMatchLedger: every ride's refund and dispute are what the fake
-// holds for its charge: refunded with the charge's accepted refund exactly
-// when the fake has one, and the dispute's status.
-func checkRidesMatchLedger(h *chaosHookState, l *chaosLedger) chaosCheck {
+// of its processor holds for its charge: refunded with the charge's
+// accepted refund exactly when the fake has one, and the dispute's status
+// (disputes are opened at the fake Stripe only).
+func checkRidesMatchLedger(h *chaosHookState, s *chaosState) chaosCheck {
+	l := s.ledger
 	refundOf := map[string]string{}
 	for _, r := range l.Refunds {
 		if r.Status == "succeeded" || r.Status == "pending" {
 			refundOf[r.Charge] = r.ID
 		}
 	}
+	atAdyen := map[string]bool{}
+	if s.adyen != nil {
+		// Adyen has no refund status: a refund it holds is accepted.
+		for _, r := range s.adyen.Refunds {
+			refundOf[r.PaymentPSPReference] = r.PSPReference
+			atAdyen[r.PaymentPSPReference] = true
+		}
+	}
 	disputeOf := map[string]string{}
 	for _, d := range l.Disputes {
 		disputeOf[d.Charge] = d.Status
 	}
-	refundsDiffer, disputesDiffer, refunded, disputed := 0, 0, 0, 0
+	refundsDiffer, disputesDiffer, refunded, disputed, unseenAtAdyen := 0, 0, 0, 0, 0
 	for charge, r := range h.rides {
 		want := refundOf[charge]
 		if want != "" {
 			refunded++
 		}
+		if want != "" && r.refund == "" && atAdyen[charge] {
+			// A refund at Adyen of a ride that records none: its commit
+			// was lost (a restore) and its client never came back. Adyen
+			// lists no refunds and this run does not deliver Adyen's
+			// notifications: nothing can see it (docs/processors.md).
+			unseenAtAdyen++
+			s.t.Logf("ride %d (charge %s): refund %s at Adyen, recorded by no ride", r.id, charge, want)
+			continue
+		}
 		if (want == "") != (r.refund != "refunded") || (want != "" && r.refundID != want) {
 			refundsDiffer++
+			s.t.Logf("ride %d (charge %s): refund %q %q, the processor holds %q", r.id, charge, r.refund, r.refundID, want)
 		}
 		if disputeOf[charge] != "" {
 			disputed++
@@ -190,10 +210,10 @@ func checkRidesMatchLedger(h *chaosHookState, l *chaosLedger) chaosCheck {
 		}
 	}
 	return chaosCheck{id: "rides_match_ledger",
-		name:     "every ride's refund and dispute state equals Stripe's for its charge",
+		name:     "every ride's refund and dispute state equals its processor's for its charge",
 		expected: fmt.Sprintf("%d rides: 0 refunds differ, 0 disputes differ", len(h.rides)),
-		actual: fmt.Sprintf("%d rides (%d refunded, %d disputed at Stripe): %d refunds differ, %d disputes differ",
-			len(h.rides), refunded, disputed, refundsDiffer, disputesDiffer),
+		actual: fmt.Sprintf("%d rides (%d refunded, %d disputed at their processor): %d refunds differ, %d disputes differ; %d refunds at Adyen of a ride that records none (lost, unseen)",
+			len(h.rides), refunded, disputed, refundsDiffer, disputesDiffer, unseenAtAdyen),
 		ok: refundsDiffer == 0 && disputesDiffer == 0}
 }
 
@@ -204,7 +224,7 @@ func webhookChecks(ctx context.Context, s *chaosState, sys *chaosSystem) ([]chao
 		s.t.Logf("webhook state: %v", err)
 		return []chaosCheck{{id: "events_applied_once", name: "the webhook state could be read", expected: "read", actual: err.Error()}}, nil
 	}
-	return []chaosCheck{checkEventsAppliedOnce(h), checkRidesMatchLedger(h, s.ledger)}, h
+	return []chaosCheck{checkEventsAppliedOnce(h), checkRidesMatchLedger(h, s)}, h
 }
 
 // checkOrphansResolved: after a restore, the orphan policy has resolved

@@ -26,9 +26,9 @@ INSERT INTO idempotency_keys (
     'ride_created', :uid
 ) RETURNING id AS key_id, lock_token AS token \gset
 INSERT INTO rides (
-    idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, amount_cents, currency, user_id
+    idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, amount_cents, currency, user_id, payment_source
 ) VALUES (
-    :key_id, 37.7749, -122.4194, 37.8044, -122.2712, 2000, 'usd', :uid
+    :key_id, 37.7749, -122.4194, 37.8044, -122.2712, 2000, 'usd', :uid, (SELECT payment_source FROM users WHERE id = :uid)
 ) RETURNING id AS ride_id \gset
 INSERT INTO audit_records (action, data, origin_ip, resource_id, resource_type, user_id)
 VALUES ('ride.created',

@@ -56,9 +56,9 @@ COMMIT;
 \if :rp = 0
 BEGIN ISOLATION LEVEL SERIALIZABLE;
 INSERT INTO rides (
-    idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, amount_cents, currency, user_id
+    idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, amount_cents, currency, user_id, payment_source
 ) VALUES (
-    :key_id::bigint, 37.7749, -122.4194, 37.8044, -122.2712, 2000, 'usd', :uid::bigint
+    :key_id::bigint, 37.7749, -122.4194, 37.8044, -122.2712, 2000, 'usd', :uid::bigint, (SELECT payment_source FROM users WHERE id = :uid::bigint)
 ) RETURNING id AS ride_id \gset
 INSERT INTO audit_records (action, data, origin_ip, resource_id, resource_type, user_id)
 VALUES ('ride.created',
