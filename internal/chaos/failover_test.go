@@ -201,7 +201,19 @@ func runFailover(t *testing.T, plan failoverPlan) {
 		fig.lostRefundAt = load.retryAtEach(ctx, sys.bases(), fig.lostRefund.req)
 	}
 
+	if plan.db == chaosDBRestore && sys.adyen != "" {
+		// Adyen lists neither payments nor refunds: after a restore the
+		// operator resends Adyen's notifications (the Customer Area's
+		// event log), and the inbox applies what the lost commits held.
+		if err := sys.adyenControl(ctx, http.MethodPost, "renotify", nil, nil); err != nil {
+			t.Errorf("resend Adyen's notifications: %v", err)
+		}
+		flog.event("operator: Adyen's notifications resent")
+	}
 	settled, settleErr := settleChaos(ctx, sys, plan.settle, flog)
+	if plan.db == chaosDBRestore && settleErr == nil && sys.adyen != "" {
+		settleErr = sys.adyenNotificationsIdle(ctx, plan.settle)
+	}
 	if plan.db == chaosDBRestore && settleErr == nil {
 		// The orphan policy's grace ends within the run (webhooks_test.go):
 		// wait for it to resolve every orphan, then for what it queued.

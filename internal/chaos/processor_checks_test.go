@@ -315,6 +315,9 @@ type chaosDoubles struct {
 	// asked for again. Adyen offers no listing: `keys reconcile` cannot
 	// see them.
 	lostAtAdyen int
+	// lostAtAdyenRefunded counts those the orphan policy refunded: Adyen's
+	// notifications, resent after the restore, told the service of them.
+	lostAtAdyenRefunded int
 }
 
 // doubleCharges finds the bookings charged at both processors, and what
@@ -338,6 +341,9 @@ func (s *chaosState) doubleCharges(rec *chaosReconcile) chaosDoubles {
 		if !b.both[key] {
 			if len(ids) == 1 && charges[ids[0]].processor == procAdyen && !recorded[ids[0]] {
 				d.lostAtAdyen++
+				if refunded[ids[0]] {
+					d.lostAtAdyenRefunded++
+				}
 			}
 			continue
 		}
@@ -380,10 +386,20 @@ func (d chaosDoubles) check() chaosCheck {
 		ok: len(d.open) == 0}
 }
 
+// adyenOrphansCheck is the invariant: every payment at Adyen of a booking
+// lost with the commits, never asked for again, is refunded by the orphan
+// policy (once: no_ride_refunded_twice).
+func (d chaosDoubles) adyenOrphansCheck() chaosCheck {
+	return chaosCheck{id: "adyen_orphans_refunded", name: "every payment at Adyen that no ride records, of a booking charged nowhere else, is refunded by the orphan policy",
+		expected: fmt.Sprintf("%d of %d refunded", d.lostAtAdyen, d.lostAtAdyen),
+		actual:   fmt.Sprintf("%d of %d refunded", d.lostAtAdyenRefunded, d.lostAtAdyen),
+		ok:       d.lostAtAdyenRefunded == d.lostAtAdyen}
+}
+
 // note is the report's line on the bookings charged at both processors.
 func (d chaosDoubles) note(s *chaosState) string {
 	return fmt.Sprintf("double charges (a lost booking redone at the other processor): %d bookings charged at both processors, "+
 		"%d listed by `keys reconcile` as double_charge, %d refunded; %d payments at Adyen recorded by no ride and charged nowhere else "+
-		"(lost, never asked for again: Adyen offers no listing, `keys reconcile` cannot see them)",
-		d.bookings, len(d.listed), len(d.refunded), d.lostAtAdyen)
+		"(lost, never asked for again: seen through Adyen's notifications, resent after the restore), %d of them refunded by the orphan policy",
+		d.bookings, len(d.listed), len(d.refunded), d.lostAtAdyen, d.lostAtAdyenRefunded)
 }

@@ -56,13 +56,17 @@ func (sys *chaosSystem) processorEnv() []string {
 	if sys.adyen == "" {
 		return nil
 	}
-	return []string{
+	env := []string{
 		"PROCESSORS=" + strings.Join(chaosProcessors, ","),
 		"ADYEN_API_KEY=chaos_adyen_key",
 		"ADYEN_MERCHANT_ACCOUNT=AtomicRidesChaos",
 		"ADYEN_API_BASE=" + sys.adyen + "/v71",
 		"PROCESSOR_CIRCUIT_OPEN_FOR=" + chaosCircuitOpenFor.String(),
 	}
+	if sys.hooks.adyenNotified(sys) {
+		env = append(env, "ADYEN_HMAC_KEY="+fakeadyen.DevHMACKey)
+	}
+	return env
 }
 
 // chaosRiderSource is the payment source of the i-th rider created before a

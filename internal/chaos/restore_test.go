@@ -298,6 +298,7 @@ func restoreChecks(s *chaosState, rec *chaosReconcile, recErr error, returned []
 	doubles := s.doubleCharges(rec)
 	if s.adyen != nil {
 		add("double_charges_resolved", doubles.check())
+		add("adyen_orphans_refunded", doubles.adyenOrphansCheck())
 	}
 
 	// Booking clients that came back got what they had: the same outcome,

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/atomicrides/atomicrides/internal/binrun"
+	"github.com/atomicrides/atomicrides/internal/fake/fakeadyen"
 )
 
 // Webhooks in the chaos: the fake Stripe delivers every event it makes,
@@ -68,6 +69,15 @@ func newChaosWebhooks(db chaosDB) *chaosWebhooks { return &chaosWebhooks{db: db}
 // shortWindow reports whether the run shortens the key window (a restore).
 func (h *chaosWebhooks) shortWindow() bool { return h.db == chaosDBRestore }
 
+// adyenNotified reports whether the run delivers Adyen's notifications:
+// the restore runs, where they are the only way the service learns of the
+// Adyen payments and refunds the lost commits held (resent after the
+// restore). Their delivery under crashes is tested in jobs
+// (TestAdyenNotificationsDuplicatedAndReorderedAppliedOnce).
+func (h *chaosWebhooks) adyenNotified(sys *chaosSystem) bool {
+	return sys.adyen != "" && h.shortWindow()
+}
+
 // stripeArgs are the fake Stripe's extra arguments.
 func (h *chaosWebhooks) stripeArgs() []string {
 	if !h.shortWindow() {
@@ -108,6 +118,15 @@ func (h *chaosWebhooks) start(t *testing.T, ctx context.Context, sys *chaosSyste
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	h.balancer = "http://" + ln.Addr().String() + "/webhooks/stripe"
+	if h.adyenNotified(sys) {
+		// Adyen's notifications, through the same balancer, with the
+		// same faults.
+		require.NoError(t, sys.adyenControl(ctx, http.MethodPost, "notifications", map[string]any{
+			"url": "http://" + ln.Addr().String() + "/webhooks/adyen", "hmac_key": fakeadyen.DevHMACKey,
+			"duplicates": 1, "reorder": true, "delay": chaosWebhookDelay,
+			"timeout": 5 * time.Second, "retry_base": 100 * time.Millisecond, "retry_max": 2 * time.Second, "max_attempts": 200,
+		}, nil))
+	}
 	require.NoError(t, sys.stripeControl(ctx, http.MethodPost, "webhooks", map[string]any{
 		"url": h.balancer, "secret": chaosWebhookSecret,
 		"duplicates": 1, "reorder": true, "delay": chaosWebhookDelay,
@@ -140,6 +159,21 @@ func (sys *chaosSystem) webhooksIdle(ctx context.Context, within time.Duration) 
 		ev, err := sys.stripeEvents(ctx)
 		if err == nil && ev.Pending > 0 {
 			err = fmt.Errorf("%d webhook deliveries pending", ev.Pending)
+		}
+		return err
+	})
+}
+
+// adyenNotificationsIdle waits, bounded by within, until the fake Adyen
+// has no notification delivery pending.
+func (sys *chaosSystem) adyenNotificationsIdle(ctx context.Context, within time.Duration) error {
+	return binrun.Poll(ctx, within, func() error {
+		var n struct {
+			Pending int64 `json:"pending"`
+		}
+		err := sys.adyenControl(ctx, http.MethodGet, "notifications", nil, &n)
+		if err == nil && n.Pending > 0 {
+			err = fmt.Errorf("%d Adyen notification deliveries pending", n.Pending)
 		}
 		return err
 	})

@@ -217,6 +217,19 @@ func (s *Server) serveControl(w http.ResponseWriter, r *http.Request) {
 		}
 		s.SetOutage(*body.On)
 		controlJSON(w, http.StatusOK, map[string]bool{"outage": *body.On})
+	case "POST notifications":
+		var ep NotificationEndpoint
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<12)).Decode(&ep); err != nil || ep.URL == "" || ep.HMACKey == "" {
+			controlJSON(w, http.StatusBadRequest, map[string]string{"error": `want {"url": "…", "hmac_key": "<hex>", …}`})
+			return
+		}
+		s.SetNotificationEndpoint(&ep)
+		controlJSON(w, http.StatusOK, map[string]string{"url": ep.URL})
+	case "GET notifications":
+		controlJSON(w, http.StatusOK, map[string]any{"items": len(s.NotificationItems()), "pending": s.notifier().pending.Load()})
+	case "POST renotify":
+		s.Renotify()
+		controlJSON(w, http.StatusOK, map[string]int{"items": len(s.NotificationItems())})
 	case "POST reset":
 		s.Reset()
 		s.journal.reset()
