@@ -1,7 +1,6 @@
 package fakeadyen
 
 import (
-	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -9,13 +8,14 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/atomicrides/atomicrides/internal/fake/delivery"
 )
 
 // DevHMACKey is the HMAC key (hex) of the notification endpoint that
@@ -336,75 +336,22 @@ func (n *notifier) send(it NotificationItem) {
 
 // deliver makes the attempts of one delivery.
 func (n *notifier) deliver(ctx context.Context, ep *NotificationEndpoint, it NotificationItem) {
-	hold := ep.Delay
-	if ep.Reorder {
-		limit := ep.Delay
-		if limit <= 0 {
-			limit = 50 * time.Millisecond
-		}
-		hold = rand.N(limit + 1)
-	}
-	if !sleep(ctx, hold) {
-		return
-	}
-	wait := ep.RetryBase
-	for range ep.MaxAttempts {
-		status := n.attempt(ctx, ep, it)
-		if status >= 200 && status < 300 {
-			return
-		}
-		if !sleep(ctx, wait/2+rand.N(wait/2+1)) {
-			return
-		}
-		wait = min(2*wait, ep.RetryMax)
-	}
+	delivery.Deliver(ctx, delivery.Schedule{Delay: ep.Delay, Reorder: ep.Reorder,
+		RetryBase: ep.RetryBase, RetryMax: ep.RetryMax, MaxAttempts: ep.MaxAttempts},
+		func(ctx context.Context) int { return n.attempt(ctx, ep, it) })
 }
 
 // attempt posts the item once and returns the status (0 for no answer).
 func (n *notifier) attempt(ctx context.Context, ep *NotificationEndpoint, it NotificationItem) int {
 	status := 0
-	defer func() {
-		n.mu.Lock()
-		n.deliveries = append(n.deliveries, NotificationDelivery{PSPReference: it.PSPReference, EventCode: it.EventCode, At: time.Now(), Status: status})
-		n.mu.Unlock()
-	}()
-	body, err := NotificationBody(ep.HMACKey, it)
-	if err != nil {
-		return 0
+	if body, err := NotificationBody(ep.HMACKey, it); err == nil {
+		header := http.Header{}
+		header.Set("Content-Type", "application/json")
+		header.Set("User-Agent", "Adyen HttpClient 1.0")
+		status = delivery.Post(ctx, n.client, ep.URL, header, body, ep.Timeout)
 	}
-	actx, cancel := context.WithTimeout(ctx, ep.Timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(actx, http.MethodPost, ep.URL, bytes.NewReader(body))
-	if err != nil {
-		return 0
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "Adyen HttpClient 1.0")
-	resp, err := n.client.Do(req)
-	if err != nil {
-		return 0
-	}
-	defer resp.Body.Close()
-	var buf [512]byte
-	for {
-		if _, err := resp.Body.Read(buf[:]); err != nil {
-			break
-		}
-	}
-	status = resp.StatusCode
+	n.mu.Lock()
+	n.deliveries = append(n.deliveries, NotificationDelivery{PSPReference: it.PSPReference, EventCode: it.EventCode, At: time.Now(), Status: status})
+	n.mu.Unlock()
 	return status
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

@@ -1,15 +1,15 @@
 package fakestripe
 
 import (
-	"bytes"
 	"context"
-	"math/rand/v2"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/stripe/stripe-go/v76/webhook"
+
+	"github.com/atomicrides/atomicrides/internal/fake/delivery"
 )
 
 // DevWebhookSecret is the signing secret of the endpoint that serve -dev
@@ -147,28 +147,9 @@ func (w *webhookSender) send(ev *Event) {
 
 // deliver makes the attempts of one delivery.
 func (w *webhookSender) deliver(ctx context.Context, ep *WebhookEndpoint, ev *Event) {
-	hold := ep.Delay
-	if ep.Reorder {
-		limit := ep.Delay
-		if limit <= 0 {
-			limit = 50 * time.Millisecond
-		}
-		hold = rand.N(limit + 1)
-	}
-	if !sleep(ctx, hold) {
-		return
-	}
-	wait := ep.RetryBase
-	for range ep.MaxAttempts {
-		status := w.attempt(ctx, ep, ev)
-		if status >= 200 && status < 300 {
-			return
-		}
-		if !sleep(ctx, wait/2+rand.N(wait/2+1)) {
-			return
-		}
-		wait = min(2*wait, ep.RetryMax)
-	}
+	delivery.Deliver(ctx, delivery.Schedule{Delay: ep.Delay, Reorder: ep.Reorder,
+		RetryBase: ep.RetryBase, RetryMax: ep.RetryMax, MaxAttempts: ep.MaxAttempts},
+		func(ctx context.Context) int { return w.attempt(ctx, ep, ev) })
 }
 
 // attempt posts the event once, signed now, and returns the status (0 for
@@ -177,46 +158,13 @@ func (w *webhookSender) attempt(ctx context.Context, ep *WebhookEndpoint, ev *Ev
 	signed := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{
 		Payload: ev.Payload, Secret: ep.Secret, Timestamp: time.Now(),
 	})
-	actx, cancel := context.WithTimeout(ctx, ep.Timeout)
-	defer cancel()
-	status := 0
-	defer func() {
-		w.mu.Lock()
-		w.deliveries = append(w.deliveries, WebhookDelivery{EventID: ev.ID, At: time.Now(), Status: status})
-		w.mu.Unlock()
-	}()
-	req, err := http.NewRequestWithContext(actx, http.MethodPost, ep.URL, bytes.NewReader(ev.Payload))
-	if err != nil {
-		return 0
-	}
-	req.Header.Set("Content-Type", "application/json; charset=utf-8")
-	req.Header.Set("User-Agent", "Stripe/1.0 (+https://stripe.com/docs/webhooks)")
-	req.Header.Set("Stripe-Signature", signed.Header)
-	resp, err := w.client.Do(req)
-	if err != nil {
-		return 0
-	}
-	defer resp.Body.Close()
-	var buf [512]byte
-	for {
-		if _, err := resp.Body.Read(buf[:]); err != nil {
-			break
-		}
-	}
-	status = resp.StatusCode
+	header := http.Header{}
+	header.Set("Content-Type", "application/json; charset=utf-8")
+	header.Set("User-Agent", "Stripe/1.0 (+https://stripe.com/docs/webhooks)")
+	header.Set("Stripe-Signature", signed.Header)
+	status := delivery.Post(ctx, w.client, ep.URL, header, ev.Payload, ep.Timeout)
+	w.mu.Lock()
+	w.deliveries = append(w.deliveries, WebhookDelivery{EventID: ev.ID, At: time.Now(), Status: status})
+	w.mu.Unlock()
 	return status
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
