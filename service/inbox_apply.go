@@ -116,7 +116,7 @@ func (s *Service) prepare(ctx context.Context, ev *InboundEvent) (effect, error)
 	case InboundRefund:
 		return s.prepareRefund(ctx, ev)
 	case InboundDispute:
-		if err := s.waitForBooking(ctx, ev.Dispute.ChargeID); err != nil {
+		if err := s.waitForBooking(ctx, ev.Processor, ev.Dispute.ChargeID); err != nil {
 			return nil, err
 		}
 		return s.disputeEffect(ev), nil
@@ -191,18 +191,26 @@ func (s *Service) chargeOutcomeEffect(ctx context.Context, ch *Charge) (effect, 
 // but an unfinished ride request will (the charge was made under its
 // processor key): an event about the charge (a refund in the dashboard, a
 // dispute) that arrives before the booking is recorded is applied once it
-// is (the job retries), rather than found about an unknown charge.
-func (s *Service) waitForBooking(ctx context.Context, chargeID string) error {
+// is (the job retries), rather than found about an unknown charge. The
+// charge is read at the event's processor (processor "" is Stripe); one
+// whose API has no lookup (Adyen) is applied as it stands.
+func (s *Service) waitForBooking(ctx context.Context, processor, chargeID string) error {
 	if _, err := s.queries.RideGetByCharge(ctx, s.pool, &chargeID); err == nil {
 		return nil
 	} else if !isNoRows(err) {
 		return internal(err)
 	}
-	stripe, err := s.proc(ProcessorStripe)
+	if processor == "" {
+		processor = ProcessorStripe
+	}
+	proc, err := s.proc(processor)
 	if err != nil {
 		return err
 	}
-	ch, err := stripe.pay.ChargeGet(ctx, chargeID)
+	ch, err := proc.pay.ChargeGet(ctx, chargeID)
+	if isUnsupported(err) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -243,7 +251,7 @@ func (s *Service) unfinishedRideKey(ctx context.Context, pkey string) (int64, er
 // processor: the ride records the accepted refund, if there is one, and a
 // refund once recorded stays (a later failure of it is the operator's).
 func (s *Service) prepareRefund(ctx context.Context, ev *InboundEvent) (effect, error) {
-	if err := s.waitForBooking(ctx, ev.ChargeID); err != nil {
+	if err := s.waitForBooking(ctx, ev.Processor, ev.ChargeID); err != nil {
 		return nil, err
 	}
 	if _, err := s.queries.RideGetByCharge(ctx, s.pool, &ev.ChargeID); isNoRows(err) {
