@@ -136,7 +136,7 @@ var chaosOutages = []chaosOutage{
 // chaosOutagesShort is the schedule of the short run: each step once,
 // shorter.
 var chaosOutagesShort = []chaosOutage{
-	{name: "Stripe down", procs: []string{procStripe}, down: 4 * time.Second, up: 3 * time.Second, flaps: 1},
+	{name: "Stripe down", procs: []string{procStripe}, down: 7 * time.Second, up: 3 * time.Second, flaps: 1},
 	{name: "Adyen down", procs: []string{procAdyen}, down: 7 * time.Second, up: 3 * time.Second, flaps: 1},
 	{name: "both down", procs: []string{procStripe, procAdyen}, down: 2 * time.Second, up: 3 * time.Second, flaps: 1},
 	{name: "Stripe flapping", procs: []string{procStripe}, down: time.Second, up: 1500 * time.Millisecond, flaps: 4},
