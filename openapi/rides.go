@@ -85,7 +85,8 @@ func rideDetailFrom(d *service.RideDetail) *rideDetail {
 	return &rideDetail{Ride: d.Ride, Settlement: (*rideSettlement)(d.Settlement)}
 }
 
-func (h *handlers) registerRides() {
+// rideCreateOperation is POST /rides, documented.
+func (h *handlers) rideCreateOperation() huma.Operation {
 	registry := h.api.OpenAPI().Components.Schemas
 	rideSchema := registry.Schema(reflect.TypeOf(service.Ride{}), true, "Ride")
 	replayHeader := replayHeaders()
@@ -101,7 +102,7 @@ func (h *handlers) registerRides() {
 		// The body validates itself in the pass that decodes it.
 		SkipValidateBody: true,
 		Security:         []map[string][]string{{schemeRider: {}}},
-		Middlewares:      huma.Middlewares{h.requireRider},
+		Middlewares:      huma.Middlewares{h.requireRider, h.replayFromMemory},
 		Responses: map[string]*huma.Response{
 			"201": {
 				Description: "The ride, booked and charged. Stored.",
@@ -120,10 +121,14 @@ func (h *handlers) registerRides() {
 		"invalid-field": problemExamples[http.StatusUnprocessableEntity]["invalid-field"],
 		"key-reused":    keyReusedExample,
 	})
-	huma.Register(h.api, op, h.rideCreate)
+	return op
+}
+
+func (h *handlers) registerRides() {
+	huma.Register(h.api, h.rideCreateOperation(), h.rideCreate)
 	h.registerRideList()
 
-	op = huma.Operation{
+	op := huma.Operation{
 		OperationID: "ride-get",
 		Method:      http.MethodGet,
 		Path:        "/rides/{id}",

@@ -150,6 +150,24 @@ func (s *Service) RideCreate(ctx context.Context, userID int64, idempotencyKey s
 	return run(ctx, s, s.rides, rideCreateRequest(userID, idempotencyKey, params, ip))
 }
 
+// RideReplay answers a booking from memory when this process saw its key
+// finish lately with the same request: the stored response, and true. It
+// reads nothing and writes nothing; false leaves the request to RideCreate
+// (a key not in memory, or one used with another request, which RideCreate
+// refuses). params must be valid.
+func (s *Service) RideReplay(userID int64, idempotencyKey string, params RideCreateParams) (*Response, bool) {
+	req := rideCreateRequest(userID, idempotencyKey, params, nil)
+	_, fp, err := requestForm(req)
+	if err != nil {
+		return nil, false
+	}
+	resp, ok, err := s.cachedReplay(req, fp)
+	if !ok || err != nil {
+		return nil, false
+	}
+	return resp, true
+}
+
 // rideCreateRequest is the request of a ride booking, as stored and
 // fingerprinted. Coordinates are kept as sent except -0, which is 0: equal
 // coordinates make one request, however a client writes them.
