@@ -8,6 +8,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/atomicrides/atomicrides/internal/pguuid"
 )
 
 // failoverConnectTimeout bounds the connection attempt to each host of a
@@ -49,6 +51,7 @@ func poolConfig(name, url, pooler string) (*pgxpool.Config, error) {
 		// pgx's message may hold the password.
 		return nil, errors.New(name + ": not a valid PostgreSQL connection string")
 	}
+	cfg.AfterConnect = pguuid.AfterConnect
 	if hosts(cfg) > 1 && cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = failoverConnectTimeout
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/atomicrides/atomicrides/internal/pgenv"
+	"github.com/atomicrides/atomicrides/internal/pguuid"
 )
 
 // DefaultMaxConns is the size limit of a pool from New unless WithMaxConns
@@ -42,6 +43,7 @@ func New(t testing.TB, opts ...Option) *pgxpool.Pool {
 		t.Fatalf("dbtest: %v", err)
 	}
 	cfg.MaxConns = o.maxConns
+	cfg.AfterConnect = pguuid.AfterConnect // as the service's pools
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
