@@ -245,3 +245,26 @@ func FuzzNormalizeEmail(f *testing.F) {
 		}
 	})
 }
+
+// FuzzRideParamsJSON: a ride's request form is byte for byte what
+// encoding/json writes of its params, whatever the coordinates (the stored
+// form and the fingerprint must not depend on the path that made them).
+func FuzzRideParamsJSON(f *testing.F) {
+	for _, seed := range [][4]float64{
+		{37.7749, -122.4194, 37.8044, -122.2712}, {0, 0, 0, 0}, {90, -90, 180, -180},
+		{1e-6, -1e-6, 9.99e-7, -1e-7}, {5e-324, -5e-324, 1e-300, 0.1},
+		{1e21, -1e21, 1e20, 123456789012345680000}, {math.Copysign(0, -1), 1.5e-8, 33.333333333333336, -0.000001},
+	} {
+		f.Add(seed[0], seed[1], seed[2], seed[3])
+	}
+	f.Fuzz(func(t *testing.T, a, b, c, d float64) {
+		p := RideCreateParams{OriginLat: a, OriginLon: b, TargetLat: c, TargetLon: d}
+		want, err := json.Marshal(p)
+		if err != nil {
+			return // NaN and infinities are refused before a form is made
+		}
+		if got := p.appendJSON(nil); !bytes.Equal(got, want) {
+			t.Fatalf("appendJSON(%v) = %s, encoding/json: %s", p, got, want)
+		}
+	})
+}

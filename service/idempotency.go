@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -158,11 +159,38 @@ func run[S any](ctx context.Context, s *Service, flow *Flow[S], req Request) (*R
 // requestForm returns what is stored of req (its params as JSON) and its
 // fingerprint. Requests whose params are equal get the same form.
 func requestForm(req Request) (params, fp []byte, err error) {
-	params, err = json.Marshal(req.Params)
-	if err != nil {
+	if a, ok := req.Params.(jsonAppender); ok {
+		params = a.appendJSON(make([]byte, 0, 128))
+	} else if params, err = json.Marshal(req.Params); err != nil {
 		return nil, nil, fmt.Errorf("marshal params: %w", err)
 	}
 	return params, fingerprint(req.Method, req.Path, params), nil
+}
+
+// jsonAppender is params that write their own JSON, byte for byte what
+// encoding/json writes of them (a request's stored form must not change
+// with the path that made it), without its reflection.
+type jsonAppender interface {
+	appendJSON(b []byte) []byte
+}
+
+// appendJSONFloat appends f as encoding/json writes a float64: the shortest
+// decimal that reads back as f, in exponent form below 1e-6 and from 1e21
+// on, with the exponent's leading zero dropped (1e-07 is 1e-7). f must be
+// finite.
+func appendJSONFloat(b []byte, f float64) []byte {
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, f, format, -1, 64)
+	if format == 'e' {
+		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return b
 }
 
 // serve is run with the request's stored form and fingerprint already made.

@@ -55,6 +55,19 @@ type RideCreateParams struct {
 	TargetLon float64 `json:"target_lon"`
 }
 
+// appendJSON appends p as encoding/json writes it.
+func (p RideCreateParams) appendJSON(b []byte) []byte {
+	b = append(b, `{"origin_lat":`...)
+	b = appendJSONFloat(b, p.OriginLat)
+	b = append(b, `,"origin_lon":`...)
+	b = appendJSONFloat(b, p.OriginLon)
+	b = append(b, `,"target_lat":`...)
+	b = appendJSONFloat(b, p.TargetLat)
+	b = append(b, `,"target_lon":`...)
+	b = appendJSONFloat(b, p.TargetLon)
+	return append(b, '}')
+}
+
 // Validate checks that the coordinates are finite and in range (bounds
 // inclusive), naming the first field at fault.
 func (p RideCreateParams) Validate() error {
