@@ -15,7 +15,7 @@ const ttlCacheMaxEntries = 10_000
 // were put. It is safe for concurrent use; a ttl ≤ 0 disables it.
 type ttlCache[K comparable, V any] struct {
 	ttl     time.Duration
-	mu      sync.Mutex
+	mu      sync.RWMutex
 	entries map[K]ttlEntry[V]
 }
 
@@ -34,9 +34,9 @@ func (c *ttlCache[K, V]) get(k K, now time.Time) (V, bool) {
 	if c.ttl <= 0 {
 		return zero, false
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.mu.RLock()
 	e, ok := c.entries[k]
+	c.mu.RUnlock()
 	if !ok || !now.Before(e.expires) {
 		return zero, false
 	}
