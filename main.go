@@ -714,13 +714,21 @@ func newService(pool, direct *pgxpool.Pool, cfg *config, reg prometheus.Register
 	return svc, strings.Join(notes, "; "), stopAll, nil
 }
 
+// mailConfig is the mailer's configuration for the SMTP server at url. It
+// keeps as many idle sessions as receipts the process sends at once (its
+// job workers), so that no session is ended under load only to be dialled
+// again for the next receipt.
+func mailConfig(url string) mail.Config {
+	return mail.Config{URL: url, MaxIdle: jobs.DefaultMaxWorkers}
+}
+
 // mailerFrom returns the SMTP mailer of SMTP_URL. Without it, and only with
 // dev, it starts a mail sink on a loopback port of this process that writes
 // every receipt to MAIL_DIR (default .mail/) as an .eml file, or to no file
 // with MAIL_DIR=off, and says so loudly.
 func mailerFrom(cfg *config, logger *slog.Logger, dev bool) (m service.Mailer, note string, stop func(), err error) {
 	if cfg.SMTPURL != "" {
-		m, err := mail.New(mail.Config{URL: cfg.SMTPURL})
+		m, err := mail.New(mailConfig(cfg.SMTPURL))
 		if err != nil {
 			return nil, "", nil, fmt.Errorf("SMTP_URL: %w", err)
 		}
@@ -735,7 +743,7 @@ func mailerFrom(cfg *config, logger *slog.Logger, dev bool) (m service.Mailer, n
 		return nil, "", nil, err
 	}
 	logger.Warn("-dev: SMTP_URL not set, receipts go to the built-in mail sink, not to riders", "smtp", url, "dir", cfg.MailDir)
-	mailer, err := mail.New(mail.Config{URL: url})
+	mailer, err := mail.New(mailConfig(url))
 	if err != nil {
 		_ = stopSink(context.Background())
 		return nil, "", nil, err
