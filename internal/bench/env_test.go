@@ -175,6 +175,12 @@ type deployment struct {
 	env []string
 	// pooled: its serve processes reach the database through e.bouncer.
 	pooled bool
+	// grown: its rides were loaded by SQL, charged at no processor. The
+	// passes a process runs as it starts (the orphan pass lists every
+	// charged ride of its window and asks the processor for each one the
+	// processor's listing lacks: here, all of them) do not end within a
+	// run, so no window waits for them.
+	grown bool
 }
 
 // viaBouncer is d with its serve processes reaching the database through

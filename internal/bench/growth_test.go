@@ -56,6 +56,7 @@ func (e *benchEnv) measureGrowth(tb testing.TB, keys, clients int) *growthRun {
 	d := e.newDeployment(tb)
 	start := time.Now()
 	loadGrownKeys(tb, d.url, keys)
+	d.grown = true
 	g.Load = time.Since(start)
 	tb.Logf("growth: %d finished keys, rides and audit records loaded in %s", keys, g.Load.Round(time.Second))
 	g.List = measureListCost(tb, d.url)
