@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -167,4 +168,18 @@ func TestFreeAddr(t *testing.T) {
 	a, b := FreeAddr(t), FreeAddr(t)
 	require.Contains(t, a, "127.0.0.1:")
 	require.NotEqual(t, a, b)
+
+	// Below the ephemeral range, never handed out twice, and free to listen
+	// on.
+	seen := map[int]bool{}
+	for range 50 {
+		port := FreePort(t)
+		require.False(t, seen[port], "port %d handed out twice", port)
+		seen[port] = true
+		require.GreaterOrEqual(t, port, freePortMin)
+		require.Less(t, port, ephemeralLow())
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		require.NoError(t, err)
+		require.NoError(t, ln.Close())
+	}
 }

@@ -4,7 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -68,13 +73,56 @@ func FreeAddr(tb testing.TB) string {
 	return fmt.Sprintf("127.0.0.1:%d", FreePort(tb))
 }
 
-// FreePort returns a loopback port that was free a moment ago.
+// FreePort returns a loopback port that was free a moment ago, for a
+// process to listen on. It is drawn at random from below the kernel's
+// ephemeral range (ip_local_port_range), where no outgoing connection takes
+// a port between the check and the listen, and never twice in one test
+// binary; the kernel's own pick is the fallback.
 func FreePort(tb testing.TB) int {
 	tb.Helper()
+	low := ephemeralLow()
+	for range 200 {
+		port := freePortMin + rand.IntN(low-freePortMin)
+		if _, taken := handedOut.LoadOrStore(port, true); taken {
+			continue
+		}
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		_ = ln.Close()
+		return port
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// freePortMin is the lowest port FreePort draws: above the well-known and
+// the commonly configured ones.
+const freePortMin = 20000
+
+// handedOut holds the ports FreePort returned in this process.
+var handedOut sync.Map
+
+// ephemeralLow is the first port of the kernel's ephemeral range, 32768
+// when it cannot be read or leaves too little room below it.
+func ephemeralLow() int {
+	const def = 32768
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return def
+	}
+	fields := strings.Fields(string(b))
+	if len(fields) != 2 {
+		return def
+	}
+	low, err := strconv.Atoi(fields[0])
+	if err != nil || low < freePortMin+1000 {
+		return def
+	}
+	return low
 }
