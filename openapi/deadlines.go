@@ -34,8 +34,29 @@ func paymentDeadlines(mux *http.ServeMux, lease time.Duration, next http.Handler
 			return
 		}
 		_ = r.Body.Close()
-		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.Body = &bufferedBody{Reader: bytes.NewReader(body), data: body}
 		httpctx.ExtendDeadlines(w, lease)
 		next.ServeHTTP(w, r)
 	})
+}
+
+// bufferedBody is a request body read whole before the handler runs, so
+// that a handler may look at its bytes without reading it (see
+// replayFromMemory).
+type bufferedBody struct {
+	*bytes.Reader
+	data []byte
+}
+
+// Close does nothing: the bytes are in memory.
+func (*bufferedBody) Close() error { return nil }
+
+// bufferedBytes returns the bytes of r's body when paymentDeadlines read it
+// whole, and false otherwise.
+func bufferedBytes(r *http.Request) ([]byte, bool) {
+	b, ok := r.Body.(*bufferedBody)
+	if !ok {
+		return nil, false
+	}
+	return b.data, true
 }

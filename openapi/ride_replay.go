@@ -1,29 +1,22 @@
 package openapi
 
 import (
-	"bytes"
-	"io"
-	"time"
-
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
 
 	"github.com/atomicrides/atomicrides/service"
 )
 
-// replayBodyMax is the largest body replayFromMemory reads; a ride's body is
-// about a hundred bytes.
-const replayBodyMax = 1 << 10
-
 // replayFromMemory answers a replay of a booking this process saw finish
 // lately before Huma binds the request: a client retrying a finished key
-// gets the stored answer for the cost of reading its body. It runs after the
-// rider is authenticated and admitted, and takes only what it can judge
-// exactly as the operation would: a bare key, a JSON body of the four
-// coordinates in range (decodeFast), and a key in the service's memory with
-// the same request. Everything else (another form of key or body, a key the
-// process has not seen finish, a key used with another request) goes on to
-// the operation with its body intact, and gets the operation's answer.
+// gets the stored answer for the cost of decoding its body, which
+// paymentDeadlines has read. It runs after the rider is authenticated and
+// admitted, and takes only what it can judge exactly as the operation
+// would: a bare key, a JSON body of the four coordinates in range
+// (decodeFast), and a key in the service's memory with the same request.
+// Everything else (another form of key or body, a key the process has not
+// seen finish, a key used with another request) goes on to the operation,
+// and gets the operation's answer.
 func (h *handlers) replayFromMemory(ctx huma.Context, next func(huma.Context)) {
 	key := ctx.Header("Idempotency-Key")
 	if !bareIdempotencyKey(key) || ctx.Header("Content-Type") != "application/json" {
@@ -31,22 +24,8 @@ func (h *handlers) replayFromMemory(ctx huma.Context, next func(huma.Context)) {
 		return
 	}
 	r, _ := humago.Unwrap(ctx)
-	if r.ContentLength <= 0 || r.ContentLength > replayBodyMax {
-		next(ctx)
-		return
-	}
-	if t := ctx.Operation().BodyReadTimeout; t > 0 {
-		_ = ctx.SetReadDeadline(time.Now().Add(t))
-	}
-	data := make([]byte, r.ContentLength)
-	n, err := io.ReadFull(r.Body, data)
-	// The operation reads the body again: what was read, then the rest (or
-	// the read's error again).
-	r.Body = struct {
-		io.Reader
-		io.Closer
-	}{io.MultiReader(bytes.NewReader(data[:n]), r.Body), r.Body}
-	if err != nil {
+	data, ok := bufferedBytes(r)
+	if !ok {
 		next(ctx)
 		return
 	}

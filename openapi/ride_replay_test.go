@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
@@ -40,7 +41,8 @@ func TestRideReplayFromMemory(t *testing.T) {
 		reached.Add(1)
 		return h.rideCreate(ctx, in)
 	})
-	srv := httptest.NewServer(mux)
+	// As NewHandler serves it: paymentDeadlines reads the body first.
+	srv := httptest.NewServer(paymentDeadlines(mux, time.Minute, mux))
 	t.Cleanup(srv.Close)
 
 	type answer struct {
@@ -102,8 +104,8 @@ func TestRideReplayFromMemory(t *testing.T) {
 	require.Contains(t, reused.body, "already used with a different request")
 	require.Equal(t, n+1, reached.Load())
 
-	// A key the process has not seen finish reaches the operation with the
-	// body the middleware read: booked.
+	// A key the process has not seen finish reaches the operation with its
+	// body: booked.
 	other := post(t, testkit.NewKey(), json, testkit.SomeRideJSON)
 	require.Equal(t, http.StatusCreated, other.status, other.body)
 	require.Empty(t, other.header.Get("Idempotent-Replayed"))
