@@ -87,7 +87,6 @@ type loadSpec struct {
 // generator shares the machine with what it measures, so it spends as little
 // CPU as it can, and the harness reports what it spent.
 func runLoad(ctx context.Context, spec loadSpec) loadRun {
-	addr := strings.TrimPrefix(spec.base, "http://")
 
 	type clientResult struct {
 		requests, ok, conflicts, errors int
@@ -95,61 +94,51 @@ func runLoad(ctx context.Context, spec loadSpec) loadRun {
 		finished                        []string
 		errorSample                     []string
 	}
-	results := make([]clientResult, spec.clients)
 	start := time.Now()
 	deadline := start.Add(spec.duration)
-	var wg sync.WaitGroup
-	for i := range spec.clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res := &results[i]
-			res.latencies = make([]time.Duration, 0, 1024)
-			apiKey := spec.apiKeys[i%len(spec.apiKeys)]
-			c := &leanConn{addr: addr, host: addr}
-			defer c.close()
-			for n := 0; time.Now().Before(deadline) && ctx.Err() == nil; n++ {
-				var (
-					key  string
-					resp leanResponse
-					err  error
-				)
-				t0 := time.Now()
-				if spec.healthz {
-					resp, err = c.do(ctx, "GET", "/healthz", "", "", nil)
-				} else {
-					if key = spec.key(i, n); key == "" {
-						break
-					}
-					resp, err = c.do(ctx, "POST", "/rides", apiKey, key, benchRideBody)
+	results := eachClient(spec.base, spec.clients, func(i int, c *leanConn, res *clientResult) {
+		res.latencies = make([]time.Duration, 0, 1024)
+		apiKey := spec.apiKeys[i%len(spec.apiKeys)]
+		for n := 0; time.Now().Before(deadline) && ctx.Err() == nil; n++ {
+			var (
+				key  string
+				resp leanResponse
+				err  error
+			)
+			t0 := time.Now()
+			if spec.healthz {
+				resp, err = c.do(ctx, "GET", "/healthz", "", "", nil)
+			} else {
+				if key = spec.key(i, n); key == "" {
+					break
 				}
-				res.latencies = append(res.latencies, time.Since(t0))
-				res.requests++
-				switch {
-				case err != nil:
-					res.errors++
-					if len(res.errorSample) < 3 {
-						res.errorSample = append(res.errorSample, err.Error())
-					}
-				case spec.healthz && resp.status == http.StatusOK:
-					res.ok++
-				case !spec.healthz && resp.status == http.StatusCreated && resp.replayed == spec.replay:
-					res.ok++
-					if !spec.replay {
-						res.finished = append(res.finished, key)
-					}
-				case resp.status == http.StatusConflict:
-					res.conflicts++
-				default:
-					res.errors++
-					if len(res.errorSample) < 3 {
-						res.errorSample = append(res.errorSample, fmt.Sprintf("status %d replayed=%v: %s", resp.status, resp.replayed, tail(string(resp.body), 300)))
-					}
+				resp, err = c.do(ctx, "POST", "/rides", apiKey, key, benchRideBody)
+			}
+			res.latencies = append(res.latencies, time.Since(t0))
+			res.requests++
+			switch {
+			case err != nil:
+				res.errors++
+				if len(res.errorSample) < 3 {
+					res.errorSample = append(res.errorSample, err.Error())
+				}
+			case spec.healthz && resp.status == http.StatusOK:
+				res.ok++
+			case !spec.healthz && resp.status == http.StatusCreated && resp.replayed == spec.replay:
+				res.ok++
+				if !spec.replay {
+					res.finished = append(res.finished, key)
+				}
+			case resp.status == http.StatusConflict:
+				res.conflicts++
+			default:
+				res.errors++
+				if len(res.errorSample) < 3 {
+					res.errorSample = append(res.errorSample, fmt.Sprintf("status %d replayed=%v: %s", resp.status, resp.replayed, tail(string(resp.body), 300)))
 				}
 			}
-		}()
-	}
-	wg.Wait()
+		}
+	})
 
 	run := loadRun{Clients: spec.clients, Elapsed: time.Since(start), finished: make([][]string, spec.clients)}
 	var all []time.Duration
@@ -369,4 +358,24 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 	}
 	i := int(p*float64(len(sorted)) + 0.5)
 	return sorted[min(max(i-1, 0), len(sorted)-1)]
+}
+
+// eachClient runs n clients of base at once, each on a lean keep-alive
+// connection of its own, and returns their results when all have ended:
+// client i fills the i-th.
+func eachClient[R any](base string, n int, client func(i int, c *leanConn, res *R)) []R {
+	addr := strings.TrimPrefix(base, "http://")
+	results := make([]R, n)
+	var wg sync.WaitGroup
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := &leanConn{addr: addr, host: addr}
+			defer c.close()
+			client(i, c, &results[i])
+		}()
+	}
+	wg.Wait()
+	return results
 }

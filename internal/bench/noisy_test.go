@@ -248,52 +248,42 @@ func (e *benchEnv) measureNoisy(tb testing.TB, spec noisySpec) *noisyRun {
 // starts a booking (a key of its own) every interval, or at once when the
 // previous answer took longer.
 func runQuiet(ctx context.Context, base string, riders []string, clients int, interval, d time.Duration, label string) quietRun {
-	addr := strings.TrimPrefix(base, "http://")
 	type result struct {
 		requests, ok, refused, errors int
 		latencies                     []time.Duration
 		sample                        []string
 	}
-	results := make([]result, len(riders)*clients)
 	start := time.Now()
 	deadline := start.Add(d)
-	var wg sync.WaitGroup
-	for i := range results {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res := &results[i]
-			apiKey := riders[i%len(riders)]
-			c := &leanConn{addr: addr, host: addr}
-			defer c.close()
-			// Spread the clients' starts over one interval.
-			next := start.Add(interval * time.Duration(i) / time.Duration(len(results)))
-			for n := 0; ; n++ {
-				time.Sleep(time.Until(next)) // pacing: the client's own schedule
-				if !time.Now().Before(deadline) || ctx.Err() != nil {
-					return
-				}
-				t0 := time.Now()
-				next = t0.Add(interval)
-				resp, err := c.do(ctx, "POST", "/rides", apiKey, fmt.Sprintf("quiet-%s-w%04d-n%06d", label, i, n), benchRideBody)
-				res.latencies = append(res.latencies, time.Since(t0))
-				res.requests++
-				switch {
-				case err != nil:
-					res.errors++
-					res.sample = appendSample(res.sample, err.Error())
-				case resp.status == http.StatusCreated && !resp.replayed:
-					res.ok++
-				case resp.status == http.StatusTooManyRequests:
-					res.refused++
-				default:
-					res.errors++
-					res.sample = appendSample(res.sample, fmt.Sprintf("status %d: %s", resp.status, tail(string(resp.body), 300)))
-				}
+	total := len(riders) * clients
+	results := eachClient(base, total, func(i int, c *leanConn, res *result) {
+		apiKey := riders[i%len(riders)]
+		// Spread the clients' starts over one interval.
+		next := start.Add(interval * time.Duration(i) / time.Duration(total))
+		for n := 0; ; n++ {
+			time.Sleep(time.Until(next)) // pacing: the client's own schedule
+			if !time.Now().Before(deadline) || ctx.Err() != nil {
+				return
 			}
-		}()
-	}
-	wg.Wait()
+			t0 := time.Now()
+			next = t0.Add(interval)
+			resp, err := c.do(ctx, "POST", "/rides", apiKey, fmt.Sprintf("quiet-%s-w%04d-n%06d", label, i, n), benchRideBody)
+			res.latencies = append(res.latencies, time.Since(t0))
+			res.requests++
+			switch {
+			case err != nil:
+				res.errors++
+				res.sample = appendSample(res.sample, err.Error())
+			case resp.status == http.StatusCreated && !resp.replayed:
+				res.ok++
+			case resp.status == http.StatusTooManyRequests:
+				res.refused++
+			default:
+				res.errors++
+				res.sample = appendSample(res.sample, fmt.Sprintf("status %d: %s", resp.status, tail(string(resp.body), 300)))
+			}
+		}
+	})
 	run := quietRun{Elapsed: time.Since(start)}
 	var all []time.Duration
 	for _, r := range results {
@@ -464,41 +454,30 @@ func (f *flood) snapshot(from time.Time) floodRun {
 // runFloodClosed floods base as the rider of apiKey with clients
 // closed-loop clients for d, each request a new booking.
 func runFloodClosed(ctx context.Context, base, apiKey string, clients int, d time.Duration, label string) floodRun {
-	addr := strings.TrimPrefix(base, "http://")
-	results := make([]floodRun, clients)
 	lat := make([][]time.Duration, clients)
 	start := time.Now()
 	deadline := start.Add(d)
-	var wg sync.WaitGroup
-	for i := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := &results[i]
-			c := &leanConn{addr: addr, host: addr}
-			defer c.close()
-			for n := 0; time.Now().Before(deadline); n++ {
-				t0 := time.Now()
-				resp, err := c.do(ctx, "POST", "/rides", apiKey, fmt.Sprintf("closed-%s-w%04d-n%09d", label, i, n), benchRideBody)
-				r.Requests++
-				_, hasRetry := retryAfter(resp.retryAfter)
-				switch {
-				case err != nil:
-					r.Errors++
-					r.ErrorSample = appendSample(r.ErrorSample, err.Error())
-				case resp.status == http.StatusCreated && !resp.replayed:
-					r.OK++
-				case resp.status == http.StatusTooManyRequests && hasRetry:
-					r.Refused++
-					lat[i] = append(lat[i], time.Since(t0))
-				default:
-					r.Errors++
-					r.ErrorSample = appendSample(r.ErrorSample, fmt.Sprintf("status %d: %s", resp.status, tail(string(resp.body), 300)))
-				}
+	results := eachClient(base, clients, func(i int, c *leanConn, r *floodRun) {
+		for n := 0; time.Now().Before(deadline); n++ {
+			t0 := time.Now()
+			resp, err := c.do(ctx, "POST", "/rides", apiKey, fmt.Sprintf("closed-%s-w%04d-n%09d", label, i, n), benchRideBody)
+			r.Requests++
+			_, hasRetry := retryAfter(resp.retryAfter)
+			switch {
+			case err != nil:
+				r.Errors++
+				r.ErrorSample = appendSample(r.ErrorSample, err.Error())
+			case resp.status == http.StatusCreated && !resp.replayed:
+				r.OK++
+			case resp.status == http.StatusTooManyRequests && hasRetry:
+				r.Refused++
+				lat[i] = append(lat[i], time.Since(t0))
+			default:
+				r.Errors++
+				r.ErrorSample = appendSample(r.ErrorSample, fmt.Sprintf("status %d: %s", resp.status, tail(string(resp.body), 300)))
 			}
-		}()
-	}
-	wg.Wait()
+		}
+	})
 	run := floodRun{Elapsed: time.Since(start)}
 	var all []time.Duration
 	for i, r := range results {

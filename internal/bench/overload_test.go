@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -220,88 +219,77 @@ func stripeLedger(tb testing.TB, stripeBase string, dst *fakestripe.Snapshot) {
 // after d; one in flight then ends with its answer or its timeout. Answers
 // slower than budget are counted.
 func (o *overloadPhase) run(ctx context.Context, base string, apiKeys []string, d, timeout, budget time.Duration) {
-	addr := strings.TrimPrefix(base, "http://")
 	type result struct {
 		attempts, created, replayed, refused, shed, bad, timeouts, failed, booked, inWindow int
 		latencies                                                                           []time.Duration
 		sample                                                                              []string
 	}
-	results := make([]result, o.Clients)
 	start := time.Now()
 	deadline := start.Add(d)
-	var wg sync.WaitGroup
-	for i := range results {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res := &results[i]
-			apiKey := apiKeys[i%len(apiKeys)]
-			c := &leanConn{addr: addr, host: addr}
-			defer c.close()
-			// wait pauses until the retry is due; false when it would be
-			// due past the deadline.
-			wait := func(after time.Duration) bool {
-				due := time.Now().Add(after + time.Duration(rand.Float64()*0.2*float64(after)))
-				if !due.Before(deadline) {
-					return false
-				}
-				time.Sleep(time.Until(due)) // the client's back-off, as Retry-After asks
-				return true
+	results := eachClient(base, o.Clients, func(i int, c *leanConn, res *result) {
+		apiKey := apiKeys[i%len(apiKeys)]
+		// wait pauses until the retry is due; false when it would be
+		// due past the deadline.
+		wait := func(after time.Duration) bool {
+			due := time.Now().Add(after + time.Duration(rand.Float64()*0.2*float64(after)))
+			if !due.Before(deadline) {
+				return false
 			}
-			for n := 0; time.Now().Before(deadline); n++ {
-				key := fmt.Sprintf("overload-%d-w%04d-n%06d", o.InFlight, i, n)
-				for time.Now().Before(deadline) {
-					rctx, cancel := context.WithTimeout(ctx, timeout)
-					t0 := time.Now()
-					resp, err := c.do(rctx, "POST", "/rides", apiKey, key, benchRideBody)
-					lat := time.Since(t0)
-					cancel()
-					res.attempts++
-					if err != nil {
-						var ne net.Error
-						if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, context.DeadlineExceeded) {
-							res.timeouts++
-						} else {
-							res.failed++
-							res.sample = appendSample(res.sample, err.Error())
-						}
-						continue // again at once, the same key
+			time.Sleep(time.Until(due)) // the client's back-off, as Retry-After asks
+			return true
+		}
+		for n := 0; time.Now().Before(deadline); n++ {
+			key := fmt.Sprintf("overload-%d-w%04d-n%06d", o.InFlight, i, n)
+			for time.Now().Before(deadline) {
+				rctx, cancel := context.WithTimeout(ctx, timeout)
+				t0 := time.Now()
+				resp, err := c.do(rctx, "POST", "/rides", apiKey, key, benchRideBody)
+				lat := time.Since(t0)
+				cancel()
+				res.attempts++
+				if err != nil {
+					var ne net.Error
+					if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, context.DeadlineExceeded) {
+						res.timeouts++
+					} else {
+						res.failed++
+						res.sample = appendSample(res.sample, err.Error())
 					}
-					res.latencies = append(res.latencies, lat)
-					ra, hasRetry := retryAfter(resp.retryAfter)
-					switch {
-					case resp.status == http.StatusCreated:
-						if resp.replayed {
-							res.replayed++
-						} else {
-							res.created++
-						}
-						res.booked++
-						if time.Now().Before(deadline) {
-							res.inWindow++
-						}
-					case resp.status == http.StatusTooManyRequests && hasRetry:
-						res.refused++
-					case resp.status == http.StatusServiceUnavailable && hasRetry:
-						res.shed++
-					default:
-						res.bad++
-						res.sample = appendSample(res.sample, fmt.Sprintf("status %d Retry-After %q: %s", resp.status, resp.retryAfter, tail(string(resp.body), 300)))
+					continue // again at once, the same key
+				}
+				res.latencies = append(res.latencies, lat)
+				ra, hasRetry := retryAfter(resp.retryAfter)
+				switch {
+				case resp.status == http.StatusCreated:
+					if resp.replayed {
+						res.replayed++
+					} else {
+						res.created++
 					}
-					if resp.status == http.StatusCreated {
-						break
+					res.booked++
+					if time.Now().Before(deadline) {
+						res.inWindow++
 					}
-					if !hasRetry {
-						ra = time.Second
-					}
-					if !wait(ra) {
-						return
-					}
+				case resp.status == http.StatusTooManyRequests && hasRetry:
+					res.refused++
+				case resp.status == http.StatusServiceUnavailable && hasRetry:
+					res.shed++
+				default:
+					res.bad++
+					res.sample = appendSample(res.sample, fmt.Sprintf("status %d Retry-After %q: %s", resp.status, resp.retryAfter, tail(string(resp.body), 300)))
+				}
+				if resp.status == http.StatusCreated {
+					break
+				}
+				if !hasRetry {
+					ra = time.Second
+				}
+				if !wait(ra) {
+					return
 				}
 			}
-		}()
-	}
-	wg.Wait()
+		}
+	})
 	o.Window, o.Elapsed = d, time.Since(start)
 	var all []time.Duration
 	for _, r := range results {
