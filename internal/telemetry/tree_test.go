@@ -218,7 +218,10 @@ func requireReceiptTree(t *testing.T, all spanSet, chargePhase sdktrace.ReadOnly
 	smtp := all.childrenOf(job).one(t, "smtp send")
 	require.Equal(t, trace.SpanKindClient, smtp.SpanKind())
 	require.True(t, strings.HasPrefix(attr(smtp, "email.message.id").AsString(), "receipt.ride-"), "message id %q", attr(smtp, "email.message.id").AsString())
-	requireBefore(t, chargePhase, job)
+	// The job runs once the phase's COMMIT is visible, which may be before
+	// the request has read the COMMIT's answer and ended the phase's span:
+	// what is certain is that the phase began first.
+	require.False(t, job.StartTime().Before(chargePhase.StartTime()), "%s starts after %s starts", job.Name(), chargePhase.Name())
 }
 
 func TestTraceOfABooking(t *testing.T) {
