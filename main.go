@@ -314,6 +314,13 @@ func serve(ctx context.Context, args []string, stdout io.Writer, logger *slog.Lo
 	// Revoked API keys are forgotten by this process's auth cache as they are
 	// announced; the goroutine ends with ctx.
 	go func() { _ = svc.ListenAPIKeyRevocations(ctx) }()
+	// The database's heartbeat: a restore or a failover that lost commits
+	// is noticed by the beat it left stale (service/database_gaps.go). The
+	// first beat runs before any request or job; the goroutine ends with ctx.
+	if _, err := svc.Heartbeat(ctx); err != nil {
+		logger.Warn("database heartbeat", "err", err)
+	}
+	go svc.RunHeartbeat(ctx)
 
 	riverCfg := jobs.RiverConfig(cfg.jobsConfig(logger), svc)
 	// A job's run continues the trace of the phase that inserted it.

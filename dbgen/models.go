@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 type APIKey struct {
@@ -37,6 +38,19 @@ type BookingSession struct {
 	APIKeyID  int64
 	CreatedAt time.Time
 	ExpiresAt time.Time
+}
+
+type DatabaseGap struct {
+	ID         int64
+	LostFrom   time.Time
+	FoundAt    time.Time
+	ResolvedAt *time.Time
+}
+
+type DatabaseHeartbeat struct {
+	ID         bool
+	BeatAt     *time.Time
+	StaleAfter pgtype.Interval
 }
 
 type Deployment struct {

@@ -44,16 +44,25 @@ func (q *Queries) OrphanRefundCountUnresolved(ctx context.Context, db DBTX) ([]*
 }
 
 const orphanRefundExistsForUser = `-- name: OrphanRefundExistsForUser :one
-SELECT EXISTS (SELECT 1 FROM orphan_refunds WHERE user_id = $1 AND status = 'refunded')
+SELECT EXISTS (SELECT 1 FROM orphan_refunds WHERE user_id = $1 AND status = 'refunded') AS refunded_orphans,
+    (database_lost_from() IS NOT NULL)::boolean AS gap_open, coalesce(database_lost_from(), now())::timestamptz AS gap_lost_from
 `
 
-// Whether the user has a refunded orphan charge (a booking resumed after
-// its ride was created checks its rider with this).
-func (q *Queries) OrphanRefundExistsForUser(ctx context.Context, db DBTX, userID *int64) (bool, error) {
+type OrphanRefundExistsForUserRow struct {
+	RefundedOrphans bool
+	GapOpen         bool
+	GapLostFrom     time.Time
+}
+
+// Whether the user has a refunded orphan charge, and whether the database
+// may have lost an earlier send of a request (database_gaps.sql) and since
+// when: what a booking resumed after its ride was created checks before
+// its charge call.
+func (q *Queries) OrphanRefundExistsForUser(ctx context.Context, db DBTX, userID *int64) (*OrphanRefundExistsForUserRow, error) {
 	row := db.QueryRow(ctx, orphanRefundExistsForUser, userID)
-	var exists bool
-	err := row.Scan(&exists)
-	return exists, err
+	var i OrphanRefundExistsForUserRow
+	err := row.Scan(&i.RefundedOrphans, &i.GapOpen, &i.GapLostFrom)
+	return &i, err
 }
 
 const orphanRefundGet = `-- name: OrphanRefundGet :one

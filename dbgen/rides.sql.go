@@ -89,7 +89,10 @@ WITH ride AS (
 SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, rides.payment_source, users.id, users.created_at, users.email, users.payment_source, users.stripe_customer_id,
     -- whether a booking of the rider was lost and its charge refunded
     -- (orphans.go): only then does the charge call look for this one's
-    EXISTS (SELECT 1 FROM orphan_refunds o WHERE o.user_id = users.id AND o.status = 'refunded') AS refunded_orphans
+    EXISTS (SELECT 1 FROM orphan_refunds o WHERE o.user_id = users.id AND o.status = 'refunded') AS refunded_orphans,
+    -- whether the database may have lost an earlier send of this request
+    -- (database_gaps.sql), and since when
+    (database_lost_from() IS NOT NULL)::boolean AS gap_open, coalesce(database_lost_from(), now())::timestamptz AS gap_lost_from
 FROM ride AS rides JOIN users ON users.id = rides.user_id
 `
 
@@ -112,6 +115,8 @@ type RideCreateAuditedRow struct {
 	Ride            Ride
 	User            User
 	RefundedOrphans bool
+	GapOpen         bool
+	GapLostFrom     time.Time
 }
 
 // Books a ride and writes its audit record in one statement, and returns the
@@ -159,6 +164,8 @@ func (q *Queries) RideCreateAudited(ctx context.Context, db DBTX, arg RideCreate
 		&i.User.PaymentSource,
 		&i.User.StripeCustomerID,
 		&i.RefundedOrphans,
+		&i.GapOpen,
+		&i.GapLostFrom,
 	)
 	return &i, err
 }

@@ -146,14 +146,22 @@ func (s *Service) registrationRefused(ctx context.Context, db dbgen.DBTX, userID
 // have forgotten that key (judged at now, by the database's clock, from
 // the rider's creation: no source of the rider was sent earlier), or when
 // it saw the key with other parameters, the customer made for this rider
-// and source by this deployment is looked up and adopted.
+// and source by this deployment is looked up and adopted. The rider's
+// record may be younger than the key when the database lost an earlier
+// one: an open gap in its past counts as the earliest first send.
 func (s *Service) processorCustomer(ctx context.Context, name string, user *dbgen.User, source string, now time.Time) (*Customer, error) {
 	proc, err := s.proc(name)
 	if err != nil {
 		return nil, err
 	}
 	pkey := CustomerKey(s.namespace, user.Email, source)
-	if s.pastProcessorWindow(name, now, user.CreatedAt) {
+	// A rider whose row a restore lost may have been registered before
+	// the database's open gap began.
+	lostFrom, err := s.lostFrom(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if s.keyWindowPassed(name, now, user.CreatedAt, lostFrom) {
 		c, err := s.processorCustomerOf(ctx, proc, pkey, user.Email)
 		switch {
 		case isUnsupported(err):

@@ -31,6 +31,11 @@ type metrics struct {
 	// orphan pass (events_pass.go, orphans.go).
 	eventsPassRecorded *prometheus.CounterVec
 	orphansUnresolved  *prometheus.GaugeVec
+	// keyLookups, gapsFound and gapsOpen: payments looked up before a key
+	// is sent again, and the database's gaps (database_gaps.go).
+	keyLookups *prometheus.CounterVec
+	gapsFound  prometheus.Counter
+	gapsOpen   prometheus.Gauge
 	ops                *opsMetrics
 	settlements        *settlementMetrics
 }
@@ -99,6 +104,18 @@ func newMetrics(reg prometheus.Registerer, processors []string) (*metrics, error
 			Name: "atomicrides_orphans_unresolved_past_grace",
 			Help: "As of the last orphan pass: charges and refunds at the processor that no ride records and the orphan policy has not resolved although older than the grace period and a pass interval (kind charge, refund); 0 in a process that ran no pass.",
 		}, []string{"kind"}),
+		keyLookups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "atomicrides_processor_key_lookups_total",
+			Help: "Payments and refunds looked up at the processor before their key is sent again, by processor and reason: key_age (the key's own record is past the processor's key window), database_gap (the database may have lost an earlier send of it: a restore or a failover).",
+		}, []string{"processor", "reason"}),
+		gapsFound: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "atomicrides_database_gaps_found_total",
+			Help: "Gaps in the database's heartbeat this process found: a restore, a failover or a time when no process ran, whose commits may be lost.",
+		}),
+		gapsOpen: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "atomicrides_database_gaps_open",
+			Help: "Gaps in the database's heartbeat the orphan pass has not covered yet, as of this process's last beat.",
+		}),
 		ops:         newOpsMetrics(),
 		settlements: newSettlementMetrics(),
 	}
@@ -106,7 +123,7 @@ func newMetrics(reg prometheus.Registerer, processors []string) (*metrics, error
 	collectors := []prometheus.Collector{
 		m.phaseSeconds, m.paymentCalls, m.paymentSeconds, m.completions, m.completerQueued,
 		m.reaped, m.pastHorizon, m.receipts, m.circuitChanges, m.inboxReceived, m.inboxRejected, m.inboxApplied, m.disputes,
-		m.eventsPassRecorded, m.orphansUnresolved,
+		m.eventsPassRecorded, m.orphansUnresolved, m.keyLookups, m.gapsFound, m.gapsOpen,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "atomicrides_idempotency_replays_total",
 			Help: "Responses replayed from finished idempotency keys.",

@@ -85,6 +85,9 @@ func (m *metrics) initSeries(processors []string) {
 		for _, to := range []string{"closed", "half-open", "open"} {
 			m.circuitChanges.WithLabelValues(proc, to)
 		}
+		for _, reason := range []string{"key_age", "database_gap"} {
+			m.keyLookups.WithLabelValues(proc, reason)
+		}
 	}
 	for _, kind := range ReconcileOrphanKinds {
 		m.ops.reconcileOrphans.WithLabelValues(kind)

@@ -164,7 +164,9 @@ func (s *Service) OrphanRefundsSchedule(ctx context.Context, grace time.Duration
 			return scheduled, err
 		}
 	}
-	return scheduled, nil
+	// Every charge made in a gap of the database's past is seen: the
+	// gaps this pass covered need no look-up any more.
+	return scheduled, s.databaseGapsResolve(ctx, rep, now, grace)
 }
 
 // Why a charge is in orphan_refunds (orphan_refunds.reason).

@@ -70,6 +70,11 @@ type ReconcileReport struct {
 	Processors []string `json:"processors"`
 	Notified   []string `json:"notified"`
 	Unlisted   []string `json:"unlisted"`
+
+	// unrecorded are the creation times of the listed charges no ride
+	// records, in flight or not: what the orphan pass looks for in the
+	// database's gaps (database_gaps.go).
+	unrecorded []time.Time
 }
 
 // Clean reports whether the reconciliation found nothing to look at.
@@ -272,6 +277,9 @@ func (s *Service) classifyCharges(ctx context.Context, name string, ours []*Char
 				OtherProcessor: name, OtherChargeID: ch.ID, ProcessorKey: ch.Tag.Key,
 			})
 			continue
+		}
+		if !recorded[ch.ID] {
+			rep.unrecorded = append(rep.unrecorded, ch.Created)
 		}
 		if !recorded[ch.ID] && !inFlight[ch.Tag.Key] {
 			rep.OrphanCharges = append(rep.OrphanCharges, ReconcileOrphan{

@@ -204,9 +204,14 @@ func (s *Service) refundCall(ctx context.Context, key *Key, st *refundState) err
 	}
 
 	// The attempt's key was first sent after the refund row became pending
-	// for it: past the window from then, the processor may have forgotten
-	// it.
-	if s.pastProcessorWindow(st.ride.Processor, key.ClaimedAt, st.refund.UpdatedAt) {
+	// for it, or, when the database may have lost that row with an
+	// earlier one, after its open gap began: past the window from then,
+	// the processor may have forgotten it.
+	lostFrom, err := s.lostFrom(ctx)
+	if err != nil {
+		return err
+	}
+	if s.keyWindowPassed(st.ride.Processor, key.ClaimedAt, st.refund.UpdatedAt, lostFrom) {
 		r, err := s.processorRefundOf(ctx, st)
 		if err != nil {
 			return err

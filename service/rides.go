@@ -233,6 +233,9 @@ type rideState struct {
 	// refundedOrphans: the rider has a refunded orphan charge, so the
 	// charge call looks for this request's among them.
 	refundedOrphans bool
+	// lostFrom is the start of the database's oldest open gap, read with
+	// the phase before the call: nil when none is open.
+	lostFrom *time.Time
 }
 
 func (s *Service) rideFlow() *Flow[rideState] {
@@ -264,9 +267,11 @@ func (s *Service) rideLoad(ctx context.Context, tx pgx.Tx, key *Key) (*rideState
 	if st.ride, err = s.queries.RideGetByIdempotencyKey(ctx, tx, &key.ID); err != nil {
 		return nil, fmt.Errorf("ride of key %d at %s: %w", key.ID, key.Point, err)
 	}
-	if st.refundedOrphans, err = s.queries.OrphanRefundExistsForUser(ctx, tx, &key.UserID); err != nil {
+	orphans, err := s.queries.OrphanRefundExistsForUser(ctx, tx, &key.UserID)
+	if err != nil {
 		return nil, err
 	}
+	st.refundedOrphans, st.lostFrom = orphans.RefundedOrphans, gapLostFrom(orphans.GapOpen, orphans.GapLostFrom)
 	if err := s.loadRegistration(ctx, tx, st); err != nil {
 		return nil, err
 	}
@@ -331,6 +336,7 @@ func (s *Service) rideCreatePhase(ctx context.Context, tx pgx.Tx, key *Key, st *
 		return Outcome{}, err
 	}
 	st.ride, st.user, st.refundedOrphans = &row.Ride, &row.User, row.RefundedOrphans
+	st.lostFrom = gapLostFrom(row.GapOpen, row.GapLostFrom)
 	if err := s.loadRegistration(ctx, tx, st); err != nil {
 		return Outcome{}, err
 	}
@@ -398,8 +404,10 @@ func (s *Service) rideChargeCall(ctx context.Context, key *Key, st *rideState) e
 	}
 
 	// Past the processor's key window a retried charge would not be
-	// deduplicated: adopt the charge if it was made.
-	if s.pastProcessorWindow(proc.name, key.ClaimedAt, key.CreatedAt) {
+	// deduplicated: adopt the charge if it was made. The key was first
+	// sent no earlier than its own record, or than the database's open
+	// gap, which may have lost an earlier record of it.
+	if s.keyWindowPassed(proc.name, key.ClaimedAt, key.CreatedAt, st.lostFrom) {
 		ch, err := s.processorChargeOf(ctx, proc, pkey, st.user.Email)
 		if err != nil {
 			return err

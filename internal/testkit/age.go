@@ -1,9 +1,11 @@
 package testkit
 
 import (
+	"context"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/atomicrides/atomicrides/internal/fake/fakestripe"
@@ -16,6 +18,14 @@ import (
 // only what the process keeps in memory (its caches) and receipt dates.
 func (e *Env) Age(t testing.TB, d time.Duration) {
 	t.Helper()
+	AgeDatabase(t, e.Pool, d)
+}
+
+// AgeDatabase makes the records of the database behind pool older by d,
+// as Env.Age does. The database's heartbeat is left as it is: the service
+// beat on while d passed (a database_gaps row, found earlier, ages).
+func AgeDatabase(t testing.TB, pool *pgxpool.Pool, d time.Duration) {
+	t.Helper()
 	for _, q := range []string{
 		`UPDATE idempotency_keys SET created_at = created_at - make_interval(secs => $1),
 			last_run_at = last_run_at - make_interval(secs => $1), locked_at = locked_at - make_interval(secs => $1)`,
@@ -25,8 +35,11 @@ func (e *Env) Age(t testing.TB, d time.Duration) {
 		`UPDATE settlement_files SET created_at = created_at - make_interval(secs => $1), updated_at = updated_at - make_interval(secs => $1)`,
 		`UPDATE settlement_lines SET created_at = created_at - make_interval(secs => $1)`,
 		`UPDATE notified_charges SET charged_at = charged_at - make_interval(secs => $1)`,
+		`UPDATE database_gaps SET lost_from = lost_from - make_interval(secs => $1), found_at = found_at - make_interval(secs => $1),
+			resolved_at = resolved_at - make_interval(secs => $1)`,
 	} {
-		e.Exec(t, q, d.Seconds())
+		_, err := pool.Exec(context.Background(), q, d.Seconds())
+		require.NoError(t, err, "%s", q)
 	}
 }
 

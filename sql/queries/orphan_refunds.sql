@@ -40,9 +40,12 @@ SELECT stripe_refund_id::text FROM orphan_refunds
 WHERE stripe_refund_id = ANY(@stripe_refund_ids::text[]);
 
 -- name: OrphanRefundExistsForUser :one
--- Whether the user has a refunded orphan charge (a booking resumed after
--- its ride was created checks its rider with this).
-SELECT EXISTS (SELECT 1 FROM orphan_refunds WHERE user_id = @user_id AND status = 'refunded');
+-- Whether the user has a refunded orphan charge, and whether the database
+-- may have lost an earlier send of a request (database_gaps.sql) and since
+-- when: what a booking resumed after its ride was created checks before
+-- its charge call.
+SELECT EXISTS (SELECT 1 FROM orphan_refunds WHERE user_id = @user_id AND status = 'refunded') AS refunded_orphans,
+    (database_lost_from() IS NOT NULL)::boolean AS gap_open, coalesce(database_lost_from(), now())::timestamptz AS gap_lost_from;
 
 -- name: OrphanRefundCountUnresolved :many
 -- Orphan and double charges recorded but not refunded (pending, or failed

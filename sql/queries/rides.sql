@@ -86,7 +86,10 @@ WITH ride AS (
 SELECT sqlc.embed(rides), sqlc.embed(users),
     -- whether a booking of the rider was lost and its charge refunded
     -- (orphans.go): only then does the charge call look for this one's
-    EXISTS (SELECT 1 FROM orphan_refunds o WHERE o.user_id = users.id AND o.status = 'refunded') AS refunded_orphans
+    EXISTS (SELECT 1 FROM orphan_refunds o WHERE o.user_id = users.id AND o.status = 'refunded') AS refunded_orphans,
+    -- whether the database may have lost an earlier send of this request
+    -- (database_gaps.sql), and since when
+    (database_lost_from() IS NOT NULL)::boolean AS gap_open, coalesce(database_lost_from(), now())::timestamptz AS gap_lost_from
 FROM ride AS rides JOIN users ON users.id = rides.user_id;
 
 -- name: RideListRecordedCharges :many
