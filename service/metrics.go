@@ -33,11 +33,11 @@ type metrics struct {
 	orphansUnresolved  *prometheus.GaugeVec
 	// keyLookups, gapsFound and gapsOpen: payments looked up before a key
 	// is sent again, and the database's gaps (database_gaps.go).
-	keyLookups *prometheus.CounterVec
-	gapsFound  prometheus.Counter
-	gapsOpen   prometheus.Gauge
-	ops                *opsMetrics
-	settlements        *settlementMetrics
+	keyLookups  *prometheus.CounterVec
+	gapsFound   prometheus.Counter
+	gapsOpen    prometheus.Gauge
+	ops         *opsMetrics
+	settlements *settlementMetrics
 }
 
 func newMetrics(reg prometheus.Registerer, processors []string) (*metrics, error) {
