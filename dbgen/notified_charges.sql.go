@@ -30,6 +30,41 @@ func (q *Queries) NotifiedChargeGet(ctx context.Context, db DBTX, processor stri
 	return &i, err
 }
 
+const notifiedChargeListByKey = `-- name: NotifiedChargeListByKey :many
+SELECT processor, charge_id, charge_key, rider_ref, amount_cents, currency, charged_at, recorded_at FROM notified_charges WHERE processor = $1 AND charge_key = $2 ORDER BY charged_at
+`
+
+// The charges the processor's notifications recorded under a charge key:
+// the look-up of a processor that lists no payments.
+func (q *Queries) NotifiedChargeListByKey(ctx context.Context, db DBTX, processor string, chargeKey string) ([]*NotifiedCharge, error) {
+	rows, err := db.Query(ctx, notifiedChargeListByKey, processor, chargeKey)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*NotifiedCharge
+	for rows.Next() {
+		var i NotifiedCharge
+		if err := rows.Scan(
+			&i.Processor,
+			&i.ChargeID,
+			&i.ChargeKey,
+			&i.RiderRef,
+			&i.AmountCents,
+			&i.Currency,
+			&i.ChargedAt,
+			&i.RecordedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const notifiedChargeListSince = `-- name: NotifiedChargeListSince :many
 SELECT processor, charge_id, charge_key, rider_ref, amount_cents, currency, charged_at, recorded_at FROM notified_charges WHERE processor = $1 AND charged_at >= $2 ORDER BY charged_at
 `

@@ -83,16 +83,16 @@ func (s *Service) RunHeartbeat(ctx context.Context) {
 
 // databaseGapsResolve closes the gaps the orphan pass rep, run at now with
 // the grace period grace, has covered: those found more than grace ago
-// (each charge made in them is past the grace and recorded), and those in
-// which no charge that no ride records was made, when every processor's
-// charges were listed or notified.
+// (each charge made in them is past the grace and recorded), and those
+// found before its listing began in which no charge that no ride records
+// was made, when every processor's charges were listed or notified.
 func (s *Service) databaseGapsResolve(ctx context.Context, rep *ReconcileReport, now time.Time, grace time.Duration) error {
 	if _, err := s.queries.DatabaseGapsResolve(ctx, s.pool, now.Add(-grace)); err != nil {
 		return internal(err)
 	}
 	if len(rep.Unlisted) == 0 {
 		if _, err := s.queries.DatabaseGapsResolveEmpty(ctx, s.pool, dbgen.DatabaseGapsResolveEmptyParams{
-			CoveredUntil: now.Add(-gapSkew), SkewSeconds: gapSkew.Seconds(), ListedSince: rep.Since, Unrecorded: rep.unrecorded,
+			CoveredUntil: rep.at, SkewSeconds: gapSkew.Seconds(), ListedSince: rep.Since, Unrecorded: rep.unrecorded,
 		}); err != nil {
 			return internal(err)
 		}

@@ -1,6 +1,7 @@
 package service_test
 
 import (
+	"context"
 	"net/http"
 	"sync"
 	"testing"
@@ -10,8 +11,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/atomicrides/atomicrides/internal/fake/fakeadyen"
 	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/adyen"
 	"github.com/atomicrides/atomicrides/sql/dbtest"
 )
 
@@ -238,4 +241,137 @@ func TestConcurrentBeatsRecordOneGap(t *testing.T) {
 	var gaps int
 	require.NoError(t, pool.QueryRow(w.ctx, `SELECT count(*) FROM database_gaps`).Scan(&gaps))
 	require.Equal(t, 1, gaps)
+}
+
+// gapsOpen counts the restored database's open gaps.
+func (w *restoreWorld) gapsOpen(t *testing.T) int {
+	t.Helper()
+	var n int
+	require.NoError(t, w.restoredPool.QueryRow(w.ctx, `SELECT count(*) FROM database_gaps WHERE resolved_at IS NULL`).Scan(&n))
+	return n
+}
+
+// TestOrphanPassResolvesGaps: a gap in which nothing was lost is closed by
+// the next orphan pass that has listed it; a gap that lost a charge stays
+// open until the orphan policy has recorded that charge (past the grace),
+// and the lost booking's client, back after that, is answered that its
+// booking was refunded, never charged again.
+func TestOrphanPassResolvesGaps(t *testing.T) {
+	t.Parallel()
+	const grace = service.DefaultOrphanRefundAfter
+
+	t.Run("NothingLost", func(t *testing.T) {
+		t.Parallel()
+		w := newRestoreWorld(t, "gap-empty@example.com", nil, func(*restoreWorld) {})
+		_, err := w.restored.Heartbeat(w.ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, w.gapsOpen(t))
+
+		_, err = w.restored.OrphanRefundsSchedule(w.ctx, grace)
+		require.NoError(t, err)
+		require.Zero(t, w.gapsOpen(t), "no charge in the gap: closed")
+		require.Zero(t, counter(t, w.reg, "atomicrides_database_gaps_open", nil))
+	})
+
+	t.Run("ChargeLost", func(t *testing.T) {
+		t.Parallel()
+		key := testkit.NewKey()
+		var first string
+		w := newRestoreWorld(t, "gap-orphan@example.com", nil, func(w *restoreWorld) {
+			first = w.book(t, w.before, w.uid, key)
+		})
+		_, err := w.restored.Heartbeat(w.ctx)
+		require.NoError(t, err)
+
+		_, err = w.restored.OrphanRefundsSchedule(w.ctx, grace)
+		require.NoError(t, err)
+		require.Equal(t, 1, w.gapsOpen(t), "a charge no ride records was made in the gap")
+
+		// Past the grace (a pass with a grace already over stands for
+		// one two days later, by both clocks): the orphan policy records
+		// the charge, and the gap is covered.
+		n, err := w.restored.OrphanRefundsSchedule(w.ctx, time.Millisecond)
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		require.Zero(t, w.gapsOpen(t))
+		o, err := w.restored.OrphanRefund(w.ctx, first)
+		require.NoError(t, err)
+		require.Equal(t, service.OrphanRefundRefunded, o.Status)
+
+		resp, err := w.restored.RideCreate(w.ctx, w.uid, key, testkit.SomeRide, nil)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusConflict, resp.Status, "%s", resp.Body)
+		require.Contains(t, string(resp.Body), service.ProblemBookingRefunded)
+		require.Len(t, w.fake.Charges(), 1, "never charged again")
+	})
+}
+
+// adyenService is a service on pool that books at the fake Adyen a only,
+// whose key window is the fake's, and receives its notifications.
+func adyenService(t *testing.T, pool *pgxpool.Pool, a *testkit.Adyen, reg prometheus.Registerer) *service.Service {
+	t.Helper()
+	notes, err := adyen.NewNotifications([]string{testkit.AdyenHMACKey}, testkit.AdyenMerchantAccount)
+	require.NoError(t, err)
+	svc, err := service.New(service.Config{
+		Pool:                    pool,
+		Registerer:              reg,
+		Processors:              []service.Processor{{Name: service.ProcessorAdyen, Payments: a.Client()}},
+		Inbound:                 map[string]service.EventSource{service.InboxSourceAdyen: notes},
+		DevDefaultPaymentSource: true,
+	})
+	require.NoError(t, err)
+	return svc
+}
+
+// TestRestoreLostTheAdyenPaymentRetryPastTheWindowAdoptsIt: the same at
+// Adyen, which lists no payments: its AUTHORISATION notification, resent
+// after the restore as the operator does, is what the look-up finds.
+func TestRestoreLostTheAdyenPaymentRetryPastTheWindowAdoptsIt(t *testing.T) {
+	t.Parallel()
+	const window = time.Hour
+	ady := testkit.NewAdyenWith(t, fakeadyen.Options{KeyLifetime: window})
+	ctx := context.Background()
+	url := dbtest.NewURL(t)
+	beforePool := connect(t, url)
+	before := adyenService(t, beforePool, ady, nil)
+	_, err := before.Heartbeat(ctx)
+	require.NoError(t, err)
+	res, err := before.UserUpsert(ctx, service.UserUpsertParams{Email: "gap-adyen@example.com"})
+	require.NoError(t, err)
+	uid := res.User.ID
+	_, err = before.CustomerCreate(ctx, uid, "")
+	require.NoError(t, err)
+
+	w := newMoneyWorld(t)
+	backup := w.backup(t, beforePool, url)
+	key := testkit.NewKey()
+	first := w.book(t, before, uid, key)
+
+	restoredPool := connect(t, backup)
+	_, err = restoredPool.Exec(ctx, `UPDATE database_heartbeat SET beat_at = beat_at - interval '5 minutes'`)
+	require.NoError(t, err)
+	reg := prometheus.NewRegistry()
+	restored := adyenService(t, restoredPool, ady, reg)
+	lostFrom, err := restored.Heartbeat(ctx)
+	require.NoError(t, err)
+	require.NotNil(t, lostFrom)
+	// The operator resends Adyen's notifications.
+	for _, it := range ady.NotificationItems() {
+		if it.EventCode != fakeadyen.EventAuthorisation {
+			continue
+		}
+		body, err := fakeadyen.NotificationBody(testkit.AdyenHMACKey, it)
+		require.NoError(t, err)
+		_, err = restored.InboxReceive(ctx, service.InboxSourceAdyen, body, "")
+		require.NoError(t, err)
+		out, err := restored.InboxApply(ctx, service.InboxSourceAdyen, it.PSPReference+":"+it.EventCode+":"+it.Success)
+		require.NoError(t, err)
+		require.Equal(t, service.InboxOutcomeOrphanCharge, out)
+	}
+
+	ady.Advance(window)
+	testkit.AgeDatabase(t, restoredPool, window)
+	require.Equal(t, first, w.book(t, restored, uid, key), "the first payment adopted")
+	require.Len(t, ady.AuthorisedPayments(), 1, "one payment at Adyen")
+	require.Equal(t, 1.0, gapLookups(t, reg, service.ProcessorAdyen))
 }

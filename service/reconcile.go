@@ -71,9 +71,11 @@ type ReconcileReport struct {
 	Notified   []string `json:"notified"`
 	Unlisted   []string `json:"unlisted"`
 
-	// unrecorded are the creation times of the listed charges no ride
-	// records, in flight or not: what the orphan pass looks for in the
-	// database's gaps (database_gaps.go).
+	// at is when the reconciliation began, by the database's clock: every
+	// charge made before then is listed. unrecorded are the creation times
+	// of the listed charges no ride records, in flight or not. The orphan
+	// pass looks for them in the database's gaps (database_gaps.go).
+	at         time.Time
 	unrecorded []time.Time
 }
 
@@ -108,6 +110,7 @@ func (s *Service) Reconcile(ctx context.Context, window time.Duration) (*Reconci
 		return nil, internal(err)
 	}
 	rep := &ReconcileReport{
+		at:             now,
 		Namespace:      s.namespace,
 		Since:          now.Add(-window).UTC(),
 		OrphanCharges:  []ReconcileOrphan{},

@@ -450,6 +450,11 @@ func (s *Service) rideChargeCall(ctx context.Context, key *Key, st *rideState) e
 // processor has none.
 func (s *Service) processorChargeOf(ctx context.Context, proc *processor, pkey, email string) (*Charge, error) {
 	charges, err := proc.pay.ChargeFind(ctx, pkey)
+	if isUnsupported(err) {
+		// The processor lists no payments (Adyen): the charges its
+		// notifications told us of are what we know of it.
+		charges, err = s.notifiedChargesOf(ctx, proc.name, pkey)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -459,6 +464,20 @@ func (s *Service) processorChargeOf(ctx context.Context, proc *processor, pkey, 
 		}
 	}
 	return nil, nil
+}
+
+// notifiedChargesOf returns the charges made under the processor key pkey
+// that the notifications of the processor name recorded.
+func (s *Service) notifiedChargesOf(ctx context.Context, name, pkey string) ([]*Charge, error) {
+	rows, err := s.queries.NotifiedChargeListByKey(ctx, s.pool, name, pkey)
+	if err != nil {
+		return nil, internal(err)
+	}
+	out := make([]*Charge, len(rows))
+	for i, r := range rows {
+		out[i] = notifiedCharge(s.namespace, r)
+	}
+	return out, nil
 }
 
 // isIdempotencyMismatch reports whether the processor refused a key it saw

@@ -26,7 +26,13 @@ type Adyen struct {
 // NewAdyen serves a fresh fake Adyen until t ends.
 func NewAdyen(t testing.TB) *Adyen {
 	t.Helper()
-	fake := fakeadyen.New(fakeadyen.Options{})
+	return NewAdyenWith(t, fakeadyen.Options{})
+}
+
+// NewAdyenWith serves a fresh fake Adyen with opts until t ends.
+func NewAdyenWith(t testing.TB, opts fakeadyen.Options) *Adyen {
+	t.Helper()
+	fake := fakeadyen.New(opts)
 	srv := httptest.NewServer(fake)
 	t.Cleanup(srv.Close)
 	return &Adyen{Server: fake, URL: srv.URL}
@@ -34,7 +40,7 @@ func NewAdyen(t testing.TB) *Adyen {
 
 // Client returns an Adyen client of the fake: one attempt per call, a
 // connection per request (a dropped connection reaches the service as the
-// lost answer it is).
+// lost answer it is). Its key window is the fake's key lifetime.
 func (a *Adyen) Client() *adyen.Client {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.DisableKeepAlives = true
@@ -45,6 +51,7 @@ func (a *Adyen) Client() *adyen.Client {
 		Timeout:           5 * time.Second,
 		MaxNetworkRetries: adyen.NoRetries,
 		HTTPClient:        &http.Client{Transport: transport},
+		KeyWindow:         a.KeyLifetime(),
 	})
 }
 

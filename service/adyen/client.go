@@ -93,6 +93,11 @@ type Config struct {
 	MaxNetworkRetries int64
 	// HTTPClient sends the requests; its Timeout is replaced by Timeout.
 	HTTPClient *http.Client
+	// KeyWindow is how long the API remembers an idempotency key: zero
+	// for Adyen's KeyWindow. Another value is for a test API that forgets
+	// sooner (the fake's KeyLifetime), so that the service's look-ups past
+	// the window can be exercised.
+	KeyWindow time.Duration
 }
 
 // Client implements service.Payments over Adyen's Checkout API. It is
@@ -104,6 +109,7 @@ type Client struct {
 	merchant string
 	retries  int64
 	budget   time.Duration
+	window   time.Duration
 }
 
 var _ service.Payments = (*Client)(nil)
@@ -126,6 +132,10 @@ func New(cfg Config) *Client {
 	if apiBase == "" {
 		apiBase = DefaultAPIBase
 	}
+	window := cfg.KeyWindow
+	if window <= 0 {
+		window = KeyWindow
+	}
 	return &Client{
 		http:     *hc,
 		base:     apiBase,
@@ -133,6 +143,7 @@ func New(cfg Config) *Client {
 		merchant: cfg.MerchantAccount,
 		retries:  retries,
 		budget:   budget(timeout, retries),
+		window:   window,
 	}
 }
 
@@ -140,8 +151,9 @@ func New(cfg Config) *Client {
 // timeout plus the backoff between them, plus a margin.
 func (c *Client) Budget() time.Duration { return c.budget }
 
-// KeyWindow is how long Adyen remembers an idempotency key.
-func (c *Client) KeyWindow() time.Duration { return KeyWindow }
+// KeyWindow is how long Adyen remembers an idempotency key
+// (Config.KeyWindow).
+func (c *Client) KeyWindow() time.Duration { return c.window }
 
 // budget is the upper bound of one call.
 func budget(timeout time.Duration, retries int64) time.Duration {

@@ -42,3 +42,8 @@ LANGUAGE sql STABLE AS $$
         (SELECT min(lost_from) FROM database_gaps WHERE resolved_at IS NULL),
         (SELECT beat_at FROM database_heartbeat WHERE beat_at < now() - stale_after))
 $$;
+
+-- A processor that lists no payments (Adyen) is asked for a payment by
+-- its key through the charges its notifications recorded: the look-up
+-- before a key past the processor's window is sent again.
+CREATE INDEX notified_charges_charge_key ON notified_charges (processor, charge_key);

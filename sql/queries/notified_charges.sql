@@ -11,3 +11,8 @@ SELECT * FROM notified_charges WHERE processor = @processor AND charged_at >= @s
 
 -- name: NotifiedChargeGet :one
 SELECT * FROM notified_charges WHERE processor = @processor AND charge_id = @charge_id;
+
+-- name: NotifiedChargeListByKey :many
+-- The charges the processor's notifications recorded under a charge key:
+-- the look-up of a processor that lists no payments.
+SELECT * FROM notified_charges WHERE processor = @processor AND charge_key = @charge_key ORDER BY charged_at;

@@ -271,7 +271,7 @@ func (s *Server) DashboardRefund(pspRef string) (Refund, error) {
 		return Refund{}, fmt.Errorf("fakeadyen: no authorised payment %s", pspRef)
 	}
 	r := &Refund{PSPReference: s.newRef(), PaymentPSPReference: pspRef, AmountValue: pay.AmountValue,
-		Currency: pay.Currency, Created: time.Now().UTC()}
+		Currency: pay.Currency, Created: s.Now().UTC()}
 	s.refunds = append(s.refunds, r)
 	s.mu.Unlock()
 	s.notifyRefund(r, pay.MerchantAccount)

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -36,13 +37,17 @@ const (
 // does not know: a source only Adyen can store).
 const EncryptedCardPrefix = "adyenjs_"
 
-// KeyLifetime is how long the fake keeps an idempotency key.
+// KeyLifetime is how long the fake keeps an idempotency key by default:
+// Adyen's documented minimum. After that, the key is new again.
 const KeyLifetime = 31 * 24 * time.Hour
 
 // Options configure a Server.
 type Options struct {
 	// Logger receives one line per request. Default: discarded.
 	Logger *slog.Logger
+	// KeyLifetime overrides the package's KeyLifetime (tests that need
+	// Adyen to forget a key sooner). Zero: KeyLifetime.
+	KeyLifetime time.Duration
 }
 
 // FaultKind is what a fault does.
@@ -122,6 +127,10 @@ type saved struct {
 // Server is the fake. Use New; it is an http.Handler.
 type Server struct {
 	log *slog.Logger
+	// lifetime is how long a key is kept; offset is the sum of every
+	// Advance, added to the wall clock (Now).
+	lifetime time.Duration
+	offset   atomic.Int64
 
 	mu       sync.Mutex
 	seq      int
@@ -139,9 +148,12 @@ type Server struct {
 
 // New returns an empty Server.
 func New(opts Options) *Server {
-	s := &Server{log: opts.Logger}
+	s := &Server{log: opts.Logger, lifetime: opts.KeyLifetime}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.lifetime <= 0 {
+		s.lifetime = KeyLifetime
 	}
 	s.Reset()
 	return s
@@ -154,6 +166,17 @@ func (s *Server) Reset() {
 	s.cards, s.payments, s.refunds, s.keys, s.faults, s.outage, s.requests =
 		map[string]*StoredCard{}, nil, nil, map[string]*saved{}, nil, false, 0
 }
+
+// KeyLifetime is how long the server remembers an idempotency key.
+func (s *Server) KeyLifetime() time.Duration { return s.lifetime }
+
+// Now is the server's current time: the wall clock plus every Advance. It
+// judges keys' lifetimes and dates payments, refunds and notifications.
+func (s *Server) Now() time.Time { return time.Now().Add(time.Duration(s.offset.Load())) }
+
+// Advance moves the server's clock forward by d, e.g. past the lifetime
+// of idempotency keys.
+func (s *Server) Advance(d time.Duration) { s.offset.Add(int64(d)) }
 
 // Inject adds a fault.
 func (s *Server) Inject(f Fault) {
@@ -310,7 +333,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	if key != "" {
 		s.mu.Lock()
 		sv, found := s.keys[key]
-		if found && time.Since(sv.at) > KeyLifetime {
+		if found && s.Now().Sub(sv.at) > s.lifetime {
 			found = false
 		}
 		switch {
@@ -331,7 +354,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 			s.write(w, answer{status: sv.status, body: sv.body}, key)
 			return
 		}
-		s.keys[key] = &saved{inFlight: true, print: print, at: time.Now()}
+		s.keys[key] = &saved{inFlight: true, print: print, at: s.Now()}
 		s.mu.Unlock()
 	}
 	a := s.execute(op, pspRef, key, body, f)
@@ -340,7 +363,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		if a.status >= 500 {
 			delete(s.keys, key)
 		} else {
-			s.keys[key] = &saved{status: a.status, body: a.body, print: print, at: time.Now()}
+			s.keys[key] = &saved{status: a.status, body: a.body, print: print, at: s.Now()}
 		}
 		s.mu.Unlock()
 	}
@@ -455,7 +478,7 @@ func (s *Server) execute(op, pspRef, key string, body []byte, f *Fault) answer {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := time.Now().UTC()
+	now := s.Now().UTC()
 	switch op {
 	case OpStore:
 		if req.ShopperReference == "" {
