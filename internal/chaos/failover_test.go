@@ -169,7 +169,7 @@ func runFailover(t *testing.T, plan failoverPlan) {
 	var circuits *circuitWatch
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	if plan.processors {
+	if plan.processors || plan.db == chaosDBRestore {
 		circuits = watchCircuits(watchCtx, sys, 500*time.Millisecond)
 	}
 
@@ -257,6 +257,10 @@ func runFailover(t *testing.T, plan failoverPlan) {
 		hookChecks, fig.hooks = webhookChecks(ctx, state, sys)
 		checks, notes = restoreChecks(state, rec, err, returned, fig)
 		checks = append(checks, hookChecks...)
+		checks = append(checks, checkGapFound(circuits))
+		notes = append(notes, fmt.Sprintf("key windows: %d gap(s) in the database's heartbeat found after the restore; "+
+			"%d payments and refunds looked up at their processor before their key was sent again because the restore may have lost an earlier send (database_gap), %d because of the key's own age",
+			circuits.gapsFound(), circuits.keyLookups("database_gap"), circuits.keyLookups("key_age")))
 	}
 	notes = append(append(notes, state.notes()[1]), processorReport(state, flog)...)
 	report := failoverReport(plan, load, stats, fig, checks, notes, map[string]time.Duration{
@@ -265,6 +269,16 @@ func runFailover(t *testing.T, plan failoverPlan) {
 	fmt.Print(report)
 	chaosVerdict(t, chaosOutcome{logDir: logDir, flog: flog, settle: plan.settle, settleErr: settleErr,
 		checks: checks, begin: begin, bound: plan.bound})
+}
+
+// checkGapFound: the restore brought back a database whose heartbeat is
+// older than the kill, and a serving process found that gap, so that no
+// request the restore lost is sent again past its key window unlooked.
+func checkGapFound(w *circuitWatch) chaosCheck {
+	n := w.gapsFound()
+	return chaosCheck{id: "restore_gap_found",
+		name:     "the restore is noticed: a serving process finds the gap in the database's heartbeat",
+		expected: "≥ 1 gap", actual: fmt.Sprintf("%d gap(s)", n), ok: n >= 1}
 }
 
 // pause lets the load run for d.

@@ -222,8 +222,14 @@ type circuitWatch struct {
 	last map[string]map[string]float64 // by "instance#start", then "processor to"
 }
 
-// circuitChangeLine matches one sample of the circuit changes counter.
-var circuitChangeLine = regexp.MustCompile(`^atomicrides_processor_circuit_changes_total\{([^}]*)\} ([0-9.e+]+)$`)
+// circuitChangeLine matches one sample of the circuit changes counter,
+// keyLookupLine one of the look-ups before a key is sent again, and
+// gapsFoundLine the gaps in the database's heartbeat a process found.
+var (
+	circuitChangeLine = regexp.MustCompile(`^atomicrides_processor_circuit_changes_total\{([^}]*)\} ([0-9.e+]+)$`)
+	keyLookupLine     = regexp.MustCompile(`^atomicrides_processor_key_lookups_total\{([^}]*)\} ([0-9.e+]+)$`)
+	gapsFoundLine     = regexp.MustCompile(`^atomicrides_database_gaps_found_total() ([0-9.e+]+)$`)
+)
 
 // watchCircuits scrapes sys's instances until ctx ends, and once more then.
 func watchCircuits(ctx context.Context, sys *chaosSystem, interval time.Duration) *circuitWatch {
@@ -276,7 +282,16 @@ func scrapeCircuits(ctx context.Context, base string) (map[string]float64, error
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
+		var series string
 		m := circuitChangeLine.FindStringSubmatch(sc.Text())
+		if m == nil {
+			series = "lookups "
+			m = keyLookupLine.FindStringSubmatch(sc.Text())
+		}
+		if m == nil {
+			series = "gaps "
+			m = gapsFoundLine.FindStringSubmatch(sc.Text())
+		}
 		if m == nil {
 			continue
 		}
@@ -289,7 +304,7 @@ func scrapeCircuits(ctx context.Context, base string) (map[string]float64, error
 		if err != nil {
 			return nil, err
 		}
-		out[labels["processor"]+" "+labels["to"]] += n
+		out[series+labels["processor"]+" "+labels["to"]+labels["reason"]] += n
 	}
 	return out, sc.Err()
 }
@@ -305,6 +320,38 @@ func (w *circuitWatch) changes(processor, to string) int {
 	n := 0.0
 	for _, m := range w.last {
 		n += m[processor+" "+to]
+	}
+	return int(n)
+}
+
+// keyLookups returns the look-ups before a key was sent again, for reason
+// ("key_age", "database_gap"), at every processor, seen over every
+// process.
+func (w *circuitWatch) keyLookups(reason string) int {
+	return w.sum(func(series string) bool {
+		return strings.HasPrefix(series, "lookups ") && strings.HasSuffix(series, " "+reason)
+	})
+}
+
+// gapsFound returns the gaps in the database's heartbeat the processes
+// found.
+func (w *circuitWatch) gapsFound() int {
+	return w.sum(func(series string) bool { return strings.HasPrefix(series, "gaps ") })
+}
+
+func (w *circuitWatch) sum(match func(series string) bool) int {
+	if w == nil {
+		return 0
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0.0
+	for _, m := range w.last {
+		for series, v := range m {
+			if match(series) {
+				n += v
+			}
+		}
 	}
 	return int(n)
 }
