@@ -100,6 +100,15 @@ type NotifiedCharge struct {
 	RecordedAt  time.Time
 }
 
+type NotifiedRefund struct {
+	Processor   string
+	RefundID    string
+	ChargeID    string
+	AmountCents int64
+	RefundedAt  time.Time
+	RecordedAt  time.Time
+}
+
 type OrphanRefund struct {
 	StripeChargeID  string
 	ChargeKey       string

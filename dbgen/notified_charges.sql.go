@@ -132,3 +132,69 @@ func (q *Queries) NotifiedChargeRecord(ctx context.Context, db DBTX, arg Notifie
 	}
 	return result.RowsAffected(), nil
 }
+
+const notifiedRefundListOfRidesSince = `-- name: NotifiedRefundListOfRidesSince :many
+SELECT n.processor, n.refund_id, n.charge_id, n.amount_cents, n.refunded_at, n.recorded_at FROM notified_refunds n
+WHERE n.processor = $1 AND n.refunded_at >= $2
+  AND EXISTS (SELECT 1 FROM rides r WHERE r.stripe_charge_id = n.charge_id AND r.processor = n.processor)
+ORDER BY n.refunded_at
+`
+
+// The refunds of a processor notified as made at or after since whose
+// charge a ride records.
+func (q *Queries) NotifiedRefundListOfRidesSince(ctx context.Context, db DBTX, processor string, since time.Time) ([]*NotifiedRefund, error) {
+	rows, err := db.Query(ctx, notifiedRefundListOfRidesSince, processor, since)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*NotifiedRefund
+	for rows.Next() {
+		var i NotifiedRefund
+		if err := rows.Scan(
+			&i.Processor,
+			&i.RefundID,
+			&i.ChargeID,
+			&i.AmountCents,
+			&i.RefundedAt,
+			&i.RecordedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const notifiedRefundRecord = `-- name: NotifiedRefundRecord :execrows
+INSERT INTO notified_refunds (processor, refund_id, charge_id, amount_cents, refunded_at)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (processor, refund_id) DO NOTHING
+`
+
+type NotifiedRefundRecordParams struct {
+	Processor   string
+	RefundID    string
+	ChargeID    string
+	AmountCents int64
+	RefundedAt  time.Time
+}
+
+// Records a refund a processor notified; one already recorded writes
+// nothing (0 rows).
+func (q *Queries) NotifiedRefundRecord(ctx context.Context, db DBTX, arg NotifiedRefundRecordParams) (int64, error) {
+	result, err := db.Exec(ctx, notifiedRefundRecord,
+		arg.Processor,
+		arg.RefundID,
+		arg.ChargeID,
+		arg.AmountCents,
+		arg.RefundedAt,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}

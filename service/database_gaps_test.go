@@ -375,3 +375,83 @@ func TestRestoreLostTheAdyenPaymentRetryPastTheWindowAdoptsIt(t *testing.T) {
 	require.Len(t, ady.AuthorisedPayments(), 1, "one payment at Adyen")
 	require.Equal(t, 1.0, gapLookups(t, reg, service.ProcessorAdyen))
 }
+
+// adyenNotify passes the fake's notifications of code through the inbox
+// of svc, as delivered or resent, and returns what applying each did.
+func adyenNotify(t *testing.T, svc *service.Service, a *testkit.Adyen, code string) []string {
+	t.Helper()
+	var outcomes []string
+	for _, it := range a.NotificationItems() {
+		if it.EventCode != code {
+			continue
+		}
+		body, err := fakeadyen.NotificationBody(testkit.AdyenHMACKey, it)
+		require.NoError(t, err)
+		_, err = svc.InboxReceive(context.Background(), service.InboxSourceAdyen, body, "")
+		require.NoError(t, err)
+		out, err := svc.InboxApply(context.Background(), service.InboxSourceAdyen, it.PSPReference+":"+it.EventCode+":"+it.Success)
+		require.NoError(t, err)
+		outcomes = append(outcomes, out)
+	}
+	return outcomes
+}
+
+// TestRestoreLostARefundedAdyenRideBookedAgainShowsItsRefund: a ride
+// booked and refunded at Adyen after the backup, both lost. The refund's
+// notification reaches the restored database before the rider's client
+// books again (no ride has the payment: nothing to record it on); the
+// booking's retry gets the same payment back from Adyen, which holds its
+// refund. The orphan pass records that refund on the ride, once: the
+// ride's refund state is its processor's.
+func TestRestoreLostARefundedAdyenRideBookedAgainShowsItsRefund(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ady := testkit.NewAdyen(t)
+	url := dbtest.NewURL(t)
+	beforePool := connect(t, url)
+	before := adyenService(t, beforePool, ady, nil)
+	_, err := before.Heartbeat(ctx)
+	require.NoError(t, err)
+	res, err := before.UserUpsert(ctx, service.UserUpsertParams{Email: "gap-adyen-refund@example.com"})
+	require.NoError(t, err)
+	uid := res.User.ID
+	_, err = before.CustomerCreate(ctx, uid, "")
+	require.NoError(t, err)
+
+	w := newMoneyWorld(t)
+	backup := w.backup(t, beforePool, url)
+	key := testkit.NewKey()
+	lost := w.ride(t, before, uid, key)
+	resp, err := before.RideRefundCreate(ctx, uid, testkit.NewKey(), lost.ID, nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)
+	require.Len(t, ady.Refunds(), 1)
+	refund := ady.Refunds()[0].PSPReference
+
+	restored := adyenService(t, connect(t, backup), ady, nil)
+	require.Equal(t, []string{service.InboxOutcomeUnknownCharge}, adyenNotify(t, restored, ady, fakeadyen.EventRefund),
+		"no ride has the payment yet")
+	again := w.ride(t, restored, uid, key)
+	require.Equal(t, *lost.StripeChargeID, *again.StripeChargeID, "Adyen answers the key with its payment")
+	require.Equal(t, service.RideRefundNone, again.RefundStatus)
+
+	rep, err := restored.Reconcile(ctx, time.Hour)
+	require.NoError(t, err)
+	require.Len(t, rep.OrphanRefunds, 1, "%+v", rep)
+	require.Equal(t, refund, rep.OrphanRefunds[0].ID)
+	for range 2 {
+		_, err = restored.OrphanRefundsSchedule(ctx, service.DefaultOrphanRefundAfter)
+		require.NoError(t, err)
+	}
+	got, err := restored.RideGet(ctx, uid, again.ID)
+	require.NoError(t, err)
+	require.Equal(t, service.RideRefundRefunded, got.RefundStatus)
+	require.Equal(t, refund, *got.StripeRefundID)
+	require.Len(t, ady.Refunds(), 1, "nothing refunded again")
+
+	// The notification resent later is a duplicate: nothing twice.
+	require.Equal(t, []string{service.InboxOutcomeUnknownCharge}, adyenNotify(t, restored, ady, fakeadyen.EventRefund))
+	rep, err = restored.Reconcile(ctx, time.Hour)
+	require.NoError(t, err)
+	require.Empty(t, rep.OrphanRefunds, "%+v", rep)
+}

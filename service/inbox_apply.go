@@ -251,6 +251,28 @@ func (s *Service) unfinishedRideKey(ctx context.Context, pkey string) (int64, er
 // processor: the ride records the accepted refund, if there is one, and a
 // refund once recorded stays (a later failure of it is the operator's).
 func (s *Service) prepareRefund(ctx context.Context, ev *InboundEvent) (effect, error) {
+	eff, err := s.refundEffect(ctx, ev)
+	if err != nil || ev.Processor == "" || ev.Processor == ProcessorStripe || ev.Refund == nil ||
+		!ev.Refund.Accepted() || ev.Refund.AmountCents <= 0 {
+		return eff, err
+	}
+	// A processor whose API lists no refunds (Adyen): the refund is
+	// recorded as notified, whatever became of it, so that the orphan
+	// pass finds it on a ride booked again after a restore lost both.
+	return func(ctx context.Context, tx pgx.Tx) (string, error) {
+		if _, err := s.queries.NotifiedRefundRecord(ctx, tx, dbgen.NotifiedRefundRecordParams{
+			Processor: ev.Processor, RefundID: ev.Refund.ID, ChargeID: ev.ChargeID,
+			AmountCents: ev.Refund.AmountCents, RefundedAt: ev.Created,
+		}); err != nil {
+			return "", err
+		}
+		return eff(ctx, tx)
+	}, nil
+}
+
+// refundEffect is what a refund event does to the ride of its charge:
+// see prepareRefund.
+func (s *Service) refundEffect(ctx context.Context, ev *InboundEvent) (effect, error) {
 	if err := s.waitForBooking(ctx, ev.Processor, ev.ChargeID); err != nil {
 		return nil, err
 	}

@@ -157,9 +157,6 @@ func (s *Service) OrphanRefundsSchedule(ctx context.Context, grace time.Duration
 	// recorded again). It is recorded on the ride as its event would
 	// record it.
 	for _, o := range rep.OrphanRefunds {
-		if o.processor != ProcessorStripe {
-			continue
-		}
 		if err := s.orphanRefundOfRide(ctx, o); err != nil {
 			return scheduled, err
 		}

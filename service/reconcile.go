@@ -155,7 +155,7 @@ func (s *Service) Reconcile(ctx context.Context, window time.Duration) (*Reconci
 		if !listed {
 			// Without a listing, the charges its notifications told.
 			if s.InboxEnabled(name) {
-				if err := s.reconcileNotified(ctx, proc, rep, inFlight, window); err != nil {
+				if err := s.reconcileNotified(ctx, proc, rep, inFlight, pendingRefundCharges, window); err != nil {
 					return nil, err
 				}
 				rep.Notified = append(rep.Notified, name)
@@ -297,7 +297,7 @@ func (s *Service) classifyCharges(ctx context.Context, name string, ours []*Char
 // reconcileNotified classifies the charges of proc, a processor whose API
 // lists none, that its notifications recorded since rep.Since
 // (notified_charges: successful AUTHORISATIONs of this deployment).
-func (s *Service) reconcileNotified(ctx context.Context, proc *processor, rep *ReconcileReport, inFlight map[string]bool, window time.Duration) error {
+func (s *Service) reconcileNotified(ctx context.Context, proc *processor, rep *ReconcileReport, inFlight, pendingRefundCharges map[string]bool, window time.Duration) error {
 	rows, err := s.queries.NotifiedChargeListSince(ctx, s.pool, proc.name, rep.Since)
 	if err != nil {
 		return internal(err)
@@ -306,7 +306,40 @@ func (s *Service) reconcileNotified(ctx context.Context, proc *processor, rep *R
 	for i, r := range rows {
 		ours[i] = notifiedCharge(s.namespace, r)
 	}
-	return s.classifyCharges(ctx, proc.name, ours, rep, inFlight, window)
+	if err := s.classifyCharges(ctx, proc.name, ours, rep, inFlight, window); err != nil {
+		return err
+	}
+	return s.reconcileNotifiedRefunds(ctx, proc, rep, pendingRefundCharges)
+}
+
+// reconcileNotifiedRefunds lists as orphans the refunds of proc that its
+// notifications recorded since rep.Since (notified_refunds) whose charge a
+// ride records and which no refund records: a ride booked again after a
+// restore lost it together with its refund. A ride whose refund is pending
+// records it on its way.
+func (s *Service) reconcileNotifiedRefunds(ctx context.Context, proc *processor, rep *ReconcileReport, pendingRefundCharges map[string]bool) error {
+	rows, err := s.queries.NotifiedRefundListOfRidesSince(ctx, s.pool, proc.name, rep.Since)
+	if err != nil {
+		return internal(err)
+	}
+	rep.Refunds += len(rows)
+	ids := make([]string, len(rows))
+	for i, r := range rows {
+		ids[i] = r.RefundID
+	}
+	recorded, err := s.recordedSet(ctx, ids, s.queries.RefundListRecorded)
+	if err != nil {
+		return err
+	}
+	for _, r := range rows {
+		if !recorded[r.RefundID] && !pendingRefundCharges[r.ChargeID] {
+			rep.OrphanRefunds = append(rep.OrphanRefunds, ReconcileOrphan{
+				ID: r.RefundID, ChargeID: r.ChargeID, AmountCents: r.AmountCents, Status: RefundSucceeded,
+				Created: r.RefundedAt.UTC(), processor: proc.name,
+			})
+		}
+	}
+	return nil
 }
 
 // notifiedCharge is the charge a notification recorded.

@@ -16,3 +16,18 @@ SELECT * FROM notified_charges WHERE processor = @processor AND charge_id = @cha
 -- The charges the processor's notifications recorded under a charge key:
 -- the look-up of a processor that lists no payments.
 SELECT * FROM notified_charges WHERE processor = @processor AND charge_key = @charge_key ORDER BY charged_at;
+
+-- name: NotifiedRefundRecord :execrows
+-- Records a refund a processor notified; one already recorded writes
+-- nothing (0 rows).
+INSERT INTO notified_refunds (processor, refund_id, charge_id, amount_cents, refunded_at)
+VALUES (@processor, @refund_id, @charge_id, @amount_cents, @refunded_at)
+ON CONFLICT (processor, refund_id) DO NOTHING;
+
+-- name: NotifiedRefundListOfRidesSince :many
+-- The refunds of a processor notified as made at or after since whose
+-- charge a ride records.
+SELECT n.* FROM notified_refunds n
+WHERE n.processor = @processor AND n.refunded_at >= @since
+  AND EXISTS (SELECT 1 FROM rides r WHERE r.stripe_charge_id = n.charge_id AND r.processor = n.processor)
+ORDER BY n.refunded_at;
