@@ -35,10 +35,21 @@ type restoreWorld struct {
 // and restores the backup. The restored service has not beaten yet.
 func newRestoreWorld(t *testing.T, email string, setup func(w *restoreWorld), lost func(w *restoreWorld)) *restoreWorld {
 	t.Helper()
+	return newRestoreWorldOf(t, nil, email, setup, lost)
+}
+
+// newRestoreWorldOf is newRestoreWorld with services made by mk (nil: on
+// the world's fake Stripe).
+func newRestoreWorldOf(t *testing.T, mk func(t *testing.T, pool *pgxpool.Pool, reg prometheus.Registerer) *service.Service,
+	email string, setup func(w *restoreWorld), lost func(w *restoreWorld)) *restoreWorld {
+	t.Helper()
 	w := &restoreWorld{moneyWorld: newMoneyWorld(t), reg: prometheus.NewRegistry()}
+	if mk == nil {
+		mk = w.service
+	}
 	url := dbtest.NewURL(t)
 	w.beforePool = connect(t, url)
-	w.before = w.service(t, w.beforePool, nil)
+	w.before = mk(t, w.beforePool, nil)
 	_, err := w.before.Heartbeat(w.ctx)
 	require.NoError(t, err)
 	w.uid = w.userID(t, w.before, email)
@@ -52,7 +63,7 @@ func newRestoreWorld(t *testing.T, email string, setup func(w *restoreWorld), lo
 	// the restored database is served again.
 	_, err = w.restoredPool.Exec(w.ctx, `UPDATE database_heartbeat SET beat_at = beat_at - interval '5 minutes'`)
 	require.NoError(t, err)
-	w.restored = w.service(t, w.restoredPool, w.reg)
+	w.restored = mk(t, w.restoredPool, w.reg)
 	return w
 }
 
@@ -330,50 +341,37 @@ func TestRestoreLostTheAdyenPaymentRetryPastTheWindowAdoptsIt(t *testing.T) {
 	t.Parallel()
 	const window = time.Hour
 	ady := testkit.NewAdyenWith(t, fakeadyen.Options{KeyLifetime: window})
-	ctx := context.Background()
-	url := dbtest.NewURL(t)
-	beforePool := connect(t, url)
-	before := adyenService(t, beforePool, ady, nil)
-	_, err := before.Heartbeat(ctx)
-	require.NoError(t, err)
-	res, err := before.UserUpsert(ctx, service.UserUpsertParams{Email: "gap-adyen@example.com"})
-	require.NoError(t, err)
-	uid := res.User.ID
-	_, err = before.CustomerCreate(ctx, uid, "")
-	require.NoError(t, err)
-
-	w := newMoneyWorld(t)
-	backup := w.backup(t, beforePool, url)
 	key := testkit.NewKey()
-	first := w.book(t, before, uid, key)
-
-	restoredPool := connect(t, backup)
-	_, err = restoredPool.Exec(ctx, `UPDATE database_heartbeat SET beat_at = beat_at - interval '5 minutes'`)
-	require.NoError(t, err)
-	reg := prometheus.NewRegistry()
-	restored := adyenService(t, restoredPool, ady, reg)
-	lostFrom, err := restored.Heartbeat(ctx)
+	var first string
+	w := newRestoreWorldOf(t, adyenOf(ady), "gap-adyen@example.com", registerAtAdyen(t), func(w *restoreWorld) {
+		first = w.book(t, w.before, w.uid, key)
+	})
+	lostFrom, err := w.restored.Heartbeat(w.ctx)
 	require.NoError(t, err)
 	require.NotNil(t, lostFrom)
 	// The operator resends Adyen's notifications.
-	for _, it := range ady.NotificationItems() {
-		if it.EventCode != fakeadyen.EventAuthorisation {
-			continue
-		}
-		body, err := fakeadyen.NotificationBody(testkit.AdyenHMACKey, it)
-		require.NoError(t, err)
-		_, err = restored.InboxReceive(ctx, service.InboxSourceAdyen, body, "")
-		require.NoError(t, err)
-		out, err := restored.InboxApply(ctx, service.InboxSourceAdyen, it.PSPReference+":"+it.EventCode+":"+it.Success)
-		require.NoError(t, err)
-		require.Equal(t, service.InboxOutcomeOrphanCharge, out)
-	}
+	require.Equal(t, []string{service.InboxOutcomeOrphanCharge}, adyenNotify(t, w.restored, ady, fakeadyen.EventAuthorisation))
 
 	ady.Advance(window)
-	testkit.AgeDatabase(t, restoredPool, window)
-	require.Equal(t, first, w.book(t, restored, uid, key), "the first payment adopted")
+	testkit.AgeDatabase(t, w.restoredPool, window)
+	require.Equal(t, first, w.book(t, w.restored, w.uid, key), "the first payment adopted")
 	require.Len(t, ady.AuthorisedPayments(), 1, "one payment at Adyen")
-	require.Equal(t, 1.0, gapLookups(t, reg, service.ProcessorAdyen))
+	require.Equal(t, 1.0, gapLookups(t, w.reg, service.ProcessorAdyen))
+}
+
+// adyenOf makes services that book at the fake Adyen a (adyenService).
+func adyenOf(a *testkit.Adyen) func(t *testing.T, pool *pgxpool.Pool, reg prometheus.Registerer) *service.Service {
+	return func(t *testing.T, pool *pgxpool.Pool, reg prometheus.Registerer) *service.Service {
+		return adyenService(t, pool, a, reg)
+	}
+}
+
+// registerAtAdyen stores the rider's card at Adyen before the backup.
+func registerAtAdyen(t *testing.T) func(w *restoreWorld) {
+	return func(w *restoreWorld) {
+		_, err := w.before.CustomerCreate(w.ctx, w.uid, "")
+		require.NoError(t, err)
+	}
 }
 
 // adyenNotify passes the fake's notifications of code through the inbox
@@ -405,30 +403,20 @@ func adyenNotify(t *testing.T, svc *service.Service, a *testkit.Adyen, code stri
 // ride's refund state is its processor's.
 func TestRestoreLostARefundedAdyenRideBookedAgainShowsItsRefund(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	ady := testkit.NewAdyen(t)
-	url := dbtest.NewURL(t)
-	beforePool := connect(t, url)
-	before := adyenService(t, beforePool, ady, nil)
-	_, err := before.Heartbeat(ctx)
-	require.NoError(t, err)
-	res, err := before.UserUpsert(ctx, service.UserUpsertParams{Email: "gap-adyen-refund@example.com"})
-	require.NoError(t, err)
-	uid := res.User.ID
-	_, err = before.CustomerCreate(ctx, uid, "")
-	require.NoError(t, err)
-
-	w := newMoneyWorld(t)
-	backup := w.backup(t, beforePool, url)
 	key := testkit.NewKey()
-	lost := w.ride(t, before, uid, key)
-	resp, err := before.RideRefundCreate(ctx, uid, testkit.NewKey(), lost.ID, nil)
-	require.NoError(t, err)
-	require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)
-	require.Len(t, ady.Refunds(), 1)
-	refund := ady.Refunds()[0].PSPReference
+	var lost service.Ride
+	var refund string
+	w := newRestoreWorldOf(t, adyenOf(ady), "gap-adyen-refund@example.com", registerAtAdyen(t), func(w *restoreWorld) {
+		lost = w.ride(t, w.before, w.uid, key)
+		resp, err := w.before.RideRefundCreate(w.ctx, w.uid, testkit.NewKey(), lost.ID, nil)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)
+		require.Len(t, ady.Refunds(), 1)
+		refund = ady.Refunds()[0].PSPReference
+	})
+	ctx, restored, uid := w.ctx, w.restored, w.uid
 
-	restored := adyenService(t, connect(t, backup), ady, nil)
 	require.Equal(t, []string{service.InboxOutcomeUnknownCharge}, adyenNotify(t, restored, ady, fakeadyen.EventRefund),
 		"no ride has the payment yet")
 	again := w.ride(t, restored, uid, key)
