@@ -10,6 +10,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
+
+	"github.com/atomicrides/atomicrides/internal/retry"
+	"github.com/atomicrides/atomicrides/internal/ttlcache"
 )
 
 // revocationChannel is where the database announces API keys that stop
@@ -42,7 +45,7 @@ const (
 // that found it: a key read just before its revocation committed, whose
 // notification arrived before the put, is not remembered.
 type revocationWatch struct {
-	cache *ttlCache[[32]byte, authEntry]
+	cache *ttlcache.Cache[[32]byte, authEntry]
 	start time.Time // origin of heard, a monotonic clock reading
 
 	mu        sync.Mutex // serialises puts with evictions
@@ -51,7 +54,7 @@ type revocationWatch struct {
 	heard     atomic.Int64 // time.Since(start) when the connection last answered
 }
 
-func newRevocationWatch(cache *ttlCache[[32]byte, authEntry]) *revocationWatch {
+func newRevocationWatch(cache *ttlcache.Cache[[32]byte, authEntry]) *revocationWatch {
 	return &revocationWatch{cache: cache, start: time.Now()}
 }
 
@@ -72,7 +75,7 @@ func (w *revocationWatch) remember(epoch uint64, hash [32]byte, e authEntry, now
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if current, ok := w.trusted(); ok && current == epoch {
-		w.cache.put(hash, e, now)
+		w.cache.Put(hash, e, now)
 	}
 }
 
@@ -82,10 +85,10 @@ func (w *revocationWatch) forget(hash *[32]byte) {
 	defer w.mu.Unlock()
 	w.epoch.Add(1)
 	if hash == nil {
-		w.cache.clear()
+		w.cache.Clear()
 		return
 	}
-	w.cache.delete(*hash)
+	w.cache.Delete(*hash)
 }
 
 // listening marks the listener connected and heard from now, with an empty
@@ -132,7 +135,7 @@ func (s *Service) ListenAPIKeyRevocations(ctx context.Context) error {
 		}
 		s.logger.WarnContext(ctx, "api key revocation listener: connection lost; every API key is read from the database until it reconnects",
 			"err", err, "attempt", attempt)
-		if sleepCtx(ctx, backoff(attempt, 50*time.Millisecond, 5*time.Second)) != nil {
+		if retry.Sleep(ctx, retry.Backoff(attempt, 50*time.Millisecond, 5*time.Second)) != nil {
 			return nil
 		}
 	}

@@ -215,7 +215,7 @@ func (s *Service) AuthenticateKey(ctx context.Context, apiKey string) (*User, in
 	hash := sha256.Sum256([]byte(apiKey))
 	epoch, trusted := s.revocations.trusted()
 	if trusted {
-		if e, ok := s.auth.get(hash, s.now()); ok {
+		if e, ok := s.auth.Get(hash, s.now()); ok {
 			return &e.user, e.keyID, nil
 		}
 	}

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/atomicrides/atomicrides/dbgen"
+	"github.com/atomicrides/atomicrides/service/idem"
 )
 
 // KeyInfo is an idempotency key as an operator sees it.
@@ -86,11 +88,7 @@ func (s *Service) KeysAbandonedEnqueue(ctx context.Context, limit int) (int, err
 	inserted := 0
 	err := s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
 		inserted = 0
-		ids, err := s.queries.IdempotencyKeyListAbandoned(ctx, tx, dbgen.IdempotencyKeyListAbandonedParams{
-			IdleSeconds:  s.abandonedAfter.Seconds(),
-			LeaseSeconds: s.lease.Seconds(),
-			MaxKeys:      int32(limit),
-		})
+		ids, err := s.engine.Abandoned(ctx, tx, s.abandonedAfter, limit)
 		if err != nil || len(ids) == 0 {
 			return err
 		}
@@ -127,22 +125,12 @@ func (s *Service) KeyComplete(ctx context.Context, keyID int64) (resp *Response,
 	outcome := "error"
 	defer func() { s.metrics.completions.WithLabelValues(outcome).Inc() }()
 
-	row, err := s.queries.IdempotencyKeyGetByID(ctx, s.pool, keyID)
-	if isNoRows(err) {
+	resp, err = s.engine.Complete(ctx, keyID)
+	if errors.Is(err, idem.ErrKeyNotFound) {
 		outcome = "not_found"
 		return nil, &Error{Code: CodeNotFound, Message: fmt.Sprintf("no idempotency key %d", keyID)}
-	} else if err != nil {
-		return nil, internal(err)
 	}
-	if RecoveryPoint(row.RecoveryPoint) == RecoveryPointFinished {
-		outcome = "already_finished"
-		return &Response{Status: int(*row.ResponseCode), Body: row.ResponseBody, Replayed: true}, nil
-	}
-	runner, ok := s.flows[row.Flow]
-	if !ok {
-		return nil, internal(fmt.Errorf("key %d: unknown flow %q", keyID, row.Flow))
-	}
-	resp, err = runner(ctx, s, row)
+	err = engineError(err)
 	switch {
 	case err == nil && resp.Replayed:
 		outcome = "already_finished"
@@ -170,18 +158,8 @@ type ReapResult struct {
 // audit records stay; their reference to the key becomes null.
 func (s *Service) KeysReap(ctx context.Context, batch int) (ReapResult, error) {
 	var res ReapResult
-	for {
-		n, err := s.queries.IdempotencyKeyDeleteFinished(ctx, s.pool, s.retention.Seconds(), int32(batch))
-		if err != nil {
-			return res, internal(err)
-		}
-		res.Deleted += n
-		s.metrics.reaped.Add(float64(n))
-		if n < int64(batch) {
-			break
-		}
-	}
-	n, err := s.queries.IdempotencyKeyCountUnfinishedBefore(ctx, s.pool, s.retention.Seconds())
+	deleted, n, err := s.engine.Reap(ctx, s.retention, batch, func(n int64) { s.metrics.reaped.Add(float64(n)) })
+	res.Deleted = deleted
 	if err != nil {
 		return res, internal(err)
 	}

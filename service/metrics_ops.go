@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/atomicrides/atomicrides/service/idem"
 )
 
 // opsMetrics are the gauges and counters that operators alert on beyond
@@ -111,8 +113,8 @@ func (m *metrics) initSeries(processors []string) {
 		m.completions.WithLabelValues(outcome)
 	}
 	for flow, points := range map[string][]RecoveryPoint{
-		"ride.create": {RecoveryPointStarted, RecoveryPointRideCreated, phaseClaim},
-		"ride.refund": {RecoveryPointStarted, RecoveryPointRefundCreated, phaseClaim},
+		"ride.create": {RecoveryPointStarted, RecoveryPointRideCreated, idem.PhaseClaim},
+		"ride.refund": {RecoveryPointStarted, RecoveryPointRefundCreated, idem.PhaseClaim},
 	} {
 		for _, p := range points {
 			m.phaseSeconds.WithLabelValues(flow, string(p))

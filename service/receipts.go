@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/atomicrides/atomicrides/dbgen"
+	"github.com/atomicrides/atomicrides/service/idem"
 )
 
 // ReceiptKind names what a receipt is for.
@@ -117,7 +118,7 @@ func (s *Service) receiptSend(ctx context.Context, kind ReceiptKind, rideID int6
 				return err
 			}
 		}
-		_, err := s.queries.ReceiptRecord(ctx, commitWith(tx), dbgen.ReceiptRecordParams{
+		_, err := s.queries.ReceiptRecord(ctx, idem.CommitWith(tx), dbgen.ReceiptRecordParams{
 			Kind: string(kind), RideID: rideID, MessageID: msg.MessageID, Recipient: msg.To, SentAt: msg.Date,
 		})
 		return err

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/atomicrides/atomicrides/dbgen"
+	"github.com/atomicrides/atomicrides/service/idem"
 )
 
 // RecoveryPointRefundCreated: the ride's refund row (pending) and its audit
@@ -69,11 +70,11 @@ func (s *Service) RideRefundCreate(ctx context.Context, userID int64, idempotenc
 	if rideID < 1 {
 		return nil, invalid("path.id", "must be a ride id (1 or more)")
 	}
-	return run(ctx, s, s.refunds, Request{
+	return run(ctx, s, s.refunds, idem.Request{
 		UserID: userID,
 		Key:    idempotencyKey,
 		Method: s.refunds.Method,
-		Path:   requestPath(s.refunds.Path, rideID),
+		Path:   idem.RequestPath(s.refunds.Path, rideID),
 		Params: RideRefundParams{RideID: rideID},
 		IP:     ip,
 	})
@@ -92,13 +93,13 @@ type refundState struct {
 	failure *PaymentError
 }
 
-func (s *Service) refundFlow() *Flow[refundState] {
-	return &Flow[refundState]{
+func (s *Service) refundFlow() *idem.Flow[refundState] {
+	return &idem.Flow[refundState]{
 		Name:   "ride.refund",
 		Method: RideRefundMethod,
 		Path:   RideRefundPath,
 		Load:   s.refundLoad,
-		Steps: map[RecoveryPoint]Step[refundState]{
+		Steps: map[RecoveryPoint]idem.Step[refundState]{
 			RecoveryPointStarted:       {Phase: s.refundRequestPhase},
 			RecoveryPointRefundCreated: {Call: s.refundCall, Phase: s.refundRecordPhase},
 		},
@@ -108,7 +109,7 @@ func (s *Service) refundFlow() *Flow[refundState] {
 // refundLoad rebuilds the state from the key's stored input and the
 // database; at RecoveryPointStarted the request phase reads (and locks) the
 // ride itself.
-func (s *Service) refundLoad(ctx context.Context, tx pgx.Tx, key *Key) (*refundState, error) {
+func (s *Service) refundLoad(ctx context.Context, tx pgx.Tx, key *idem.Key) (*refundState, error) {
 	st := &refundState{}
 	if err := json.Unmarshal(key.Params, &st.params); err != nil {
 		return nil, fmt.Errorf("refund params of key %d: %w", key.ID, err)
@@ -133,21 +134,21 @@ func (s *Service) refundLoad(ctx context.Context, tx pgx.Tx, key *Key) (*refundS
 // requests under different keys take turns here), then the ride's one
 // refund row — created, asked for again after a refusal, joined while
 // pending, or answered at once when already refunded.
-func (s *Service) refundRequestPhase(ctx context.Context, tx pgx.Tx, key *Key, st *refundState) (Outcome, error) {
+func (s *Service) refundRequestPhase(ctx context.Context, tx pgx.Tx, key *idem.Key, st *refundState) (idem.Outcome, error) {
 	ride, err := s.queries.RideLockForUser(ctx, tx, st.params.RideID, key.UserID)
 	if isNoRows(err) {
-		return Outcome{}, &Error{Code: CodeNotFound, Message: "no such ride"}
+		return idem.Outcome{}, &Error{Code: CodeNotFound, Message: "no such ride"}
 	}
 	if err != nil {
-		return Outcome{}, err
+		return idem.Outcome{}, err
 	}
 	switch RideChargeStatus(ride.ChargeStatus) {
 	case RideChargeCharged:
 	case RideChargePending:
-		return Outcome{}, &Error{Code: CodeNotRefundable,
+		return idem.Outcome{}, &Error{Code: CodeNotRefundable,
 			Message: "the ride's charge is not decided yet; a ride can be refunded once it is charged"}
 	default:
-		return Outcome{}, &Error{Code: CodeNotRefundable,
+		return idem.Outcome{}, &Error{Code: CodeNotRefundable,
 			Message: "the ride's charge was declined; there is nothing to refund"}
 	}
 	st.ride = ride
@@ -174,18 +175,18 @@ func (s *Service) refundRequestPhase(ctx context.Context, tx pgx.Tx, key *Key, s
 		// Pending under another key: this request drives the same refund
 		// on, through the same processor key.
 		st.refund = ref
-		return MoveTo(RecoveryPointRefundCreated), nil
+		return idem.MoveTo(RecoveryPointRefundCreated), nil
 	}
 	if err != nil {
-		return Outcome{}, err
+		return idem.Outcome{}, err
 	}
 	if err := s.audit(ctx, tx, "refund.requested", "refund", ref.ID, key.UserID, key.IP, map[string]any{
 		"ride_id": ride.ID, "amount_cents": ref.AmountCents, "currency": ref.Currency,
 	}); err != nil {
-		return Outcome{}, err
+		return idem.Outcome{}, err
 	}
 	st.refund = ref
-	return MoveTo(RecoveryPointRefundCreated), nil
+	return idem.MoveTo(RecoveryPointRefundCreated), nil
 }
 
 // refundCall asks the processor for the refund under the key of the
@@ -194,7 +195,7 @@ func (s *Service) refundRequestPhase(ctx context.Context, tx pgx.Tx, key *Key, s
 // under another key) is not asked for again. Past the processor's key
 // window, or when the processor answers that the charge is already
 // refunded, the refund this service made is looked up and adopted.
-func (s *Service) refundCall(ctx context.Context, key *Key, st *refundState) error {
+func (s *Service) refundCall(ctx context.Context, key *idem.Key, st *refundState) error {
 	st.result, st.failure = nil, nil
 	if RideRefundStatus(st.refund.Status) == RideRefundRefunded {
 		return nil
@@ -294,20 +295,20 @@ func (s *Service) processorRefundOf(ctx context.Context, st *refundState) (*Refu
 // unless a request under another key recorded it first, and finishes the
 // request. The receipt job is inserted by whichever request records the
 // refund.
-func (s *Service) refundRecordPhase(ctx context.Context, tx pgx.Tx, key *Key, st *refundState) (Outcome, error) {
+func (s *Service) refundRecordPhase(ctx context.Context, tx pgx.Tx, key *idem.Key, st *refundState) (idem.Outcome, error) {
 	ref, err := s.queries.RefundLockByRide(ctx, tx, st.ride.ID)
 	if err != nil {
-		return Outcome{}, err
+		return idem.Outcome{}, err
 	}
 	switch {
 	case st.result != nil:
 		n, err := s.queries.RefundSetRefunded(ctx, tx, st.result.ID, st.ride.ID)
 		if err != nil {
-			return Outcome{}, err
+			return idem.Outcome{}, err
 		}
 		if n == 0 {
 			if ref.StripeRefundID == nil || *ref.StripeRefundID != st.result.ID {
-				return Outcome{}, fmt.Errorf("ride %d: refund recorded as %v, the processor answered %s",
+				return idem.Outcome{}, fmt.Errorf("ride %d: refund recorded as %v, the processor answered %s",
 					st.ride.ID, ref.StripeRefundID, st.result.ID)
 			}
 			break
@@ -315,10 +316,10 @@ func (s *Service) refundRecordPhase(ctx context.Context, tx pgx.Tx, key *Key, st
 		if err := s.audit(ctx, tx, "refund.succeeded", "refund", ref.ID, key.UserID, key.IP, map[string]any{
 			"ride_id": st.ride.ID, "stripe_refund_id": st.result.ID, "amount_cents": st.result.AmountCents,
 		}); err != nil {
-			return Outcome{}, err
+			return idem.Outcome{}, err
 		}
 		if _, err := s.jobs.InsertTx(ctx, tx, RefundReceiptArgs{RideID: st.ride.ID}, nil); err != nil {
-			return Outcome{}, err
+			return idem.Outcome{}, err
 		}
 		ref.Status, ref.StripeRefundID, ref.FailureCode = string(RideRefundRefunded), &st.result.ID, nil
 
@@ -332,15 +333,15 @@ func (s *Service) refundRecordPhase(ctx context.Context, tx pgx.Tx, key *Key, st
 		}
 		if RideRefundStatus(ref.Status) == RideRefundPending {
 			if _, err := s.queries.RefundSetFailed(ctx, tx, code, st.ride.ID); err != nil {
-				return Outcome{}, err
+				return idem.Outcome{}, err
 			}
 			if err := s.audit(ctx, tx, "refund.failed", "refund", ref.ID, key.UserID, key.IP, map[string]any{
 				"ride_id": st.ride.ID, "code": code, "kind": string(st.failure.Kind),
 			}); err != nil {
-				return Outcome{}, err
+				return idem.Outcome{}, err
 			}
 		}
-		return Finish(http.StatusConflict, Problem{
+		return idem.Finish(http.StatusConflict, Problem{
 			Type:   ProblemRefundRejected,
 			Title:  "Refund rejected",
 			Status: http.StatusConflict,
@@ -348,19 +349,19 @@ func (s *Service) refundRecordPhase(ctx context.Context, tx pgx.Tx, key *Key, st
 		}), nil
 
 	case RideRefundStatus(ref.Status) != RideRefundRefunded:
-		return Outcome{}, fmt.Errorf("ride %d: refund is %s and the processor was not asked", st.ride.ID, ref.Status)
+		return idem.Outcome{}, fmt.Errorf("ride %d: refund is %s and the processor was not asked", st.ride.ID, ref.Status)
 	}
 	return refundAnswer(key, ref), nil
 }
 
 // refundAnswer finishes a request with the ride's recorded refund: 201 for
 // the request that asked for it, 200 for any other.
-func refundAnswer(key *Key, ref *dbgen.Refund) Outcome {
+func refundAnswer(key *idem.Key, ref *dbgen.Refund) idem.Outcome {
 	status := http.StatusOK
 	if ref.IdempotencyKeyID != nil && *ref.IdempotencyKeyID == key.ID {
 		status = http.StatusCreated
 	}
-	return Finish(status, &RideRefundResult{
+	return idem.Finish(status, &RideRefundResult{
 		RideID:         ref.RideID,
 		Status:         RideRefundRefunded,
 		AmountCents:    ref.AmountCents,

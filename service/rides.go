@@ -8,11 +8,13 @@ import (
 	"math"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/atomicrides/atomicrides/dbgen"
+	"github.com/atomicrides/atomicrides/service/idem"
 )
 
 // RecoveryPointRideCreated: the ride and its audit record are committed; the
@@ -55,8 +57,9 @@ type RideCreateParams struct {
 	TargetLon float64 `json:"target_lon"`
 }
 
-// appendJSON appends p as encoding/json writes it.
-func (p RideCreateParams) appendJSON(b []byte) []byte {
+// AppendJSON appends p as encoding/json writes it, without its reflection:
+// the stored form of a booking's request (idem.Request.Params).
+func (p RideCreateParams) AppendJSON(b []byte) []byte {
 	b = append(b, `{"origin_lat":`...)
 	b = appendJSONFloat(b, p.OriginLat)
 	b = append(b, `,"origin_lon":`...)
@@ -66,6 +69,25 @@ func (p RideCreateParams) appendJSON(b []byte) []byte {
 	b = append(b, `,"target_lon":`...)
 	b = appendJSONFloat(b, p.TargetLon)
 	return append(b, '}')
+}
+
+// appendJSONFloat appends f as encoding/json writes a float64: the shortest
+// decimal that reads back as f, in exponent form below 1e-6 and from 1e21
+// on, with the exponent's leading zero dropped (1e-07 is 1e-7). f must be
+// finite.
+func appendJSONFloat(b []byte, f float64) []byte {
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, f, format, -1, 64)
+	if format == 'e' {
+		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return b
 }
 
 // Validate checks that the coordinates are finite and in range (bounds
@@ -169,12 +191,7 @@ func (s *Service) RideCreate(ctx context.Context, userID int64, idempotencyKey s
 // (a key not in memory, or one used with another request, which RideCreate
 // refuses). params must be valid.
 func (s *Service) RideReplay(userID int64, idempotencyKey string, params RideCreateParams) (*Response, bool) {
-	req := rideCreateRequest(userID, idempotencyKey, params, nil)
-	_, fp, err := requestForm(req)
-	if err != nil {
-		return nil, false
-	}
-	resp, ok, err := s.cachedReplay(req, fp)
+	resp, ok, err := idem.Replay(s.engine, s.rides, rideCreateRequest(userID, idempotencyKey, params, nil))
 	if !ok || err != nil {
 		return nil, false
 	}
@@ -184,11 +201,11 @@ func (s *Service) RideReplay(userID int64, idempotencyKey string, params RideCre
 // rideCreateRequest is the request of a ride booking, as stored and
 // fingerprinted. Coordinates are kept as sent except -0, which is 0: equal
 // coordinates make one request, however a client writes them.
-func rideCreateRequest(userID int64, idempotencyKey string, params RideCreateParams, ip *netip.Addr) Request {
+func rideCreateRequest(userID int64, idempotencyKey string, params RideCreateParams, ip *netip.Addr) idem.Request {
 	for _, c := range []*float64{&params.OriginLat, &params.OriginLon, &params.TargetLat, &params.TargetLon} {
 		*c += 0 // IEEE 754: -0 + 0 = +0; every other value is unchanged
 	}
-	return Request{
+	return idem.Request{
 		UserID: userID,
 		Key:    idempotencyKey,
 		Method: RideCreateMethod,
@@ -238,20 +255,20 @@ type rideState struct {
 	lostFrom *time.Time
 }
 
-func (s *Service) rideFlow() *Flow[rideState] {
-	return &Flow[rideState]{
+func (s *Service) rideFlow() *idem.Flow[rideState] {
+	return &idem.Flow[rideState]{
 		Name:   "ride.create",
 		Method: RideCreateMethod,
 		Path:   RideCreatePath,
 		Load:   s.rideLoad,
-		Steps: map[RecoveryPoint]Step[rideState]{
+		Steps: map[RecoveryPoint]idem.Step[rideState]{
 			RecoveryPointStarted:     {Phase: s.rideCreatePhase},
 			RecoveryPointRideCreated: {Call: s.rideChargeCall, Phase: s.rideChargePhase},
 		},
 	}
 }
 
-func (s *Service) rideLoad(ctx context.Context, tx pgx.Tx, key *Key) (*rideState, error) {
+func (s *Service) rideLoad(ctx context.Context, tx pgx.Tx, key *idem.Key) (*rideState, error) {
 	st := &rideState{}
 	if err := json.Unmarshal(key.Params, &st.params); err != nil {
 		return nil, fmt.Errorf("ride params of key %d: %w", key.ID, err)
@@ -311,10 +328,10 @@ func (s *Service) loadRegistration(ctx context.Context, tx pgx.Tx, st *rideState
 // The ride's processor is chosen here (route) and committed with the ride,
 // with the request's charge key, before any call: every continuation reads
 // it and goes back to it.
-func (s *Service) rideCreatePhase(ctx context.Context, tx pgx.Tx, key *Key, st *rideState) (Outcome, error) {
+func (s *Service) rideCreatePhase(ctx context.Context, tx pgx.Tx, key *idem.Key, st *rideState) (idem.Outcome, error) {
 	proc, err := s.route(ctx, tx, key.UserID, "", nil)
 	if err != nil {
-		return Outcome{}, err
+		return idem.Outcome{}, err
 	}
 	// The audit record's data is the request's stored input: the ride's
 	// coordinates, as normalised.
@@ -333,14 +350,14 @@ func (s *Service) rideCreatePhase(ctx context.Context, tx pgx.Tx, key *Key, st *
 		OriginIP:         key.IP,
 	})
 	if err != nil {
-		return Outcome{}, err
+		return idem.Outcome{}, err
 	}
 	st.ride, st.user, st.refundedOrphans = &row.Ride, &row.User, row.RefundedOrphans
 	st.lostFrom = gapLostFrom(row.GapOpen, row.GapLostFrom)
 	if err := s.loadRegistration(ctx, tx, st); err != nil {
-		return Outcome{}, err
+		return idem.Outcome{}, err
 	}
-	return MoveTo(RecoveryPointRideCreated), nil
+	return idem.MoveTo(RecoveryPointRideCreated), nil
 }
 
 // rideDescription is the description of every ride's charge: a constant,
@@ -353,7 +370,7 @@ const rideDescription = "Atomic Rides ride"
 // (namespace, rider, client key; amount and currency are the same for
 // every ride), so a retry after a lost commit sends the same request and
 // gets the same charge, never a second one.
-func (s *Service) rideChargeCall(ctx context.Context, key *Key, st *rideState) error {
+func (s *Service) rideChargeCall(ctx context.Context, key *idem.Key, st *rideState) error {
 	st.customerID, st.newCustomer, st.charge, st.failure, st.lostRefund = "", false, nil, nil, nil
 
 	pkey := ChargeKey(s.namespace, st.user.Email, key.ClientKey)
@@ -498,20 +515,20 @@ func (st *rideState) definitive(err error) error {
 }
 
 // rideChargePhase records the charge's outcome and finishes the request.
-func (s *Service) rideChargePhase(ctx context.Context, tx pgx.Tx, key *Key, st *rideState) (Outcome, error) {
+func (s *Service) rideChargePhase(ctx context.Context, tx pgx.Tx, key *idem.Key, st *rideState) (idem.Outcome, error) {
 	if o := st.lostRefund; o != nil {
 		detail := fmt.Sprintf("this request's booking was lost and its charge %s refunded; nothing was charged now: book again under a new idempotency key",
 			o.StripeChargeID)
 		if _, err := s.queries.RideSetDeclined(ctx, tx, dbgen.RideSetDeclinedParams{
 			DeclineCode: RideDeclineCodeBookingRefunded, DeclineMessage: detail, ID: st.ride.ID,
 		}); err != nil {
-			return Outcome{}, err
+			return idem.Outcome{}, err
 		}
 		if err := s.audit(ctx, tx, "ride.charge_refunded_orphan", "ride", st.ride.ID, key.UserID, key.IP,
 			map[string]string{"stripe_charge_id": o.StripeChargeID}); err != nil {
-			return Outcome{}, err
+			return idem.Outcome{}, err
 		}
-		return Finish(http.StatusConflict, Problem{Type: ProblemBookingRefunded, Title: "Booking refunded",
+		return idem.Finish(http.StatusConflict, Problem{Type: ProblemBookingRefunded, Title: "Booking refunded",
 			Status: http.StatusConflict, Detail: detail}), nil
 	}
 	if st.failure != nil && st.failure.Code == PaymentCodeSourceRefused {
@@ -520,29 +537,29 @@ func (s *Service) rideChargePhase(ctx context.Context, tx pgx.Tx, key *Key, st *
 		// a processor that may take the card, as a recorded new attempt,
 		// or answers 402 naming the refusal.
 		if err := s.registrationRefused(ctx, tx, st.user.ID, st.ride.Processor, st.ride.PaymentSource, st.failure.Message); err != nil {
-			return Outcome{}, err
+			return idem.Outcome{}, err
 		}
 		next, err := s.rerouteTarget(ctx, tx, st)
 		if err != nil {
-			return Outcome{}, err
+			return idem.Outcome{}, err
 		}
 		if next != "" {
 			n, err := s.queries.RideReroute(ctx, tx, dbgen.RideRerouteParams{Processor: next, ID: st.ride.ID, ChargeAttempt: st.ride.ChargeAttempt})
 			if err != nil {
-				return Outcome{}, err
+				return idem.Outcome{}, err
 			}
 			if n != 1 {
-				return Outcome{}, fmt.Errorf("ride %d: not pending at attempt %d when rerouting", st.ride.ID, st.ride.ChargeAttempt)
+				return idem.Outcome{}, fmt.Errorf("ride %d: not pending at attempt %d when rerouting", st.ride.ID, st.ride.ChargeAttempt)
 			}
 			if err := s.audit(ctx, tx, "ride.charge_rerouted", "ride", st.ride.ID, key.UserID, key.IP,
 				map[string]any{"from": st.ride.Processor, "to": next, "attempt": st.ride.ChargeAttempt + 1, "reason": st.failure.Message}); err != nil {
-				return Outcome{}, err
+				return idem.Outcome{}, err
 			}
 			st.ride.Processor, st.ride.ChargeAttempt = next, st.ride.ChargeAttempt+1
 			if err := s.loadRegistration(ctx, tx, st); err != nil {
-				return Outcome{}, err
+				return idem.Outcome{}, err
 			}
-			return MoveTo(RecoveryPointRideCreated), nil
+			return idem.MoveTo(RecoveryPointRideCreated), nil
 		}
 	}
 	if st.failure != nil {
@@ -550,33 +567,33 @@ func (s *Service) rideChargePhase(ctx context.Context, tx pgx.Tx, key *Key, st *
 		if _, err := s.queries.RideSetDeclined(ctx, tx, dbgen.RideSetDeclinedParams{
 			DeclineCode: d.code, DeclineMessage: d.message, ID: st.ride.ID,
 		}); err != nil {
-			return Outcome{}, err
+			return idem.Outcome{}, err
 		}
 		if err := s.audit(ctx, tx, "ride.charge_declined", "ride", st.ride.ID, key.UserID, key.IP,
 			map[string]string{"code": st.failure.Code, "kind": string(st.failure.Kind)}); err != nil {
-			return Outcome{}, err
+			return idem.Outcome{}, err
 		}
-		return Finish(http.StatusPaymentRequired, d.problem(st.ride.ID)), nil
+		return idem.Finish(http.StatusPaymentRequired, d.problem(st.ride.ID)), nil
 	}
 
 	if st.newCustomer {
 		if _, err := s.storeCustomer(ctx, s.queries, tx, st.ride.Processor, key.UserID, st.ride.PaymentSource, st.customerID); err != nil {
-			return Outcome{}, err
+			return idem.Outcome{}, err
 		}
 	}
 	n, err := s.queries.RideSetCharged(ctx, tx, st.charge.ID, st.ride.ID)
 	if err != nil {
-		return Outcome{}, err
+		return idem.Outcome{}, err
 	}
 	if n != 1 {
-		return Outcome{}, fmt.Errorf("ride %d: not pending when recording charge %s", st.ride.ID, st.charge.ID)
+		return idem.Outcome{}, fmt.Errorf("ride %d: not pending when recording charge %s", st.ride.ID, st.charge.ID)
 	}
 	if _, err := s.jobs.InsertTx(ctx, tx, RideReceiptArgs{RideID: st.ride.ID}, nil); err != nil {
-		return Outcome{}, err
+		return idem.Outcome{}, err
 	}
 	ride := rideFromRow(st.ride)
 	ride.ChargeStatus, ride.StripeChargeID = RideChargeCharged, &st.charge.ID
-	return Finish(http.StatusCreated, ride), nil
+	return idem.Finish(http.StatusCreated, ride), nil
 }
 
 // rerouteTarget is the processor a ride refused at its processor moves to:

@@ -19,6 +19,8 @@ import (
 
 	"github.com/atomicrides/atomicrides/dbgen"
 	"github.com/atomicrides/atomicrides/internal/telemetry"
+	"github.com/atomicrides/atomicrides/internal/ttlcache"
+	"github.com/atomicrides/atomicrides/service/idem"
 )
 
 // Defaults of Config, applied to its zero fields.
@@ -153,13 +155,13 @@ type Service struct {
 	retention      time.Duration
 	// orphanRefundAfter is the orphan policy's grace period.
 	orphanRefundAfter time.Duration
-	flows             map[string]flowRunner
-	rides             *Flow[rideState]
-	refunds           *Flow[refundState]
-	auth              *ttlCache[[32]byte, authEntry]
-	revocations       *revocationWatch
-	replays           *ttlCache[replayKey, finishedResponse]
-	inbound           map[string]EventSource
+	// engine serves the flows under idempotency keys (package idem).
+	engine      *idem.Engine
+	rides       *idem.Flow[rideState]
+	refunds     *idem.Flow[refundState]
+	auth        *ttlcache.Cache[[32]byte, authEntry]
+	revocations *revocationWatch
+	inbound     map[string]EventSource
 	// rawPayments is the Stripe adapter itself, for what only some adapters
 	// offer (EventLister).
 	rawPayments Payments
@@ -312,8 +314,7 @@ func New(cfg Config) (*Service, error) {
 		mailFrom:          cfg.MailFrom,
 		abandonedAfter:    cfg.AbandonedAfter,
 		retention:         cfg.KeyRetention,
-		auth:              newTTLCache[[32]byte, authEntry](cfg.AuthCacheTTL),
-		replays:           newTTLCache[replayKey, finishedResponse](cfg.ReplayCacheTTL),
+		auth:              ttlcache.New[[32]byte, authEntry](cfg.AuthCacheTTL),
 		inbound:           cfg.Inbound,
 		rawPayments:       stripeAdapter(cfg.Processors),
 		orphanRefundAfter: cfg.OrphanRefundAfter,
@@ -322,12 +323,16 @@ func New(cfg Config) (*Service, error) {
 		settlementMaxAge:     cfg.SettlementMaxAge,
 	}
 	s.revocations = newRevocationWatch(s.auth)
+	if s.engine, err = idem.New(idem.Config{
+		Pool: cfg.Pool, Lease: cfg.Lease, ReplayTTL: cfg.ReplayCacheTTL, Now: cfg.Clock,
+		Observer: engineObserver{m}, Tracer: tracer, Logger: cfg.Logger, Retryable: isRetryable,
+	}); err != nil {
+		return nil, err
+	}
 	s.rides = s.rideFlow()
 	s.refunds = s.refundFlow()
-	s.flows = map[string]flowRunner{
-		s.rides.Name:   s.rides.runner(),
-		s.refunds.Name: s.refunds.runner(),
-	}
+	idem.Register(s.engine, s.rides)
+	idem.Register(s.engine, s.refunds)
 	return s, nil
 }
 

@@ -1,4 +1,4 @@
-package service
+package idem
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 // pipeTx is a transaction on one pooled connection that spends no round
 // trip of its own: its BEGIN goes to the server in one pipeline with its
 // first statement, and its COMMIT in one pipeline with the statement sent
-// through commitWith (the phase's record on the key). A transaction that
+// through CommitWith (the phase's record on the key). A transaction that
 // sends no statement sends nothing at all.
 //
 // It is a pgx.Tx for the phases, sqlc's queries and River's InsertTx; what
@@ -37,7 +37,7 @@ func beginSQL(iso pgx.TxIsoLevel) string {
 }
 
 var (
-	errNestedPipeTx = errors.New("service: a phase's transaction has no nested transactions")
+	errNestedPipeTx = errors.New("idem: a phase's transaction has no nested transactions")
 	_               = pgx.Tx((*pipeTx)(nil))
 )
 
@@ -143,7 +143,7 @@ func (t *pipeTx) Begin(context.Context) (pgx.Tx, error) { return nil, errNestedP
 // Conn returns the underlying connection.
 func (t *pipeTx) Conn() *pgx.Conn { return t.conn.Conn() }
 
-// Commit commits, unless commitWith already did or nothing was sent.
+// Commit commits, unless CommitWith already did or nothing was sent.
 func (t *pipeTx) Commit(ctx context.Context) error {
 	if t.ended {
 		return nil
@@ -175,14 +175,14 @@ func (t *pipeTx) Rollback(ctx context.Context) error {
 	return err
 }
 
-// commitWith returns where to send the last statement of tx: for a pipeTx,
+// CommitWith returns where to send the last statement of tx: for a pipeTx,
 // a dbgen.DBTX whose Exec or QueryRow sends the statement and COMMIT in one
 // pipeline, the transaction's last round trip; for any other transaction,
 // tx itself. Only Exec or QueryRow may be used on it, once, and nothing on
 // tx after it: the statement's result is known only once the commit is
 // sent, so what must hold for the transaction to commit is made to hold
 // before it (a lock on the row it updates, say).
-func commitWith(tx pgx.Tx) dbgen.DBTX {
+func CommitWith(tx pgx.Tx) dbgen.DBTX {
 	if t, ok := tx.(*pipeTx); ok {
 		return pipeCommit{t}
 	}
@@ -234,7 +234,7 @@ func (c pipeCommit) Exec(ctx context.Context, sql string, args ...any) (pgconn.C
 
 // Query is not supported: the last statement is an Exec or a QueryRow.
 func (c pipeCommit) Query(context.Context, string, ...any) (pgx.Rows, error) {
-	return nil, errors.New("service: commitWith carries an Exec or a QueryRow only")
+	return nil, errors.New("idem: CommitWith carries an Exec or a QueryRow only")
 }
 
 // QueryRow sends the query and COMMIT (and the BEGIN if still pending) in

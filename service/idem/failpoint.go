@@ -1,0 +1,34 @@
+package idem
+
+import "github.com/atomicrides/atomicrides/internal/failpoint"
+
+// Where a build with the "failpoints" tag can crash a request on purpose:
+// the failpoint "<flow>:<from>:<at>" names the boundary of the step from
+// recovery point <from> ("claim" for a claim that runs no phase) of the
+// flow. Tests of crash recovery arm these names (internal/failpoint).
+const (
+	// AtBeforeCommit: the phase's writes are done, its commit is not.
+	AtBeforeCommit = "before_commit"
+	// AtAfterCommit: the phase is committed; nothing after it ran.
+	AtAfterCommit = "after_commit"
+	// AtAfterCall: the foreign call answered; nothing recorded its answer.
+	AtAfterCall = "after_call"
+)
+
+// FailpointName is the failpoint of flow's step from recovery point from
+// (PhaseClaim for a claim that runs no phase), at boundary at.
+func FailpointName(flow string, from RecoveryPoint, at string) string {
+	return flow + ":" + string(from) + ":" + at
+}
+
+// PhaseClaim is the "from" of a claim that runs no phase: its failpoints
+// and its span are named after it.
+const PhaseClaim = phaseClaim
+
+// crashPoint is a failpoint of the engine. Without the "failpoints" build
+// tag it is empty and compiled away, name and all.
+func crashPoint(flow string, from RecoveryPoint, at string) {
+	if failpoint.Enabled {
+		failpoint.Hit(FailpointName(flow, from, at))
+	}
+}
