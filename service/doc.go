@@ -3,13 +3,12 @@
 //
 // # Idempotency keys, atomic phases, recovery points
 //
-// A request that changes foreign state (a Stripe charge) is served under a
-// client's idempotency key as a Flow: a directed acyclic graph of steps
-// between recovery points. Each step is an optional foreign call, made with
-// no transaction open, followed by one atomic phase (one short transaction)
-// that records the call's result and returns an Outcome: MoveTo a recovery
-// point, Finish with a stored response, or NoOp. Every foreign call is
-// preceded by a committed recovery point, and nothing more is committed.
+// A request that changes foreign state (a charge) is served under a
+// client's idempotency key by the engine of package idem, as an idem.Flow:
+// steps between recovery points, each an optional foreign call with no
+// transaction open followed by one atomic phase. The flows below are the
+// domain's; the engine keeps their invariants (engine.go translates its
+// errors and counts what it does).
 //
 // POST /rides:
 //
@@ -59,14 +58,8 @@
 //	   └──────────────► finished ◄────────────────┘
 //
 // A finished key replays its stored response byte for byte and writes
-// nothing. A finished response never changes, so a process answers replays
-// of keys it saw finished from memory for a while (Config.ReplayCacheTTL).
-// A new key is claimed by its insert, with no read before it: a new ride
-// commits twice, a replay at most once. A key is leased (locked_at, lock_token) for longer than the
-// payment client's whole time budget; every phase locks the key only under
-// its own token, so a request whose lease was taken over stops without
-// writing. Serialization failures and deadlocks rerun the transaction with
-// jittered backoff.
+// nothing, from memory for a while (Config.ReplayCacheTTL). Leases, fencing
+// and transaction retries are the engine's (package idem).
 //
 // # Requests nobody drives any more
 //

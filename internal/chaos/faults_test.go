@@ -13,7 +13,7 @@ import (
 	"github.com/atomicrides/atomicrides/internal/binrun"
 )
 
-// chaosCrashPoints are the engine's failpoints (service/idempotency.go):
+// chaosCrashPoints are the engine's failpoints (service/idem, FailpointName):
 // for each flow, the claim transaction fused with the first phase, a claim
 // alone (a request resumed past its first phase), the foreign call that
 // answered but was not recorded, and the phase that records it; before and

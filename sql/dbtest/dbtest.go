@@ -2,6 +2,7 @@ package dbtest
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -101,4 +102,43 @@ func DatabaseURL(t testing.TB, name string) string {
 		t.Fatalf("dbtest: %v", err)
 	}
 	return url
+}
+
+// Open creates a fresh database, migrated to the current schema, outside
+// any test: for a TestMain whose examples (which have no testing.T) need a
+// database. It returns a pool on it and a function that closes the pool
+// and drops the database.
+func Open(ctx context.Context) (*pgxpool.Pool, func(), error) {
+	serverOnce.Do(func() { theServer, serverErr = setupServer() })
+	if serverErr != nil {
+		return nil, nil, fmt.Errorf("dbtest: %w", serverErr)
+	}
+	s := theServer
+	name := newDatabaseName(time.Now())
+	if err := s.createDatabase(ctx, name); err != nil {
+		return nil, nil, fmt.Errorf("dbtest: %w", err)
+	}
+	drop := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = s.dropDatabase(ctx, name)
+	}
+	url, err := pgenv.WithDatabase(s.adminURL, name)
+	if err != nil {
+		drop()
+		return nil, nil, fmt.Errorf("dbtest: %w", err)
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		drop()
+		return nil, nil, fmt.Errorf("dbtest: %w", err)
+	}
+	cfg.MaxConns = DefaultMaxConns
+	cfg.AfterConnect = pguuid.AfterConnect
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		drop()
+		return nil, nil, fmt.Errorf("dbtest: open pool: %w", err)
+	}
+	return pool, func() { pool.Close(); drop() }, nil
 }
