@@ -19,22 +19,22 @@
 //
 // A key's life, as the row in idempotency_keys records it:
 //
-//	           Run (a new key: inserted with its lease, no read before it;
-//	           │    an existing one: read, judged, then locked and leased)
-//	           ▼
-//	   ┌─── started ◄──────────────────────────────────────────────┐
-//	   │       │ Step from started: Call (no transaction),          │
-//	   │       │ then Phase + the record, one transaction            │
-//	   │       ▼                                                     │
-//	   │   <point> ──► … ──► each Step leaves one point              │ a failed Call or
-//	   │       │                                                     │ phase: the lease is
-//	   │       │ Finish(status, body)                                │ released, the key
-//	   │       ▼                                                     │ stays at its point
-//	   │   finished: the response is stored; every later request ───┘ for a retry, the
-//	   │   with the same key and body gets it (Replayed), another      completer or an
-//	   │   body gets ErrKeyReused                                      expired lease
-//	   │
-//	   └── while a lease is live, another request gets *KeyInUseError
+//	        Run (a new key: inserted with its lease, no read before it;
+//	        │    an existing one: read, judged, then locked and leased)
+//	        ▼
+//	┌─── started ◄──────────────────────────────────────────────┐
+//	│       │ Step from started: Call (no transaction),          │
+//	│       │ then Phase + the record, one transaction            │
+//	│       ▼                                                     │
+//	│   <point> ──► … ──► each Step leaves one point              │ a failed Call or
+//	│       │                                                     │ phase: the lease is
+//	│       │ Finish(status, body)                                │ released, the key
+//	│       ▼                                                     │ stays at its point
+//	│   finished: the response is stored; every later request ───┘ for a retry, the
+//	│   with the same key and body gets it (Replayed), another      completer or an
+//	│   body gets ErrKeyReused                                      expired lease
+//	│
+//	└── while a lease is live, another request gets *KeyInUseError
 //
 // The claim runs the first step's phase in its own transaction when that
 // step makes no call. Each phase locks the key by its token (the fence)
