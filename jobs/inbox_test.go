@@ -211,3 +211,45 @@ func TestInboxReplayReadsWhatWasNeverDelivered(t *testing.T) {
 	require.Equal(t, 0, rep.Recorded)
 	require.Equal(t, 5, b.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'inbox_apply'`))
 }
+
+// TestInboxWaitsForALeasedBookingWithoutSpendingAttempts: the event of a
+// charge whose booking is held under a live lease (its process died with
+// it, say) waits for the lease without failing an attempt, and is applied
+// once the key is free.
+func TestInboxWaitsForALeasedBookingWithoutSpendingAttempts(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	snoozed, cancel := b.client.Subscribe(river.EventKindJobSnoozed)
+	t.Cleanup(cancel)
+	uid := b.rider(t, "leased@example.com")
+	key := testkit.NewKey()
+	b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultDropAfter, Times: 1})
+	_, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
+	require.Equal(t, service.CodeProcessorUnavailable, service.ErrorCode(err), "err: %v", err)
+	// Another request holds the key.
+	b.Exec(t, `UPDATE idempotency_keys SET locked_at = now(), lock_token = gen_random_uuid() WHERE idempotency_key = $1`, key)
+	// The charge's event reaches the inbox (through the events pass, so
+	// that it comes after the lease).
+	_, err = b.Service.InboxReplay(b.Ctx, service.InboxSourceStripe, time.Now().Add(-time.Hour))
+	require.NoError(t, err)
+
+	timeout := time.After(60 * time.Second)
+	for waiting := true; waiting; {
+		select {
+		case ev := <-snoozed:
+			if ev.Job.Kind == (service.InboxApplyArgs{}).Kind() {
+				require.Empty(t, ev.Job.Errors, "no attempt failed")
+				waiting = false
+			}
+		case <-timeout:
+			t.Fatal("the event's job never waited for the lease")
+		}
+	}
+	require.Equal(t, 0, b.Count(t, `SELECT count(*) FROM idempotency_keys WHERE idempotency_key = $1 AND recovery_point = 'finished'`, key))
+
+	// The lease is over: the next run finishes the booking.
+	b.Exec(t, `UPDATE idempotency_keys SET locked_at = NULL, lock_token = NULL WHERE idempotency_key = $1`, key)
+	b.settle(t)
+	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM idempotency_keys WHERE idempotency_key = $1 AND recovery_point = 'finished' AND response_code = 201`, key))
+	require.Len(t, b.Stripe.SucceededCharges(), 1)
+}
