@@ -59,18 +59,6 @@ func (q *Queries) DatabaseGapsResolveEmpty(ctx context.Context, db DBTX, arg Dat
 	return result.RowsAffected(), nil
 }
 
-const databaseGapsUnresolved = `-- name: DatabaseGapsUnresolved :one
-SELECT count(*) FROM database_gaps WHERE resolved_at IS NULL
-`
-
-// The number of gaps the orphan pass has not covered yet.
-func (q *Queries) DatabaseGapsUnresolved(ctx context.Context, db DBTX) (int64, error) {
-	row := db.QueryRow(ctx, databaseGapsUnresolved)
-	var count int64
-	err := row.Scan(&count)
-	return count, err
-}
-
 const databaseHeartbeat = `-- name: DatabaseHeartbeat :one
 WITH beat AS (
     SELECT beat_at, stale_after FROM database_heartbeat FOR UPDATE

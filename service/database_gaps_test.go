@@ -281,7 +281,10 @@ func TestOrphanPassResolvesGaps(t *testing.T) {
 		_, err = w.restored.OrphanRefundsSchedule(w.ctx, grace)
 		require.NoError(t, err)
 		require.Zero(t, w.gapsOpen(t), "no charge in the gap: closed")
-		require.Zero(t, counter(t, w.reg, "atomicrides_database_gaps_open", nil))
+		lost, err := w.restored.Heartbeat(w.ctx)
+		require.NoError(t, err)
+		require.Nil(t, lost)
+		require.Zero(t, counter(t, w.reg, "atomicrides_database_gaps_open", nil), "the next beat shows it")
 	})
 
 	t.Run("ChargeLost", func(t *testing.T) {

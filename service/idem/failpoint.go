@@ -21,10 +21,6 @@ func FailpointName(flow string, from RecoveryPoint, at string) string {
 	return flow + ":" + string(from) + ":" + at
 }
 
-// PhaseClaim is the "from" of a claim that runs no phase: its failpoints
-// and its span are named after it.
-const PhaseClaim = phaseClaim
-
 // crashPoint is a failpoint of the engine. Without the "failpoints" build
 // tag it is empty and compiled away, name and all.
 func crashPoint(flow string, from RecoveryPoint, at string) {

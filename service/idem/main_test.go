@@ -16,7 +16,7 @@ import (
 var examplePool *pgxpool.Pool
 
 func TestMain(m *testing.M) {
-	pool, closeDB, err := dbtest.Open(context.Background())
+	pool, closeDB, err := dbtest.Open()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

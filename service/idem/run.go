@@ -179,7 +179,7 @@ func claim[S any](ctx context.Context, e *Engine, flow *Flow[S], req Request, pa
 		claimable bool
 	)
 	token := uuid.New()
-	start, phased := time.Now(), phaseClaim
+	start, phased := time.Now(), PhaseClaim
 	ctx, span := e.startPhase(ctx, flow.Name, phased, true)
 	// proceed runs, in the claiming transaction, what follows the lease:
 	// the flow's state, and the phase when the step makes no call.
@@ -208,7 +208,7 @@ func claim[S any](ctx context.Context, e *Engine, flow *Flow[S], req Request, pa
 		return err
 	}
 	err := e.InTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
-		key, state, resp, outcome, claimable, phased = nil, nil, nil, Outcome{}, false, phaseClaim
+		key, state, resp, outcome, claimable, phased = nil, nil, nil, Outcome{}, false, PhaseClaim
 		row, err := e.queries.IdempotencyKeyInsert(ctx, tx, dbgen.IdempotencyKeyInsertParams{
 			IdempotencyKey:     req.Key,
 			LockToken:          token,
@@ -241,7 +241,7 @@ func claim[S any](ctx context.Context, e *Engine, flow *Flow[S], req Request, pa
 	})
 	if err == nil && claimable {
 		err = e.InTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
-			key, state, resp, outcome, phased = nil, nil, nil, Outcome{}, phaseClaim
+			key, state, resp, outcome, phased = nil, nil, nil, Outcome{}, PhaseClaim
 			// Lock the key and judge it again, now that no other claim can
 			// interleave.
 			locked, err := e.queries.IdempotencyKeyLockByUserKey(ctx, tx, req.UserID, req.Key)

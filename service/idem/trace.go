@@ -20,8 +20,9 @@ const (
 	attrTxAttempts = attribute.Key("db.transaction.attempts")
 )
 
-// phaseClaim is the "from" of a claim transaction that runs no phase.
-const phaseClaim RecoveryPoint = "claim"
+// PhaseClaim is the "from" of a claim transaction that runs no phase: its
+// failpoints and its span are named after it.
+const PhaseClaim RecoveryPoint = "claim"
 
 // phaseSpanName names the span of an atomic phase: its flow and the
 // recovery point it leaves ("claim" for a claim that runs no phase).

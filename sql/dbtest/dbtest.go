@@ -38,23 +38,11 @@ func New(t testing.TB, opts ...Option) *pgxpool.Pool {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	url := NewURL(t)
-	cfg, err := pgxpool.ParseConfig(url)
+	pool, err := openPool(NewURL(t), o.maxConns)
 	if err != nil {
 		t.Fatalf("dbtest: %v", err)
 	}
-	cfg.MaxConns = o.maxConns
-	cfg.AfterConnect = pguuid.AfterConnect // as the service's pools
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatalf("dbtest: open pool: %v", err)
-	}
 	t.Cleanup(pool.Close) // runs before NewURL's drop: cleanups run last-in first-out
-	if err := pool.Ping(ctx); err != nil {
-		t.Fatalf("dbtest: connect to the test database: %v", err)
-	}
 	return pool
 }
 
@@ -64,25 +52,59 @@ func New(t testing.TB, opts ...Option) *pgxpool.Pool {
 // sessions it still has.
 func NewURL(t testing.TB) string {
 	t.Helper()
-	s := getServer(t)
+	url, drop, err := createDatabase(getServer(t))
+	if err != nil {
+		t.Fatalf("dbtest: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := drop(); err != nil {
+			t.Errorf("dbtest: %v", err)
+		}
+	})
+	return url
+}
+
+// createDatabase creates a fresh database on s from the template and
+// returns its URL and the function that drops it.
+func createDatabase(s *server) (url string, drop func() error, err error) {
 	name := newDatabaseName(time.Now())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := s.createDatabase(ctx, name); err != nil {
-		t.Fatalf("dbtest: %v", err)
+		return "", nil, err
 	}
-	t.Cleanup(func() {
+	drop = func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if err := s.dropDatabase(ctx, name); err != nil {
-			t.Errorf("dbtest: %v", err)
-		}
-	})
-	url, err := pgenv.WithDatabase(s.adminURL, name)
-	if err != nil {
-		t.Fatalf("dbtest: %v", err)
+		return s.dropDatabase(ctx, name)
 	}
-	return url
+	if url, err = pgenv.WithDatabase(s.adminURL, name); err != nil {
+		_ = drop()
+		return "", nil, err
+	}
+	return url, drop, nil
+}
+
+// openPool opens a pool of maxConns on url, as the service opens its own
+// (pguuid), and checks that it connects.
+func openPool(url string, maxConns int32) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, err
+	}
+	cfg.MaxConns = maxConns
+	cfg.AfterConnect = pguuid.AfterConnect // as the service's pools
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open pool: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect to the test database: %w", err)
+	}
+	return pool, nil
 }
 
 // AdminURL returns a URL for the maintenance database of the server the tests
@@ -108,37 +130,19 @@ func DatabaseURL(t testing.TB, name string) string {
 // any test: for a TestMain whose examples (which have no testing.T) need a
 // database. It returns a pool on it and a function that closes the pool
 // and drops the database.
-func Open(ctx context.Context) (*pgxpool.Pool, func(), error) {
+func Open() (*pgxpool.Pool, func(), error) {
 	serverOnce.Do(func() { theServer, serverErr = setupServer() })
 	if serverErr != nil {
 		return nil, nil, fmt.Errorf("dbtest: %w", serverErr)
 	}
-	s := theServer
-	name := newDatabaseName(time.Now())
-	if err := s.createDatabase(ctx, name); err != nil {
+	url, drop, err := createDatabase(theServer)
+	if err != nil {
 		return nil, nil, fmt.Errorf("dbtest: %w", err)
 	}
-	drop := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		_ = s.dropDatabase(ctx, name)
-	}
-	url, err := pgenv.WithDatabase(s.adminURL, name)
+	pool, err := openPool(url, DefaultMaxConns)
 	if err != nil {
-		drop()
+		_ = drop()
 		return nil, nil, fmt.Errorf("dbtest: %w", err)
 	}
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		drop()
-		return nil, nil, fmt.Errorf("dbtest: %w", err)
-	}
-	cfg.MaxConns = DefaultMaxConns
-	cfg.AfterConnect = pguuid.AfterConnect
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		drop()
-		return nil, nil, fmt.Errorf("dbtest: open pool: %w", err)
-	}
-	return pool, func() { pool.Close(); drop() }, nil
+	return pool, func() { pool.Close(); _ = drop() }, nil
 }

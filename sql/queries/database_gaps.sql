@@ -45,8 +45,3 @@ WHERE g.resolved_at IS NULL AND g.found_at < @covered_until
     SELECT 1 FROM unnest(@unrecorded::timestamptz[]) AS u(created)
     WHERE u.created >= g.lost_from - make_interval(secs => @skew_seconds::float8)
       AND u.created <= g.found_at + make_interval(secs => @skew_seconds::float8));
-
--- name: DatabaseGapsUnresolved :one
--- The number of gaps the orphan pass has not covered yet.
-SELECT count(*) FROM database_gaps WHERE resolved_at IS NULL;
-
