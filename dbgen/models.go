@@ -163,25 +163,32 @@ type Refund struct {
 }
 
 type Ride struct {
-	ID               int64
-	CreatedAt        time.Time
-	IdempotencyKeyID *int64
-	OriginLat        float64
-	OriginLon        float64
-	TargetLat        float64
-	TargetLon        float64
-	ChargeStatus     string
-	StripeChargeID   *string
-	AmountCents      int64
-	Currency         string
-	UserID           int64
-	DeclineCode      *string
-	DeclineMessage   *string
-	Processor        string
-	ChargeAttempt    int32
-	DisputeStatus    string
-	StripeDisputeID  *string
-	PaymentSource    string
+	ID                 int64
+	CreatedAt          time.Time
+	IdempotencyKeyID   *int64
+	OriginLat          float64
+	OriginLon          float64
+	TargetLat          float64
+	TargetLon          float64
+	ChargeStatus       string
+	StripeChargeID     *string
+	AmountCents        int64
+	Currency           string
+	UserID             int64
+	DeclineCode        *string
+	DeclineMessage     *string
+	Processor          string
+	ChargeAttempt      int32
+	DisputeStatus      string
+	StripeDisputeID    *string
+	PaymentSource      string
+	PaymentAPI         string
+	PaymentID          *string
+	ChargeKey          *string
+	ActionURL          *string
+	ActionClientSecret *string
+	ActionExpiresAt    *time.Time
+	ActionDecidedAt    *time.Time
 }
 
 type SettlementFile struct {

@@ -69,7 +69,7 @@ func (q *Queries) ReceiptRecord(ctx context.Context, db DBTX, arg ReceiptRecordP
 }
 
 const receiptSubject = `-- name: ReceiptSubject :one
-SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, rides.payment_source, users.email,
+SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, rides.payment_source, rides.payment_api, rides.payment_id, rides.charge_key, rides.action_url, rides.action_client_secret, rides.action_expires_at, rides.action_decided_at, users.email,
        EXISTS (SELECT 1 FROM receipts WHERE receipts.ride_id = rides.id AND receipts.kind = $1) AS sent
 FROM rides JOIN users ON users.id = rides.user_id
 WHERE rides.id = $2
@@ -106,6 +106,13 @@ func (q *Queries) ReceiptSubject(ctx context.Context, db DBTX, kind string, ride
 		&i.Ride.DisputeStatus,
 		&i.Ride.StripeDisputeID,
 		&i.Ride.PaymentSource,
+		&i.Ride.PaymentAPI,
+		&i.Ride.PaymentID,
+		&i.Ride.ChargeKey,
+		&i.Ride.ActionURL,
+		&i.Ride.ActionClientSecret,
+		&i.Ride.ActionExpiresAt,
+		&i.Ride.ActionDecidedAt,
 		&i.Email,
 		&i.Sent,
 	)

@@ -12,6 +12,167 @@ import (
 	"time"
 )
 
+const rideActionCharged = `-- name: RideActionCharged :one
+UPDATE rides
+SET charge_status = 'charged', stripe_charge_id = $1::text,
+    payment_id = coalesce($2, payment_id), action_decided_at = now()
+WHERE id = $3 AND charge_status = 'requires_action'
+RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at
+`
+
+type RideActionChargedParams struct {
+	StripeChargeID string
+	PaymentID      *string
+	ID             int64
+}
+
+// The waiting ride's payment succeeded: charged, once. No row: the ride
+// had moved on already.
+func (q *Queries) RideActionCharged(ctx context.Context, db DBTX, arg RideActionChargedParams) (*Ride, error) {
+	row := db.QueryRow(ctx, rideActionCharged, arg.StripeChargeID, arg.PaymentID, arg.ID)
+	var i Ride
+	err := row.Scan(
+		&i.ID,
+		&i.CreatedAt,
+		&i.IdempotencyKeyID,
+		&i.OriginLat,
+		&i.OriginLon,
+		&i.TargetLat,
+		&i.TargetLon,
+		&i.ChargeStatus,
+		&i.StripeChargeID,
+		&i.AmountCents,
+		&i.Currency,
+		&i.UserID,
+		&i.DeclineCode,
+		&i.DeclineMessage,
+		&i.Processor,
+		&i.ChargeAttempt,
+		&i.DisputeStatus,
+		&i.StripeDisputeID,
+		&i.PaymentSource,
+		&i.PaymentAPI,
+		&i.PaymentID,
+		&i.ChargeKey,
+		&i.ActionURL,
+		&i.ActionClientSecret,
+		&i.ActionExpiresAt,
+		&i.ActionDecidedAt,
+	)
+	return &i, err
+}
+
+const rideActionDeclined = `-- name: RideActionDeclined :one
+UPDATE rides
+SET charge_status = 'declined', decline_code = $1::text, decline_message = $2::text,
+    payment_id = coalesce($3, payment_id), action_decided_at = now()
+WHERE id = $4 AND charge_status = 'requires_action'
+RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at
+`
+
+type RideActionDeclinedParams struct {
+	DeclineCode    string
+	DeclineMessage string
+	PaymentID      *string
+	ID             int64
+}
+
+// The waiting ride's payment failed (authentication failed, or the bank
+// declined after it): declined, once.
+func (q *Queries) RideActionDeclined(ctx context.Context, db DBTX, arg RideActionDeclinedParams) (*Ride, error) {
+	row := db.QueryRow(ctx, rideActionDeclined,
+		arg.DeclineCode,
+		arg.DeclineMessage,
+		arg.PaymentID,
+		arg.ID,
+	)
+	var i Ride
+	err := row.Scan(
+		&i.ID,
+		&i.CreatedAt,
+		&i.IdempotencyKeyID,
+		&i.OriginLat,
+		&i.OriginLon,
+		&i.TargetLat,
+		&i.TargetLon,
+		&i.ChargeStatus,
+		&i.StripeChargeID,
+		&i.AmountCents,
+		&i.Currency,
+		&i.UserID,
+		&i.DeclineCode,
+		&i.DeclineMessage,
+		&i.Processor,
+		&i.ChargeAttempt,
+		&i.DisputeStatus,
+		&i.StripeDisputeID,
+		&i.PaymentSource,
+		&i.PaymentAPI,
+		&i.PaymentID,
+		&i.ChargeKey,
+		&i.ActionURL,
+		&i.ActionClientSecret,
+		&i.ActionExpiresAt,
+		&i.ActionDecidedAt,
+	)
+	return &i, err
+}
+
+const rideActionExpired = `-- name: RideActionExpired :one
+UPDATE rides
+SET charge_status = 'expired', action_decided_at = now()
+WHERE id = $1 AND charge_status = 'requires_action'
+RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at
+`
+
+// The waiting ride's payment was cancelled at the processor: expired, once.
+func (q *Queries) RideActionExpired(ctx context.Context, db DBTX, id int64) (*Ride, error) {
+	row := db.QueryRow(ctx, rideActionExpired, id)
+	var i Ride
+	err := row.Scan(
+		&i.ID,
+		&i.CreatedAt,
+		&i.IdempotencyKeyID,
+		&i.OriginLat,
+		&i.OriginLon,
+		&i.TargetLat,
+		&i.TargetLon,
+		&i.ChargeStatus,
+		&i.StripeChargeID,
+		&i.AmountCents,
+		&i.Currency,
+		&i.UserID,
+		&i.DeclineCode,
+		&i.DeclineMessage,
+		&i.Processor,
+		&i.ChargeAttempt,
+		&i.DisputeStatus,
+		&i.StripeDisputeID,
+		&i.PaymentSource,
+		&i.PaymentAPI,
+		&i.PaymentID,
+		&i.ChargeKey,
+		&i.ActionURL,
+		&i.ActionClientSecret,
+		&i.ActionExpiresAt,
+		&i.ActionDecidedAt,
+	)
+	return &i, err
+}
+
+const rideActionsWaiting = `-- name: RideActionsWaiting :one
+SELECT count(*)::bigint FROM rides WHERE charge_status = 'requires_action'
+`
+
+// How many rides wait for their rider (the operators' gauge): a scan of
+// the partial index rides_requires_action.
+func (q *Queries) RideActionsWaiting(ctx context.Context, db DBTX) (int64, error) {
+	row := db.QueryRow(ctx, rideActionsWaiting)
+	var column_1 int64
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const rideCreate = `-- name: RideCreate :one
 INSERT INTO rides (
     idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon,
@@ -20,7 +181,7 @@ INSERT INTO rides (
     $1, $2, $3, $4, $5,
     $6, $7, $8
 )
-RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source
+RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at
 `
 
 type RideCreateParams struct {
@@ -66,6 +227,13 @@ func (q *Queries) RideCreate(ctx context.Context, db DBTX, arg RideCreateParams)
 		&i.DisputeStatus,
 		&i.StripeDisputeID,
 		&i.PaymentSource,
+		&i.PaymentAPI,
+		&i.PaymentID,
+		&i.ChargeKey,
+		&i.ActionURL,
+		&i.ActionClientSecret,
+		&i.ActionExpiresAt,
+		&i.ActionDecidedAt,
 	)
 	return &i, err
 }
@@ -81,12 +249,12 @@ WITH ride AS (
         -- the source the ride is charged with, whatever the rider's later
         (SELECT payment_source FROM users WHERE id = $8)
     )
-    RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source
+    RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at
 ), audit AS (
     INSERT INTO audit_records (action, data, origin_ip, resource_id, resource_type, user_id)
     SELECT $10, $11, $12, ride.id, 'ride', ride.user_id FROM ride
 )
-SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, rides.payment_source, users.id, users.created_at, users.email, users.payment_source, users.stripe_customer_id,
+SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, rides.payment_source, rides.payment_api, rides.payment_id, rides.charge_key, rides.action_url, rides.action_client_secret, rides.action_expires_at, rides.action_decided_at, users.id, users.created_at, users.email, users.payment_source, users.stripe_customer_id,
     -- whether a booking of the rider was lost and its charge refunded
     -- (orphans.go): only then does the charge call look for this one's
     EXISTS (SELECT 1 FROM orphan_refunds o WHERE o.user_id = users.id AND o.status = 'refunded') AS refunded_orphans,
@@ -158,6 +326,13 @@ func (q *Queries) RideCreateAudited(ctx context.Context, db DBTX, arg RideCreate
 		&i.Ride.DisputeStatus,
 		&i.Ride.StripeDisputeID,
 		&i.Ride.PaymentSource,
+		&i.Ride.PaymentAPI,
+		&i.Ride.PaymentID,
+		&i.Ride.ChargeKey,
+		&i.Ride.ActionURL,
+		&i.Ride.ActionClientSecret,
+		&i.Ride.ActionExpiresAt,
+		&i.Ride.ActionDecidedAt,
 		&i.User.ID,
 		&i.User.CreatedAt,
 		&i.User.Email,
@@ -170,8 +345,46 @@ func (q *Queries) RideCreateAudited(ctx context.Context, db DBTX, arg RideCreate
 	return &i, err
 }
 
+const rideGet = `-- name: RideGet :one
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at FROM rides WHERE id = $1
+`
+
+func (q *Queries) RideGet(ctx context.Context, db DBTX, id int64) (*Ride, error) {
+	row := db.QueryRow(ctx, rideGet, id)
+	var i Ride
+	err := row.Scan(
+		&i.ID,
+		&i.CreatedAt,
+		&i.IdempotencyKeyID,
+		&i.OriginLat,
+		&i.OriginLon,
+		&i.TargetLat,
+		&i.TargetLon,
+		&i.ChargeStatus,
+		&i.StripeChargeID,
+		&i.AmountCents,
+		&i.Currency,
+		&i.UserID,
+		&i.DeclineCode,
+		&i.DeclineMessage,
+		&i.Processor,
+		&i.ChargeAttempt,
+		&i.DisputeStatus,
+		&i.StripeDisputeID,
+		&i.PaymentSource,
+		&i.PaymentAPI,
+		&i.PaymentID,
+		&i.ChargeKey,
+		&i.ActionURL,
+		&i.ActionClientSecret,
+		&i.ActionExpiresAt,
+		&i.ActionDecidedAt,
+	)
+	return &i, err
+}
+
 const rideGetByCharge = `-- name: RideGetByCharge :one
-SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source FROM rides WHERE stripe_charge_id = $1
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at FROM rides WHERE stripe_charge_id = $1
 `
 
 func (q *Queries) RideGetByCharge(ctx context.Context, db DBTX, stripeChargeID *string) (*Ride, error) {
@@ -197,12 +410,57 @@ func (q *Queries) RideGetByCharge(ctx context.Context, db DBTX, stripeChargeID *
 		&i.DisputeStatus,
 		&i.StripeDisputeID,
 		&i.PaymentSource,
+		&i.PaymentAPI,
+		&i.PaymentID,
+		&i.ChargeKey,
+		&i.ActionURL,
+		&i.ActionClientSecret,
+		&i.ActionExpiresAt,
+		&i.ActionDecidedAt,
+	)
+	return &i, err
+}
+
+const rideGetByChargeKey = `-- name: RideGetByChargeKey :one
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at FROM rides WHERE charge_key = $1
+`
+
+func (q *Queries) RideGetByChargeKey(ctx context.Context, db DBTX, chargeKey *string) (*Ride, error) {
+	row := db.QueryRow(ctx, rideGetByChargeKey, chargeKey)
+	var i Ride
+	err := row.Scan(
+		&i.ID,
+		&i.CreatedAt,
+		&i.IdempotencyKeyID,
+		&i.OriginLat,
+		&i.OriginLon,
+		&i.TargetLat,
+		&i.TargetLon,
+		&i.ChargeStatus,
+		&i.StripeChargeID,
+		&i.AmountCents,
+		&i.Currency,
+		&i.UserID,
+		&i.DeclineCode,
+		&i.DeclineMessage,
+		&i.Processor,
+		&i.ChargeAttempt,
+		&i.DisputeStatus,
+		&i.StripeDisputeID,
+		&i.PaymentSource,
+		&i.PaymentAPI,
+		&i.PaymentID,
+		&i.ChargeKey,
+		&i.ActionURL,
+		&i.ActionClientSecret,
+		&i.ActionExpiresAt,
+		&i.ActionDecidedAt,
 	)
 	return &i, err
 }
 
 const rideGetByIdempotencyKey = `-- name: RideGetByIdempotencyKey :one
-SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source FROM rides WHERE idempotency_key_id = $1
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at FROM rides WHERE idempotency_key_id = $1
 `
 
 func (q *Queries) RideGetByIdempotencyKey(ctx context.Context, db DBTX, idempotencyKeyID *int64) (*Ride, error) {
@@ -228,12 +486,57 @@ func (q *Queries) RideGetByIdempotencyKey(ctx context.Context, db DBTX, idempote
 		&i.DisputeStatus,
 		&i.StripeDisputeID,
 		&i.PaymentSource,
+		&i.PaymentAPI,
+		&i.PaymentID,
+		&i.ChargeKey,
+		&i.ActionURL,
+		&i.ActionClientSecret,
+		&i.ActionExpiresAt,
+		&i.ActionDecidedAt,
+	)
+	return &i, err
+}
+
+const rideGetByPayment = `-- name: RideGetByPayment :one
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at FROM rides WHERE processor = $1 AND payment_id = $2
+`
+
+func (q *Queries) RideGetByPayment(ctx context.Context, db DBTX, processor string, paymentID *string) (*Ride, error) {
+	row := db.QueryRow(ctx, rideGetByPayment, processor, paymentID)
+	var i Ride
+	err := row.Scan(
+		&i.ID,
+		&i.CreatedAt,
+		&i.IdempotencyKeyID,
+		&i.OriginLat,
+		&i.OriginLon,
+		&i.TargetLat,
+		&i.TargetLon,
+		&i.ChargeStatus,
+		&i.StripeChargeID,
+		&i.AmountCents,
+		&i.Currency,
+		&i.UserID,
+		&i.DeclineCode,
+		&i.DeclineMessage,
+		&i.Processor,
+		&i.ChargeAttempt,
+		&i.DisputeStatus,
+		&i.StripeDisputeID,
+		&i.PaymentSource,
+		&i.PaymentAPI,
+		&i.PaymentID,
+		&i.ChargeKey,
+		&i.ActionURL,
+		&i.ActionClientSecret,
+		&i.ActionExpiresAt,
+		&i.ActionDecidedAt,
 	)
 	return &i, err
 }
 
 const rideGetForUser = `-- name: RideGetForUser :one
-SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source FROM rides WHERE id = $1 AND user_id = $2
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at FROM rides WHERE id = $1 AND user_id = $2
 `
 
 func (q *Queries) RideGetForUser(ctx context.Context, db DBTX, iD int64, userID int64) (*Ride, error) {
@@ -259,12 +562,19 @@ func (q *Queries) RideGetForUser(ctx context.Context, db DBTX, iD int64, userID 
 		&i.DisputeStatus,
 		&i.StripeDisputeID,
 		&i.PaymentSource,
+		&i.PaymentAPI,
+		&i.PaymentID,
+		&i.ChargeKey,
+		&i.ActionURL,
+		&i.ActionClientSecret,
+		&i.ActionExpiresAt,
+		&i.ActionDecidedAt,
 	)
 	return &i, err
 }
 
 const rideGetWithRefund = `-- name: RideGetWithRefund :one
-SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, rides.payment_source, refunds.status AS refund_status, refunds.stripe_refund_id AS stripe_refund_id,
+SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, rides.payment_source, rides.payment_api, rides.payment_id, rides.charge_key, rides.action_url, rides.action_client_secret, rides.action_expires_at, rides.action_decided_at, refunds.status AS refund_status, refunds.stripe_refund_id AS stripe_refund_id,
     refunds.failure_code AS refund_failure_code
 FROM rides LEFT JOIN refunds ON refunds.ride_id = rides.id
 WHERE rides.id = $1 AND rides.user_id = $2
@@ -301,6 +611,13 @@ func (q *Queries) RideGetWithRefund(ctx context.Context, db DBTX, iD int64, user
 		&i.Ride.DisputeStatus,
 		&i.Ride.StripeDisputeID,
 		&i.Ride.PaymentSource,
+		&i.Ride.PaymentAPI,
+		&i.Ride.PaymentID,
+		&i.Ride.ChargeKey,
+		&i.Ride.ActionURL,
+		&i.Ride.ActionClientSecret,
+		&i.Ride.ActionExpiresAt,
+		&i.Ride.ActionDecidedAt,
 		&i.RefundStatus,
 		&i.StripeRefundID,
 		&i.RefundFailureCode,
@@ -399,7 +716,7 @@ func (q *Queries) RideListChargedSince(ctx context.Context, db DBTX, sinceSecond
 }
 
 const rideListForUser = `-- name: RideListForUser :many
-SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, rides.payment_source, refunds.status AS refund_status, refunds.stripe_refund_id AS stripe_refund_id,
+SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, rides.payment_source, rides.payment_api, rides.payment_id, rides.charge_key, rides.action_url, rides.action_client_secret, rides.action_expires_at, rides.action_decided_at, refunds.status AS refund_status, refunds.stripe_refund_id AS stripe_refund_id,
     refunds.failure_code AS refund_failure_code
 FROM rides LEFT JOIN refunds ON refunds.ride_id = rides.id
 WHERE rides.user_id = $1
@@ -468,6 +785,13 @@ func (q *Queries) RideListForUser(ctx context.Context, db DBTX, arg RideListForU
 			&i.Ride.DisputeStatus,
 			&i.Ride.StripeDisputeID,
 			&i.Ride.PaymentSource,
+			&i.Ride.PaymentAPI,
+			&i.Ride.PaymentID,
+			&i.Ride.ChargeKey,
+			&i.Ride.ActionURL,
+			&i.Ride.ActionClientSecret,
+			&i.Ride.ActionExpiresAt,
+			&i.Ride.ActionDecidedAt,
 			&i.RefundStatus,
 			&i.StripeRefundID,
 			&i.RefundFailureCode,
@@ -483,7 +807,7 @@ func (q *Queries) RideListForUser(ctx context.Context, db DBTX, arg RideListForU
 }
 
 const rideListForUserAscending = `-- name: RideListForUserAscending :many
-SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, rides.payment_source, refunds.status AS refund_status, refunds.stripe_refund_id AS stripe_refund_id,
+SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, rides.payment_source, rides.payment_api, rides.payment_id, rides.charge_key, rides.action_url, rides.action_client_secret, rides.action_expires_at, rides.action_decided_at, refunds.status AS refund_status, refunds.stripe_refund_id AS stripe_refund_id,
     refunds.failure_code AS refund_failure_code
 FROM rides LEFT JOIN refunds ON refunds.ride_id = rides.id
 WHERE rides.user_id = $1
@@ -550,6 +874,13 @@ func (q *Queries) RideListForUserAscending(ctx context.Context, db DBTX, arg Rid
 			&i.Ride.DisputeStatus,
 			&i.Ride.StripeDisputeID,
 			&i.Ride.PaymentSource,
+			&i.Ride.PaymentAPI,
+			&i.Ride.PaymentID,
+			&i.Ride.ChargeKey,
+			&i.Ride.ActionURL,
+			&i.Ride.ActionClientSecret,
+			&i.Ride.ActionExpiresAt,
+			&i.Ride.ActionDecidedAt,
 			&i.RefundStatus,
 			&i.StripeRefundID,
 			&i.RefundFailureCode,
@@ -591,7 +922,7 @@ func (q *Queries) RideListRecordedCharges(ctx context.Context, db DBTX, stripeCh
 }
 
 const rideLockByCharge = `-- name: RideLockByCharge :one
-SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source FROM rides WHERE stripe_charge_id = $1 FOR UPDATE
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at FROM rides WHERE stripe_charge_id = $1 FOR UPDATE
 `
 
 func (q *Queries) RideLockByCharge(ctx context.Context, db DBTX, stripeChargeID *string) (*Ride, error) {
@@ -617,12 +948,19 @@ func (q *Queries) RideLockByCharge(ctx context.Context, db DBTX, stripeChargeID 
 		&i.DisputeStatus,
 		&i.StripeDisputeID,
 		&i.PaymentSource,
+		&i.PaymentAPI,
+		&i.PaymentID,
+		&i.ChargeKey,
+		&i.ActionURL,
+		&i.ActionClientSecret,
+		&i.ActionExpiresAt,
+		&i.ActionDecidedAt,
 	)
 	return &i, err
 }
 
 const rideLockForUser = `-- name: RideLockForUser :one
-SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source FROM rides WHERE id = $1 AND user_id = $2 FOR UPDATE
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at FROM rides WHERE id = $1 AND user_id = $2 FOR UPDATE
 `
 
 func (q *Queries) RideLockForUser(ctx context.Context, db DBTX, iD int64, userID int64) (*Ride, error) {
@@ -648,6 +986,13 @@ func (q *Queries) RideLockForUser(ctx context.Context, db DBTX, iD int64, userID
 		&i.DisputeStatus,
 		&i.StripeDisputeID,
 		&i.PaymentSource,
+		&i.PaymentAPI,
+		&i.PaymentID,
+		&i.ChargeKey,
+		&i.ActionURL,
+		&i.ActionClientSecret,
+		&i.ActionExpiresAt,
+		&i.ActionDecidedAt,
 	)
 	return &i, err
 }
@@ -676,12 +1021,27 @@ func (q *Queries) RideReroute(ctx context.Context, db DBTX, arg RideRerouteParam
 
 const rideSetCharged = `-- name: RideSetCharged :execrows
 UPDATE rides
-SET charge_status = 'charged', stripe_charge_id = $1::text
-WHERE id = $2 AND charge_status = 'pending'
+SET charge_status = 'charged', stripe_charge_id = $1::text,
+    payment_id = $2, charge_key = $3
+WHERE id = $4 AND charge_status = 'pending'
 `
 
-func (q *Queries) RideSetCharged(ctx context.Context, db DBTX, stripeChargeID string, iD int64) (int64, error) {
-	result, err := db.Exec(ctx, rideSetCharged, stripeChargeID, iD)
+type RideSetChargedParams struct {
+	StripeChargeID string
+	PaymentID      *string
+	ChargeKey      *string
+	ID             int64
+}
+
+// Records the charge of a pending ride: its charge, and for a payments-API
+// ride its payment and the key it was made under.
+func (q *Queries) RideSetCharged(ctx context.Context, db DBTX, arg RideSetChargedParams) (int64, error) {
+	result, err := db.Exec(ctx, rideSetCharged,
+		arg.StripeChargeID,
+		arg.PaymentID,
+		arg.ChargeKey,
+		arg.ID,
+	)
 	if err != nil {
 		return 0, err
 	}
@@ -728,6 +1088,40 @@ type RideSetDisputeParams struct {
 // won and lost are final, and a stale event cannot move it back.
 func (q *Queries) RideSetDispute(ctx context.Context, db DBTX, arg RideSetDisputeParams) (int64, error) {
 	result, err := db.Exec(ctx, rideSetDispute, arg.DisputeStatus, arg.StripeDisputeID, arg.ID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const rideSetRequiresAction = `-- name: RideSetRequiresAction :execrows
+UPDATE rides
+SET charge_status = 'requires_action', payment_id = $1, charge_key = $2::text,
+    action_url = $3, action_client_secret = $4,
+    action_expires_at = $5::timestamptz
+WHERE id = $6 AND charge_status = 'pending'
+`
+
+type RideSetRequiresActionParams struct {
+	PaymentID          *string
+	ChargeKey          string
+	ActionURL          *string
+	ActionClientSecret *string
+	ActionExpiresAt    time.Time
+	ID                 int64
+}
+
+// A pending ride whose rider's bank asked for authentication: it waits for
+// its rider until action_expires_at.
+func (q *Queries) RideSetRequiresAction(ctx context.Context, db DBTX, arg RideSetRequiresActionParams) (int64, error) {
+	result, err := db.Exec(ctx, rideSetRequiresAction,
+		arg.PaymentID,
+		arg.ChargeKey,
+		arg.ActionURL,
+		arg.ActionClientSecret,
+		arg.ActionExpiresAt,
+		arg.ID,
+	)
 	if err != nil {
 		return 0, err
 	}

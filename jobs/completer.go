@@ -57,8 +57,12 @@ func (w *KeyCompleterWorker) Work(ctx context.Context, _ *river.Job[KeyCompleter
 	if _, err := w.svc.KeysAbandonedEnqueue(ctx, CompleterBatch); err != nil {
 		return err
 	}
-	// The dead letters gauge follows the pass, for the alert on them.
-	_, err := w.svc.DeadLettersMeasure(ctx)
+	// The dead letters gauge follows the pass, for the alert on them, and
+	// so does the gauge of rides waiting for their rider.
+	if _, err := w.svc.DeadLettersMeasure(ctx); err != nil {
+		return err
+	}
+	_, err := w.svc.RidesWaitingMeasure(ctx)
 	return err
 }
 

@@ -19,6 +19,7 @@ import (
 func Register(workers *river.Workers, svc *service.Service) {
 	river.AddWorker(workers, &CustomerCreateWorker{svc: svc})
 	river.AddWorker(workers, &RideReceiptWorker{svc: svc})
+	river.AddWorker(workers, &RideActionExpireWorker{svc: svc})
 	river.AddWorker(workers, &RefundReceiptWorker{svc: svc})
 	river.AddWorker(workers, &KeyCompleterWorker{svc: svc})
 	river.AddWorker(workers, &KeyCompleteWorker{svc: svc})

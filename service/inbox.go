@@ -43,6 +43,10 @@ const (
 	// InboundDispute: a dispute of a charge was opened, changed or closed
 	// (Dispute is set).
 	InboundDispute InboundKind = "dispute"
+	// InboundPayment: a payment that may have waited for its rider moved
+	// (a Stripe PaymentIntent succeeded, failed or was cancelled): Charge
+	// is the payment as the event tells it, with PaymentID set.
+	InboundPayment InboundKind = "payment"
 	// InboundOther: an event the service does not act on.
 	InboundOther InboundKind = "other"
 )

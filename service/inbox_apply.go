@@ -113,6 +113,8 @@ func (s *Service) prepare(ctx context.Context, ev *InboundEvent) (effect, error)
 	switch ev.Kind {
 	case InboundChargeOutcome:
 		return s.prepareChargeOutcome(ctx, ev)
+	case InboundPayment:
+		return s.preparePayment(ctx, ev)
 	case InboundRefund:
 		return s.prepareRefund(ctx, ev)
 	case InboundDispute:
@@ -140,7 +142,10 @@ func (s *Service) prepareChargeOutcome(ctx context.Context, ev *InboundEvent) (e
 	if ch.Tag.Namespace != s.namespace {
 		return constant(InboxOutcomeForeign), nil
 	}
-	eff, err := s.chargeOutcomeEffect(ctx, ch)
+	eff, err := s.waitingRideEffect(ctx, ev.Processor, ch)
+	if err == nil && eff == nil {
+		eff, err = s.chargeOutcomeEffect(ctx, ch)
+	}
 	if err != nil || ev.Processor == "" || ev.Processor == ProcessorStripe || ch.Status != ChargeSucceeded ||
 		ch.AmountCents <= 0 || ch.Tag.Key == "" || len(ch.Currency) != 3 {
 		return eff, err
@@ -157,6 +162,71 @@ func (s *Service) prepareChargeOutcome(ctx context.Context, ev *InboundEvent) (e
 			return "", err
 		}
 		return eff(ctx, tx)
+	}, nil
+}
+
+// preparePayment: a payment of this deployment moved at the processor. A
+// ride waiting for its rider under the payment's key moves on with it
+// (waitingRideEffect); a succeeded payment that no ride records yet lets
+// its unfinished request finish now, like a charge outcome; anything else
+// is recorded already, or will be by its booking.
+func (s *Service) preparePayment(ctx context.Context, ev *InboundEvent) (effect, error) {
+	p := ev.Charge
+	if p.Tag.Namespace != s.namespace {
+		return constant(InboxOutcomeForeign), nil
+	}
+	eff, err := s.waitingRideEffect(ctx, ev.Processor, p)
+	if err != nil || eff != nil {
+		return eff, err
+	}
+	if p.Status == ChargeSucceeded && p.ID != "" {
+		return s.chargeOutcomeEffect(ctx, p)
+	}
+	return constant(InboxOutcomeAlreadyRecorded), nil
+}
+
+// waitingRideEffect is what an event about payment p does to the ride made
+// under its key: nil when no ride was made under it yet. A ride waiting
+// for its rider moves to the payment's outcome as the processor tells it
+// now (an event may be stale or out of order; Stripe's PaymentIntent is
+// read again, Adyen's notification is its outcome); a ride that moved on
+// already needs nothing. A ride whose booking is not recorded yet (the
+// event came before the booking's answer) is waited for: CodeKeyInUse, and
+// the job runs again.
+func (s *Service) waitingRideEffect(ctx context.Context, processor string, p *Charge) (effect, error) {
+	if p.Tag.Key == "" {
+		return nil, nil
+	}
+	ride, err := s.queries.RideGetByChargeKey(ctx, s.pool, &p.Tag.Key)
+	if isNoRows(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, internal(err)
+	}
+	if processor == "" {
+		processor = ProcessorStripe
+	}
+	if RideChargeStatus(ride.ChargeStatus) != RideChargeRequiresAction || ride.Processor != processor {
+		return constant(InboxOutcomeAlreadyRecorded), nil
+	}
+	proc, err := s.proc(ride.Processor)
+	if err != nil {
+		return nil, err
+	}
+	now, err := s.paymentNow(ctx, proc, ride)
+	if err != nil {
+		return nil, err
+	}
+	if now == nil {
+		now = p
+	}
+	return func(ctx context.Context, tx pgx.Tx) (string, error) {
+		outcome, err := s.rideActionApply(ctx, tx, ride.ID, now, actionViaEvent)
+		if err == nil {
+			s.countAction(outcome, actionViaEvent)
+		}
+		return outcome, err
 	}, nil
 }
 

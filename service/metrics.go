@@ -26,6 +26,11 @@ type metrics struct {
 	inboxReceived   *prometheus.CounterVec
 	inboxRejected   *prometheus.CounterVec
 	inboxApplied    *prometheus.CounterVec
+	// actionsRequired, rideActions and ridesWaiting: rides whose rider's
+	// bank asked for authentication (ride_actions.go).
+	actionsRequired *prometheus.CounterVec
+	rideActions     *prometheus.CounterVec
+	ridesWaiting    prometheus.Gauge
 	disputes        *prometheus.CounterVec
 	// eventsPassRecorded and orphansUnresolved: the events pass and the
 	// orphan pass (events_pass.go, orphans.go).
@@ -92,6 +97,18 @@ func newMetrics(reg prometheus.Registerer, processors []string) (*metrics, error
 			Name: "atomicrides_inbox_applied_total",
 			Help: "Inbound events applied (once each), by source, kind and outcome; ignored_other_deployment and ignored_type are acknowledged and ignored, orphan_charge waits for the orphan policy.",
 		}, []string{"source", "kind", "outcome"}),
+		actionsRequired: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "atomicrides_ride_actions_required_total",
+			Help: "Bookings answered 202: the rider's bank asked the rider to authenticate the payment, by processor.",
+		}, []string{"processor"}),
+		rideActions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "atomicrides_ride_actions_total",
+			Help: "Rides that waited for their rider and moved on, by outcome (ride_charged, ride_declined, ride_expired) and by what moved them (event: a processor's event or notification; return: the rider's return; expiry: the deadline's job).",
+		}, []string{"outcome", "via"}),
+		ridesWaiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "atomicrides_rides_waiting_for_rider",
+			Help: "Rides waiting for their rider to authenticate the payment, as of the last completer pass; 0 in a process that ran none.",
+		}),
 		disputes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "atomicrides_disputes_total",
 			Help: "Rides whose dispute (chargeback) moved to a status: disputed, won, lost.",
@@ -123,6 +140,7 @@ func newMetrics(reg prometheus.Registerer, processors []string) (*metrics, error
 	collectors := []prometheus.Collector{
 		m.phaseSeconds, m.paymentCalls, m.paymentSeconds, m.completions, m.completerQueued,
 		m.reaped, m.pastHorizon, m.receipts, m.circuitChanges, m.inboxReceived, m.inboxRejected, m.inboxApplied, m.disputes,
+		m.actionsRequired, m.rideActions, m.ridesWaiting,
 		m.eventsPassRecorded, m.orphansUnresolved, m.keyLookups, m.gapsFound, m.gapsOpen,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "atomicrides_idempotency_replays_total",

@@ -24,7 +24,7 @@ type opsMetrics struct {
 // paymentOps are the op labels of the processor calls (meteredPayments).
 var paymentOps = []string{
 	"customer_create", "customer_find", "charge_create", "charge_find", "charge_get", "charge_list_since",
-	"refund_create", "refund_list", "refund_list_since",
+	"refund_create", "refund_list", "refund_list_since", "payment_get", "payment_cancel", "payment_details",
 }
 
 // ReconcileOrphanKinds are the kind labels of atomicrides_reconcile_orphans:
@@ -151,4 +151,16 @@ func (s *Service) DeadLettersMeasure(ctx context.Context) (int, error) {
 	}
 	s.metrics.ops.completerDead.Set(float64(len(keys)))
 	return len(keys), nil
+}
+
+// RidesWaitingMeasure counts the rides waiting for their rider into the
+// atomicrides_rides_waiting_for_rider gauge, and returns the count. The
+// completer runs it on every pass.
+func (s *Service) RidesWaitingMeasure(ctx context.Context) (int64, error) {
+	n, err := s.queries.RideActionsWaiting(ctx, s.pool)
+	if err != nil {
+		return 0, internal(err)
+	}
+	s.metrics.ridesWaiting.Set(float64(n))
+	return n, nil
 }

@@ -23,10 +23,29 @@ type Payments interface {
 	CustomerFind(ctx context.Context, key string) ([]*Customer, error)
 	// ChargeCreate charges a customer.
 	ChargeCreate(ctx context.Context, params ChargeCreateParams) (*Charge, error)
-	// ChargeFind returns the succeeded charges made under the processor
-	// key (metadata ar_key), each with its tag. The caller checks whose
-	// they are.
-	ChargeFind(ctx context.Context, key string) ([]*Charge, error)
+	// ChargeFind returns the payments made under the processor key
+	// (metadata ar_key), each with its tag: on the Charges API the
+	// succeeded charges; on the payments API every payment, whatever its
+	// status (a Charge with PaymentID set). The caller checks whose they
+	// are.
+	ChargeFind(ctx context.Context, params ChargeFindParams) ([]*Charge, error)
+	// PaymentGet returns a payment's current state (Status one of the
+	// Charge statuses), or (nil, nil) when the processor has no payment of
+	// that id. A processor whose API reads no payments answers
+	// PaymentCodeUnsupported.
+	PaymentGet(ctx context.Context, paymentID string) (*Charge, error)
+	// PaymentCancel cancels a payment that waits for its rider. Stripe
+	// answers the cancelled payment (ChargeCanceled), or a
+	// PaymentClassRefusal with Code PaymentCodeUnexpectedState when the
+	// payment can no longer be cancelled (it succeeded, or failed); Adyen
+	// takes the cancel on (ChargeCancelRequested) and tells its outcome in
+	// a notification.
+	PaymentCancel(ctx context.Context, params PaymentCancelParams) (*Charge, error)
+	// PaymentDetails submits what the rider's return from an
+	// authentication carried (Adyen's redirectResult) and returns the
+	// payment's outcome. A processor that needs none answers
+	// PaymentCodeUnsupported.
+	PaymentDetails(ctx context.Context, params PaymentDetailsParams) (*Charge, error)
 	// ChargeGet returns one charge, or (nil, nil) when the processor has no
 	// charge of that id.
 	ChargeGet(ctx context.Context, id string) (*Charge, error)
@@ -97,12 +116,96 @@ type ChargeCreateParams struct {
 	// Tag is stored as the charge's metadata so that the charge can be
 	// found again after the processor has forgotten the key.
 	Tag Tag
+	// API is the API the ride's charge goes to (PaymentAPICharges when
+	// empty).
+	API PaymentAPI
+	// ReturnURL is where the rider comes back after authenticating, on
+	// PaymentAPIIntents: a pure function of the request.
+	ReturnURL string
 }
 
-// Charge statuses at the processor, as in Stripe's Charge.status.
+// Charge statuses at the processor, as in Stripe's Charge.status, and the
+// states of a payment that may wait for its rider.
 const (
+	// ChargeSucceeded: the payment is made; the Charge's ID is its charge.
 	ChargeSucceeded = "succeeded"
+	// ChargeRequiresAction: the rider's bank asks the rider to
+	// authenticate the payment; Action says how.
+	ChargeRequiresAction = "requires_action"
+	// ChargeProcessing: the payment is being decided.
+	ChargeProcessing = "processing"
+	// ChargeFailed: the payment was declined or its authentication failed;
+	// FailureCode and FailureMessage say why.
+	ChargeFailed = "failed"
+	// ChargeCanceled: the payment was cancelled before it was made.
+	ChargeCanceled = "canceled"
+	// ChargeCancelRequested: the processor took a cancel on and tells its
+	// outcome later (Adyen).
+	ChargeCancelRequested = "cancel_requested"
 )
+
+// PaymentAPI is the processor API a ride's charge request goes to,
+// committed with the ride before any call, so that every continuation
+// sends the same request to the same API.
+type PaymentAPI string
+
+const (
+	// PaymentAPICharges: Stripe's Charges API, and at Adyen a
+	// merchant-initiated payment of the stored card. The API of rides
+	// booked before PaymentAPIIntents; nothing asks a rider to
+	// authenticate.
+	PaymentAPICharges PaymentAPI = "charges"
+	// PaymentAPIIntents: Stripe's PaymentIntents, confirmed with the rider
+	// present, and at Adyen a shopper-present payment with a return URL:
+	// the rider's bank may ask the rider to authenticate.
+	PaymentAPIIntents PaymentAPI = "payment_intents"
+)
+
+// PaymentAction is what a rider must do before the processor decides a
+// payment: authenticate with their bank at URL (Stripe's
+// next_action.redirect_to_url, Adyen's redirect action), or, in a Stripe
+// SDK, with the PaymentIntent's ClientSecret.
+type PaymentAction struct {
+	// Type is "redirect_to_url".
+	Type         string
+	URL          string
+	ClientSecret string
+}
+
+// ChargeFindParams are the inputs of Payments.ChargeFind.
+type ChargeFindParams struct {
+	// Key is the processor key the payment was requested under.
+	Key string
+	// API is the API the payment was requested on.
+	API PaymentAPI
+	// CustomerID is the customer charged: Stripe's PaymentIntents are
+	// found by listing the customer's (never by search, which lags).
+	CustomerID string
+	// Since bounds the listing: the payment was requested no earlier.
+	Since time.Time
+}
+
+// PaymentCancelParams are the inputs of Payments.PaymentCancel.
+type PaymentCancelParams struct {
+	// IdempotencyKey is derived from the payment's processor key.
+	IdempotencyKey string
+	// PaymentID is the payment, when the processor told it (Stripe's
+	// PaymentIntent).
+	PaymentID string
+	// Reference is the processor key the payment was requested under
+	// (Adyen cancels by the merchant reference).
+	Reference string
+}
+
+// PaymentDetailsParams are the inputs of Payments.PaymentDetails.
+type PaymentDetailsParams struct {
+	// IdempotencyKey is derived from the payment's processor key and the
+	// redirect result.
+	IdempotencyKey string
+	// RedirectResult is what the processor appended to the rider's return
+	// URL.
+	RedirectResult string
+}
 
 // Charge is a charge at the processor.
 type Charge struct {
@@ -117,6 +220,16 @@ type Charge struct {
 	// CustomerID is the customer charged ("" when the processor did not
 	// say).
 	CustomerID string
+	// PaymentID is the payment the charge belongs to (a Stripe
+	// PaymentIntent, an Adyen pspReference); "" for a Charges API charge.
+	PaymentID string
+	// Action is what the rider must do, while Status is
+	// ChargeRequiresAction.
+	Action *PaymentAction
+	// FailureCode and FailureMessage say why, while Status is
+	// ChargeFailed.
+	FailureCode    string
+	FailureMessage string
 }
 
 // RefundCreateParams are the inputs of Payments.RefundCreate.
@@ -125,6 +238,9 @@ type RefundCreateParams struct {
 	// refund's attempt.
 	IdempotencyKey string
 	ChargeID       string
+	// PaymentID is the charge's payment when it has one (a Stripe
+	// PaymentIntent, refunded by it).
+	PaymentID string
 	// AmountCents and Currency are the charge's (a full refund); Stripe
 	// refunds the whole charge without them, Adyen needs them.
 	AmountCents int64
@@ -221,6 +337,11 @@ const PaymentCodeIdempotencyMismatch = "idempotency_error"
 // (unknown, invalid, or declined when stored). It is the rider's
 // registration state at that processor, never a configuration error.
 const PaymentCodeSourceRefused = "payment_source_refused"
+
+// PaymentCodeUnexpectedState is the Code of the PaymentClassRefusal of an
+// operation on a payment in a state that does not allow it (Stripe's
+// payment_intent_unexpected_state): cancelling a payment that succeeded.
+const PaymentCodeUnexpectedState = "payment_intent_unexpected_state"
 
 // PaymentCodeUnsupported is the Code of the PaymentClassUnavailable error
 // of an operation the processor's API does not offer (Adyen's Checkout API

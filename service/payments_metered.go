@@ -37,10 +37,28 @@ func (mp meteredPayments) ChargeCreate(ctx context.Context, params ChargeCreateP
 	return mp.p.ChargeCreate(ctx, params)
 }
 
-func (mp meteredPayments) ChargeFind(ctx context.Context, key string) (c []*Charge, err error) {
+func (mp meteredPayments) ChargeFind(ctx context.Context, params ChargeFindParams) (c []*Charge, err error) {
 	ctx, span := mp.startPayment(ctx, "charge_find")
 	defer mp.observe(ctx, "charge_find", time.Now(), span, &err)
-	return mp.p.ChargeFind(ctx, key)
+	return mp.p.ChargeFind(ctx, params)
+}
+
+func (mp meteredPayments) PaymentGet(ctx context.Context, id string) (c *Charge, err error) {
+	ctx, span := mp.startPayment(ctx, "payment_get")
+	defer mp.observe(ctx, "payment_get", time.Now(), span, &err)
+	return mp.p.PaymentGet(ctx, id)
+}
+
+func (mp meteredPayments) PaymentCancel(ctx context.Context, params PaymentCancelParams) (c *Charge, err error) {
+	ctx, span := mp.startPayment(ctx, "payment_cancel")
+	defer mp.observe(ctx, "payment_cancel", time.Now(), span, &err)
+	return mp.p.PaymentCancel(ctx, params)
+}
+
+func (mp meteredPayments) PaymentDetails(ctx context.Context, params PaymentDetailsParams) (c *Charge, err error) {
+	ctx, span := mp.startPayment(ctx, "payment_details")
+	defer mp.observe(ctx, "payment_details", time.Now(), span, &err)
+	return mp.p.PaymentDetails(ctx, params)
 }
 
 func (mp meteredPayments) ChargeGet(ctx context.Context, id string) (c *Charge, err error) {

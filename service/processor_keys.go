@@ -24,6 +24,8 @@ const (
 	processorKeyCharge   = "ar-ch-"
 	processorKeyCustomer = "ar-cu-"
 	processorKeyRefund   = "ar-rf-"
+	processorKeyCancel   = "ar-cx-"
+	processorKeyDetails  = "ar-dt-"
 )
 
 // digest is the SHA-256, in hex, of the parts, each length-prefixed so that

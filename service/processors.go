@@ -163,8 +163,20 @@ func (b breakerPayments) ChargeCreate(ctx context.Context, p ChargeCreateParams)
 	return guard(b, func() (*Charge, error) { return b.p.ChargeCreate(ctx, p) })
 }
 
-func (b breakerPayments) ChargeFind(ctx context.Context, key string) ([]*Charge, error) {
-	return b.p.ChargeFind(ctx, key)
+func (b breakerPayments) ChargeFind(ctx context.Context, p ChargeFindParams) ([]*Charge, error) {
+	return b.p.ChargeFind(ctx, p)
+}
+
+func (b breakerPayments) PaymentGet(ctx context.Context, id string) (*Charge, error) {
+	return b.p.PaymentGet(ctx, id)
+}
+
+func (b breakerPayments) PaymentCancel(ctx context.Context, p PaymentCancelParams) (*Charge, error) {
+	return guard(b, func() (*Charge, error) { return b.p.PaymentCancel(ctx, p) })
+}
+
+func (b breakerPayments) PaymentDetails(ctx context.Context, p PaymentDetailsParams) (*Charge, error) {
+	return guard(b, func() (*Charge, error) { return b.p.PaymentDetails(ctx, p) })
 }
 
 func (b breakerPayments) ChargeGet(ctx context.Context, id string) (*Charge, error) {

@@ -147,6 +147,12 @@ func (s *Service) refundRequestPhase(ctx context.Context, tx pgx.Tx, key *idem.K
 	case RideChargePending:
 		return idem.Outcome{}, &Error{Code: CodeNotRefundable,
 			Message: "the ride's charge is not decided yet; a ride can be refunded once it is charged"}
+	case RideChargeRequiresAction:
+		return idem.Outcome{}, &Error{Code: CodeNotRefundable,
+			Message: "the ride's payment waits for its rider to authenticate it; nothing is charged yet, and an unauthenticated payment is cancelled at its deadline"}
+	case RideChargeExpired:
+		return idem.Outcome{}, &Error{Code: CodeNotRefundable,
+			Message: "the ride expired before its rider authenticated the payment; nothing was charged"}
 	default:
 		return idem.Outcome{}, &Error{Code: CodeNotRefundable,
 			Message: "the ride's charge was declined; there is nothing to refund"}
@@ -233,6 +239,7 @@ func (s *Service) refundCall(ctx context.Context, key *idem.Key, st *refundState
 	r, err := proc.pay.RefundCreate(ctx, RefundCreateParams{
 		IdempotencyKey: pkey,
 		ChargeID:       *st.ride.StripeChargeID,
+		PaymentID:      refundPaymentOf(st.ride),
 		AmountCents:    st.ride.AmountCents,
 		Currency:       st.ride.Currency,
 		Tag:            s.tag(st.user.Email, pkey),
@@ -369,4 +376,14 @@ func refundAnswer(key *idem.Key, ref *dbgen.Refund) idem.Outcome {
 		StripeRefundID: *ref.StripeRefundID,
 		CreatedAt:      ref.CreatedAt.UTC(),
 	})
+}
+
+// refundPaymentOf is the payment a ride's refund names: a Stripe
+// PaymentIntent is refunded through itself; a Charges API charge, and any
+// other processor's payment, by the charge alone ("").
+func refundPaymentOf(ride *dbgen.Ride) string {
+	if ride.Processor != ProcessorStripe || ride.PaymentID == nil || PaymentAPI(ride.PaymentAPI) != PaymentAPIIntents {
+		return ""
+	}
+	return *ride.PaymentID
 }

@@ -41,6 +41,15 @@ const (
 	RideChargeCharged RideChargeStatus = "charged"
 	// RideChargeDeclined: the processor declined or rejected the charge.
 	RideChargeDeclined RideChargeStatus = "declined"
+	// RideChargeRequiresAction: the rider's bank asked the rider to
+	// authenticate the payment; the ride waits for its rider (its
+	// next_action) until its deadline, then moves once to charged,
+	// declined or expired.
+	RideChargeRequiresAction RideChargeStatus = "requires_action"
+	// RideChargeExpired: the rider did not authenticate the payment before
+	// its deadline; the payment was cancelled at the processor and nothing
+	// was charged.
+	RideChargeExpired RideChargeStatus = "expired"
 )
 
 // Every ride costs the same for now.
@@ -122,15 +131,26 @@ type Ride struct {
 	TargetLon    float64          `json:"target_lon"`
 	AmountCents  int64            `json:"amount_cents"`
 	Currency     string           `json:"currency"`
-	ChargeStatus RideChargeStatus `json:"charge_status" enum:"pending,charged,declined" doc:"pending until the charge is decided"`
-	// StripeChargeID is set once the ride is charged.
-	StripeChargeID *string          `json:"stripe_charge_id" nullable:"true"`
+	ChargeStatus RideChargeStatus `json:"charge_status" enum:"pending,requires_action,charged,declined,expired" doc:"pending until the charge is decided; requires_action while the rider's bank asks the rider to authenticate the payment (next_action says how), then charged, declined, or expired when the rider did not authenticate before next_action.expires_at (the payment is cancelled, nothing is charged)"`
+	// NextAction is what the rider must do while ChargeStatus is
+	// requires_action.
+	NextAction *RideNextAction `json:"next_action" nullable:"true" doc:"While charge_status is requires_action: where to send the rider to authenticate the payment, and until when. Null otherwise."`
+	// PaymentID is the processor's payment: a Stripe PaymentIntent, an
+	// Adyen pspReference; for a ride charged through Stripe's Charges API,
+	// its charge.
+	PaymentID *string `json:"payment_id" nullable:"true" doc:"The processor's payment: a Stripe PaymentIntent (pi_…), an Adyen pspReference; for rides charged before PaymentIntents, the charge. Set once the processor made it (a waiting ride has it at Stripe); null otherwise."`
+	// ChargeID is set once the ride is charged.
+	ChargeID *string `json:"charge_id" nullable:"true" doc:"The processor's charge, once the ride is charged: a Stripe charge (ch_…, the PaymentIntent's latest_charge), an Adyen pspReference. Null otherwise."`
+	// StripeChargeID is ChargeID, under its former name.
+	StripeChargeID *string          `json:"stripe_charge_id" nullable:"true" deprecated:"true" doc:"Deprecated: read charge_id, which holds the same value whatever the processor (this field held Adyen's pspReference too)."`
 	RefundStatus   RideRefundStatus `json:"refund_status" enum:"none,pending,refunded,failed" doc:"none until a refund is asked for; pending until the processor's answer is recorded; failed when the processor refused it"`
-	// StripeRefundID is set once the ride is refunded.
-	StripeRefundID *string `json:"stripe_refund_id" nullable:"true"`
+	// RefundID is set once the ride is refunded.
+	RefundID *string `json:"refund_id" nullable:"true" doc:"The processor's refund, once the ride is refunded (a Stripe re_…, an Adyen pspReference). Null otherwise."`
+	// StripeRefundID is RefundID, under its former name.
+	StripeRefundID *string `json:"stripe_refund_id" nullable:"true" deprecated:"true" doc:"Deprecated: read refund_id, which holds the same value whatever the processor."`
 	// Processor is the payment processor the ride's charge goes to, chosen
 	// once when the ride is booked.
-	Processor string `json:"processor" enum:"stripe,adyen" doc:"The payment processor the ride's charge goes to, chosen once when the ride is booked; stripe_charge_id and stripe_refund_id are that processor's ids (an Adyen pspReference for adyen)."`
+	Processor string `json:"processor" enum:"stripe,adyen" doc:"The payment processor the ride's charge goes to, chosen once when the ride is booked; payment_id, charge_id and refund_id are that processor's ids."`
 	// RefundFailureCode is the processor's reason for refusing the last
 	// refund asked for, while RefundStatus is failed.
 	RefundFailureCode *string `json:"refund_failure_code" nullable:"true" doc:"The processor's reason for refusing the refund, while refund_status is failed; null otherwise."`
@@ -144,7 +164,7 @@ type Ride struct {
 }
 
 func rideFromRow(r *dbgen.Ride) *Ride {
-	return &Ride{
+	ride := &Ride{
 		ID:             r.ID,
 		CreatedAt:      r.CreatedAt.UTC(),
 		OriginLat:      r.OriginLat,
@@ -154,6 +174,9 @@ func rideFromRow(r *dbgen.Ride) *Ride {
 		AmountCents:    r.AmountCents,
 		Currency:       r.Currency,
 		ChargeStatus:   RideChargeStatus(r.ChargeStatus),
+		NextAction:     nextActionOf(r),
+		PaymentID:      r.PaymentID,
+		ChargeID:       r.StripeChargeID,
 		StripeChargeID: r.StripeChargeID,
 		RefundStatus:   RideRefundNone,
 		Processor:      r.Processor,
@@ -161,6 +184,11 @@ func rideFromRow(r *dbgen.Ride) *Ride {
 		DeclineMessage: r.DeclineMessage,
 		DisputeStatus:  DisputeStatus(r.DisputeStatus),
 	}
+	if ride.PaymentID == nil && r.PaymentAPI == string(PaymentAPICharges) {
+		// A Charges API charge is its own payment.
+		ride.PaymentID = r.StripeChargeID
+	}
+	return ride
 }
 
 // rideWithRefund is rideFromRow with the ride's refund, when it has one
@@ -169,7 +197,7 @@ func rideWithRefund(r *dbgen.Ride, status, refundID, failureCode *string) *Ride 
 	ride := rideFromRow(r)
 	if status != nil {
 		ride.RefundStatus = RideRefundStatus(*status)
-		ride.StripeRefundID, ride.RefundFailureCode = refundID, failureCode
+		ride.RefundID, ride.StripeRefundID, ride.RefundFailureCode = refundID, refundID, failureCode
 	}
 	return ride
 }
@@ -424,14 +452,14 @@ func (s *Service) rideChargeCall(ctx context.Context, key *idem.Key, st *rideSta
 	// deduplicated: adopt the charge if it was made. The key was first
 	// sent no earlier than its own record, or than the database's open
 	// gap, which may have lost an earlier record of it.
+	api := PaymentAPI(st.ride.PaymentAPI)
+	find := ChargeFindParams{Key: pkey, API: api, CustomerID: st.customerID, Since: key.CreatedAt}
+	if st.lostFrom != nil && st.lostFrom.Before(find.Since) {
+		find.Since = *st.lostFrom
+	}
 	if s.keyWindowPassed(proc.name, key.ClaimedAt, key.CreatedAt, st.lostFrom) {
-		ch, err := s.processorChargeOf(ctx, proc, pkey, st.user.Email)
-		if err != nil {
+		if err := st.adopt(s.processorChargeOf(ctx, proc, find, st.user.Email)); err != nil || st.charge != nil || st.failure != nil {
 			return err
-		}
-		if ch != nil {
-			st.charge = ch
-			return nil
 		}
 	}
 
@@ -442,17 +470,14 @@ func (s *Service) rideChargeCall(ctx context.Context, key *idem.Key, st *rideSta
 		Currency:       st.ride.Currency,
 		Description:    rideDescription,
 		Tag:            s.tag(st.user.Email, pkey),
+		API:            api,
+		ReturnURL:      s.returnURLFor(api, pkey),
 	})
 	if isIdempotencyMismatch(err) {
 		// The key was used with other parameters, which none of ours
-		// should cause: whatever charge it made is this request's.
-		found, ferr := s.processorChargeOf(ctx, proc, pkey, st.user.Email)
-		if ferr != nil {
+		// should cause: whatever payment it made is this request's.
+		if ferr := st.adopt(s.processorChargeOf(ctx, proc, find, st.user.Email)); ferr != nil || st.charge != nil || st.failure != nil {
 			return ferr
-		}
-		if found != nil {
-			st.charge = found
-			return nil
 		}
 	}
 	if err != nil {
@@ -462,25 +487,59 @@ func (s *Service) rideChargeCall(ctx context.Context, key *idem.Key, st *rideSta
 	return nil
 }
 
-// processorChargeOf returns the succeeded charge made under the processor
-// key pkey by this deployment for the rider with email, or nil when the
+// returnURLFor is the return URL of a charge on api: the rider-present API
+// sends the rider back to the service; the Charges API has no rider.
+func (s *Service) returnURLFor(api PaymentAPI, pkey string) string {
+	if api != PaymentAPIIntents {
+		return ""
+	}
+	return s.rideReturnURL(pkey)
+}
+
+// adopt takes a payment found at the processor as the charge call's
+// answer: a succeeded one is the charge; one waiting for its rider is the
+// wait; a failed one is the decline the rider was given. A payment
+// cancelled, or none, leaves the call to send its request.
+func (st *rideState) adopt(p *Charge, err error) error {
+	if err != nil || p == nil {
+		return err
+	}
+	switch p.Status {
+	case ChargeSucceeded, ChargeRequiresAction:
+		st.charge = p
+	case ChargeFailed:
+		st.failure = &PaymentError{Class: PaymentClassDecline, Kind: PaymentDeclined, Code: p.FailureCode, Message: p.FailureMessage}
+	}
+	return nil
+}
+
+// processorChargeOf returns the payment made under the processor key
+// find.Key by this deployment for the rider with email (succeeded, waiting
+// for its rider, or failed; a succeeded one first), or nil when the
 // processor has none.
-func (s *Service) processorChargeOf(ctx context.Context, proc *processor, pkey, email string) (*Charge, error) {
-	charges, err := proc.pay.ChargeFind(ctx, pkey)
+func (s *Service) processorChargeOf(ctx context.Context, proc *processor, find ChargeFindParams, email string) (*Charge, error) {
+	charges, err := proc.pay.ChargeFind(ctx, find)
 	if isUnsupported(err) {
 		// The processor lists no payments (Adyen): the charges its
 		// notifications told us of are what we know of it.
-		charges, err = s.notifiedChargesOf(ctx, proc.name, pkey)
+		charges, err = s.notifiedChargesOf(ctx, proc.name, find.Key)
 	}
 	if err != nil {
 		return nil, err
 	}
+	var found *Charge
 	for _, ch := range charges {
-		if ch.Status == ChargeSucceeded && ch.Tag.Key == pkey && s.owns(ch.Tag, email) {
+		if ch.Tag.Key != find.Key || !s.owns(ch.Tag, email) {
+			continue
+		}
+		switch {
+		case ch.Status == ChargeSucceeded:
 			return ch, nil
+		case ch.Status == ChargeRequiresAction, ch.Status == ChargeFailed && found == nil:
+			found = ch
 		}
 	}
-	return nil, nil
+	return found, nil
 }
 
 // notifiedChargesOf returns the charges made under the processor key pkey
@@ -581,7 +640,23 @@ func (s *Service) rideChargePhase(ctx context.Context, tx pgx.Tx, key *idem.Key,
 			return idem.Outcome{}, err
 		}
 	}
-	n, err := s.queries.RideSetCharged(ctx, tx, st.charge.ID, st.ride.ID)
+	pkey := ChargeKey(s.namespace, st.user.Email, key.ClientKey)
+	if st.charge.Status == ChargeRequiresAction {
+		// The rider's bank asks the rider to authenticate: the booking is
+		// neither charged nor declined; its answer (202) says what the
+		// rider must do, and the ride moves on by itself.
+		ride, err := s.rideActionRecord(ctx, tx, key, st, pkey)
+		if err != nil {
+			return idem.Outcome{}, err
+		}
+		s.metrics.actionsRequired.WithLabelValues(st.ride.Processor).Inc()
+		return idem.Finish(http.StatusAccepted, ride), nil
+	}
+	params := dbgen.RideSetChargedParams{StripeChargeID: st.charge.ID, ID: st.ride.ID}
+	if PaymentAPI(st.ride.PaymentAPI) == PaymentAPIIntents {
+		params.PaymentID, params.ChargeKey = nonEmpty(st.charge.PaymentID), &pkey
+	}
+	n, err := s.queries.RideSetCharged(ctx, tx, params)
 	if err != nil {
 		return idem.Outcome{}, err
 	}
@@ -591,9 +666,9 @@ func (s *Service) rideChargePhase(ctx context.Context, tx pgx.Tx, key *idem.Key,
 	if _, err := s.jobs.InsertTx(ctx, tx, RideReceiptArgs{RideID: st.ride.ID}, nil); err != nil {
 		return idem.Outcome{}, err
 	}
-	ride := rideFromRow(st.ride)
-	ride.ChargeStatus, ride.StripeChargeID = RideChargeCharged, &st.charge.ID
-	return idem.Finish(http.StatusCreated, ride), nil
+	r := *st.ride
+	r.ChargeStatus, r.StripeChargeID, r.PaymentID, r.ChargeKey = string(RideChargeCharged), &st.charge.ID, params.PaymentID, params.ChargeKey
+	return idem.Finish(http.StatusCreated, rideFromRow(&r)), nil
 }
 
 // rerouteTarget is the processor a ride refused at its processor moves to:

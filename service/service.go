@@ -1,12 +1,14 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -120,6 +122,14 @@ type Config struct {
 	// calls, and of the jobs the service inserts. Default the global
 	// provider (a no-op unless the program set one).
 	TracerProvider trace.TracerProvider
+	// PublicURL is where riders reach the service (PUBLIC_URL): their bank
+	// sends them back to its ReturnPath after they authenticate a payment.
+	// Default http://localhost:8080.
+	PublicURL string
+	// ActionDeadline is how long a ride waits for its rider to
+	// authenticate the payment before the payment is cancelled and the
+	// ride expires. Default DefaultActionDeadline.
+	ActionDeadline time.Duration
 	// Inbound are the sources of inbound messages (webhooks) by source name
 	// (InboxSourceStripe, …). A source without one is not received: its
 	// route answers 404.
@@ -155,6 +165,10 @@ type Service struct {
 	retention      time.Duration
 	// orphanRefundAfter is the orphan policy's grace period.
 	orphanRefundAfter time.Duration
+	// returnBase is the public URL riders come back to after
+	// authenticating; actionDeadline is how long a ride waits for them.
+	returnBase     string
+	actionDeadline time.Duration
 	// engine serves the flows under idempotency keys (package idem).
 	engine      *idem.Engine
 	rides       *idem.Flow[rideState]
@@ -242,6 +256,9 @@ func New(cfg Config) (*Service, error) {
 			}
 		}
 	}
+	if cfg.ActionDeadline < 0 {
+		return nil, errors.New("service: Config.ActionDeadline must not be negative")
+	}
 	if cfg.OrphanRefundAfter < 0 {
 		return nil, errors.New("service: Config.OrphanRefundAfter must not be negative")
 	}
@@ -318,6 +335,8 @@ func New(cfg Config) (*Service, error) {
 		inbound:           cfg.Inbound,
 		rawPayments:       stripeAdapter(cfg.Processors),
 		orphanRefundAfter: cfg.OrphanRefundAfter,
+		returnBase:        strings.TrimRight(cmp.Or(cfg.PublicURL, DefaultPublicURL), "/"),
+		actionDeadline:    cmp.Or(cfg.ActionDeadline, DefaultActionDeadline),
 
 		settlementBatchLines: cfg.SettlementBatchLines,
 		settlementMaxAge:     cfg.SettlementMaxAge,

@@ -190,7 +190,13 @@ func (c *Client) CustomerFind(context.Context, string) ([]*service.Customer, err
 }
 
 // ChargeFind is not offered by Checkout: ErrUnsupported.
-func (c *Client) ChargeFind(context.Context, string) ([]*service.Charge, error) {
+func (c *Client) ChargeFind(context.Context, service.ChargeFindParams) ([]*service.Charge, error) {
+	return nil, unsupported()
+}
+
+// PaymentGet is not offered by Checkout: ErrUnsupported. A payment's
+// outcome comes in its notification, or from PaymentDetails.
+func (c *Client) PaymentGet(context.Context, string) (*service.Charge, error) {
 	return nil, unsupported()
 }
 

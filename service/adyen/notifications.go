@@ -260,18 +260,21 @@ func (n *Notifications) parse(it *NotificationRequestItem) (*service.InboundEven
 	success := it.Success == "true"
 	switch code := it.EventCode; {
 	case code == EventAuthorisation:
-		status := service.ChargeSucceeded
+		status, failure := service.ChargeSucceeded, ""
 		if !success {
-			status = "failed"
+			status, failure = service.ChargeFailed, "refused"
 		}
 		ev.Kind = service.InboundChargeOutcome
 		ev.Charge = &service.Charge{
-			ID: it.PSPReference, AmountCents: it.Amount.Value, Currency: strings.ToLower(it.Amount.Currency),
+			ID: it.PSPReference, PaymentID: it.PSPReference, AmountCents: it.Amount.Value, Currency: strings.ToLower(it.Amount.Currency),
 			Status: status, Created: ev.Created,
 			Tag: service.Tag{
 				Namespace: it.AdditionalData[notifiedNamespace], Rider: it.AdditionalData[notifiedRider],
 				Key: it.MerchantReference,
 			},
+		}
+		if failure != "" {
+			ev.Charge.FailureCode, ev.Charge.FailureMessage = failure, it.Reason
 		}
 		ev.ChargeID, ev.Namespace = it.PSPReference, ev.Charge.Tag.Namespace
 	case code == EventRefund && success:

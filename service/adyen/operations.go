@@ -15,6 +15,8 @@ const (
 	opStore   = "store"
 	opPayment = "payment"
 	opRefund  = "refund"
+	opDetails = "details"
+	opCancel  = "cancel"
 )
 
 // Request constants of a ride's payment: a card stored by the service and
@@ -22,6 +24,8 @@ const (
 const (
 	methodScheme             = "scheme"
 	interactionContAuth      = "ContAuth"
+	interactionEcommerce     = "Ecommerce"
+	channelWeb               = "Web"
 	modelUnscheduledCardFile = "UnscheduledCardOnFile"
 )
 
@@ -64,15 +68,18 @@ func (c *Client) CustomerCreate(ctx context.Context, params service.CustomerCrea
 }
 
 // ChargeCreate charges the stored card params.CustomerID of the shopper
-// params.Tag.Rider, as a merchant-initiated payment, with the tag as
-// metadata and its key as the merchant reference. resultCode Authorised is
+// params.Tag.Rider, with the tag as metadata and its key as the merchant
+// reference. On service.PaymentAPIIntents the shopper is present
+// (Ecommerce, with params.ReturnURL): the card's bank may ask the shopper to
+// authenticate, answered as service.ChargeRequiresAction with the action's
+// URL. On service.PaymentAPICharges it is a merchant-initiated payment
+// (ContAuth), as rides booked before were charged. resultCode Authorised is
 // the charge (its pspReference is the charge's id); Refused is a
 // PaymentClassDecline carrying refusalReason; Error and Cancelled are
 // refusals (definitive: not charged); any other result (Pending,
 // Received) is indeterminate.
 func (c *Client) ChargeCreate(ctx context.Context, params service.ChargeCreateParams) (*service.Charge, error) {
-	var out paymentResponse
-	err := c.post(ctx, opPayment, "/payments", params.IdempotencyKey, paymentRequest{
+	req := paymentRequest{
 		Amount:                   Amount{Currency: strings.ToUpper(params.Currency), Value: params.AmountCents},
 		MerchantAccount:          c.merchant,
 		Reference:                params.Tag.Key,
@@ -83,16 +90,42 @@ func (c *Client) ChargeCreate(ctx context.Context, params service.ChargeCreatePa
 		Metadata: map[string]string{
 			metaNamespace: params.Tag.Namespace, metaRider: params.Tag.Rider, metaKey: params.Tag.Key,
 		},
-	}, &out)
-	if err != nil {
+	}
+	if params.API == service.PaymentAPIIntents {
+		req.ShopperInteraction, req.Channel, req.ReturnURL = interactionEcommerce, channelWeb, params.ReturnURL
+	}
+	var out paymentResponse
+	if err := c.post(ctx, opPayment, "/payments", params.IdempotencyKey, req, &out); err != nil {
 		return nil, err
 	}
 	switch out.ResultCode {
+	case resultRedirectShopper, resultChallengeShopper, resultIdentifyShopper:
+		ch := &service.Charge{
+			PaymentID: out.PSPReference, AmountCents: params.AmountCents, Currency: params.Currency,
+			Status: service.ChargeRequiresAction, Created: time.Now().UTC(), Tag: params.Tag,
+			Action: &service.PaymentAction{Type: "redirect_to_url"},
+		}
+		if out.Action != nil {
+			ch.Action.URL = out.Action.URL
+		}
+		if ch.Action.URL == "" {
+			return nil, unavailable("adyen payment "+params.Tag.Key+": "+out.ResultCode+" without a redirect", 200, errNotAuthorised)
+		}
+		return ch, nil
+	}
+	return paymentOutcome(out, params.Tag, params.AmountCents, params.Currency)
+}
+
+// paymentOutcome is a decided payment as the service sees it: Authorised
+// is the charge, Refused a decline, Error and Cancelled refusals, anything
+// else indeterminate.
+func paymentOutcome(out paymentResponse, tag service.Tag, amount int64, currency string) (*service.Charge, error) {
+	switch out.ResultCode {
 	case resultAuthorised:
 		return &service.Charge{
-			ID: out.PSPReference, AmountCents: params.AmountCents, Currency: params.Currency,
+			ID: out.PSPReference, PaymentID: out.PSPReference, AmountCents: amount, Currency: currency,
 			Status: service.ChargeSucceeded, Created: time.Now().UTC(),
-			Tag: params.Tag,
+			Tag: tag,
 		}, nil
 	case resultRefused:
 		return nil, &service.PaymentError{
@@ -107,6 +140,49 @@ func (c *Client) ChargeCreate(ctx context.Context, params service.ChargeCreatePa
 	default:
 		return nil, unavailable("adyen payment "+out.PSPReference+" is "+out.ResultCode, 200, errNotAuthorised)
 	}
+}
+
+// PaymentDetails submits the redirectResult the shopper came back with and
+// returns the payment's outcome: the charge when Authorised (its Tag.Key
+// is the payment's merchant reference), the payment failed
+// (service.ChargeFailed, with the refusal) when Refused. An unknown or
+// forged redirectResult is Adyen's 422, a PaymentClassRefusal.
+func (c *Client) PaymentDetails(ctx context.Context, params service.PaymentDetailsParams) (*service.Charge, error) {
+	var req detailsRequest
+	req.Details.RedirectResult = params.RedirectResult
+	var out paymentResponse
+	if err := c.post(ctx, opDetails, "/payments/details", params.IdempotencyKey, req, &out); err != nil {
+		return nil, err
+	}
+	tag := service.Tag{Key: out.MerchantReference}
+	var amount int64
+	var currency string
+	if out.Amount != nil {
+		amount, currency = out.Amount.Value, strings.ToLower(out.Amount.Currency)
+	}
+	ch, err := paymentOutcome(out, tag, amount, currency)
+	if pe := service.PaymentFinal(err); pe != nil {
+		return &service.Charge{
+			PaymentID: out.PSPReference, AmountCents: amount, Currency: currency, Status: service.ChargeFailed,
+			FailureCode: pe.Code, FailureMessage: pe.Message, Created: time.Now().UTC(), Tag: tag,
+		}, nil
+	}
+	return ch, err
+}
+
+// PaymentCancel cancels the payment made under the merchant reference
+// params.Reference (POST /cancels: a payment waiting for its shopper has no
+// pspReference yet). Adyen takes it on; its outcome comes in a
+// CANCELLATION notification.
+func (c *Client) PaymentCancel(ctx context.Context, params service.PaymentCancelParams) (*service.Charge, error) {
+	var out cancelResponse
+	err := c.post(ctx, opCancel, "/cancels", params.IdempotencyKey, cancelRequest{
+		MerchantAccount: c.merchant, PaymentReference: params.Reference, Reference: params.Reference,
+	}, &out)
+	if err != nil {
+		return nil, err
+	}
+	return &service.Charge{PaymentID: params.PaymentID, Status: service.ChargeCancelRequested, Tag: service.Tag{Key: params.Reference}}, nil
 }
 
 // RefundCreate asks Adyen to refund the payment params.ChargeID in full.

@@ -43,6 +43,10 @@ type paymentRequest struct {
 	ShopperInteraction       string            `json:"shopperInteraction"`
 	RecurringProcessingModel string            `json:"recurringProcessingModel"`
 	Metadata                 map[string]string `json:"metadata,omitempty"`
+	// Channel and ReturnURL: a payment with the shopper present, who may
+	// be sent to authenticate and comes back to ReturnURL.
+	Channel   string `json:"channel,omitempty"`
+	ReturnURL string `json:"returnUrl,omitempty"`
 }
 
 // Result codes of POST /payments that the service reads.
@@ -51,7 +55,42 @@ const (
 	resultRefused    = "Refused"
 	resultError      = "Error"
 	resultCancelled  = "Cancelled"
+	// The shopper must authenticate: the answer's action says where.
+	resultRedirectShopper  = "RedirectShopper"
+	resultChallengeShopper = "ChallengeShopper"
+	resultIdentifyShopper  = "IdentifyShopper"
 )
+
+// action is what a shopper must do before Adyen decides a payment.
+type action struct {
+	Type   string `json:"type"`
+	URL    string `json:"url,omitempty"`
+	Method string `json:"method,omitempty"`
+}
+
+// detailsRequest is the body of POST /payments/details: what the shopper's
+// return carried.
+type detailsRequest struct {
+	Details struct {
+		RedirectResult string `json:"redirectResult"`
+	} `json:"details"`
+}
+
+// cancelRequest is the body of POST /cancels: a payment cancelled by its
+// merchant reference (Adyen may not have told its pspReference yet).
+type cancelRequest struct {
+	MerchantAccount  string `json:"merchantAccount"`
+	PaymentReference string `json:"paymentReference"`
+	Reference        string `json:"reference"`
+}
+
+// cancelResponse is the answer of POST /cancels: taken on ("received"),
+// its outcome told in a CANCELLATION notification.
+type cancelResponse struct {
+	PSPReference     string `json:"pspReference"`
+	PaymentReference string `json:"paymentReference"`
+	Status           string `json:"status"`
+}
 
 // paymentResponse is the answer of POST /payments.
 type paymentResponse struct {
@@ -62,6 +101,7 @@ type paymentResponse struct {
 	MerchantReference string            `json:"merchantReference,omitempty"`
 	Amount            *Amount           `json:"amount,omitempty"`
 	AdditionalData    map[string]string `json:"additionalData,omitempty"`
+	Action            *action           `json:"action,omitempty"`
 }
 
 // refundRequest is the body of POST /payments/{pspReference}/refunds.

@@ -12,12 +12,19 @@ import (
 )
 
 // ChargeCreate charges params.CustomerID with params.Tag as metadata, under
-// params.IdempotencyKey. A declined card is a PaymentClassDecline error; a
-// charge Stripe answers without error but not as succeeded (a pending
-// charge) is PaymentClassUnavailable, to be settled later through ChargeFind.
+// params.IdempotencyKey, on params.API: a PaymentIntent created and
+// confirmed with the rider present (service.PaymentAPIIntents), which may
+// come back waiting for the rider's authentication
+// (service.ChargeRequiresAction), or a charge of the Charges API. A
+// declined card is a PaymentClassDecline error; a payment Stripe answers
+// without error but neither made nor waiting (a pending charge) is
+// PaymentClassUnavailable, to be settled later through ChargeFind.
 func (c *Client) ChargeCreate(ctx context.Context, params service.ChargeCreateParams) (*service.Charge, error) {
 	if err := checkKey(params.IdempotencyKey); err != nil {
 		return nil, err
+	}
+	if params.API == service.PaymentAPIIntents {
+		return c.intentCreate(ctx, params)
 	}
 	ctx, cancel := c.bound(ctx)
 	defer cancel()
@@ -39,16 +46,21 @@ func (c *Client) ChargeCreate(ctx context.Context, params service.ChargeCreatePa
 	return succeeded(ch)
 }
 
-// ChargeFind returns the succeeded charges made under the processor key
-// key, found by searching metadata ar_key; failed attempts carry the same
+// ChargeFind returns the payments made under the processor key
+// params.Key. On the PaymentIntents API: the customer's PaymentIntents of
+// that key, listed (intentFind). On the Charges API: the succeeded charges,
+// found by searching metadata ar_key; failed attempts carry the same
 // metadata and are skipped. Stripe's search index lags writes by up to
 // about a minute.
-func (c *Client) ChargeFind(ctx context.Context, key string) ([]*service.Charge, error) {
+func (c *Client) ChargeFind(ctx context.Context, params service.ChargeFindParams) ([]*service.Charge, error) {
+	if params.API == service.PaymentAPIIntents {
+		return c.intentFind(ctx, params)
+	}
 	ctx, cancel := c.bound(ctx)
 	defer cancel()
 	p := &stripe.ChargeSearchParams{}
 	p.Context = ctx
-	p.Query = keyQuery(key)
+	p.Query = keyQuery(params.Key)
 	it := c.charges.Search(p)
 	out := []*service.Charge{}
 	for it.Next() {
@@ -131,7 +143,17 @@ func toCharge(ch *stripe.Charge) *service.Charge {
 		Created:     unixTime(ch.Created),
 		Tag:         tagOf(ch.Metadata),
 		CustomerID:  customerIDOf(ch),
+		PaymentID:   paymentIntentOf(ch),
 	}
+}
+
+// paymentIntentOf is the id of the PaymentIntent ch belongs to, or "" for a
+// Charges API charge.
+func paymentIntentOf(ch *stripe.Charge) string {
+	if ch.PaymentIntent == nil {
+		return ""
+	}
+	return ch.PaymentIntent.ID
 }
 
 // customerIDOf is the id of the customer ch charged, or "".

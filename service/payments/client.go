@@ -18,6 +18,7 @@ import (
 	"github.com/stripe/stripe-go/v76/charge"
 	"github.com/stripe/stripe-go/v76/customer"
 	"github.com/stripe/stripe-go/v76/event"
+	"github.com/stripe/stripe-go/v76/paymentintent"
 	"github.com/stripe/stripe-go/v76/refund"
 
 	"github.com/atomicrides/atomicrides/service"
@@ -81,6 +82,7 @@ type Config struct {
 type Client struct {
 	customers customer.Client
 	charges   charge.Client
+	intents   paymentintent.Client
 	refunds   refund.Client
 	events    event.Client
 	budget    time.Duration
@@ -117,6 +119,7 @@ func New(cfg Config) *Client {
 	return &Client{
 		customers: customer.Client{B: backend, Key: cfg.SecretKey},
 		charges:   charge.Client{B: backend, Key: cfg.SecretKey},
+		intents:   paymentintent.Client{B: backend, Key: cfg.SecretKey},
 		refunds:   refund.Client{B: backend, Key: cfg.SecretKey},
 		events:    event.Client{B: backend, Key: cfg.SecretKey},
 		budget:    budget(timeout, retries),

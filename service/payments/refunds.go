@@ -21,7 +21,12 @@ func (c *Client) RefundCreate(ctx context.Context, params service.RefundCreatePa
 	}
 	ctx, cancel := c.bound(ctx)
 	defer cancel()
+	// A PaymentIntent's charge is refunded through its PaymentIntent; a
+	// Charges API charge by itself.
 	p := &stripe.RefundParams{Charge: stripe.String(params.ChargeID)}
+	if params.PaymentID != "" {
+		p = &stripe.RefundParams{PaymentIntent: stripe.String(params.PaymentID)}
+	}
 	p.Context = ctx
 	p.SetIdempotencyKey(params.IdempotencyKey)
 	tagMetadata(p.AddMetadata, params.Tag)

@@ -170,7 +170,7 @@ func TestStripeMockWireCompatibility(t *testing.T) {
 	require.Equal(t, int64(1250), ch.AmountCents)
 	require.Equal(t, "eur", ch.Currency)
 
-	foundCh, err := c.ChargeFind(ctx, "ride-1-charge")
+	foundCh, err := c.ChargeFind(ctx, service.ChargeFindParams{Key: "ride-1-charge"})
 	require.NoError(t, err)
 	require.NotEmpty(t, foundCh)
 	require.True(t, strings.HasPrefix(foundCh[0].ID, "ch_"), foundCh[0].ID)

@@ -108,6 +108,15 @@ func (e *Events) parse(payload []byte, bad error) (*service.InboundEvent, error)
 			out.Kind, out.Charge, out.ChargeID = service.InboundChargeOutcome, toCharge(&ch), ch.ID
 			out.Namespace = out.Charge.Tag.Namespace
 		}
+	case t == "payment_intent.succeeded" || t == "payment_intent.payment_failed" || t == "payment_intent.canceled":
+		var pi stripe.PaymentIntent
+		if err = json.Unmarshal(raw, &pi); err == nil {
+			if pi.ID == "" {
+				return nil, fmt.Errorf("%w: %s names no payment intent", bad, ev.Type)
+			}
+			out.Kind, out.Charge = service.InboundPayment, fromIntent(&pi)
+			out.ChargeID, out.Namespace = out.Charge.ID, out.Charge.Tag.Namespace
+		}
 	case t == "charge.refunded":
 		var ch stripe.Charge
 		if err = json.Unmarshal(raw, &ch); err == nil {
@@ -136,7 +145,7 @@ func (e *Events) parse(payload []byte, bad error) (*service.InboundEvent, error)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s object: %v", bad, ev.Type, err)
 	}
-	if out.Kind != service.InboundOther && out.ChargeID == "" {
+	if out.Kind != service.InboundOther && out.Kind != service.InboundPayment && out.ChargeID == "" {
 		return nil, fmt.Errorf("%w: %s names no charge", bad, ev.Type)
 	}
 	return out, nil

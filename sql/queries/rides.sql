@@ -50,8 +50,11 @@ ORDER BY rides.created_at, rides.id
 LIMIT @row_limit;
 
 -- name: RideSetCharged :execrows
+-- Records the charge of a pending ride: its charge, and for a payments-API
+-- ride its payment and the key it was made under.
 UPDATE rides
-SET charge_status = 'charged', stripe_charge_id = @stripe_charge_id::text
+SET charge_status = 'charged', stripe_charge_id = @stripe_charge_id::text,
+    payment_id = sqlc.narg(payment_id), charge_key = sqlc.narg(charge_key)
 WHERE id = @id AND charge_status = 'pending';
 
 -- name: RideSetDeclined :execrows
@@ -141,3 +144,51 @@ WHERE id = @id AND (
 
 -- name: RideGetByCharge :one
 SELECT * FROM rides WHERE stripe_charge_id = @stripe_charge_id;
+
+-- name: RideSetRequiresAction :execrows
+-- A pending ride whose rider's bank asked for authentication: it waits for
+-- its rider until action_expires_at.
+UPDATE rides
+SET charge_status = 'requires_action', payment_id = sqlc.narg(payment_id), charge_key = @charge_key::text,
+    action_url = sqlc.narg(action_url), action_client_secret = sqlc.narg(action_client_secret),
+    action_expires_at = @action_expires_at::timestamptz
+WHERE id = @id AND charge_status = 'pending';
+
+-- name: RideActionCharged :one
+-- The waiting ride's payment succeeded: charged, once. No row: the ride
+-- had moved on already.
+UPDATE rides
+SET charge_status = 'charged', stripe_charge_id = @stripe_charge_id::text,
+    payment_id = coalesce(sqlc.narg(payment_id), payment_id), action_decided_at = now()
+WHERE id = @id AND charge_status = 'requires_action'
+RETURNING *;
+
+-- name: RideActionDeclined :one
+-- The waiting ride's payment failed (authentication failed, or the bank
+-- declined after it): declined, once.
+UPDATE rides
+SET charge_status = 'declined', decline_code = @decline_code::text, decline_message = @decline_message::text,
+    payment_id = coalesce(sqlc.narg(payment_id), payment_id), action_decided_at = now()
+WHERE id = @id AND charge_status = 'requires_action'
+RETURNING *;
+
+-- name: RideActionExpired :one
+-- The waiting ride's payment was cancelled at the processor: expired, once.
+UPDATE rides
+SET charge_status = 'expired', action_decided_at = now()
+WHERE id = @id AND charge_status = 'requires_action'
+RETURNING *;
+
+-- name: RideGet :one
+SELECT * FROM rides WHERE id = @id;
+
+-- name: RideGetByChargeKey :one
+SELECT * FROM rides WHERE charge_key = @charge_key;
+
+-- name: RideGetByPayment :one
+SELECT * FROM rides WHERE processor = @processor AND payment_id = @payment_id;
+
+-- name: RideActionsWaiting :one
+-- How many rides wait for their rider (the operators' gauge): a scan of
+-- the partial index rides_requires_action.
+SELECT count(*)::bigint FROM rides WHERE charge_status = 'requires_action';

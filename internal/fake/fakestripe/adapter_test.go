@@ -110,11 +110,11 @@ func TestChargeCreateAndFind(t *testing.T) {
 	require.Equal(t, &service.Charge{ID: ch.ID, AmountCents: 1250, Currency: "eur", Status: "succeeded",
 		Created: ch.Created, Tag: testTag("ride-5-charge"), CustomerID: cus}, ch)
 
-	found, err := c.ChargeFind(ctx, "ride-5-charge")
+	found, err := c.ChargeFind(ctx, service.ChargeFindParams{Key: "ride-5-charge"})
 	require.NoError(t, err)
 	require.Equal(t, []*service.Charge{ch}, found)
 
-	none, err := c.ChargeFind(ctx, "ride-6-charge")
+	none, err := c.ChargeFind(ctx, service.ChargeFindParams{Key: "ride-6-charge"})
 	require.NoError(t, err)
 	require.Empty(t, none)
 
@@ -181,7 +181,7 @@ func TestDeclineIsSavedAndReplayed(t *testing.T) {
 	require.Equal(t, http.StatusPaymentRequired, reqs[1].Status)
 
 	// The failed attempt carries the ride's metadata but is no charge of it.
-	found, err := c.ChargeFind(ctx, "ride-9-charge")
+	found, err := c.ChargeFind(ctx, service.ChargeFindParams{Key: "ride-9-charge"})
 	require.NoError(t, err)
 	require.Empty(t, found)
 }
@@ -443,7 +443,7 @@ func TestStatusFaultsAreUnavailable(t *testing.T) {
 			require.Equal(t, tc.status, pe.HTTPStatus)
 			require.Equal(t, tc.code, pe.Code)
 
-			_, err = c.ChargeFind(context.Background(), "ride-1-charge")
+			_, err = c.ChargeFind(context.Background(), service.ChargeFindParams{Key: "ride-1-charge"})
 			paymentError(t, err, service.PaymentClassUnavailable)
 			require.Empty(t, e.fake.Charges())
 		})
