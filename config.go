@@ -110,8 +110,10 @@ type config struct {
 
 	// Service and job timings: LEASE, COMPLETER_IDLE, KEY_RETENTION,
 	// COMPLETER_INTERVAL, REAPER_INTERVAL, RECONCILE_INTERVAL, JOB_TIMEOUT,
-	// JOB_RESCUE_AFTER, ORPHAN_REFUND_AFTER, EVENTS_PASS_INTERVAL.
+	// JOB_RESCUE_AFTER, ORPHAN_REFUND_AFTER, EVENTS_PASS_INTERVAL,
+	// ACTION_DEADLINE.
 	Lease, CompleterIdle, KeyRetention                   time.Duration
+	ActionDeadline                                       time.Duration
 	OrphanRefundAfter, EventsPassInterval                time.Duration
 	CompleterInterval, ReaperInterval, ReconcileInterval time.Duration
 	JobTimeout, JobRescueAfter                           time.Duration
@@ -230,6 +232,7 @@ func loadConfig(getenv func(string) string, needs backends) (*config, error) {
 		CompleterIdle:      r.duration("COMPLETER_IDLE"),
 		KeyRetention:       r.duration("KEY_RETENTION"),
 		OrphanRefundAfter:  r.duration("ORPHAN_REFUND_AFTER"),
+		ActionDeadline:     r.duration("ACTION_DEADLINE"),
 		EventsPassInterval: r.duration("EVENTS_PASS_INTERVAL"),
 		CompleterInterval:  r.duration("COMPLETER_INTERVAL"),
 		ReaperInterval:     r.duration("REAPER_INTERVAL"),
@@ -290,11 +293,17 @@ func loadConfig(getenv func(string) string, needs backends) (*config, error) {
 			r.fail(invalid("LEASE", "%s does not outlast the Stripe budget of %s (every attempt of STRIPE_TIMEOUT and the backoff between them); want more, or unset for twice the budget plus 30s", c.Lease, budget))
 		}
 	}
+	if c.PublicURL == "" && (strings.HasPrefix(c.StripeSecretKey, "sk_live_") || strings.HasPrefix(c.StripeSecretKey, "rk_live_")) {
+		r.fail(invalid("PUBLIC_URL", "required with a live Stripe key: riders whose bank asks them to authenticate a payment are sent back to it (%s); e.g. https://rides.example.com", service.ReturnPath))
+	}
 	if c.KeyRetention > 0 && c.KeyRetention <= service.ProcessorKeyWindow {
 		r.fail(invalid("KEY_RETENTION", "%s: must exceed Stripe's %s idempotency window, e.g. 72h", c.KeyRetention, service.ProcessorKeyWindow))
 	}
 	if c.StripeKeyWindow > 0 && c.StripeKeyWindow != service.ProcessorKeyWindow && stripesOwnAPI(c.StripeAPIBase) {
 		r.fail(invalid("STRIPE_KEY_WINDOW", "%s: Stripe remembers idempotency keys for %s; another window is only for a Stripe-compatible test API named by STRIPE_API_BASE (e.g. fakestripe -key-window): unset it", c.StripeKeyWindow, service.ProcessorKeyWindow))
+	}
+	if grace := cmp.Or(c.OrphanRefundAfter, service.DefaultOrphanRefundAfter); c.ActionDeadline >= grace {
+		r.fail(invalid("ACTION_DEADLINE", "%s: must be shorter than the orphan grace (%s): a payment authenticated by its deadline is recorded on its ride before an orphan pass could refund it; e.g. 30m", c.ActionDeadline, grace))
 	}
 	if window := cmp.Or(c.StripeKeyWindow, service.ProcessorKeyWindow); c.OrphanRefundAfter > 0 && c.OrphanRefundAfter <= window {
 		r.fail(invalid("ORPHAN_REFUND_AFTER", "%s: must exceed Stripe's %s idempotency window, within which a client's retry still claims the charge; e.g. 48h", c.OrphanRefundAfter, window))

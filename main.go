@@ -712,8 +712,9 @@ func newService(pool, direct *pgxpool.Pool, cfg *config, reg prometheus.Register
 		// Zero values take the service's defaults.
 		AbandonedAfter: cfg.CompleterIdle, KeyRetention: cfg.KeyRetention, Lease: cfg.Lease,
 		OrphanRefundAfter: cfg.OrphanRefundAfter,
-		SettlementMaxAge:  cfg.SettlementMaxAge,
-		BreakerOpenFor:    cfg.CircuitOpenFor,
+		ActionDeadline:    cfg.ActionDeadline, PublicURL: publicURL(cfg),
+		SettlementMaxAge: cfg.SettlementMaxAge,
+		BreakerOpenFor:   cfg.CircuitOpenFor,
 	})
 	if err != nil {
 		return nil, "", nil, err
@@ -843,4 +844,18 @@ func randomToken() string {
 	var b [24]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// publicURL is where riders reach the service: PUBLIC_URL, or else this
+// machine at the API's port (config.go requires PUBLIC_URL with a live
+// Stripe key).
+func publicURL(cfg *config) string {
+	if cfg.PublicURL != "" {
+		return cfg.PublicURL
+	}
+	_, port, err := net.SplitHostPort(cfg.Addr)
+	if err != nil || port == "" {
+		return ""
+	}
+	return "http://localhost:" + port
 }

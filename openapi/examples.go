@@ -37,11 +37,28 @@ func exampleRide(refunded bool) *service.Ride {
 		OriginLat: exampleRideBody.OriginLat, OriginLon: exampleRideBody.OriginLon,
 		TargetLat: exampleRideBody.TargetLat, TargetLon: exampleRideBody.TargetLon,
 		AmountCents: 2000, Currency: "usd",
-		ChargeStatus: "charged", StripeChargeID: &exampleChargeID,
+		ChargeStatus: "charged", PaymentID: &examplePaymentID, ChargeID: &exampleChargeID, StripeChargeID: &exampleChargeID,
 		RefundStatus: "none", Processor: service.ProcessorStripe,
 	}
 	if refunded {
-		r.RefundStatus, r.StripeRefundID = "refunded", &exampleRefundID
+		r.RefundStatus, r.RefundID, r.StripeRefundID = "refunded", &exampleRefundID, &exampleRefundID
+	}
+	return r
+}
+
+// examplePaymentID is the example ride's PaymentIntent.
+var examplePaymentID = "pi_3QAbCdEfGhIjKlMn0AbCdEfG"
+
+// exampleWaitingRide is a ride whose rider's bank asked for authentication.
+func exampleWaitingRide() *service.Ride {
+	r := exampleRide(false)
+	secret := examplePaymentID + "_secret_AbCdEfGhIjKlMnOpQrStUvWxY"
+	r.ChargeStatus, r.ChargeID, r.StripeChargeID = "requires_action", nil, nil
+	r.NextAction = &service.RideNextAction{
+		Type:         "redirect_to_url",
+		RedirectURL:  "https://hooks.stripe.com/3d_secure_2/hosted?merchant=acct_1QAbCdEfGh&payment_intent=" + examplePaymentID,
+		ClientSecret: &secret,
+		ExpiresAt:    exampleTime.Add(30 * time.Minute),
 	}
 	return r
 }
@@ -66,7 +83,7 @@ func exampleSettlement(refunded bool) *service.RideSettlement {
 func exampleDeclinedRide() *service.Ride {
 	r := exampleRide(false)
 	code, msg := "card_declined", "Your card was declined."
-	r.ChargeStatus, r.StripeChargeID, r.DeclineCode, r.DeclineMessage = "declined", nil, &code, &msg
+	r.ChargeStatus, r.ChargeID, r.StripeChargeID, r.DeclineCode, r.DeclineMessage = "declined", nil, nil, &code, &msg
 	return r
 }
 

@@ -95,7 +95,7 @@ func (h *handlers) rideCreateOperation() huma.Operation {
 		Method:        service.RideCreateMethod,
 		Path:          service.RideCreatePath,
 		Summary:       "Book and charge a ride, exactly once per idempotency key",
-		Description:   "Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key, and so is 409 /problems/booking-refunded: the booking of this key was lost (a database restore) and its charge refunded, so nothing is charged again; book under a new key. Any other 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.",
+		Description:   "Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. When the rider's bank asks the rider to authenticate the payment (3-D Secure, under SCA rules), the answer is 202: the ride waits in charge_status requires_action, and its next_action says where to send the rider (or, for Stripe's SDKs, the PaymentIntent's client secret); the ride then moves by itself to charged (one receipt), declined, or expired after next_action.expires_at — read it with GET /rides/{id}. Definitive answers (201, 202, 402) are stored and replayed byte for byte for every later request with the same key, and so is 409 /problems/booking-refunded: the booking of this key was lost (a database restore) and its charge refunded, so nothing is charged again; book under a new key. Any other 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.",
 		Tags:          []string{"rides"},
 		DefaultStatus: http.StatusCreated,
 		MaxBodyBytes:  maxBodyBytes,
@@ -109,6 +109,13 @@ func (h *handlers) rideCreateOperation() huma.Operation {
 				Headers:     replayHeader,
 				Content: map[string]*huma.MediaType{"application/json": {Schema: rideSchema, Examples: map[string]*huma.Example{
 					"charged": example("Booked and charged (the same bytes on every replay)", exampleRide(false)),
+				}}},
+			},
+			"202": {
+				Description: "The ride is booked and waits for its rider: their bank asks them to authenticate the payment. Send the rider to next_action.redirect_url (or hand next_action.client_secret to Stripe's SDK); the bank sends them back to the service, and the ride moves on to charged, declined or expired. Nothing is charged yet. Stored: replays give the same bytes, whatever the ride became since.",
+				Headers:     replayHeader,
+				Content: map[string]*huma.MediaType{"application/json": {Schema: rideSchema, Examples: map[string]*huma.Example{
+					"requires-action": example("The bank asks for authentication", exampleWaitingRide()),
 				}}},
 			},
 		},

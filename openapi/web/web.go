@@ -100,6 +100,7 @@ func (wb *Pages) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /book/signin", wb.signIn)
 	mux.HandleFunc("POST /book/signout", wb.signOut)
 	mux.HandleFunc("GET /book/rides/{id}", wb.ridePage)
+	mux.HandleFunc("GET "+service.ReturnPath, wb.actionReturn)
 }
 
 // newForm sends a signed-in rider to a booking form with a fresh
@@ -253,6 +254,19 @@ func (wb *Pages) bookSubmit(w http.ResponseWriter, r *http.Request) {
 			to += "?again=1"
 		}
 		http.Redirect(w, r, to, http.StatusSeeOther)
+	case http.StatusAccepted:
+		// The rider's bank asks for authentication: off to the bank, who
+		// sends the rider back to actionReturn, then to the ride.
+		var ride service.Ride
+		if err := json.Unmarshal(resp.Body, &ride); err != nil {
+			wb.internal(w, r, s, "book: stored ride", err)
+			return
+		}
+		to := "/book/rides/" + strconv.FormatInt(ride.ID, 10)
+		if ride.NextAction != nil && !resp.Replayed {
+			to = ride.NextAction.RedirectURL
+		}
+		http.Redirect(w, r, to, http.StatusSeeOther)
 	case http.StatusPaymentRequired:
 		var p service.Problem
 		_ = json.Unmarshal(resp.Body, &p)
@@ -384,4 +398,34 @@ func (wb *Pages) internal(w http.ResponseWriter, r *http.Request, s *session, op
 	wb.logger.ErrorContext(r.Context(), op, "request_id", httpctx.RequestID(r.Context()), "err", err)
 	wb.message(w, r, s, http.StatusInternalServerError, "Something went wrong",
 		"Please try again. A form you submitted books one ride at most.")
+}
+
+// actionReturn is where a rider's bank sends the rider back after they
+// authenticated a ride's payment (or gave up). It needs no session: what it
+// applies is the processor's answer about the payment named by the link
+// (service.RideActionReturn), never what the link's parameters claim. Then
+// it sends the rider to the ride, which shows the outcome.
+func (wb *Pages) actionReturn(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	for _, name := range []string{"key", "redirectResult"} {
+		if len(q[name]) > 1 {
+			wb.message(w, r, nil, http.StatusBadRequest, "Damaged link", "The link from your bank names "+name+" more than once. Nothing was changed.")
+			return
+		}
+	}
+	id, err := wb.svc.RideActionReturn(r.Context(), q.Get("key"), q.Get("redirectResult"))
+	switch service.ErrorCode(err) {
+	case "":
+		http.Redirect(w, r, "/book/rides/"+strconv.FormatInt(id, 10), http.StatusSeeOther)
+	case service.CodeInvalid:
+		var e *service.Error
+		errors.As(err, &e)
+		wb.message(w, r, nil, http.StatusBadRequest, "Damaged link", "The link from your bank could not be used ("+e.Field+" "+e.Message+"). Nothing was changed.")
+	case service.CodeNotFound:
+		wb.message(w, r, nil, http.StatusNotFound, "No such booking", "No booking waits for this link. Nothing was changed.")
+	case service.CodeProcessorUnavailable:
+		wb.message(w, r, nil, http.StatusServiceUnavailable, "Try again", "The payment processor did not answer. Reload this page in a moment: your payment is applied once.")
+	default:
+		wb.internal(w, r, nil, "action return", err)
+	}
 }
