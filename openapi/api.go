@@ -121,6 +121,7 @@ func register(mux *http.ServeMux, cfg Config) huma.API {
 	h.registerWebhooks()
 	h.registerAdyenWebhooks()
 	h.registerHealth(cfg.Ready)
+	nullableRefs(api.OpenAPI().Components.Schemas, "RideNextAction")
 	finishExamples(api.OpenAPI())
 	return api
 }

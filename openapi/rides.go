@@ -81,6 +81,28 @@ func (*rideSettlement) Schema(r huma.Registry) *huma.Schema {
 	return s
 }
 
+// nullableRefs makes every property that refers to the component schema
+// name say it may be null: the referenced schema inline, nullable (Huma
+// refuses nullable on a reference). A pointer to a struct of the domain
+// is written as null when absent.
+func nullableRefs(registry huma.Registry, name string) {
+	target := registry.Map()[name]
+	if target == nil {
+		return
+	}
+	ref := "#/components/schemas/" + name
+	for _, s := range registry.Map() {
+		for prop, p := range s.Properties {
+			if p == nil || p.Ref != ref {
+				continue
+			}
+			inline := *target
+			inline.Nullable, inline.Description = true, p.Description
+			s.Properties[prop] = &inline
+		}
+	}
+}
+
 func rideDetailFrom(d *service.RideDetail) *rideDetail {
 	return &rideDetail{Ride: d.Ride, Settlement: (*rideSettlement)(d.Settlement)}
 }

@@ -134,7 +134,7 @@ type Ride struct {
 	ChargeStatus RideChargeStatus `json:"charge_status" enum:"pending,requires_action,charged,declined,expired" doc:"pending until the charge is decided; requires_action while the rider's bank asks the rider to authenticate the payment (next_action says how), then charged, declined, or expired when the rider did not authenticate before next_action.expires_at (the payment is cancelled, nothing is charged)"`
 	// NextAction is what the rider must do while ChargeStatus is
 	// requires_action.
-	NextAction *RideNextAction `json:"next_action" nullable:"true" doc:"While charge_status is requires_action: where to send the rider to authenticate the payment, and until when. Null otherwise."`
+	NextAction *RideNextAction `json:"next_action" doc:"While charge_status is requires_action: where to send the rider to authenticate the payment, and until when. Null otherwise."`
 	// PaymentID is the processor's payment: a Stripe PaymentIntent, an
 	// Adyen pspReference; for a ride charged through Stripe's Charges API,
 	// its charge.
