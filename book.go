@@ -33,6 +33,7 @@ func book(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	from := cmd.fs.String("from", "", "origin as LAT,LON, e.g. 37.7749,-122.4194 (required)")
 	to := cmd.fs.String("to", "", "destination as LAT,LON (required)")
 	key := cmd.fs.String("key", "", "idempotency key: pass the key of an earlier attempt to retry that booking (default: a fresh key)")
+	noWait := cmd.fs.Bool("no-wait", false, "when the rider's bank asks for authentication (202), print the waiting ride and stop instead of waiting for its outcome")
 	if err := cmd.parse(args, 0); err != nil {
 		return err
 	}
@@ -71,15 +72,27 @@ func book(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("book: no answer (retry this booking with --key %s): %w", *key, err)
 	}
-	if res.StatusCode != 201 || res.Reply.JSON201 == nil {
+	outcome, ride, err := res.Reply.Outcome()
+	if err != nil || outcome == client.RideOutcomeDeclined {
 		return fmt.Errorf("book: ride not booked: %s (idempotency key %s)", problemText(res.StatusCode, res.Reply.Body), res.Key)
 	}
-	out, err := json.MarshalIndent(bookOutput{Ride: res.Reply.Body, IdempotencyKey: res.Key, Replayed: res.Replayed, Attempts: res.Attempts}, "", "  ")
+	rideJSON, status := json.RawMessage(res.Reply.Body), string(ride.ChargeStatus)
+	if outcome == client.RideOutcomeRequiresAction && !*noWait {
+		if rideJSON, status, err = awaitAction(ctx, c, ride, stderr); err != nil {
+			return fmt.Errorf("book: %w (idempotency key %s)", err, res.Key)
+		}
+	}
+	out, err := json.MarshalIndent(bookOutput{Ride: rideJSON, IdempotencyKey: res.Key, Replayed: res.Replayed, Attempts: res.Attempts}, "", "  ")
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(stdout, "%s\n", out)
-	return err
+	if _, err := fmt.Fprintf(stdout, "%s\n", out); err != nil {
+		return err
+	}
+	if status == string(client.RideDetailChargeStatusDeclined) || status == string(client.RideDetailChargeStatusExpired) {
+		return fmt.Errorf("book: ride %d %s: nothing was charged (idempotency key %s)", ride.ID, status, res.Key)
+	}
+	return nil
 }
 
 // parseLatLon reads "LAT,LON"; the server checks the ranges.
@@ -121,4 +134,29 @@ func problemText(status int, body []byte) string {
 		text += fmt.Sprintf(" [%s: %s]", e.Location, e.Message)
 	}
 	return text
+}
+
+// awaitAction tells the rider where their bank asks them to authenticate
+// the payment of a ride booked with 202, then reads the ride until its
+// charge is decided, and returns it as GET /rides/{id} shows it, with its
+// charge status.
+func awaitAction(ctx context.Context, c client.ClientInterface, ride *client.Ride, stderr io.Writer) (json.RawMessage, string, error) {
+	if ride.NextAction == nil {
+		return nil, "", fmt.Errorf("ride %d waits for its rider without an action", ride.ID)
+	}
+	fmt.Fprintf(stderr, "ride %d: your bank asks you to authenticate this payment: open\n  %s\nbefore %s; waiting for the ride's outcome...\n",
+		ride.ID, ride.NextAction.RedirectURL, ride.NextAction.ExpiresAt.UTC().Format(time.RFC3339))
+	// The service cancels the payment at its deadline: the outcome comes by then.
+	ctx, cancel := context.WithDeadline(ctx, ride.NextAction.ExpiresAt.Add(time.Minute))
+	defer cancel()
+	final, err := client.RideAwait(ctx, c, ride.ID, time.Second)
+	if err != nil {
+		return nil, "", fmt.Errorf("no outcome for ride %d: %w", ride.ID, err)
+	}
+	fmt.Fprintf(stderr, "ride %d: %s\n", ride.ID, final.ChargeStatus)
+	b, err := json.Marshal(final)
+	if err != nil {
+		return nil, "", err
+	}
+	return b, string(final.ChargeStatus), nil
 }
