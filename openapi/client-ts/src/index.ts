@@ -75,9 +75,9 @@ export class Retrier {
   ) {}
 
   /**
-   * Books one ride. A 201 or 402 is the final, stored answer, and
-   * Result.replayed tells whether an earlier request with the key produced
-   * it. Throws NoAnswerError when no answer came; retry with its key.
+   * Books one ride. A 201, 202 or 402 is the final, stored answer
+   * (rideOutcome reads it), and Result.replayed tells whether an earlier
+   * request with the key produced it. Throws NoAnswerError when no answer came; retry with its key.
    */
   rideCreate(body: RideCreateBody, options: OperationOptions = {}) {
     return withRetries(
@@ -150,5 +150,71 @@ export async function* rideAll(
       return;
     }
     params = { ...params, starting_after: last.id };
+  }
+}
+
+/** What the rider's bank asks for, while a ride waits for its rider. */
+export type RideNextAction = NonNullable<Ride["next_action"]>;
+
+/** What a booking's final answer says of the ride. */
+export type RideOutcome =
+  /** 201: booked and charged. */
+  | { kind: "charged"; ride: Ride }
+  /**
+   * 202: the rider's bank asks the rider to authenticate the payment. Send
+   * them to nextAction.redirect_url (or give nextAction.client_secret to
+   * Stripe's SDK); the ride then moves by itself (awaitRide).
+   */
+  | { kind: "requires_action"; ride: Ride; nextAction: RideNextAction }
+  /** 402: declined, nothing charged; problem.ride_id names the ride. */
+  | { kind: "declined"; problem: DeclinedProblem };
+
+/**
+ * Reads the final answer of Retrier.rideCreate as what it means. Throws
+ * for any other answer (a status the retries gave up on, a 409 or 422).
+ */
+export function rideOutcome(result: RideCreateResult): RideOutcome {
+  const { data, error } = result.answer;
+  if (result.status === 201 && data !== undefined) {
+    return { kind: "charged", ride: data };
+  }
+  if (result.status === 202 && data !== undefined && data.next_action) {
+    return { kind: "requires_action", ride: data, nextAction: data.next_action };
+  }
+  if (result.status === 402 && error !== undefined) {
+    return { kind: "declined", problem: error as DeclinedProblem };
+  }
+  throw new Error(`booking answered ${result.status}: ${JSON.stringify(error ?? data)}`);
+}
+
+/** A ride as GET /rides/{id} answers it. */
+export type RideDetail = components["schemas"]["RideDetail"];
+
+/**
+ * Reads ride id every intervalMs (default 1000) until its charge is
+ * decided — charged, declined or expired — and returns it then. A ride
+ * waits for its rider at most until its next_action.expires_at. Throws on
+ * an answer other than 200, and when signal ends the wait.
+ */
+export async function awaitRide(
+  client: AtomicRidesClient,
+  id: number,
+  options: { intervalMs?: number; signal?: AbortSignal } = {},
+): Promise<RideDetail> {
+  for (;;) {
+    const { data, error, response } = await client.GET("/rides/{id}", { params: { path: { id } }, signal: options.signal });
+    if (data === undefined) {
+      throw new Error(`ride ${id} answered ${response.status}: ${JSON.stringify(error)}`);
+    }
+    if (data.charge_status === "charged" || data.charge_status === "declined" || data.charge_status === "expired") {
+      return data;
+    }
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(resolve, options.intervalMs ?? 1000);
+      options.signal?.addEventListener("abort", () => {
+        clearTimeout(timer);
+        reject(options.signal?.reason);
+      });
+    });
   }
 }
