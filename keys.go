@@ -229,6 +229,13 @@ func printKey(out io.Writer, k *service.KeyInfo) {
 			row("attempt "+strconv.Itoa(a.Attempt), "%s", a.Processor)
 		}
 	}
+	if r := k.Ride; r != nil {
+		if r.WaitsUntil != nil {
+			row("ride", "%d %s: waits for its rider until %s; then %s", r.ID, r.ChargeStatus, r.WaitsUntil.Format(time.RFC3339), completion(r.Expiry))
+		} else {
+			row("ride", "%d %s", r.ID, r.ChargeStatus)
+		}
+	}
 	row("completion", "%s", completion(k.Completion))
 	if k.Completion != nil && k.Completion.LastError != "" {
 		row("last error", "%s", k.Completion.LastError)

@@ -37,6 +37,20 @@ type KeyInfo struct {
 	// Attempts are the processors the request was routed to, in order
 	// (KeyGet only).
 	Attempts []KeyAttempt `json:"attempts,omitempty"`
+	// Ride is the ride a booking's key made, as it is now (KeyGet only).
+	Ride *KeyRide `json:"ride,omitempty"`
+}
+
+// KeyRide is the ride of a booking's key as an operator sees it: its
+// charge status and, while it waits for its rider, until when and the job
+// that ends the wait.
+type KeyRide struct {
+	ID           int64            `json:"id"`
+	ChargeStatus RideChargeStatus `json:"charge_status"`
+	// WaitsUntil is the deadline of a ride waiting for its rider.
+	WaitsUntil *time.Time `json:"waits_until,omitempty"`
+	// Expiry is the job that ends the wait at WaitsUntil.
+	Expiry *KeyCompletionJob `json:"expiry,omitempty"`
 }
 
 // KeyCompletionJob is a completion job as an operator sees it.
@@ -252,7 +266,44 @@ func (s *Service) KeyGet(ctx context.Context, keyID int64) (*KeyInfo, error) {
 	if k.Attempts, err = s.keyAttempts(ctx, k); err != nil {
 		return nil, err
 	}
+	if k.Flow == s.rides.Name {
+		if k.Ride, err = s.keyRide(ctx, k.ID); err != nil {
+			return nil, err
+		}
+	}
 	return k, s.attachCompletions(ctx, []*KeyInfo{k})
+}
+
+// keyRide is the ride made under key keyID, nil when none is; a ride
+// waiting for its rider comes with its deadline's job.
+func (s *Service) keyRide(ctx context.Context, keyID int64) (*KeyRide, error) {
+	ride, err := s.queries.RideGetByIdempotencyKey(ctx, s.pool, &keyID)
+	if isNoRows(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, internal(err)
+	}
+	kr := &KeyRide{ID: ride.ID, ChargeStatus: RideChargeStatus(ride.ChargeStatus)}
+	if kr.ChargeStatus != RideChargeRequiresAction {
+		return kr, nil
+	}
+	kr.WaitsUntil = ride.ActionExpiresAt
+	res, err := s.jobs.JobList(ctx, river.NewJobListParams().
+		Kinds(RideActionExpireArgs{}.Kind()).
+		States(rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
+			rivertype.JobStateRetryable, rivertype.JobStateScheduled, rivertype.JobStateDiscarded,
+			rivertype.JobStateCompleted, rivertype.JobStateCancelled).
+		Where("args->>'ride_id' = @id", river.NamedArgs{"id": strconv.FormatInt(ride.ID, 10)}).
+		OrderBy(river.JobListOrderByID, river.SortOrderDesc).
+		First(1))
+	if err != nil {
+		return nil, internal(err)
+	}
+	for _, job := range res.Jobs {
+		kr.Expiry = &KeyCompletionJob{JobID: job.ID, State: job.State, Attempt: job.Attempt, MaxAttempts: job.MaxAttempts}
+	}
+	return kr, nil
 }
 
 // attachCompletions sets the latest completion job of each key.
