@@ -92,9 +92,16 @@ func TestSpecStatesTheServiceRules(t *testing.T) {
 			"rider@example.com", "Rider@Example.COM", "a@b", "a.b@c.d", ".a@b.c", "a.@b.c", "a..b@c.d", "a@b..c",
 			"a@[127.0.0.1]", `"a b"@c.d`, "a b@c.d", "a@b@c", "ab", "a\x00@b.c", "é@b.c", "<a@b.c>", "a@b.c (x)",
 			strings.Repeat("a", 243) + "@example.com", strings.Repeat("a", 244) + "@example.com",
+			"x@-y.com", "x@y-.com", "x@y..com", "x@a-b.com", "x@a--b.com", "x@y_z.com", "x@y!z.com", "x@xn--bcher-kva.example",
+			"x@" + strings.Repeat("a", 63) + ".com", "x@" + strings.Repeat("a", 64) + ".com", "x@" + strings.Repeat("a", 63),
 		}
 		for range 200_000 {
 			corpus = append(corpus, randomString(r, "ab.@\"\\[]() <>,;:\t!#`~-\x7f", []int{3, 6, 10}))
+		}
+		// Domains around the host-name rules: hyphens, dots and other
+		// characters at either end of labels around 63 characters.
+		for range 50_000 {
+			corpus = append(corpus, "x@"+randomString(r, "aaaa1-._!", []int{1, 3, 62, 64, 66}))
 		}
 		for _, s := range corpus {
 			_, err := service.NormalizeEmail(s)

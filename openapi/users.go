@@ -11,7 +11,7 @@ import (
 )
 
 type userPutInput struct {
-	Email string       `path:"email" minLength:"3" maxLength:"255" format:"email" pattern:"^[A-Za-z0-9!#$%&'*+/=?^_\\x60{|}~-]+(?:\\.[A-Za-z0-9!#$%&'*+/=?^_\\x60{|}~-]+)*@[A-Za-z0-9!#$%&'*+/=?^_\\x60{|}~-]+(?:\\.[A-Za-z0-9!#$%&'*+/=?^_\\x60{|}~-]+)*$" patternDescription:"a plain ASCII email address like rider@example.com" example:"rider@example.com" doc:"The rider's email address: ASCII only (receipts are sent without SMTPUTF8), no control or formatting characters; compared and stored lower-cased, so addresses that differ only in case are one rider."`
+	Email string       `path:"email" minLength:"3" maxLength:"255" format:"email" pattern:"^[A-Za-z0-9!#$%&'*+/=?^_\\x60{|}~-]+(?:\\.[A-Za-z0-9!#$%&'*+/=?^_\\x60{|}~-]+)*@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$" patternDescription:"a plain ASCII email address like rider@example.com, its domain a host name" example:"rider@example.com" doc:"The rider's email address: ASCII only (receipts are sent without SMTPUTF8), no control or formatting characters; compared and stored lower-cased, so addresses that differ only in case are one rider."`
 	Body  *userPutBody `required:"false"`
 }
 
@@ -42,7 +42,7 @@ type APIKeyResponse struct {
 }
 
 type apiKeyInput struct {
-	Email string `path:"email" minLength:"3" maxLength:"255" format:"email" pattern:"^[A-Za-z0-9!#$%&'*+/=?^_\\x60{|}~-]+(?:\\.[A-Za-z0-9!#$%&'*+/=?^_\\x60{|}~-]+)*@[A-Za-z0-9!#$%&'*+/=?^_\\x60{|}~-]+(?:\\.[A-Za-z0-9!#$%&'*+/=?^_\\x60{|}~-]+)*$" patternDescription:"a plain ASCII email address like rider@example.com" example:"rider@example.com" doc:"The rider's email address, in any case."`
+	Email string `path:"email" minLength:"3" maxLength:"255" format:"email" pattern:"^[A-Za-z0-9!#$%&'*+/=?^_\\x60{|}~-]+(?:\\.[A-Za-z0-9!#$%&'*+/=?^_\\x60{|}~-]+)*@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$" patternDescription:"a plain ASCII email address like rider@example.com, its domain a host name" example:"rider@example.com" doc:"The rider's email address, in any case."`
 }
 
 // APIKeyListResponse is the body of GET /users/{email}/api_keys.
@@ -55,7 +55,7 @@ type apiKeyListOutput struct {
 }
 
 type apiKeyRevokeInput struct {
-	Email string `path:"email" minLength:"3" maxLength:"255" format:"email" pattern:"^[A-Za-z0-9!#$%&'*+/=?^_\\x60{|}~-]+(?:\\.[A-Za-z0-9!#$%&'*+/=?^_\\x60{|}~-]+)*@[A-Za-z0-9!#$%&'*+/=?^_\\x60{|}~-]+(?:\\.[A-Za-z0-9!#$%&'*+/=?^_\\x60{|}~-]+)*$" patternDescription:"a plain ASCII email address like rider@example.com" example:"rider@example.com" doc:"The rider's email address, in any case."`
+	Email string `path:"email" minLength:"3" maxLength:"255" format:"email" pattern:"^[A-Za-z0-9!#$%&'*+/=?^_\\x60{|}~-]+(?:\\.[A-Za-z0-9!#$%&'*+/=?^_\\x60{|}~-]+)*@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$" patternDescription:"a plain ASCII email address like rider@example.com, its domain a host name" example:"rider@example.com" doc:"The rider's email address, in any case."`
 	ID    int64  `path:"id" minimum:"1" example:"7431029865513702" doc:"The key's id (api_key_id): drawn at random when the key is minted, never given to another key."`
 }
 

@@ -16,6 +16,13 @@ func TestNormalizeEmail(t *testing.T) {
 		"rider@example.com":         "rider@example.com",
 		"Alice@Example.COM":         "alice@example.com",
 		"A.B+Tag@Sub.Example.co.UK": "a.b+tag@sub.example.co.uk",
+		// The domain is a host name: letters, digits and inner hyphens.
+		"x@a-b.com":                             "x@a-b.com",
+		"x@a--b.com":                            "x@a--b.com",
+		"x@9.example":                           "x@9.example",
+		"x@xn--bcher-kva.example":               "x@xn--bcher-kva.example", // an IDN in its ASCII form
+		"x@" + strings.Repeat("a", 63) + ".com": "x@" + strings.Repeat("a", 63) + ".com",
+		"x@localhost":                           "x@localhost",
 	} {
 		got, err := service.NormalizeEmail(in)
 		require.NoError(t, err, in)
@@ -25,6 +32,9 @@ func TestNormalizeEmail(t *testing.T) {
 		"", "a@", "not-an-email", "Name <a@example.com>", strings.Repeat("a", 244) + "@example.com",
 		"alice\u202e@example.com", "bob\u200b@example.com", "bob\x07@example.com", "bob\x00@example.com", "bob\n@example.com",
 		"b\u00f6b@example.com", "bob@\u4f8b\u3048.jp", "\xff@example.com",
+		// Domains that are no host name.
+		"x@-y.com", "x@y-.com", "x@y..com", "x@.y.com", "x@y.com.", "x@y.-com", "x@y.com-", "x@-",
+		"x@y_z.com", "x@y!z.com", "x@y+z.com", "x@y~.com", "x@" + strings.Repeat("a", 64) + ".com",
 	} {
 		_, err := service.NormalizeEmail(in)
 		e := requireCode(t, err, service.CodeInvalid)

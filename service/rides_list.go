@@ -17,7 +17,8 @@ const (
 // RideListParams selects one page of a rider's rides, newest first, the way
 // Stripe's list endpoints page: at most Limit rides, older than the ride
 // StartingAfter or newer than the ride EndingBefore (at most one of the two
-// cursors), of one charge status, created in [CreatedGTE, CreatedLT).
+// cursors), of one charge status, created within the bounds CreatedGT,
+// CreatedGTE, CreatedLT and CreatedLTE (Stripe's created[gt] … created[lte]).
 // Zero values select nothing.
 type RideListParams struct {
 	// Limit is 1 to RideListLimitMax; 0 is RideListLimitDefault.
@@ -26,9 +27,11 @@ type RideListParams struct {
 	StartingAfter, EndingBefore int64
 	// ChargeStatus keeps only the rides in that status ("": every ride).
 	ChargeStatus RideChargeStatus
-	// CreatedGTE and CreatedLT bound the rides' creation time (zero: no
-	// bound).
-	CreatedGTE, CreatedLT time.Time
+	// CreatedGT, CreatedGTE, CreatedLT and CreatedLTE bound the rides'
+	// creation time: after, at or after, before, at or before (zero: no
+	// bound). Any of them combine into one range, the intersection of
+	// theirs; an empty range is an empty list, not an error.
+	CreatedGT, CreatedGTE, CreatedLT, CreatedLTE time.Time
 }
 
 // Validate checks the page's parameters, naming the first one at fault.
@@ -76,6 +79,49 @@ func (p position) less(q position) bool {
 	return p.at.Before(q.at) || p.at.Equal(q.at) && p.id < q.id
 }
 
+// createdBounds turns the creation-time filters into the positions the
+// page's scan lies strictly between, narrowing lo and hi. A creation time
+// is stored to the microsecond, so each filter is first made a bound on
+// whole microseconds, whatever fraction of a second the client sent:
+// created at or after t is at or after t rounded up, after t is at or
+// after t rounded down plus 1 µs; before t is before t rounded up, at or
+// before t is before t rounded down plus 1 µs. (PostgreSQL would
+// otherwise receive t truncated to the microsecond, and "at or after
+// 0.0000005 s" would keep a ride of 0.000000 s.)
+func createdBounds(p RideListParams, lo, hi position) (position, position) {
+	down := func(t time.Time) time.Time { return t.Truncate(time.Microsecond) }
+	up := func(t time.Time) time.Time {
+		if d := down(t); !d.Equal(t) {
+			return d.Add(time.Microsecond)
+		}
+		return t
+	}
+	for _, b := range []struct {
+		t     time.Time
+		at    func(time.Time) time.Time
+		upper bool
+	}{
+		{p.CreatedGTE, up, false},
+		{p.CreatedGT, func(t time.Time) time.Time { return down(t).Add(time.Microsecond) }, false},
+		{p.CreatedLT, up, true},
+		{p.CreatedLTE, func(t time.Time) time.Time { return down(t).Add(time.Microsecond) }, true},
+	} {
+		if b.t.IsZero() {
+			continue
+		}
+		// (t, 0) lies between every ride created before t and every ride
+		// created at t or later (ids start at 1).
+		pos := position{at: b.at(b.t)}
+		if b.upper && pos.less(hi) {
+			hi = pos
+		}
+		if !b.upper && lo.less(pos) {
+			lo = pos
+		}
+	}
+	return lo, hi
+}
+
 // The ends of every list: before and after any ride's creation time.
 var (
 	listStart = position{at: time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)}
@@ -96,15 +142,9 @@ func (s *Service) RideList(ctx context.Context, userID int64, p RideListParams) 
 	if p.Limit == 0 {
 		p.Limit = RideListLimitDefault
 	}
-	lo, hi := listStart, listEnd
-	if !p.CreatedGTE.IsZero() {
-		lo = position{at: p.CreatedGTE}
-	}
-	if !p.CreatedLT.IsZero() {
-		hi = position{at: p.CreatedLT}
-	}
-	// The lower bound is exclusive: (t, 0) keeps every ride created at t.
-	// A cursor's own ride is excluded, as it should be.
+	lo, hi := createdBounds(p, listStart, listEnd)
+	// Both bounds are exclusive: (t, 0) keeps every ride created at t, and
+	// a cursor's own ride is excluded, as it should be.
 	for _, c := range []struct {
 		id    int64
 		field string

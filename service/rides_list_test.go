@@ -229,6 +229,107 @@ func TestRideList(t *testing.T) {
 		require.Empty(t, page.Data)
 	})
 
+	// Stripe's four created[…] bounds, alone and combined into a range
+	// (the intersection of theirs, empty or not), on whole microseconds
+	// whatever the fraction sent, and cursors paging within the range.
+	t.Run("CreatedBounds", func(t *testing.T) {
+		t.Parallel()
+		b, uid, _ := setupRider(t, "created-bounds@example.com")
+		ids := b.seedRides(t, uid, 30, "charged") // six times, five rides each
+		page, err := b.Service.RideList(b.Ctx, uid, service.RideListParams{Limit: 100})
+		require.NoError(t, err)
+		require.Equal(t, ids, idsOf(page.Data))
+		// at[i] is the i-th time from the newest: ids[5i:5i+5] were created
+		// at it.
+		var at []time.Time
+		for i := 0; i < len(page.Data); i += 5 {
+			at = append(at, page.Data[i].CreatedAt)
+		}
+		require.Len(t, at, 6)
+		// between(i, j) is the rides created from at[i] back to at[j].
+		between := func(i, j int) []int64 {
+			if i > j {
+				return []int64{}
+			}
+			return ids[5*i : 5*j+5]
+		}
+		const half = 500 * time.Nanosecond
+		for _, c := range []struct {
+			name string
+			p    service.RideListParams
+			want []int64
+		}{
+			{"gt", service.RideListParams{CreatedGT: at[3]}, between(0, 2)},
+			{"gte", service.RideListParams{CreatedGTE: at[3]}, between(0, 3)},
+			{"lt", service.RideListParams{CreatedLT: at[3]}, between(4, 5)},
+			{"lte", service.RideListParams{CreatedLTE: at[3]}, between(3, 5)},
+			{"gt and lt", service.RideListParams{CreatedGT: at[4], CreatedLT: at[1]}, between(2, 3)},
+			{"gte and lte", service.RideListParams{CreatedGTE: at[4], CreatedLTE: at[1]}, between(1, 4)},
+			{"gte and lte of one time", service.RideListParams{CreatedGTE: at[2], CreatedLTE: at[2]}, between(2, 2)},
+			{"all four, the narrowest win", service.RideListParams{CreatedGT: at[5], CreatedGTE: at[4], CreatedLT: at[0], CreatedLTE: at[2]}, between(2, 4)},
+			{"gt and lt of one time", service.RideListParams{CreatedGT: at[2], CreatedLT: at[2]}, between(1, 0)},
+			{"gt and lte of one time", service.RideListParams{CreatedGT: at[2], CreatedLTE: at[2]}, between(1, 0)},
+			{"inverted", service.RideListParams{CreatedGTE: at[1], CreatedLTE: at[4]}, between(1, 0)},
+			{"gte a fraction of a microsecond after", service.RideListParams{CreatedGTE: at[3].Add(half)}, between(0, 2)},
+			{"gt a fraction of a microsecond before", service.RideListParams{CreatedGT: at[3].Add(-half)}, between(0, 3)},
+			{"lt a fraction of a microsecond after", service.RideListParams{CreatedLT: at[3].Add(half)}, between(3, 5)},
+			{"lte a fraction of a microsecond before", service.RideListParams{CreatedLTE: at[3].Add(-half)}, between(4, 5)},
+			{"a microsecond apart", service.RideListParams{CreatedGT: at[3].Add(-time.Microsecond), CreatedLT: at[3].Add(time.Microsecond)}, between(3, 3)},
+			{"another time zone", service.RideListParams{CreatedGTE: at[3].In(time.FixedZone("", 5*3600+1800))}, between(0, 3)},
+			{"bounds beyond every ride", service.RideListParams{CreatedGT: time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC), CreatedLTE: time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)}, ids},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				t.Parallel()
+				c.p.Limit = 100
+				page, err := b.Service.RideList(b.Ctx, uid, c.p)
+				require.NoError(t, err)
+				require.Equal(t, c.want, idsOf(page.Data))
+				require.False(t, page.HasMore)
+			})
+		}
+
+		t.Run("PagesWithinTheRange", func(t *testing.T) {
+			t.Parallel()
+			want := between(1, 4)
+			p := service.RideListParams{Limit: 4, CreatedGT: at[5], CreatedLTE: at[1]}
+			var got []int64
+			for pages := 0; ; pages++ {
+				require.Less(t, pages, 20)
+				page, err := b.Service.RideList(b.Ctx, uid, p)
+				require.NoError(t, err)
+				got = append(got, idsOf(page.Data)...)
+				if !page.HasMore {
+					break
+				}
+				p.StartingAfter = got[len(got)-1]
+			}
+			require.Equal(t, want, got)
+
+			p.StartingAfter, p.EndingBefore = 0, want[len(want)-1]
+			var back []int64
+			for pages := 0; ; pages++ {
+				require.Less(t, pages, 20)
+				page, err := b.Service.RideList(b.Ctx, uid, p)
+				require.NoError(t, err)
+				back = append(idsOf(page.Data), back...)
+				if !page.HasMore {
+					break
+				}
+				p.EndingBefore = page.Data[0].ID
+			}
+			require.Equal(t, want[:len(want)-1], back)
+
+			// A cursor outside the range: the page is the range's part
+			// beyond it, here nothing.
+			page, err := b.Service.RideList(b.Ctx, uid, service.RideListParams{StartingAfter: ids[len(ids)-1], CreatedGTE: at[2]})
+			require.NoError(t, err)
+			require.Empty(t, page.Data)
+			page, err = b.Service.RideList(b.Ctx, uid, service.RideListParams{EndingBefore: ids[len(ids)-1], CreatedGTE: at[2], Limit: 100})
+			require.NoError(t, err)
+			require.Equal(t, between(0, 2), idsOf(page.Data))
+		})
+	})
+
 	// A ride in the list reads as GET /rides/{id} reads it: refund and all.
 	t.Run("ListedAsGot", func(t *testing.T) {
 		t.Parallel()

@@ -122,7 +122,9 @@ const (
 // does not use the SMTPUTF8 extension, so it could not deliver a receipt to
 // such an address. The domain must be a name, not an address literal
 // (rider@[192.0.2.1]): a receipt is delivered where the domain's DNS says,
-// never to an address a client picked, such as one inside our network.
+// never to an address a client picked, such as one inside our network;
+// and it must be a host name (isHostname): rider@-example.com and
+// rider@example_1.com name no host a receipt could be delivered to.
 // Every error is CodeInvalid on path.email; the spec's pattern for
 // path.email states the same rule.
 func NormalizeEmail(email string) (string, error) {
@@ -147,7 +149,32 @@ func NormalizeEmail(email string) (string, error) {
 	if strings.HasSuffix(email, "]") {
 		return "", invalid(field, "must name a domain, not an address in brackets")
 	}
+	if !isHostname(email[strings.LastIndexByte(email, '@')+1:]) {
+		return "", invalid(field, "must name a domain of dot-separated labels of 1 to 63 letters, digits and hyphens, none starting or ending with a hyphen")
+	}
 	return strings.ToLower(email), nil
+}
+
+// isHostname reports whether domain is a host name as DNS and mail
+// servers take it (RFC 1123 section 2.1, RFC 5321 section 4.1.2): labels of
+// 1 to 63 ASCII letters, digits and hyphens, separated by dots, none
+// starting or ending with a hyphen. An internationalized domain is taken in
+// its ASCII form (xn--…), as the service's SMTP client sends it. The
+// address as a whole is at most EmailMaxLength bytes, which keeps the
+// domain within DNS's 253.
+func isHostname(domain string) bool {
+	for label := range strings.SplitSeq(domain, ".") {
+		if len(label) == 0 || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for i := 0; i < len(label); i++ {
+			c := label[i]
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // UserUpsert creates the user unless one with the email exists, or
