@@ -56,9 +56,11 @@ func (e RegistrationStatus) Valid() bool {
 
 // Defines values for RideChargeStatus.
 const (
-	RideChargeStatusCharged  RideChargeStatus = "charged"
-	RideChargeStatusDeclined RideChargeStatus = "declined"
-	RideChargeStatusPending  RideChargeStatus = "pending"
+	RideChargeStatusCharged        RideChargeStatus = "charged"
+	RideChargeStatusDeclined       RideChargeStatus = "declined"
+	RideChargeStatusExpired        RideChargeStatus = "expired"
+	RideChargeStatusPending        RideChargeStatus = "pending"
+	RideChargeStatusRequiresAction RideChargeStatus = "requires_action"
 )
 
 // Valid indicates whether the value is a known member of the RideChargeStatus enum.
@@ -68,7 +70,11 @@ func (e RideChargeStatus) Valid() bool {
 		return true
 	case RideChargeStatusDeclined:
 		return true
+	case RideChargeStatusExpired:
+		return true
 	case RideChargeStatusPending:
+		return true
+	case RideChargeStatusRequiresAction:
 		return true
 	default:
 		return false
@@ -93,6 +99,21 @@ func (e RideDisputeStatus) Valid() bool {
 	case RideDisputeStatusNone:
 		return true
 	case RideDisputeStatusWon:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RideNextActionType.
+const (
+	RideNextActionTypeRedirectToURL RideNextActionType = "redirect_to_url"
+)
+
+// Valid indicates whether the value is a known member of the RideNextActionType enum.
+func (e RideNextActionType) Valid() bool {
+	switch e {
+	case RideNextActionTypeRedirectToURL:
 		return true
 	default:
 		return false
@@ -143,9 +164,11 @@ func (e RideRefundStatus) Valid() bool {
 
 // Defines values for RideDetailChargeStatus.
 const (
-	RideDetailChargeStatusCharged  RideDetailChargeStatus = "charged"
-	RideDetailChargeStatusDeclined RideDetailChargeStatus = "declined"
-	RideDetailChargeStatusPending  RideDetailChargeStatus = "pending"
+	RideDetailChargeStatusCharged        RideDetailChargeStatus = "charged"
+	RideDetailChargeStatusDeclined       RideDetailChargeStatus = "declined"
+	RideDetailChargeStatusExpired        RideDetailChargeStatus = "expired"
+	RideDetailChargeStatusPending        RideDetailChargeStatus = "pending"
+	RideDetailChargeStatusRequiresAction RideDetailChargeStatus = "requires_action"
 )
 
 // Valid indicates whether the value is a known member of the RideDetailChargeStatus enum.
@@ -155,7 +178,11 @@ func (e RideDetailChargeStatus) Valid() bool {
 		return true
 	case RideDetailChargeStatusDeclined:
 		return true
+	case RideDetailChargeStatusExpired:
+		return true
 	case RideDetailChargeStatusPending:
+		return true
+	case RideDetailChargeStatusRequiresAction:
 		return true
 	default:
 		return false
@@ -180,6 +207,21 @@ func (e RideDetailDisputeStatus) Valid() bool {
 	case RideDetailDisputeStatusNone:
 		return true
 	case RideDetailDisputeStatusWon:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RideDetailNextActionType.
+const (
+	RideDetailNextActionTypeRedirectToURL RideDetailNextActionType = "redirect_to_url"
+)
+
+// Valid indicates whether the value is a known member of the RideDetailNextActionType enum.
+func (e RideDetailNextActionType) Valid() bool {
+	switch e {
+	case RideDetailNextActionTypeRedirectToURL:
 		return true
 	default:
 		return false
@@ -391,7 +433,10 @@ type RegistrationStatus string
 type Ride struct {
 	AmountCents int64 `json:"amount_cents"`
 
-	// ChargeStatus pending until the charge is decided
+	// ChargeID The processor's charge, once the ride is charged: a Stripe charge (ch_…, the PaymentIntent's latest_charge), an Adyen pspReference. Null otherwise.
+	ChargeID *string `json:"charge_id"`
+
+	// ChargeStatus pending until the charge is decided; requires_action while the rider's bank asks the rider to authenticate the payment (next_action says how), then charged, declined, or expired when the rider did not authenticate before next_action.expires_at (the payment is cancelled, nothing is charged)
 	ChargeStatus RideChargeStatus `json:"charge_status"`
 	CreatedAt    time.Time        `json:"created_at"`
 	Currency     string           `json:"currency"`
@@ -410,31 +455,61 @@ type Ride struct {
 	DisputeStatus RideDisputeStatus `json:"dispute_status"`
 
 	// ID Drawn at random (1 to 2^53 - 1) when the ride is booked; never names another ride, even after a restore.
-	ID        int64   `json:"id"`
+	ID int64 `json:"id"`
+
+	// NextAction While charge_status is requires_action: where to send the rider to authenticate the payment, and until when. Null otherwise.
+	NextAction *struct {
+		// ClientSecret For Stripe's mobile and web SDKs (handleNextAction): the PaymentIntent's client secret. Null at processors without one (adyen).
+		ClientSecret *string `json:"client_secret"`
+
+		// ExpiresAt After this time the payment is cancelled and the ride expires.
+		ExpiresAt time.Time `json:"expires_at"`
+
+		// RedirectURL Where the rider authenticates the payment with their bank.
+		RedirectURL string `json:"redirect_url"`
+
+		// Type redirect_to_url: send the rider to redirect_url; their bank asks them to authenticate the payment, then sends them back to the service.
+		Type RideNextActionType `json:"type"`
+	} `json:"next_action"`
 	OriginLat float64 `json:"origin_lat"`
 	OriginLon float64 `json:"origin_lon"`
 
-	// Processor The payment processor the ride's charge goes to, chosen once when the ride is booked; stripe_charge_id and stripe_refund_id are that processor's ids (an Adyen pspReference for adyen).
+	// PaymentID The processor's payment: a Stripe PaymentIntent (pi_…), an Adyen pspReference; for rides charged before PaymentIntents, the charge. Set once the processor made it (a waiting ride has it at Stripe); null otherwise.
+	PaymentID *string `json:"payment_id"`
+
+	// Processor The payment processor the ride's charge goes to, chosen once when the ride is booked; payment_id, charge_id and refund_id are that processor's ids.
 	Processor RideProcessor `json:"processor"`
 
 	// RefundFailureCode The processor's reason for refusing the refund, while refund_status is failed; null otherwise.
 	RefundFailureCode *string `json:"refund_failure_code"`
 
+	// RefundID The processor's refund, once the ride is refunded (a Stripe re_…, an Adyen pspReference). Null otherwise.
+	RefundID *string `json:"refund_id"`
+
 	// RefundStatus none until a refund is asked for; pending until the processor's answer is recorded; failed when the processor refused it
-	RefundStatus   RideRefundStatus `json:"refund_status"`
-	StripeChargeID *string          `json:"stripe_charge_id"`
-	StripeRefundID *string          `json:"stripe_refund_id"`
-	TargetLat      float64          `json:"target_lat"`
-	TargetLon      float64          `json:"target_lon"`
+	RefundStatus RideRefundStatus `json:"refund_status"`
+
+	// StripeChargeID Deprecated: read charge_id, which holds the same value whatever the processor (this field held Adyen's pspReference too).
+	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
+	StripeChargeID *string `json:"stripe_charge_id"`
+
+	// StripeRefundID Deprecated: read refund_id, which holds the same value whatever the processor.
+	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
+	StripeRefundID *string `json:"stripe_refund_id"`
+	TargetLat      float64 `json:"target_lat"`
+	TargetLon      float64 `json:"target_lon"`
 }
 
-// RideChargeStatus pending until the charge is decided
+// RideChargeStatus pending until the charge is decided; requires_action while the rider's bank asks the rider to authenticate the payment (next_action says how), then charged, declined, or expired when the rider did not authenticate before next_action.expires_at (the payment is cancelled, nothing is charged)
 type RideChargeStatus string
 
 // RideDisputeStatus none unless the rider's bank disputes the charge; disputed while the dispute is open; won or lost once decided
 type RideDisputeStatus string
 
-// RideProcessor The payment processor the ride's charge goes to, chosen once when the ride is booked; stripe_charge_id and stripe_refund_id are that processor's ids (an Adyen pspReference for adyen).
+// RideNextActionType redirect_to_url: send the rider to redirect_url; their bank asks them to authenticate the payment, then sends them back to the service.
+type RideNextActionType string
+
+// RideProcessor The payment processor the ride's charge goes to, chosen once when the ride is booked; payment_id, charge_id and refund_id are that processor's ids.
 type RideProcessor string
 
 // RideRefundStatus none until a refund is asked for; pending until the processor's answer is recorded; failed when the processor refused it
@@ -459,7 +534,10 @@ type RideCreateBody struct {
 type RideDetail struct {
 	AmountCents int64 `json:"amount_cents"`
 
-	// ChargeStatus pending until the charge is decided
+	// ChargeID The processor's charge, once the ride is charged: a Stripe charge (ch_…, the PaymentIntent's latest_charge), an Adyen pspReference. Null otherwise.
+	ChargeID *string `json:"charge_id"`
+
+	// ChargeStatus pending until the charge is decided; requires_action while the rider's bank asks the rider to authenticate the payment (next_action says how), then charged, declined, or expired when the rider did not authenticate before next_action.expires_at (the payment is cancelled, nothing is charged)
 	ChargeStatus RideDetailChargeStatus `json:"charge_status"`
 	CreatedAt    time.Time              `json:"created_at"`
 	Currency     string                 `json:"currency"`
@@ -478,15 +556,36 @@ type RideDetail struct {
 	DisputeStatus RideDetailDisputeStatus `json:"dispute_status"`
 
 	// ID Drawn at random (1 to 2^53 - 1) when the ride is booked; never names another ride, even after a restore.
-	ID        int64   `json:"id"`
+	ID int64 `json:"id"`
+
+	// NextAction While charge_status is requires_action: where to send the rider to authenticate the payment, and until when. Null otherwise.
+	NextAction *struct {
+		// ClientSecret For Stripe's mobile and web SDKs (handleNextAction): the PaymentIntent's client secret. Null at processors without one (adyen).
+		ClientSecret *string `json:"client_secret"`
+
+		// ExpiresAt After this time the payment is cancelled and the ride expires.
+		ExpiresAt time.Time `json:"expires_at"`
+
+		// RedirectURL Where the rider authenticates the payment with their bank.
+		RedirectURL string `json:"redirect_url"`
+
+		// Type redirect_to_url: send the rider to redirect_url; their bank asks them to authenticate the payment, then sends them back to the service.
+		Type RideDetailNextActionType `json:"type"`
+	} `json:"next_action"`
 	OriginLat float64 `json:"origin_lat"`
 	OriginLon float64 `json:"origin_lon"`
 
-	// Processor The payment processor the ride's charge goes to, chosen once when the ride is booked; stripe_charge_id and stripe_refund_id are that processor's ids (an Adyen pspReference for adyen).
+	// PaymentID The processor's payment: a Stripe PaymentIntent (pi_…), an Adyen pspReference; for rides charged before PaymentIntents, the charge. Set once the processor made it (a waiting ride has it at Stripe); null otherwise.
+	PaymentID *string `json:"payment_id"`
+
+	// Processor The payment processor the ride's charge goes to, chosen once when the ride is booked; payment_id, charge_id and refund_id are that processor's ids.
 	Processor RideDetailProcessor `json:"processor"`
 
 	// RefundFailureCode The processor's reason for refusing the refund, while refund_status is failed; null otherwise.
 	RefundFailureCode *string `json:"refund_failure_code"`
+
+	// RefundID The processor's refund, once the ride is refunded (a Stripe re_…, an Adyen pspReference). Null otherwise.
+	RefundID *string `json:"refund_id"`
 
 	// RefundStatus none until a refund is asked for; pending until the processor's answer is recorded; failed when the processor refused it
 	RefundStatus RideDetailRefundStatus `json:"refund_status"`
@@ -507,19 +606,28 @@ type RideDetail struct {
 		// SettledAt When the payout that settles the ride's charge takes effect at the bank (the settlement file's automatic_payout_effective_at), UTC.
 		SettledAt time.Time `json:"settled_at"`
 	} `json:"settlement"`
+
+	// StripeChargeID Deprecated: read charge_id, which holds the same value whatever the processor (this field held Adyen's pspReference too).
+	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 	StripeChargeID *string `json:"stripe_charge_id"`
+
+	// StripeRefundID Deprecated: read refund_id, which holds the same value whatever the processor.
+	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 	StripeRefundID *string `json:"stripe_refund_id"`
 	TargetLat      float64 `json:"target_lat"`
 	TargetLon      float64 `json:"target_lon"`
 }
 
-// RideDetailChargeStatus pending until the charge is decided
+// RideDetailChargeStatus pending until the charge is decided; requires_action while the rider's bank asks the rider to authenticate the payment (next_action says how), then charged, declined, or expired when the rider did not authenticate before next_action.expires_at (the payment is cancelled, nothing is charged)
 type RideDetailChargeStatus string
 
 // RideDetailDisputeStatus none unless the rider's bank disputes the charge; disputed while the dispute is open; won or lost once decided
 type RideDetailDisputeStatus string
 
-// RideDetailProcessor The payment processor the ride's charge goes to, chosen once when the ride is booked; stripe_charge_id and stripe_refund_id are that processor's ids (an Adyen pspReference for adyen).
+// RideDetailNextActionType redirect_to_url: send the rider to redirect_url; their bank asks them to authenticate the payment, then sends them back to the service.
+type RideDetailNextActionType string
+
+// RideDetailProcessor The payment processor the ride's charge goes to, chosen once when the ride is booked; payment_id, charge_id and refund_id are that processor's ids.
 type RideDetailProcessor string
 
 // RideDetailRefundStatus none until a refund is asked for; pending until the processor's answer is recorded; failed when the processor refused it
@@ -609,11 +717,17 @@ type RideListParams struct {
 	// ChargeStatus Only the rides whose charge is in this status.
 	ChargeStatus *RideListParamsChargeStatus `form:"charge_status,omitempty" json:"charge_status,omitempty"`
 
-	// CreatedGte Only the rides created at or after this time (RFC 3339).
+	// CreatedGt Only the rides created after this time (RFC 3339). The created[…] bounds combine into one range; an empty range lists no ride.
+	CreatedGt *time.Time `form:"created[gt],omitempty" json:"created[gt],omitempty"`
+
+	// CreatedGte Only the rides created at or after this time (RFC 3339). The created[…] bounds combine into one range; an empty range lists no ride.
 	CreatedGte *time.Time `form:"created[gte],omitempty" json:"created[gte],omitempty"`
 
-	// CreatedLt Only the rides created before this time (RFC 3339).
+	// CreatedLt Only the rides created before this time (RFC 3339). The created[…] bounds combine into one range; an empty range lists no ride.
 	CreatedLt *time.Time `form:"created[lt],omitempty" json:"created[lt],omitempty"`
+
+	// CreatedLte Only the rides created at or before this time (RFC 3339). The created[…] bounds combine into one range; an empty range lists no ride.
+	CreatedLte *time.Time `form:"created[lte],omitempty" json:"created[lte],omitempty"`
 }
 
 // RideListParamsChargeStatus defines parameters for RideList.
@@ -745,14 +859,14 @@ type ClientInterface interface {
 
 	// RideList List the rider's rides, newest first, a page at a time
 	//
-	// The rider's rides, newest first (by created_at, then id), with their charge and refund as GET /rides/{id} shows them. Pages follow cursors the way Stripe's lists do: pass the last ride's id of a page as starting_after to read the next (older) page while has_more is true, or the first ride's id as ending_before to read the previous (newer) one. A cursor is a position, not an offset: rides booked while a client pages never shift, repeat or hide the rides of later pages. A cursor that is not one of the rider's rides is 404, whoever's it is. Read-only and safe to retry; it takes no Idempotency-Key.
+	// The rider's rides, newest first (by created_at, then id), with their charge and refund as GET /rides/{id} shows them. Pages follow cursors the way Stripe's lists do: pass the last ride's id of a page as starting_after to read the next (older) page while has_more is true, or the first ride's id as ending_before to read the previous (newer) one. A cursor is a position, not an offset: rides booked while a client pages never shift, repeat or hide the rides of later pages. A cursor that is not one of the rider's rides is 404, whoever's it is. The filters created[gt], created[gte], created[lt] and created[lte] (RFC 3339 times, as Stripe's created[…] with times for Unix seconds) bound the rides' creation time; given together they are one range, and cursors page within it. A query parameter not listed here, or one given more than once, is refused with 422 naming it (errors[].location query.<name>): a misspelt filter never lists every ride. Read-only and safe to retry; it takes no Idempotency-Key.
 	//
 	// Corresponds with GET /rides (the `RideList` operationId).
 	RideList(ctx context.Context, params *RideListParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RideCreateWithBody Book and charge a ride, exactly once per idempotency key
 	//
-	// Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key, and so is 409 /problems/booking-refunded: the booking of this key was lost (a database restore) and its charge refunded, so nothing is charged again; book under a new key. Any other 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
+	// Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. When the rider's bank asks the rider to authenticate the payment (3-D Secure, under SCA rules), the answer is 202: the ride waits in charge_status requires_action, and its next_action says where to send the rider (or, for Stripe's SDKs, the PaymentIntent's client secret); the ride then moves by itself to charged (one receipt), declined, or expired after next_action.expires_at — read it with GET /rides/{id}. Definitive answers (201, 202, 402) are stored and replayed byte for byte for every later request with the same key, and so is 409 /problems/booking-refunded: the booking of this key was lost (a database restore) and its charge refunded, so nothing is charged again; book under a new key. Any other 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -761,7 +875,7 @@ type ClientInterface interface {
 
 	// RideCreate Book and charge a ride, exactly once per idempotency key
 	//
-	// Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key, and so is 409 /problems/booking-refunded: the booking of this key was lost (a database restore) and its charge refunded, so nothing is charged again; book under a new key. Any other 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
+	// Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. When the rider's bank asks the rider to authenticate the payment (3-D Secure, under SCA rules), the answer is 202: the ride waits in charge_status requires_action, and its next_action says where to send the rider (or, for Stripe's SDKs, the PaymentIntent's client secret); the ride then moves by itself to charged (one receipt), declined, or expired after next_action.expires_at — read it with GET /rides/{id}. Definitive answers (201, 202, 402) are stored and replayed byte for byte for every later request with the same key, and so is 409 /problems/booking-refunded: the booking of this key was lost (a database restore) and its charge refunded, so nothing is charged again; book under a new key. Any other 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -901,7 +1015,7 @@ func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*ht
 
 // RideList List the rider's rides, newest first, a page at a time
 //
-// The rider's rides, newest first (by created_at, then id), with their charge and refund as GET /rides/{id} shows them. Pages follow cursors the way Stripe's lists do: pass the last ride's id of a page as starting_after to read the next (older) page while has_more is true, or the first ride's id as ending_before to read the previous (newer) one. A cursor is a position, not an offset: rides booked while a client pages never shift, repeat or hide the rides of later pages. A cursor that is not one of the rider's rides is 404, whoever's it is. Read-only and safe to retry; it takes no Idempotency-Key.
+// The rider's rides, newest first (by created_at, then id), with their charge and refund as GET /rides/{id} shows them. Pages follow cursors the way Stripe's lists do: pass the last ride's id of a page as starting_after to read the next (older) page while has_more is true, or the first ride's id as ending_before to read the previous (newer) one. A cursor is a position, not an offset: rides booked while a client pages never shift, repeat or hide the rides of later pages. A cursor that is not one of the rider's rides is 404, whoever's it is. The filters created[gt], created[gte], created[lt] and created[lte] (RFC 3339 times, as Stripe's created[…] with times for Unix seconds) bound the rides' creation time; given together they are one range, and cursors page within it. A query parameter not listed here, or one given more than once, is refused with 422 naming it (errors[].location query.<name>): a misspelt filter never lists every ride. Read-only and safe to retry; it takes no Idempotency-Key.
 //
 // Corresponds with GET /rides (the `RideList` operationId).
 func (c *Client) RideList(ctx context.Context, params *RideListParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -918,7 +1032,7 @@ func (c *Client) RideList(ctx context.Context, params *RideListParams, reqEditor
 
 // RideCreateWithBody Book and charge a ride, exactly once per idempotency key
 //
-// Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key, and so is 409 /problems/booking-refunded: the booking of this key was lost (a database restore) and its charge refunded, so nothing is charged again; book under a new key. Any other 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
+// Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. When the rider's bank asks the rider to authenticate the payment (3-D Secure, under SCA rules), the answer is 202: the ride waits in charge_status requires_action, and its next_action says where to send the rider (or, for Stripe's SDKs, the PaymentIntent's client secret); the ride then moves by itself to charged (one receipt), declined, or expired after next_action.expires_at — read it with GET /rides/{id}. Definitive answers (201, 202, 402) are stored and replayed byte for byte for every later request with the same key, and so is 409 /problems/booking-refunded: the booking of this key was lost (a database restore) and its charge refunded, so nothing is charged again; book under a new key. Any other 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
 //
 // Takes any type of body and a specified content type.
 //
@@ -937,7 +1051,7 @@ func (c *Client) RideCreateWithBody(ctx context.Context, params *RideCreateParam
 
 // RideCreate Book and charge a ride, exactly once per idempotency key
 //
-// Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key, and so is 409 /problems/booking-refunded: the booking of this key was lost (a database restore) and its charge refunded, so nothing is charged again; book under a new key. Any other 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
+// Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. When the rider's bank asks the rider to authenticate the payment (3-D Secure, under SCA rules), the answer is 202: the ride waits in charge_status requires_action, and its next_action says where to send the rider (or, for Stripe's SDKs, the PaymentIntent's client secret); the ride then moves by itself to charged (one receipt), declined, or expired after next_action.expires_at — read it with GET /rides/{id}. Definitive answers (201, 202, 402) are stored and replayed byte for byte for every later request with the same key, and so is 409 /problems/booking-refunded: the booking of this key was lost (a database restore) and its charge refunded, so nothing is charged again; book under a new key. Any other 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -1300,6 +1414,18 @@ func NewRideListRequest(server string, params *RideListParams) (*http.Request, e
 
 		}
 
+		if params.CreatedGt != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "created[gt]", *params.CreatedGt, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if params.CreatedGte != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "created[gte]", *params.CreatedGte, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
@@ -1315,6 +1441,18 @@ func NewRideListRequest(server string, params *RideListParams) (*http.Request, e
 		if params.CreatedLt != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "created[lt]", *params.CreatedLt, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.CreatedLte != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "created[lte]", *params.CreatedLte, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -1821,7 +1959,7 @@ type ClientWithResponsesInterface interface {
 
 	// RideListWithResponse List the rider's rides, newest first, a page at a time
 	//
-	// The rider's rides, newest first (by created_at, then id), with their charge and refund as GET /rides/{id} shows them. Pages follow cursors the way Stripe's lists do: pass the last ride's id of a page as starting_after to read the next (older) page while has_more is true, or the first ride's id as ending_before to read the previous (newer) one. A cursor is a position, not an offset: rides booked while a client pages never shift, repeat or hide the rides of later pages. A cursor that is not one of the rider's rides is 404, whoever's it is. Read-only and safe to retry; it takes no Idempotency-Key.
+	// The rider's rides, newest first (by created_at, then id), with their charge and refund as GET /rides/{id} shows them. Pages follow cursors the way Stripe's lists do: pass the last ride's id of a page as starting_after to read the next (older) page while has_more is true, or the first ride's id as ending_before to read the previous (newer) one. A cursor is a position, not an offset: rides booked while a client pages never shift, repeat or hide the rides of later pages. A cursor that is not one of the rider's rides is 404, whoever's it is. The filters created[gt], created[gte], created[lt] and created[lte] (RFC 3339 times, as Stripe's created[…] with times for Unix seconds) bound the rides' creation time; given together they are one range, and cursors page within it. A query parameter not listed here, or one given more than once, is refused with 422 naming it (errors[].location query.<name>): a misspelt filter never lists every ride. Read-only and safe to retry; it takes no Idempotency-Key.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -1830,7 +1968,7 @@ type ClientWithResponsesInterface interface {
 
 	// RideCreateWithBodyWithResponse Book and charge a ride, exactly once per idempotency key
 	//
-	// Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key, and so is 409 /problems/booking-refunded: the booking of this key was lost (a database restore) and its charge refunded, so nothing is charged again; book under a new key. Any other 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
+	// Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. When the rider's bank asks the rider to authenticate the payment (3-D Secure, under SCA rules), the answer is 202: the ride waits in charge_status requires_action, and its next_action says where to send the rider (or, for Stripe's SDKs, the PaymentIntent's client secret); the ride then moves by itself to charged (one receipt), declined, or expired after next_action.expires_at — read it with GET /rides/{id}. Definitive answers (201, 202, 402) are stored and replayed byte for byte for every later request with the same key, and so is 409 /problems/booking-refunded: the booking of this key was lost (a database restore) and its charge refunded, so nothing is charged again; book under a new key. Any other 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -1839,7 +1977,7 @@ type ClientWithResponsesInterface interface {
 
 	// RideCreateWithResponse Book and charge a ride, exactly once per idempotency key
 	//
-	// Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key, and so is 409 /problems/booking-refunded: the booking of this key was lost (a database restore) and its charge refunded, so nothing is charged again; book under a new key. Any other 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
+	// Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. When the rider's bank asks the rider to authenticate the payment (3-D Secure, under SCA rules), the answer is 202: the ride waits in charge_status requires_action, and its next_action says where to send the rider (or, for Stripe's SDKs, the PaymentIntent's client secret); the ride then moves by itself to charged (one receipt), declined, or expired after next_action.expires_at — read it with GET /rides/{id}. Definitive answers (201, 202, 402) are stored and replayed byte for byte for every later request with the same key, and so is 409 /problems/booking-refunded: the booking of this key was lost (a database restore) and its charge refunded, so nothing is charged again; book under a new key. Any other 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2133,6 +2271,12 @@ type RideCreateReply201Headers struct {
 	IdempotentReplayed *string
 }
 
+// RideCreateReply202Headers the declared response headers of an HTTP 202 response for RideCreate
+type RideCreateReply202Headers struct {
+	ContentType        *string
+	IdempotentReplayed *string
+}
+
 // RideCreateReply402Headers the declared response headers of an HTTP 402 response for RideCreate
 type RideCreateReply402Headers struct {
 	ContentType        *string
@@ -2166,6 +2310,8 @@ type RideCreateReply struct {
 	HTTPResponse *http.Response
 	// JSON201 the response for an HTTP 201 `application/json` response
 	JSON201 *Ride
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *Ride
 	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationProblemJSON400 *ErrorModel
 	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
@@ -2188,6 +2334,8 @@ type RideCreateReply struct {
 	ApplicationProblemJSON503 *ErrorModel
 	// Headers201 the parsed response headers for an HTTP 201 response
 	Headers201 *RideCreateReply201Headers
+	// Headers202 the parsed response headers for an HTTP 202 response
+	Headers202 *RideCreateReply202Headers
 	// Headers402 the parsed response headers for an HTTP 402 response
 	Headers402 *RideCreateReply402Headers
 	// Headers409 the parsed response headers for an HTTP 409 response
@@ -2203,6 +2351,11 @@ type RideCreateReply struct {
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
 func (r RideCreateReply) GetJSON201() *Ride {
 	return r.JSON201
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r RideCreateReply) GetJSON202() *Ride {
+	return r.JSON202
 }
 
 // GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
@@ -3239,7 +3392,7 @@ func (c *ClientWithResponses) ReadyzWithResponse(ctx context.Context, reqEditors
 
 // RideListWithResponse List the rider's rides, newest first, a page at a time
 //
-// The rider's rides, newest first (by created_at, then id), with their charge and refund as GET /rides/{id} shows them. Pages follow cursors the way Stripe's lists do: pass the last ride's id of a page as starting_after to read the next (older) page while has_more is true, or the first ride's id as ending_before to read the previous (newer) one. A cursor is a position, not an offset: rides booked while a client pages never shift, repeat or hide the rides of later pages. A cursor that is not one of the rider's rides is 404, whoever's it is. Read-only and safe to retry; it takes no Idempotency-Key.
+// The rider's rides, newest first (by created_at, then id), with their charge and refund as GET /rides/{id} shows them. Pages follow cursors the way Stripe's lists do: pass the last ride's id of a page as starting_after to read the next (older) page while has_more is true, or the first ride's id as ending_before to read the previous (newer) one. A cursor is a position, not an offset: rides booked while a client pages never shift, repeat or hide the rides of later pages. A cursor that is not one of the rider's rides is 404, whoever's it is. The filters created[gt], created[gte], created[lt] and created[lte] (RFC 3339 times, as Stripe's created[…] with times for Unix seconds) bound the rides' creation time; given together they are one range, and cursors page within it. A query parameter not listed here, or one given more than once, is refused with 422 naming it (errors[].location query.<name>): a misspelt filter never lists every ride. Read-only and safe to retry; it takes no Idempotency-Key.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -3254,7 +3407,7 @@ func (c *ClientWithResponses) RideListWithResponse(ctx context.Context, params *
 
 // RideCreateWithBodyWithResponse Book and charge a ride, exactly once per idempotency key
 //
-// Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key, and so is 409 /problems/booking-refunded: the booking of this key was lost (a database restore) and its charge refunded, so nothing is charged again; book under a new key. Any other 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
+// Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. When the rider's bank asks the rider to authenticate the payment (3-D Secure, under SCA rules), the answer is 202: the ride waits in charge_status requires_action, and its next_action says where to send the rider (or, for Stripe's SDKs, the PaymentIntent's client secret); the ride then moves by itself to charged (one receipt), declined, or expired after next_action.expires_at — read it with GET /rides/{id}. Definitive answers (201, 202, 402) are stored and replayed byte for byte for every later request with the same key, and so is 409 /problems/booking-refunded: the booking of this key was lost (a database restore) and its charge refunded, so nothing is charged again; book under a new key. Any other 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -3269,7 +3422,7 @@ func (c *ClientWithResponses) RideCreateWithBodyWithResponse(ctx context.Context
 
 // RideCreateWithResponse Book and charge a ride, exactly once per idempotency key
 //
-// Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key, and so is 409 /problems/booking-refunded: the booking of this key was lost (a database restore) and its charge refunded, so nothing is charged again; book under a new key. Any other 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
+// Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. When the rider's bank asks the rider to authenticate the payment (3-D Secure, under SCA rules), the answer is 202: the ride waits in charge_status requires_action, and its next_action says where to send the rider (or, for Stripe's SDKs, the PaymentIntent's client secret); the ride then moves by itself to charged (one receipt), declined, or expired after next_action.expires_at — read it with GET /rides/{id}. Definitive answers (201, 202, 402) are stored and replayed byte for byte for every later request with the same key, and so is 409 /problems/booking-refunded: the booking of this key was lost (a database restore) and its charge refunded, so nothing is charged again; book under a new key. Any other 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -3616,6 +3769,13 @@ func ParseRideCreateReply(rsp *http.Response) (*RideCreateReply, error) {
 		}
 		response.JSON201 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest Ride
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
 		var dest ErrorModel
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -3706,6 +3866,23 @@ func ParseRideCreateReply(rsp *http.Response) (*RideCreateReply, error) {
 			headers.IdempotentReplayed = &value
 		}
 		response.Headers201 = &headers
+	case rsp.StatusCode == 202:
+		var headers RideCreateReply202Headers
+		if values := rsp.Header.Values("Content-Type"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Content-Type", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ContentType = &value
+		}
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		response.Headers202 = &headers
 	case rsp.StatusCode == 402:
 		var headers RideCreateReply402Headers
 		if values := rsp.Header.Values("Content-Type"); len(values) > 0 {

@@ -53,13 +53,13 @@ export interface paths {
         };
         /**
          * List the rider's rides, newest first, a page at a time
-         * @description The rider's rides, newest first (by created_at, then id), with their charge and refund as GET /rides/{id} shows them. Pages follow cursors the way Stripe's lists do: pass the last ride's id of a page as starting_after to read the next (older) page while has_more is true, or the first ride's id as ending_before to read the previous (newer) one. A cursor is a position, not an offset: rides booked while a client pages never shift, repeat or hide the rides of later pages. A cursor that is not one of the rider's rides is 404, whoever's it is. Read-only and safe to retry; it takes no Idempotency-Key.
+         * @description The rider's rides, newest first (by created_at, then id), with their charge and refund as GET /rides/{id} shows them. Pages follow cursors the way Stripe's lists do: pass the last ride's id of a page as starting_after to read the next (older) page while has_more is true, or the first ride's id as ending_before to read the previous (newer) one. A cursor is a position, not an offset: rides booked while a client pages never shift, repeat or hide the rides of later pages. A cursor that is not one of the rider's rides is 404, whoever's it is. The filters created[gt], created[gte], created[lt] and created[lte] (RFC 3339 times, as Stripe's created[…] with times for Unix seconds) bound the rides' creation time; given together they are one range, and cursors page within it. A query parameter not listed here, or one given more than once, is refused with 422 naming it (errors[].location query.<name>): a misspelt filter never lists every ride. Read-only and safe to retry; it takes no Idempotency-Key.
          */
         get: operations["ride-list"];
         put?: never;
         /**
          * Book and charge a ride, exactly once per idempotency key
-         * @description Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. Definitive answers (201, 402) are stored and replayed byte for byte for every later request with the same key, and so is 409 /problems/booking-refunded: the booking of this key was lost (a database restore) and its charge refunded, so nothing is charged again; book under a new key. Any other 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
+         * @description Creates the ride, charges 20.00 USD to the rider's card and queues the receipt. When the rider's bank asks the rider to authenticate the payment (3-D Secure, under SCA rules), the answer is 202: the ride waits in charge_status requires_action, and its next_action says where to send the rider (or, for Stripe's SDKs, the PaymentIntent's client secret); the ride then moves by itself to charged (one receipt), declined, or expired after next_action.expires_at — read it with GET /rides/{id}. Definitive answers (201, 202, 402) are stored and replayed byte for byte for every later request with the same key, and so is 409 /problems/booking-refunded: the booking of this key was lost (a database restore) and its charge refunded, so nothing is charged again; book under a new key. Any other 409, 500 and 503 are not stored: retry with the same key and the request continues where it stopped.
          */
         post: operations["ride-create"];
         delete?: never;
@@ -343,11 +343,13 @@ export interface components {
         Ride: {
             /** Format: int64 */
             amount_cents: number;
+            /** @description The processor's charge, once the ride is charged: a Stripe charge (ch_…, the PaymentIntent's latest_charge), an Adyen pspReference. Null otherwise. */
+            charge_id: string | null;
             /**
-             * @description pending until the charge is decided
+             * @description pending until the charge is decided; requires_action while the rider's bank asks the rider to authenticate the payment (next_action says how), then charged, declined, or expired when the rider did not authenticate before next_action.expires_at (the payment is cancelled, nothing is charged)
              * @enum {string}
              */
-            charge_status: "pending" | "charged" | "declined";
+            charge_status: "pending" | "requires_action" | "charged" | "declined" | "expired";
             /** Format: date-time */
             created_at: string;
             currency: string;
@@ -371,23 +373,52 @@ export interface components {
              * @description Drawn at random (1 to 2^53 - 1) when the ride is booked; never names another ride, even after a restore.
              */
             id: number;
+            /** @description While charge_status is requires_action: where to send the rider to authenticate the payment, and until when. Null otherwise. */
+            next_action: {
+                /** @description For Stripe's mobile and web SDKs (handleNextAction): the PaymentIntent's client secret. Null at processors without one (adyen). */
+                client_secret: string | null;
+                /**
+                 * Format: date-time
+                 * @description After this time the payment is cancelled and the ride expires.
+                 */
+                expires_at: string;
+                /** @description Where the rider authenticates the payment with their bank. */
+                redirect_url: string;
+                /**
+                 * @description redirect_to_url: send the rider to redirect_url; their bank asks them to authenticate the payment, then sends them back to the service.
+                 * @enum {string}
+                 */
+                type: "redirect_to_url";
+            } | null;
             /** Format: double */
             origin_lat: number;
             /** Format: double */
             origin_lon: number;
+            /** @description The processor's payment: a Stripe PaymentIntent (pi_…), an Adyen pspReference; for rides charged before PaymentIntents, the charge. Set once the processor made it (a waiting ride has it at Stripe); null otherwise. */
+            payment_id: string | null;
             /**
-             * @description The payment processor the ride's charge goes to, chosen once when the ride is booked; stripe_charge_id and stripe_refund_id are that processor's ids (an Adyen pspReference for adyen).
+             * @description The payment processor the ride's charge goes to, chosen once when the ride is booked; payment_id, charge_id and refund_id are that processor's ids.
              * @enum {string}
              */
             processor: "stripe" | "adyen";
             /** @description The processor's reason for refusing the refund, while refund_status is failed; null otherwise. */
             refund_failure_code: string | null;
+            /** @description The processor's refund, once the ride is refunded (a Stripe re_…, an Adyen pspReference). Null otherwise. */
+            refund_id: string | null;
             /**
              * @description none until a refund is asked for; pending until the processor's answer is recorded; failed when the processor refused it
              * @enum {string}
              */
             refund_status: "none" | "pending" | "refunded" | "failed";
+            /**
+             * @deprecated
+             * @description Deprecated: read charge_id, which holds the same value whatever the processor (this field held Adyen's pspReference too).
+             */
             stripe_charge_id: string | null;
+            /**
+             * @deprecated
+             * @description Deprecated: read refund_id, which holds the same value whatever the processor.
+             */
             stripe_refund_id: string | null;
             /** Format: double */
             target_lat: number;
@@ -419,11 +450,13 @@ export interface components {
         RideDetail: {
             /** Format: int64 */
             amount_cents: number;
+            /** @description The processor's charge, once the ride is charged: a Stripe charge (ch_…, the PaymentIntent's latest_charge), an Adyen pspReference. Null otherwise. */
+            charge_id: string | null;
             /**
-             * @description pending until the charge is decided
+             * @description pending until the charge is decided; requires_action while the rider's bank asks the rider to authenticate the payment (next_action says how), then charged, declined, or expired when the rider did not authenticate before next_action.expires_at (the payment is cancelled, nothing is charged)
              * @enum {string}
              */
-            charge_status: "pending" | "charged" | "declined";
+            charge_status: "pending" | "requires_action" | "charged" | "declined" | "expired";
             /** Format: date-time */
             created_at: string;
             currency: string;
@@ -447,17 +480,38 @@ export interface components {
              * @description Drawn at random (1 to 2^53 - 1) when the ride is booked; never names another ride, even after a restore.
              */
             id: number;
+            /** @description While charge_status is requires_action: where to send the rider to authenticate the payment, and until when. Null otherwise. */
+            next_action: {
+                /** @description For Stripe's mobile and web SDKs (handleNextAction): the PaymentIntent's client secret. Null at processors without one (adyen). */
+                client_secret: string | null;
+                /**
+                 * Format: date-time
+                 * @description After this time the payment is cancelled and the ride expires.
+                 */
+                expires_at: string;
+                /** @description Where the rider authenticates the payment with their bank. */
+                redirect_url: string;
+                /**
+                 * @description redirect_to_url: send the rider to redirect_url; their bank asks them to authenticate the payment, then sends them back to the service.
+                 * @enum {string}
+                 */
+                type: "redirect_to_url";
+            } | null;
             /** Format: double */
             origin_lat: number;
             /** Format: double */
             origin_lon: number;
+            /** @description The processor's payment: a Stripe PaymentIntent (pi_…), an Adyen pspReference; for rides charged before PaymentIntents, the charge. Set once the processor made it (a waiting ride has it at Stripe); null otherwise. */
+            payment_id: string | null;
             /**
-             * @description The payment processor the ride's charge goes to, chosen once when the ride is booked; stripe_charge_id and stripe_refund_id are that processor's ids (an Adyen pspReference for adyen).
+             * @description The payment processor the ride's charge goes to, chosen once when the ride is booked; payment_id, charge_id and refund_id are that processor's ids.
              * @enum {string}
              */
             processor: "stripe" | "adyen";
             /** @description The processor's reason for refusing the refund, while refund_status is failed; null otherwise. */
             refund_failure_code: string | null;
+            /** @description The processor's refund, once the ride is refunded (a Stripe re_…, an Adyen pspReference). Null otherwise. */
+            refund_id: string | null;
             /**
              * @description none until a refund is asked for; pending until the processor's answer is recorded; failed when the processor refused it
              * @enum {string}
@@ -483,7 +537,15 @@ export interface components {
                  */
                 settled_at: string;
             } | null;
+            /**
+             * @deprecated
+             * @description Deprecated: read charge_id, which holds the same value whatever the processor (this field held Adyen's pspReference too).
+             */
             stripe_charge_id: string | null;
+            /**
+             * @deprecated
+             * @description Deprecated: read refund_id, which holds the same value whatever the processor.
+             */
             stripe_refund_id: string | null;
             /** Format: double */
             target_lat: number;
@@ -495,6 +557,22 @@ export interface components {
             data: components["schemas"]["Ride"][];
             /** @description Whether more rides lie beyond this page in the direction it was read: older rides for a first page or a starting_after page (pass the last ride's id as starting_after), newer rides for an ending_before page (pass the first ride's id as ending_before). */
             has_more: boolean;
+        };
+        RideNextAction: {
+            /** @description For Stripe's mobile and web SDKs (handleNextAction): the PaymentIntent's client secret. Null at processors without one (adyen). */
+            client_secret: string | null;
+            /**
+             * Format: date-time
+             * @description After this time the payment is cancelled and the ride expires.
+             */
+            expires_at: string;
+            /** @description Where the rider authenticates the payment with their bank. */
+            redirect_url: string;
+            /**
+             * @description redirect_to_url: send the rider to redirect_url; their bank asks them to authenticate the payment, then sends them back to the service.
+             * @enum {string}
+             */
+            type: "redirect_to_url";
         };
         RideRefundResult: {
             /**
@@ -646,15 +724,25 @@ export interface operations {
                  */
                 charge_status?: "pending" | "charged" | "declined";
                 /**
-                 * @description Only the rides created at or after this time (RFC 3339).
+                 * @description Only the rides created after this time (RFC 3339). The created[…] bounds combine into one range; an empty range lists no ride.
+                 * @example 2026-11-21T23:59:59Z
+                 */
+                "created[gt]"?: string;
+                /**
+                 * @description Only the rides created at or after this time (RFC 3339). The created[…] bounds combine into one range; an empty range lists no ride.
                  * @example 2026-11-22T00:00:00Z
                  */
                 "created[gte]"?: string;
                 /**
-                 * @description Only the rides created before this time (RFC 3339).
+                 * @description Only the rides created before this time (RFC 3339). The created[…] bounds combine into one range; an empty range lists no ride.
                  * @example 2026-11-23T00:00:00Z
                  */
                 "created[lt]"?: string;
+                /**
+                 * @description Only the rides created at or before this time (RFC 3339). The created[…] bounds combine into one range; an empty range lists no ride.
+                 * @example 2026-11-22T23:59:59.999999Z
+                 */
+                "created[lte]"?: string;
             };
             header?: never;
             path?: never;
@@ -732,6 +820,17 @@ export interface operations {
         responses: {
             /** @description The ride, booked and charged. Stored. */
             201: {
+                headers: {
+                    "Content-Type"?: string;
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Ride"];
+                };
+            };
+            /** @description The ride is booked and waits for its rider: their bank asks them to authenticate the payment. Send the rider to next_action.redirect_url (or hand next_action.client_secret to Stripe's SDK); the bank sends them back to the service, and the ride moves on to charged, declined or expired. Nothing is charged yet. Stored: replays give the same bytes, whatever the ride became since. */
+            202: {
                 headers: {
                     "Content-Type"?: string;
                     "Idempotent-Replayed"?: string;
