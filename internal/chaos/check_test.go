@@ -150,6 +150,7 @@ type chaosState struct {
 	sent     map[string]int // messages at the sink, by Message-ID
 
 	records       []*chaosRecord
+	auth          []chaosAuthRide
 	malformed     []chaosMalformedResult
 	riders        int
 	riderFailures []string
@@ -232,6 +233,9 @@ func chaosReadState(t *testing.T, ctx context.Context, sys *chaosSystem, load *c
 
 	load.book.mu.Lock()
 	s.records = slices.Clone(load.book.records)
+	load.auth.mu.Lock()
+	s.auth = slices.Clone(load.auth.rides)
+	load.auth.mu.Unlock()
 	s.malformed = slices.Clone(load.book.malformed)
 	s.riders, s.riderFailures = load.book.riders, slices.Clone(load.book.riderFailures)
 	load.book.mu.Unlock()
@@ -253,6 +257,7 @@ var chaosInvariants = []struct {
 	{"charges_match", checkChargesMatch},
 	{"no_request_charged_twice", checkNoRequestChargedTwice},
 	{"no_ride_pending", checkNoRidePending},
+	{"auth_rides_decided", checkAuthRidesDecided},
 	{"one_customer_per_rider", checkOneCustomerPerRider},
 	{"refunds_match", checkRefundsMatch},
 	{"one_refund_201_per_ride", checkOneRefund201PerRide},
@@ -403,6 +408,15 @@ func checkChargesMatch(s *chaosState) chaosCheck {
 	rideCharges := s.rideCharges()
 	keyCharges := map[string]bool{}
 	for _, k := range s.keys {
+		if k.flow == "ride.create" && k.finished && *k.code == http.StatusAccepted {
+			// A ride that waited for its rider: its charge, if it was
+			// charged since, is on its ride.
+			for _, r := range s.rides {
+				if r.keyID != nil && *r.keyID == k.id && r.charge != nil {
+					keyCharges[*r.charge] = true
+				}
+			}
+		}
 		if k.flow == "ride.create" && k.finished && *k.code == http.StatusCreated {
 			var ride service.Ride
 			if json.Unmarshal(k.body, &ride) == nil && ride.StripeChargeID != nil {
@@ -412,7 +426,7 @@ func checkChargesMatch(s *chaosState) chaosCheck {
 			}
 		}
 	}
-	return chaosCheck{name: "succeeded charges at " + s.processorNames() + " = rides with a charge id = ride keys finished 201",
+	return chaosCheck{name: "succeeded charges at " + s.processorNames() + " = rides with a charge id = ride keys finished 201 (or 202, charged since)",
 		expected: "the same set", actual: fmt.Sprintf("%d = %d = %d", len(stripeCharges), len(rideCharges), len(keyCharges)),
 		ok: sameSet(stripeCharges, rideCharges) && sameSet(rideCharges, keyCharges)}
 }
@@ -432,15 +446,16 @@ func checkNoRequestChargedTwice(s *chaosState) chaosCheck {
 		actual: fmt.Sprint(twice), ok: twice == 0}
 }
 
-// checkNoRidePending: every ride ended charged or declined.
+// checkNoRidePending: every ride ended charged, declined or expired: none
+// left pending, none still waiting for its rider.
 func checkNoRidePending(s *chaosState) chaosCheck {
 	pending := 0
 	for _, r := range s.rides {
-		if r.status == "pending" {
+		if r.status == "pending" || r.status == "requires_action" {
 			pending++
 		}
 	}
-	return chaosCheck{name: "every ride charged or declined (none left pending)", expected: "0 pending",
+	return chaosCheck{name: "every ride charged, declined or expired (none left pending or waiting)", expected: "0 pending",
 		actual: fmt.Sprintf("%d pending of %d", pending, len(s.rides)), ok: pending == 0}
 }
 
@@ -589,6 +604,7 @@ func (s *chaosState) notes() []string {
 	}
 	abandoned, _, byCompleter := s.abandonedKeys()
 	return []string{
+		s.authNote(),
 		fmt.Sprintf("Stripe requests hit by a fault (op kind status×n; status 0: no answer): %s", strings.Join(parts, ", ")),
 		fmt.Sprintf("outcome: %d keys, %d rides (%d charged), %d refunds, %d receipts, %d Stripe requests, "+
 			"%d keys abandoned by their clients (%d finished through the completer)",
@@ -633,7 +649,7 @@ func chaosCalmMalformed(t *testing.T, ctx context.Context, load *chaosLoad, reco
 // refusal (409 refund-rejected).
 func storedAnswer(a chaosAnswer) bool {
 	switch a.Status {
-	case http.StatusCreated, http.StatusOK, http.StatusPaymentRequired:
+	case http.StatusCreated, http.StatusAccepted, http.StatusOK, http.StatusPaymentRequired:
 		return true
 	case http.StatusConflict:
 		return problemType(a.Body) == service.ProblemRefundRejected

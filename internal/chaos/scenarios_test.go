@@ -89,6 +89,9 @@ type chaosLoad struct {
 	// scenarios is the mix the clients draw from; nil means
 	// chaosScenarios.
 	scenarios []chaosScenario
+	// auth records the rides that waited for their rider
+	// (authentication_test.go).
+	auth chaosAuthBook
 }
 
 // chaosScenario is one kind of client behaviour and its weight in the mix.
@@ -108,6 +111,7 @@ var chaosScenarios = []chaosScenario{
 	{"client gone after one failure", 10, (*chaosLoad).quitAfterFailure},
 	{"malformed request", 8, (*chaosLoad).malformed},
 	{"new rider, booking at once", 4, (*chaosLoad).newRider},
+	{"new rider whose bank asks for authentication (3-D Secure)", 6, (*chaosLoad).authenticatedBooking},
 }
 
 // work runs scenarios until stop is closed or the plan's number of
@@ -343,9 +347,15 @@ func (l *chaosLoad) newRider(ctx context.Context, _ *chaosUser) {
 // client; when the answer with the API key was lost, it asks for another
 // key. It returns nil (and counts a failure) when it got no rider.
 func (l *chaosLoad) createRider(ctx context.Context) *chaosUser {
-	u := &chaosUser{email: fmt.Sprintf("rider-%s-%06d@chaos.example", l.run, l.seq.Add(1)), source: "tok_visa"}
+	return l.createRiderWith(ctx, "tok_visa")
+}
+
+// createRiderWith is createRider with the rider paying by source.
+func (l *chaosLoad) createRiderWith(ctx context.Context, source string) *chaosUser {
+	u := &chaosUser{email: fmt.Sprintf("rider-%s-%06d@chaos.example", l.run, l.seq.Add(1)), source: source}
+	body, _ := json.Marshal(map[string]string{"payment_source": source})
 	ans := l.rider.retry(ctx, chaosRequest{method: http.MethodPut, path: "/users/" + u.email, token: chaosAdminToken,
-		body: []byte(`{"payment_source":"tok_visa"}`)})
+		body: body})
 	var created struct {
 		User struct {
 			ID int64 `json:"id"`

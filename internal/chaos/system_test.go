@@ -143,6 +143,7 @@ func startChaosSystem(t *testing.T, ctx context.Context, logDir string, db chaos
 		sys.serves = append(sys.serves, s)
 		t.Cleanup(s.stop)
 	}
+	sys.hooks.listen(t)
 	for _, s := range sys.serves {
 		require.NoError(t, s.start(ctx, ""))
 	}
@@ -272,6 +273,7 @@ func (sys *chaosSystem) env() []string {
 		"LEASE="+chaosLease.String(),
 		"SMTP_URL="+sys.smtpURL,
 		"COMPLETER_INTERVAL=1s",
+		"ACTION_DEADLINE="+chaosActionDeadline,
 		"COMPLETER_IDLE="+chaosCompleterIdle.String(),
 		"JOB_TIMEOUT="+chaosJobTimeout.String(),
 		"JOB_RESCUE_AFTER="+chaosJobRescueAfter.String(),

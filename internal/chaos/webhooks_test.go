@@ -61,6 +61,18 @@ func chaosOrphanGrace() time.Duration { return 2 * chaosKeyWindow() }
 type chaosWebhooks struct {
 	db       chaosDB
 	balancer string // URL of the balancer's /webhooks/stripe
+	// ln is the balancer's listener, bound before the instances start:
+	// PUBLIC_URL, where riders come back from their bank, is the balancer
+	// too, as it is a load balancer in production.
+	ln net.Listener
+}
+
+// listen binds the balancer's address, for the instances' PUBLIC_URL.
+func (h *chaosWebhooks) listen(t *testing.T) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	h.ln = ln
 }
 
 func newChaosWebhooks(db chaosDB) *chaosWebhooks { return &chaosWebhooks{db: db} }
@@ -88,6 +100,9 @@ func (h *chaosWebhooks) stripeArgs() []string {
 // env is the serve processes' (and the CLI's) extra environment.
 func (h *chaosWebhooks) env() []string {
 	env := []string{"STRIPE_WEBHOOK_SECRET=" + chaosWebhookSecret, "EVENTS_PASS_INTERVAL=" + chaosEventsPassInterval.String()}
+	if h.ln != nil {
+		env = append(env, "PUBLIC_URL=http://"+h.ln.Addr().String())
+	}
 	if h.shortWindow() {
 		env = append(env, "STRIPE_KEY_WINDOW="+chaosKeyWindow().String(), "ORPHAN_REFUND_AFTER="+chaosOrphanGrace().String())
 	}
@@ -111,8 +126,10 @@ func (h *chaosWebhooks) start(t *testing.T, ctx context.Context, sys *chaosSyste
 		},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(http.StatusBadGateway) },
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
+	if h.ln == nil {
+		h.listen(t)
+	}
+	ln := h.ln
 	srv := &http.Server{Handler: proxy, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
