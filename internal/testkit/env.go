@@ -44,8 +44,21 @@ type Env struct {
 	Service  *service.Service
 }
 
+// Options change a world from New's defaults.
+type Options struct {
+	// PublicURL is where riders reach the service: their bank sends them
+	// back to it after authenticating a payment (see Listen).
+	PublicURL string
+}
+
 // New builds a fresh world for t.
 func New(t testing.TB) *Env {
+	t.Helper()
+	return NewWith(t, Options{})
+}
+
+// NewWith builds a fresh world for t with opts.
+func NewWith(t testing.TB, opts Options) *Env {
 	t.Helper()
 	stripe := NewStripe(t)
 	sink, mailer := NewMail(t)
@@ -67,6 +80,7 @@ func New(t testing.TB) *Env {
 		Clock:             e.Clock.Now,
 		AbandonedAfter:    AbandonedAfter,
 		OrphanRefundAfter: OrphanRefundAfter,
+		PublicURL:         opts.PublicURL,
 		// The tests of riders without a source are those of the
 		// development default; the requirement is tested on its own.
 		DevDefaultPaymentSource: true,

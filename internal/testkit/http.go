@@ -19,6 +19,19 @@ func Serve(t testing.TB, h http.Handler) string {
 	return srv.URL
 }
 
+// Listen binds an HTTP server's address for the rest of t and returns its
+// base URL, and serve, which serves h there: for a service that must know
+// its own URL (Options.PublicURL) before its handler exists.
+func Listen(t testing.TB) (base string, serve func(h http.Handler)) {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(nil)
+	t.Cleanup(srv.Close)
+	return "http://" + srv.Listener.Addr().String(), func(h http.Handler) {
+		srv.Config.Handler = h
+		srv.Start()
+	}
+}
+
 // Reply is an HTTP answer read whole: its status, header and body.
 type Reply struct {
 	Status int

@@ -354,3 +354,56 @@ func riderID(t *testing.T, b *testBundle, apiKey string) int64 {
 	require.NoError(t, err)
 	return u.ID
 }
+
+// TestBookingPageAuthenticationInChromium books, in a real headless
+// Chromium, with a card whose bank asks for authentication: the page sends
+// the rider to the bank's challenge (the fake Stripe's), the rider
+// completes it (or fails it), and the bank sends them back to the service,
+// which shows the ride charged once (or declined).
+func TestBookingPageAuthenticationInChromium(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	apiKey := b.rider(t, "sca-browser@example.com", fakestripe.TokenAuthenticationRequired)
+	ctx := newBrowser(t)
+	signIn(ctx, t, b, apiKey)
+	scripts(ctx, t, true)
+
+	// book submits a fresh form and answers the bank's page with the
+	// button button, and returns the ride the browser is sent back to.
+	book := func(t *testing.T, button string) int64 {
+		freshForm(ctx, t, b.url)
+		require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.ID("book")), chromedp.WaitVisible(chromedp.ID(button))))
+		loc, err := chromedp.Run(ctx, chromedp.Location())
+		require.NoError(t, err)
+		require.True(t, strings.HasPrefix(loc, b.Stripe.URL+"/_fake/challenge/pi_"), "at the bank's page: %s", loc)
+		require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.ID(button)), chromedp.WaitVisible(chromedp.ID("ride"))))
+		attr, err := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.ID("ride"), "data-ride-id"))
+		require.NoError(t, err)
+		id, err := strconv.ParseInt(attr.Value, 10, 64)
+		require.NoError(t, err)
+		loc, err = chromedp.Run(ctx, chromedp.Location())
+		require.NoError(t, err)
+		require.Equal(t, b.url+"/book/rides/"+attr.Value, loc, "back at the service, on the ride")
+		return id
+	}
+
+	t.Run("completed", func(t *testing.T) {
+		id := book(t, "complete")
+		require.Equal(t, "charged", text(ctx, t, "ride-status"))
+		charges := b.ChargesOfRide(t, id)
+		require.Len(t, charges, 1, "charged once")
+		require.Equal(t, charges[0].ID, text(ctx, t, "ride-charge"))
+		require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'ride_receipt' AND args->>'ride_id' = $1`, id))
+	})
+
+	t.Run("failed", func(t *testing.T) {
+		id := book(t, "fail")
+		require.Equal(t, "declined", text(ctx, t, "ride-status"))
+		for _, c := range b.ChargesOfRide(t, id) {
+			require.NotEqual(t, fakestripe.ChargeSucceeded, c.Status, "nothing charged")
+		}
+		require.Zero(t, b.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'ride_receipt' AND args->>'ride_id' = $1`, id))
+	})
+
+	require.Len(t, b.Stripe.SucceededCharges(), 1)
+}

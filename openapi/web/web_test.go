@@ -33,11 +33,12 @@ type testBundle struct {
 
 func setup(t *testing.T) *testBundle {
 	t.Helper()
-	b := &testBundle{Env: testkit.New(t), arrived: make(chan struct{}, 16)}
+	base, serve := testkit.Listen(t)
+	b := &testBundle{Env: testkit.NewWith(t, testkit.Options{PublicURL: base}), url: base, arrived: make(chan struct{}, 16)}
 	logger := slog.New(slog.DiscardHandler)
 	pages := web.New(web.Config{Service: b.Service, Secret: "test-secret", Logger: logger})
 	h := openapi.NewHandler(openapi.Config{Service: b.Service, Logger: logger, Pages: pages})
-	b.url = testkit.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && r.URL.Path == "/book" {
 			b.posts.Add(1)
 			select {
