@@ -14,7 +14,18 @@ import (
 const controlPrefix = "/_fake/"
 
 func (s *Server) serveControl(w http.ResponseWriter, r *http.Request) {
-	switch r.Method + " " + strings.TrimPrefix(r.URL.Path, controlPrefix) {
+	path := strings.TrimPrefix(r.URL.Path, controlPrefix)
+	if id, ok := strings.CutPrefix(path, "challenge/"); ok {
+		s.serveChallenge(w, r, id)
+		return
+	}
+	if rest, ok := strings.CutPrefix(path, "payment_intents/"); ok && r.Method == http.MethodPost {
+		if id, ok := strings.CutSuffix(rest, "/authenticate"); ok && id != "" && !strings.Contains(id, "/") {
+			s.serveAuthenticate(w, r, id)
+			return
+		}
+	}
+	switch r.Method + " " + path {
 	case "GET ledger":
 		writeJSON(w, http.StatusOK, s.Snapshot())
 	case "GET faults":

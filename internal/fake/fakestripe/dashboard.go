@@ -61,12 +61,12 @@ func (s *Server) DashboardRefund(chargeID string) (Refund, error) {
 	if !ok {
 		return Refund{}, fmt.Errorf("no such charge: %s", chargeID)
 	}
-	if ch.Status != ChargeSucceeded || ch.AmountRefunded == ch.Amount {
+	if ch.Status != ChargeSucceeded || ch.Uncaptured || ch.AmountRefunded == ch.Amount {
 		return Refund{}, fmt.Errorf("charge %s has nothing to refund", chargeID)
 	}
 	ref := &Refund{
 		ID: l.newIDLocked("re"), Charge: ch.ID, Amount: ch.Amount - ch.AmountRefunded, Currency: ch.Currency,
-		Status: "succeeded", Metadata: map[string]string{}, Created: s.Now(),
+		Status: "succeeded", Metadata: map[string]string{}, Created: s.Now(), PaymentIntent: ch.PaymentIntent,
 	}
 	l.addRefundLocked(ref)
 	ch.AmountRefunded, ch.Refunded = ch.Amount, true
@@ -82,7 +82,7 @@ func (s *Server) DisputeOpen(chargeID string) (Dispute, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ch, ok := l.chargeLocked(chargeID)
-	if !ok || ch.Status != ChargeSucceeded {
+	if !ok || ch.Status != ChargeSucceeded || ch.Uncaptured {
 		return Dispute{}, fmt.Errorf("no succeeded charge %s", chargeID)
 	}
 	d := &Dispute{ID: l.newIDLocked("dp"), Charge: ch.ID, Amount: ch.Amount, Currency: ch.Currency,

@@ -6,7 +6,9 @@ import (
 )
 
 // chargeCreate is POST /v1/charges. Charges to a customer created with
-// tok_chargeCustomerFail are recorded as failed and answered with a 402.
+// tok_chargeCustomerFail are recorded as failed and answered with a 402;
+// so are charges to a customer whose card needs authentication, which the
+// Charges API cannot ask for (authentication_required).
 func (c *call) chargeCreate() response {
 	if bad, ok := rejectUnknown(c.params, "amount", "currency", "customer", "description", "metadata", "expand"); ok {
 		return bad
@@ -64,6 +66,21 @@ func (c *call) chargeCreate() response {
 		l.addChargeLocked(ch)
 		c.s.emit("charge.failed", ch.object())
 		return cardDeclined(ch.DeclineCode, declineMessage, ch.ID)
+	}
+	if cust.NeedsAuthentication {
+		ch.Status, ch.Paid = ChargeFailed, false
+		ch.FailureCode, ch.DeclineCode = codeAuthenticationRequired, codeAuthenticationRequired
+		ch.FailureMessage = authenticationRequiredMessage
+		l.addChargeLocked(ch)
+		c.s.emit("charge.failed", ch.object())
+		return executedError(http.StatusPaymentRequired, apiError{
+			Type:        typeCard,
+			Code:        codeAuthenticationRequired,
+			DeclineCode: codeAuthenticationRequired,
+			Message:     authenticationRequiredMessage,
+			Charge:      ch.ID,
+			DocURL:      docURL(codeAuthenticationRequired),
+		})
 	}
 	l.addChargeLocked(ch)
 	c.s.emit("charge.succeeded", ch.object())

@@ -22,9 +22,19 @@ type Customer struct {
 	Card string `json:"card,omitempty"`
 	// FailsCharges is set for customers created with
 	// tok_chargeCustomerFail: every charge to them is declined.
-	FailsCharges bool              `json:"fails_charges"`
-	Metadata     map[string]string `json:"metadata"`
-	Created      time.Time         `json:"created"`
+	FailsCharges bool `json:"fails_charges"`
+	// NeedsAuthentication is set for customers whose card's bank asks for
+	// authentication (3-D Secure) on every payment: a PaymentIntent
+	// confirmed on-session waits for it (requires_action), one confirmed
+	// off-session fails with authentication_required, and so does a
+	// charge of the Charges API, which cannot authenticate.
+	NeedsAuthentication bool `json:"needs_authentication,omitempty"`
+	// DeclineAfterAuthentication, when set, is the decline code of every
+	// payment the rider authenticated (insufficient_funds for
+	// tok_authenticationRequiredChargeDeclinedInsufficientFunds).
+	DeclineAfterAuthentication string            `json:"decline_after_authentication,omitempty"`
+	Metadata                   map[string]string `json:"metadata"`
+	Created                    time.Time         `json:"created"`
 }
 
 // Charge is a charge attempt as recorded by the server, declined ones
@@ -37,14 +47,28 @@ type Charge struct {
 	Description string `json:"description,omitempty"`
 	// Status is ChargeSucceeded or ChargeFailed; Paid is true exactly when
 	// the charge succeeded.
-	Status         string            `json:"status"`
-	Paid           bool              `json:"paid"`
-	AmountRefunded int64             `json:"amount_refunded"`
-	Refunded       bool              `json:"refunded"`
-	FailureCode    string            `json:"failure_code,omitempty"`
-	DeclineCode    string            `json:"decline_code,omitempty"`
+	Status         string `json:"status"`
+	Paid           bool   `json:"paid"`
+	AmountRefunded int64  `json:"amount_refunded"`
+	Refunded       bool   `json:"refunded"`
+	FailureCode    string `json:"failure_code,omitempty"`
+	DeclineCode    string `json:"decline_code,omitempty"`
+	// FailureMessage is the failure's message; empty means Stripe's
+	// generic "Your card was declined."
+	FailureMessage string            `json:"failure_message,omitempty"`
 	Metadata       map[string]string `json:"metadata"`
 	Created        time.Time         `json:"created"`
+	// PaymentIntent is the id of the PaymentIntent that made the charge;
+	// empty for a charge of the Charges API.
+	PaymentIntent string `json:"payment_intent,omitempty"`
+	// Uncaptured is set on the succeeded charge of a PaymentIntent with
+	// capture_method manual until it is captured; it stays set when the
+	// PaymentIntent is cancelled instead (the hold released).
+	Uncaptured bool `json:"uncaptured,omitempty"`
+	// AmountReleased is the part of the authorized amount that was never
+	// captured (a partial capture's rest, or all of a cancelled hold). It
+	// is counted in AmountRefunded, as Stripe counts it.
+	AmountReleased int64 `json:"amount_released,omitempty"`
 }
 
 // Refund is a refund as recorded by the server.
@@ -56,6 +80,8 @@ type Refund struct {
 	Status   string            `json:"status"`
 	Metadata map[string]string `json:"metadata"`
 	Created  time.Time         `json:"created"`
+	// PaymentIntent is the PaymentIntent of the refunded charge, if any.
+	PaymentIntent string `json:"payment_intent,omitempty"`
 }
 
 // Snapshot is a consistent copy of everything the server recorded.
@@ -63,6 +89,8 @@ type Snapshot struct {
 	Customers []Customer `json:"customers"`
 	Charges   []Charge   `json:"charges"`
 	Refunds   []Refund   `json:"refunds"`
+	// PaymentIntents are the PaymentIntents, in creation order.
+	PaymentIntents []PaymentIntent `json:"payment_intents"`
 	// Disputes are the disputes opened (DisputeOpen), in no order.
 	Disputes []Dispute `json:"disputes"`
 	Requests []Request `json:"requests"`
@@ -71,15 +99,16 @@ type Snapshot struct {
 // ledger holds the objects in creation order, indexed by id. Handlers
 // mutate it under mu; accessors return deep copies.
 type ledger struct {
-	mu        sync.Mutex
-	customers []*Customer
-	charges   []*Charge
-	refunds   []*Refund
-	byID      map[string]any
+	mu             sync.Mutex
+	customers      []*Customer
+	charges        []*Charge
+	refunds        []*Refund
+	paymentIntents []*PaymentIntent
+	byID           map[string]any
 }
 
 func (l *ledger) init() {
-	l.customers, l.charges, l.refunds = nil, nil, nil
+	l.customers, l.charges, l.refunds, l.paymentIntents = nil, nil, nil, nil
 	l.byID = make(map[string]any)
 }
 
@@ -215,9 +244,10 @@ func (s *Server) RefundsForCharge(chargeID string) []Refund {
 func (s *Server) Snapshot() Snapshot {
 	s.ledger.mu.Lock()
 	snap := Snapshot{
-		Customers: filterClone(s.ledger.customers, all, (*Customer).clone),
-		Charges:   filterClone(s.ledger.charges, all, (*Charge).clone),
-		Refunds:   filterClone(s.ledger.refunds, all, (*Refund).clone),
+		Customers:      filterClone(s.ledger.customers, all, (*Customer).clone),
+		Charges:        filterClone(s.ledger.charges, all, (*Charge).clone),
+		Refunds:        filterClone(s.ledger.refunds, all, (*Refund).clone),
+		PaymentIntents: filterClone(s.ledger.paymentIntents, all, (*PaymentIntent).clone),
 	}
 	s.ledger.mu.Unlock()
 	s.disputes.mu.Lock()

@@ -80,22 +80,23 @@ func listPage[T any](c *call, url, objectType string, items []*T, id func(*T) st
 }
 
 // chargeList is GET /v1/charges: every charge, newest first, optionally
-// of one customer and within a created range.
+// of one customer or PaymentIntent and within a created range.
 func (c *call) chargeList() response {
-	if bad, ok := rejectUnknown(c.params, "customer", "created", "limit", "starting_after", "expand"); ok {
+	if bad, ok := rejectUnknown(c.params, "customer", "payment_intent", "created", "limit", "starting_after", "expand"); ok {
 		return bad
 	}
 	created, bad, ok := c.parseCreated()
 	if !ok {
 		return bad
 	}
-	customer := c.params.Get("customer")
+	customer, intentID := c.params.Get("customer"), c.params.Get("payment_intent")
 	l := &c.s.ledger
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var found []*Charge
 	for _, ch := range l.charges {
-		if (customer == "" || ch.Customer == customer) && created.match(ch.Created) {
+		if (customer == "" || ch.Customer == customer) && (intentID == "" || ch.PaymentIntent == intentID) &&
+			created.match(ch.Created) {
 			found = append(found, ch)
 		}
 	}

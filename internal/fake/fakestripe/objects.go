@@ -1,6 +1,9 @@
 package fakestripe
 
-import "time"
+import (
+	"cmp"
+	"time"
+)
 
 // The types in this file are the JSON shapes of Stripe API objects as the
 // server sends them, with the fields stripe-go decodes. Nullable fields are
@@ -42,7 +45,7 @@ type chargeObject struct {
 	Captured           bool              `json:"captured"`
 	Created            int64             `json:"created"`
 	Currency           string            `json:"currency"`
-	Customer           string            `json:"customer"`
+	Customer           *string           `json:"customer"`
 	Description        *string           `json:"description"`
 	Disputed           bool              `json:"disputed"`
 	FailureCode        *string           `json:"failure_code"`
@@ -51,6 +54,7 @@ type chargeObject struct {
 	Metadata           map[string]string `json:"metadata"`
 	Outcome            chargeOutcome     `json:"outcome"`
 	Paid               bool              `json:"paid"`
+	PaymentIntent      *string           `json:"payment_intent"`
 	Refunded           bool              `json:"refunded"`
 	Status             string            `json:"status"`
 }
@@ -64,6 +68,7 @@ type refundObject struct {
 	Created            int64             `json:"created"`
 	Currency           string            `json:"currency"`
 	Metadata           map[string]string `json:"metadata"`
+	PaymentIntent      *string           `json:"payment_intent"`
 	Reason             *string           `json:"reason"`
 	Status             string            `json:"status"`
 }
@@ -76,7 +81,22 @@ type searchResult struct {
 	URL      string  `json:"url"`
 }
 
-const declineMessage = "Your card was declined."
+// Messages of card errors.
+const (
+	declineMessage                = "Your card was declined."
+	insufficientFundsMessage      = "Your card has insufficient funds."
+	authenticationRequiredMessage = "Your card was declined. This transaction requires authentication."
+	authenticationFailedMessage   = "The provided PaymentMethod has failed authentication. Confirm the PaymentIntent " +
+		"again with another payment method, or with the same one to authenticate again."
+)
+
+// declineMessageOf is the message of a decline with declineCode.
+func declineMessageOf(declineCode string) string {
+	if declineCode == "insufficient_funds" {
+		return insufficientFundsMessage
+	}
+	return declineMessage
+}
 
 func nullable(s string) *string {
 	if s == "" {
@@ -115,17 +135,20 @@ func (c *Charge) object() chargeObject {
 		AmountRefunded: c.AmountRefunded,
 		Created:        unix(c.Created),
 		Currency:       c.Currency,
-		Customer:       c.Customer,
+		Customer:       nullable(c.Customer),
 		Description:    nullable(c.Description),
 		Metadata:       metadataOrEmpty(c.Metadata),
 		Paid:           c.Paid,
+		PaymentIntent:  nullable(c.PaymentIntent),
 		Refunded:       c.Refunded,
 		Status:         c.Status,
 	}
 	if c.Status == ChargeSucceeded {
-		o.AmountCaptured = c.Amount
-		o.Captured = true
-		o.BalanceTransaction = nullable("txn_" + c.ID[len("ch_"):])
+		if !c.Uncaptured {
+			o.AmountCaptured = c.Amount - c.AmountReleased
+			o.Captured = true
+			o.BalanceTransaction = nullable("txn_" + c.ID[len("ch_"):])
+		}
 		o.Outcome = chargeOutcome{
 			NetworkStatus: "approved_by_network",
 			RiskLevel:     "normal",
@@ -134,7 +157,7 @@ func (c *Charge) object() chargeObject {
 		}
 	} else {
 		o.FailureCode = nullable(c.FailureCode)
-		o.FailureMessage = nullable(declineMessage)
+		o.FailureMessage = nullable(cmp.Or(c.FailureMessage, declineMessage))
 		o.Outcome = chargeOutcome{
 			NetworkStatus: "declined_by_network",
 			Reason:        nullable(c.DeclineCode),
@@ -156,6 +179,7 @@ func (r *Refund) object() refundObject {
 		Created:            unix(r.Created),
 		Currency:           r.Currency,
 		Metadata:           metadataOrEmpty(r.Metadata),
+		PaymentIntent:      nullable(r.PaymentIntent),
 		Status:             r.Status,
 	}
 }

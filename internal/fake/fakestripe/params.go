@@ -56,3 +56,47 @@ func intParam(params url.Values, name string) (n int64, present bool, bad respon
 	}
 	return n, true, response{}, true
 }
+
+// boolParam parses an optional boolean parameter, "true" or "false" as
+// stripe-go sends them. present is false when the parameter is absent.
+func boolParam(params url.Values, name string) (b, present bool, bad response, ok bool) {
+	switch raw := params.Get(name); raw {
+	case "":
+		return false, false, response{}, true
+	case "true":
+		return true, true, response{}, true
+	case "false":
+		return false, true, response{}, true
+	default:
+		return false, true, invalidParam("", name, "Invalid boolean: "+raw), false
+	}
+}
+
+// listParam collects the values of an array parameter sent as
+// "name[0]=a&name[1]=b" (or "name[]=a"), in index order.
+func listParam(params url.Values, name string) []string {
+	type item struct {
+		index int
+		value string
+	}
+	var items []item
+	for k, vs := range params {
+		inner, ok := strings.CutPrefix(k, name+"[")
+		if !ok || !strings.HasSuffix(inner, "]") {
+			continue
+		}
+		i, err := strconv.Atoi(strings.TrimSuffix(inner, "]"))
+		if err != nil {
+			i = -1 // "name[]": in the order sent
+		}
+		for _, v := range vs {
+			items = append(items, item{i, v})
+		}
+	}
+	slices.SortStableFunc(items, func(a, b item) int { return a.index - b.index })
+	out := make([]string, 0, len(items))
+	for _, it := range items {
+		out = append(out, it.value)
+	}
+	return out
+}

@@ -32,6 +32,11 @@ type apiError struct {
 	Param       string `json:"param,omitempty"`
 	Charge      string `json:"charge,omitempty"`
 	DocURL      string `json:"doc_url,omitempty"`
+	// PaymentIntent is the PaymentIntent an error of a PaymentIntent
+	// operation is about, as it is after the request; PaymentMethod the
+	// payment method that failed.
+	PaymentIntent *paymentIntentObject `json:"payment_intent,omitempty"`
+	PaymentMethod *paymentMethodObject `json:"payment_method,omitempty"`
 }
 
 // okResponse is a 200 with obj encoded as the body of an executed operation.

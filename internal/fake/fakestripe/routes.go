@@ -18,6 +18,14 @@ const (
 	OpRefundRetrieve   = "refund.retrieve"
 	OpRefundList       = "refund.list"
 	OpEventList        = "event.list"
+
+	OpPaymentIntentCreate   = "payment_intent.create"
+	OpPaymentIntentRetrieve = "payment_intent.retrieve"
+	OpPaymentIntentList     = "payment_intent.list"
+	OpPaymentIntentConfirm  = "payment_intent.confirm"
+	OpPaymentIntentCancel   = "payment_intent.cancel"
+	OpPaymentIntentCapture  = "payment_intent.capture"
+
 	// OpAny makes a fault target every operation.
 	OpAny = "*"
 )
@@ -29,11 +37,14 @@ type operation struct {
 }
 
 // route maps a method and path to the operation serving it and, for
-// retrievals, the object id in the path.
+// retrievals and actions on an object, the object id in the path.
 func route(method, path string) (operation, string, bool) {
 	rest, ok := strings.CutPrefix(path, "/v1/")
 	if !ok {
 		return operation{}, "", false
+	}
+	if op, id, ok := paymentIntentAction(method, rest); ok {
+		return op, id, true
 	}
 	resource, id, hasID := strings.Cut(rest, "/")
 	if hasID && (id == "" || strings.Contains(id, "/")) {
@@ -67,6 +78,34 @@ func route(method, path string) (operation, string, bool) {
 		return operation{OpRefundList, (*call).refundList}, "", true
 	case key{http.MethodGet, "events", false, false}:
 		return operation{OpEventList, (*call).eventList}, "", true
+	case key{http.MethodPost, "payment_intents", false, false}:
+		return operation{OpPaymentIntentCreate, (*call).paymentIntentCreate}, "", true
+	case key{http.MethodGet, "payment_intents", false, false}:
+		return operation{OpPaymentIntentList, (*call).paymentIntentList}, "", true
+	case key{http.MethodGet, "payment_intents", true, false}:
+		return operation{OpPaymentIntentRetrieve, (*call).paymentIntentRetrieve}, id, true
+	}
+	return operation{}, "", false
+}
+
+// paymentIntentAction routes POST payment_intents/{id}/{action}, the one
+// resource with actions on its objects.
+func paymentIntentAction(method, rest string) (operation, string, bool) {
+	rest, ok := strings.CutPrefix(rest, "payment_intents/")
+	if !ok || method != http.MethodPost {
+		return operation{}, "", false
+	}
+	id, action, ok := strings.Cut(rest, "/")
+	if !ok || id == "" || strings.Contains(action, "/") {
+		return operation{}, "", false
+	}
+	switch action {
+	case "confirm":
+		return operation{OpPaymentIntentConfirm, (*call).paymentIntentConfirm}, id, true
+	case "cancel":
+		return operation{OpPaymentIntentCancel, (*call).paymentIntentCancel}, id, true
+	case "capture":
+		return operation{OpPaymentIntentCapture, (*call).paymentIntentCapture}, id, true
 	}
 	return operation{}, "", false
 }
@@ -76,7 +115,9 @@ func knownOp(op string) bool {
 	switch op {
 	case OpCustomerCreate, OpCustomerRetrieve, OpCustomerSearch,
 		OpChargeCreate, OpChargeRetrieve, OpChargeSearch, OpChargeList,
-		OpRefundCreate, OpRefundRetrieve, OpRefundList, OpEventList, OpAny:
+		OpRefundCreate, OpRefundRetrieve, OpRefundList, OpEventList,
+		OpPaymentIntentCreate, OpPaymentIntentRetrieve, OpPaymentIntentList,
+		OpPaymentIntentConfirm, OpPaymentIntentCancel, OpPaymentIntentCapture, OpAny:
 		return true
 	}
 	return false

@@ -25,6 +25,12 @@ type Options struct {
 	// forgotten within its run (the chaos's orphan policy); the service
 	// must then be told the same window (STRIPE_KEY_WINDOW).
 	KeyLifetime time.Duration
+	// PublicURL is the base URL browsers reach the server at, for the
+	// challenge page a PaymentIntent's next_action sends the rider to
+	// (PublicURL + "/_fake/challenge/" + id). When empty, the page's URL
+	// is built from the Host of the request that confirmed the
+	// PaymentIntent, so a server under httptest needs no configuration.
+	PublicURL string
 }
 
 // Server is the fake Stripe API. It implements http.Handler and is safe for
@@ -41,11 +47,13 @@ type Server struct {
 	webhooks webhookSender
 	disputes disputes
 	outage   atomic.Bool // outage.go
+	// publicURL is Options.PublicURL, without a trailing slash.
+	publicURL string
 }
 
 // New returns an empty Server.
 func New(opts Options) *Server {
-	s := &Server{clock: opts.Clock, log: opts.Logger}
+	s := &Server{clock: opts.Clock, log: opts.Logger, publicURL: strings.TrimRight(opts.PublicURL, "/")}
 	if s.clock == nil {
 		s.clock = time.Now
 	}
