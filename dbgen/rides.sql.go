@@ -422,9 +422,11 @@ func (q *Queries) RideGetByCharge(ctx context.Context, db DBTX, stripeChargeID *
 }
 
 const rideGetByChargeKey = `-- name: RideGetByChargeKey :one
-SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at FROM rides WHERE charge_key = $1
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at FROM rides WHERE charge_key = $1 ORDER BY created_at DESC LIMIT 1
 `
 
+// The newest ride made under a processor key: a key reused after its
+// idempotency key was reaped makes a new ride under the same key.
 func (q *Queries) RideGetByChargeKey(ctx context.Context, db DBTX, chargeKey *string) (*Ride, error) {
 	row := db.QueryRow(ctx, rideGetByChargeKey, chargeKey)
 	var i Ride

@@ -129,10 +129,10 @@ func TestRestoreLostTheKeyRetryPastTheWindowAdoptsTheCharge(t *testing.T) {
 	require.Nil(t, again, "one gap, found once")
 
 	w.dayPasses(t)
-	searches := w.fake.RequestCount(http.MethodGet, "/v1/charges/search")
+	searches := w.fake.RequestCount(http.MethodGet, "/v1/payment_intents")
 	require.Equal(t, first, w.book(t, w.restored, w.uid, key), "the first charge adopted")
 	require.Len(t, w.fake.SucceededCharges(), 1, "one charge")
-	require.Equal(t, searches+1, w.fake.RequestCount(http.MethodGet, "/v1/charges/search"))
+	require.Equal(t, searches+1, w.fake.RequestCount(http.MethodGet, "/v1/payment_intents"))
 	require.Equal(t, 1.0, gapLookups(t, w.reg, service.ProcessorStripe))
 
 	// A booking under a new key is charged anew, after its own look-up
@@ -212,7 +212,7 @@ func TestNoGapNoLookup(t *testing.T) {
 	}
 	uid := w.userID(t, svc, "no-gap@example.com")
 	w.book(t, svc, uid, testkit.NewKey())
-	require.Zero(t, w.fake.RequestCount(http.MethodGet, "/v1/charges/search"))
+	require.Zero(t, w.fake.RequestCount(http.MethodGet, "/v1/payment_intents"))
 	require.Zero(t, gapLookups(t, reg, service.ProcessorStripe))
 	var gaps int
 	require.NoError(t, pool.QueryRow(w.ctx, `SELECT count(*) FROM database_gaps`).Scan(&gaps))

@@ -186,7 +186,8 @@ func (s *Service) preparePayment(ctx context.Context, ev *InboundEvent) (effect,
 }
 
 // waitingRideEffect is what an event about payment p does to the ride made
-// under its key: nil when no ride was made under it yet. A ride waiting
+// under its key, when that ride waits for its rider at the event's
+// processor; nil for every other event. A ride waiting
 // for its rider moves to the payment's outcome as the processor tells it
 // now (an event may be stale or out of order; Stripe's PaymentIntent is
 // read again, Adyen's notification is its outcome); a ride that moved on
@@ -208,7 +209,10 @@ func (s *Service) waitingRideEffect(ctx context.Context, processor string, p *Ch
 		processor = ProcessorStripe
 	}
 	if RideChargeStatus(ride.ChargeStatus) != RideChargeRequiresAction || ride.Processor != processor {
-		return constant(InboxOutcomeAlreadyRecorded), nil
+		// Not waiting (or waiting at another processor): the event is
+		// about a charge as any other (recorded, orphan, or a second
+		// charge of the request).
+		return nil, nil
 	}
 	proc, err := s.proc(ride.Processor)
 	if err != nil {

@@ -69,7 +69,7 @@ func TestCompleter(t *testing.T) {
 		t.Parallel()
 		b, uid, key := setupRider(t, "leased@example.com")
 		gate, fired := make(chan struct{}), make(chan struct{}, 1)
-		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultLatency, Gate: gate, Fired: fired, Times: 1})
+		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpPaymentIntentCreate, Kind: fakestripe.FaultLatency, Gate: gate, Fired: fired, Times: 1})
 		done := make(chan error, 1)
 		go func() {
 			_, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
@@ -98,7 +98,7 @@ func TestCompleter(t *testing.T) {
 		b.AbandonRide(t, uid, key)
 		id := b.keyID(t, uid, key)
 
-		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultStatus, Status: 500, Times: 1})
+		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpPaymentIntentCreate, Kind: fakestripe.FaultStatus, Status: 500, Times: 1})
 		_, err := b.Service.KeyComplete(b.Ctx, id)
 		requireCode(t, err, service.CodeProcessorUnavailable)
 		k := b.key(t, uid, key)
@@ -115,7 +115,7 @@ func TestCompleter(t *testing.T) {
 		t.Parallel()
 		b, uid, key := setupRider(t, "window@example.com")
 		// Stripe made the charge, but its answer was lost; the client gave up.
-		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultDropAfter, Times: 1})
+		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpPaymentIntentCreate, Kind: fakestripe.FaultDropAfter, Times: 1})
 		_, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
 		requireCode(t, err, service.CodeProcessorUnavailable)
 		require.Equal(t, 1, b.succeededCharges())
@@ -125,11 +125,11 @@ func TestCompleter(t *testing.T) {
 		// must adopt the charge, not make another.
 		b.Age(t, service.ProcessorKeyWindow)
 		b.Stripe.Advance(service.ProcessorKeyWindow)
-		searches := b.Stripe.RequestCount(http.MethodGet, "/v1/charges/search")
+		searches := b.Stripe.RequestCount(http.MethodGet, "/v1/payment_intents")
 		resp, err := b.Service.KeyComplete(b.Ctx, id)
 		require.NoError(t, err)
 		require.Equal(t, http.StatusCreated, resp.Status)
-		require.Equal(t, searches+1, b.Stripe.RequestCount(http.MethodGet, "/v1/charges/search"))
+		require.Equal(t, searches+1, b.Stripe.RequestCount(http.MethodGet, "/v1/payment_intents"))
 		require.Equal(t, 1, b.succeededCharges())
 		require.Equal(t, b.Stripe.SucceededCharges()[0].ID, *testkit.DecodeRide(t, resp.Body).StripeChargeID)
 	})

@@ -22,7 +22,7 @@ const openFor = 300 * time.Millisecond
 
 // stripeDown makes every Stripe charge answer 503 until cleared.
 func stripeDown(w *testkit.TwoProcessors) {
-	w.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultStatus, Status: http.StatusServiceUnavailable})
+	w.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpPaymentIntentCreate, Kind: fakestripe.FaultStatus, Status: http.StatusServiceUnavailable})
 }
 
 // book books SomeRide under key.
@@ -81,7 +81,7 @@ func TestProcessorRouting(t *testing.T) {
 		key := testkit.NewKey()
 		// Stripe makes the charge and the answer is lost: indeterminate,
 		// and the circuit opens.
-		w.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultDropAfter, Times: 1})
+		w.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpPaymentIntentCreate, Kind: fakestripe.FaultDropAfter, Times: 1})
 		_, err := book(t, w, uid, key)
 		require.Equal(t, service.CodeProcessorUnavailable, service.ErrorCode(err), "err: %v", err)
 		require.Len(t, w.Stripe.SucceededCharges(), 1)

@@ -539,7 +539,7 @@ func TestRideRefundCreate(t *testing.T) {
 		require.NoError(t, b.Pool.QueryRow(b.Ctx, `SELECT id FROM rides WHERE user_id = $1`, declinedUser).Scan(&declinedID))
 
 		// Alice's ride stays pending: Stripe is down for its charge.
-		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultStatus, Status: 503, Times: 1})
+		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpPaymentIntentCreate, Kind: fakestripe.FaultStatus, Status: 503, Times: 1})
 		rideKey := testkit.NewKey()
 		_, err = b.Service.RideCreate(b.Ctx, alice, rideKey, testkit.SomeRide, nil)
 		requireCode(t, err, service.CodeProcessorUnavailable)

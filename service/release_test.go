@@ -50,7 +50,7 @@ func TestReleaseOutlivesBrokenConnections(t *testing.T) {
 
 	key := testkit.NewKey()
 	gate, fired := make(chan struct{}), make(chan struct{}, 1)
-	b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultLatency, Gate: gate, Fired: fired, Times: 1})
+	b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpPaymentIntentCreate, Kind: fakestripe.FaultLatency, Gate: gate, Fired: fired, Times: 1})
 	errc := make(chan error, 1)
 	go func() {
 		_, err := svc.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)

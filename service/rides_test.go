@@ -122,7 +122,7 @@ func TestRideCreate(t *testing.T) {
 		t.Parallel()
 		b, uid, key := setupRider(t, "locked@example.com")
 		gate, fired := make(chan struct{}), make(chan struct{}, 1)
-		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultLatency, Gate: gate, Fired: fired, Times: 1})
+		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpPaymentIntentCreate, Kind: fakestripe.FaultLatency, Gate: gate, Fired: fired, Times: 1})
 
 		done := make(chan *service.Response)
 		go func() {
@@ -148,7 +148,7 @@ func TestRideCreate(t *testing.T) {
 		t.Parallel()
 		b, uid, key := setupRider(t, "stale@example.com")
 		gate, fired := make(chan struct{}), make(chan struct{}, 1)
-		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultLatency, Gate: gate, Fired: fired, Times: 1})
+		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpPaymentIntentCreate, Kind: fakestripe.FaultLatency, Gate: gate, Fired: fired, Times: 1})
 
 		firstErr := make(chan error)
 		go func() {
@@ -182,7 +182,7 @@ func TestRideCreate(t *testing.T) {
 	t.Run("TransientStripeFailureIsRetryableFromRideCreated", func(t *testing.T) {
 		t.Parallel()
 		b, uid, key := setupRider(t, "transient@example.com")
-		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultStatus, Status: 503, Times: 1})
+		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpPaymentIntentCreate, Kind: fakestripe.FaultStatus, Status: 503, Times: 1})
 
 		_, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
 		e := requireCode(t, err, service.CodeProcessorUnavailable)
@@ -203,7 +203,7 @@ func TestRideCreate(t *testing.T) {
 	t.Run("ChargeMadeButAnswerLostIsAdoptedNotRepeated", func(t *testing.T) {
 		t.Parallel()
 		b, uid, key := setupRider(t, "lost@example.com")
-		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultDropAfter, Times: 1})
+		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpPaymentIntentCreate, Kind: fakestripe.FaultDropAfter, Times: 1})
 
 		_, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
 		requireCode(t, err, service.CodeProcessorUnavailable)
@@ -219,19 +219,23 @@ func TestRideCreate(t *testing.T) {
 	t.Run("KeyOlderThanStripeWindowIsReconciledByLookup", func(t *testing.T) {
 		t.Parallel()
 		b, uid, key := setupRider(t, "window@example.com")
-		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultDropAfter, Times: 1})
+		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpPaymentIntentCreate, Kind: fakestripe.FaultDropAfter, Times: 1})
 		_, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
 		requireCode(t, err, service.CodeProcessorUnavailable)
 
-		// A day later Stripe has forgotten the key; our key is as old.
+		// A day later Stripe has forgotten the key; our key is as old, and
+		// so is the rider (registered before booking): the customer made
+		// for the first attempt is found again, and its PaymentIntents
+		// listed.
 		b.Stripe.Advance(25 * time.Hour)
 		b.Exec(t, `UPDATE idempotency_keys SET created_at = created_at - interval '25 hours'`)
-		searches := b.Stripe.RequestCount(http.MethodGet, "/v1/charges/search")
+		b.Exec(t, `UPDATE users SET created_at = created_at - interval '26 hours'`)
+		searches := b.Stripe.RequestCount(http.MethodGet, "/v1/payment_intents")
 
 		resp, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
 		require.NoError(t, err)
 		require.Equal(t, http.StatusCreated, resp.Status)
-		require.Equal(t, searches+1, b.Stripe.RequestCount(http.MethodGet, "/v1/charges/search"))
+		require.Equal(t, searches+1, b.Stripe.RequestCount(http.MethodGet, "/v1/payment_intents"))
 		require.Equal(t, 1, b.succeededCharges(), "the charge is adopted, not made again")
 		require.Equal(t, b.Stripe.SucceededCharges()[0].ID, *testkit.DecodeRide(t, resp.Body).StripeChargeID)
 	})
@@ -239,7 +243,7 @@ func TestRideCreate(t *testing.T) {
 	t.Run("KeyOlderThanStripeWindowWithoutChargeIsCharged", func(t *testing.T) {
 		t.Parallel()
 		b, uid, key := setupRider(t, "window2@example.com")
-		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultDropBefore, Times: 1})
+		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpPaymentIntentCreate, Kind: fakestripe.FaultDropBefore, Times: 1})
 		_, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
 		requireCode(t, err, service.CodeProcessorUnavailable)
 		b.Exec(t, `UPDATE idempotency_keys SET created_at = created_at - interval '25 hours'`)

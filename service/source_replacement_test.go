@@ -273,7 +273,7 @@ func TestSourceReplacement(t *testing.T) {
 		require.NoError(t, err)
 
 		gate, fired := make(chan struct{}), make(chan struct{}, 1)
-		w.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultLatency, Gate: gate, Fired: fired, Times: 1})
+		w.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpPaymentIntentCreate, Kind: fakestripe.FaultLatency, Gate: gate, Fired: fired, Times: 1})
 		type result struct {
 			resp *service.Response
 			err  error
@@ -321,7 +321,7 @@ func TestSourceReplacement(t *testing.T) {
 		// A charge answer lost with tok_mastercard, the rider back to
 		// tok_visa, the client's retry.
 		lostKey := testkit.NewKey()
-		w.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultDropAfter, Times: 1})
+		w.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpPaymentIntentCreate, Kind: fakestripe.FaultDropAfter, Times: 1})
 		_, err = book(t, w, uid, lostKey)
 		require.Equal(t, service.CodeProcessorUnavailable, service.ErrorCode(err), "err: %v", err)
 		charges := len(w.Stripe.SucceededCharges())

@@ -21,7 +21,8 @@ func TestStatusEnums(t *testing.T) {
 	}
 	join := func(values ...string) string { return strings.Join(values, ",") }
 
-	require.Equal(t, join(string(service.RideChargePending), string(service.RideChargeCharged), string(service.RideChargeDeclined)),
+	require.Equal(t, join(string(service.RideChargePending), string(service.RideChargeRequiresAction), string(service.RideChargeCharged),
+		string(service.RideChargeDeclined), string(service.RideChargeExpired)),
 		enum(service.Ride{}, "ChargeStatus"))
 	require.Equal(t, join(string(service.RideRefundNone), string(service.RideRefundPending), string(service.RideRefundRefunded), string(service.RideRefundFailed)),
 		enum(service.Ride{}, "RefundStatus"))

@@ -21,7 +21,7 @@ ALTER TABLE rides ALTER COLUMN payment_api SET DEFAULT 'payment_intents';
 -- pspReference once known); null for Charges API rides, whose charge is
 -- the payment. charge_key is the processor key the payment was requested
 -- under (its metadata ar_key, Adyen's merchant reference): events and the
--- rider's return find the waiting ride by it. action_url and
+-- rider's return find the waiting ride by it (the newest ride of the key). action_url and
 -- action_client_secret are what the rider must do; action_expires_at is
 -- the deadline after which the payment is cancelled.
 ALTER TABLE rides DROP CONSTRAINT rides_charge_status_check;
@@ -39,5 +39,8 @@ ALTER TABLE rides
     );
 
 CREATE UNIQUE INDEX rides_payment_id ON rides (processor, payment_id) WHERE payment_id IS NOT NULL;
-CREATE UNIQUE INDEX rides_charge_key ON rides (charge_key) WHERE charge_key IS NOT NULL;
+-- Not unique: once its idempotency key is reaped (after the processor
+-- forgot it too), a client may send the same key again, a new booking
+-- under the same processor key.
+CREATE INDEX rides_charge_key ON rides (charge_key, created_at) WHERE charge_key IS NOT NULL;
 CREATE INDEX rides_requires_action ON rides (action_expires_at) WHERE charge_status = 'requires_action';

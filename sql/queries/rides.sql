@@ -183,7 +183,9 @@ RETURNING *;
 SELECT * FROM rides WHERE id = @id;
 
 -- name: RideGetByChargeKey :one
-SELECT * FROM rides WHERE charge_key = @charge_key;
+-- The newest ride made under a processor key: a key reused after its
+-- idempotency key was reaped makes a new ride under the same key.
+SELECT * FROM rides WHERE charge_key = @charge_key ORDER BY created_at DESC LIMIT 1;
 
 -- name: RideGetByPayment :one
 SELECT * FROM rides WHERE processor = @processor AND payment_id = @payment_id;
