@@ -55,7 +55,7 @@ func TestBookCommand(t *testing.T) {
 	env := []string{"ATOMICRIDES_URL=" + srv.URL, "ATOMICRIDES_API_KEY=" + rider.APIKey,
 		"LEASE=bogus", "ADMIN_TOKEN=short", "STRIPE_SECRET_KEY=pk_test_not_secret", "DATABASE_URL=postgres://x@:notaport/db"}
 
-	fake.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultStatus, Status: http.StatusServiceUnavailable, Times: 1})
+	fake.Inject(fakestripe.Fault{Op: fakestripe.OpPaymentIntentCreate, Kind: fakestripe.FaultStatus, Status: http.StatusServiceUnavailable, Times: 1})
 	first := runBook(t, env, "--from", "37.7749,-122.4194", "--to", "37.8044, -122.2712")
 	require.Equal(t, 0, first.exit, first.stderr)
 	require.Contains(t, first.stderr, "attempt 1: 503; retrying")

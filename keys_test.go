@@ -35,7 +35,7 @@ func TestKeysCommand(t *testing.T) {
 	require.NoError(t, err)
 	res, err := svc.UserUpsert(ctx, service.UserUpsertParams{Email: "keys@example.com", PaymentSource: "tok_visa"})
 	require.NoError(t, err)
-	fake.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultStatus, Status: 503, Times: 1})
+	fake.Inject(fakestripe.Fault{Op: fakestripe.OpPaymentIntentCreate, Kind: fakestripe.FaultStatus, Status: 503, Times: 1})
 	_, err = svc.RideCreate(ctx, res.User.ID, "keys-command-key-000001",
 		service.RideCreateParams{OriginLat: 1, OriginLon: 2, TargetLat: 3, TargetLon: 4}, nil)
 	require.Equal(t, service.CodeProcessorUnavailable, service.ErrorCode(err))

@@ -62,7 +62,7 @@ func TestServeShutsDownGracefully(t *testing.T) {
 	// Hold every charge at Stripe until SIGTERM has been sent.
 	const n = 8
 	gate, fired := make(chan struct{}), make(chan struct{}, n)
-	fake.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultLatency, Gate: gate, Fired: fired, Times: n})
+	fake.Inject(fakestripe.Fault{Op: fakestripe.OpPaymentIntentCreate, Kind: fakestripe.FaultLatency, Gate: gate, Fired: fired, Times: n})
 
 	statuses := make(chan int, n)
 	var wg sync.WaitGroup

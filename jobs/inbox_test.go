@@ -162,7 +162,7 @@ func TestInboxChargeOutcomeFinishesTheBookingNow(t *testing.T) {
 
 	// The charge is made, its answer lost: the request stays at its
 	// recovery point, and the completer would wait for its idle time.
-	b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultDropAfter, Times: 1})
+	b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpPaymentIntentCreate, Kind: fakestripe.FaultDropAfter, Times: 1})
 	_, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
 	require.Equal(t, service.CodeProcessorUnavailable, service.ErrorCode(err), "err: %v", err)
 	require.Len(t, b.Stripe.SucceededCharges(), 1)
@@ -223,7 +223,7 @@ func TestInboxWaitsForALeasedBookingWithoutSpendingAttempts(t *testing.T) {
 	t.Cleanup(cancel)
 	uid := b.rider(t, "leased@example.com")
 	key := testkit.NewKey()
-	b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultDropAfter, Times: 1})
+	b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpPaymentIntentCreate, Kind: fakestripe.FaultDropAfter, Times: 1})
 	_, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
 	require.Equal(t, service.CodeProcessorUnavailable, service.ErrorCode(err), "err: %v", err)
 	// Another request holds the key.

@@ -167,7 +167,7 @@ func TestCompleterJobs(t *testing.T) {
 		b := setup(t)
 		uid := b.rider(t, "dead@example.com")
 		keyID := b.AbandonRide(t, uid, "dead-letter-key-00000001")
-		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultStatus, Status: 503, Times: 1000})
+		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpPaymentIntentCreate, Kind: fakestripe.FaultStatus, Status: 503, Times: 1000})
 		b.Age(t, testkit.AbandonedAfter+time.Second)
 
 		n, err := b.Service.KeysAbandonedEnqueue(b.Ctx, 100)

@@ -152,7 +152,7 @@ func TestInboxRefundOfBookingInFlightWaitsForIt(t *testing.T) {
 	b := setup(t)
 	uid := b.rider(t, "inflight@example.com")
 	const key = "inflight-booking-key-0001"
-	b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultDropAfter})
+	b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpPaymentIntentCreate, Kind: fakestripe.FaultDropAfter})
 	_, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
 	require.Equal(t, service.CodeProcessorUnavailable, service.ErrorCode(err), "%v", err)
 	b.Stripe.ClearFaults()

@@ -134,7 +134,7 @@ func TestRidesHTTP(t *testing.T) {
 	b.do(t, http.MethodGet, "/rides/"+itoa(id), rider(other, ""), "").Problem(t, http.StatusNotFound)
 
 	// An indeterminate answer from Stripe: 503 with Retry-After, not stored.
-	b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultStatus, Status: 502, Times: 1})
+	b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpPaymentIntentCreate, Kind: fakestripe.FaultStatus, Status: 502, Times: 1})
 	key2 := "http-test-key-0000000002"
 	down := b.do(t, http.MethodPost, "/rides", rider(apiKey, key2), rideBody)
 	down.Problem(t, http.StatusServiceUnavailable)

@@ -55,7 +55,7 @@ func TestShedInFlight(t *testing.T) {
 
 	// Two bookings held at the processor fill the new bookings' share.
 	gate, held := make(chan struct{}), make(chan struct{}, 2)
-	b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultLatency, Gate: gate, Fired: held, Times: 2})
+	b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpPaymentIntentCreate, Kind: fakestripe.FaultLatency, Gate: gate, Fired: held, Times: 2})
 	k1, k2, k3 := testkit.NewKey(), testkit.NewKey(), testkit.NewKey()
 	var wg sync.WaitGroup
 	answers := make([]testkit.Reply, 2)

@@ -433,7 +433,7 @@ func (e *benchEnv) setStripeLatency(tb testing.TB, d time.Duration) {
 	if d <= 0 {
 		return
 	}
-	body, err := json.Marshal(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultLatency, Duration: d})
+	body, err := json.Marshal(fakestripe.Fault{Op: fakestripe.OpPaymentIntentCreate, Kind: fakestripe.FaultLatency, Duration: d})
 	if err != nil {
 		tb.Fatal(err)
 	}

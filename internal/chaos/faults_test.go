@@ -62,14 +62,14 @@ func stripeFault(name, op, kind string, status, times int, duration time.Duratio
 // declined card, a refused refund) are saved under the Stripe key, as
 // Stripe does, so they never answer the retry of a key that was charged.
 var chaosStripeFaults = []chaosStripeFault{
-	stripeFault("charge: latency past the client's timeout", "charge.create", "latency", 0, 6, 2*chaosStripeTimeout),
-	stripeFault("charge: 500", "charge.create", "status", 500, 6, 0),
-	stripeFault("charge: 503", "charge.create", "status", 503, 6, 0),
-	stripeFault("charge: 429 rate limited", "charge.create", "status", 429, 6, 0),
-	stripeFault("charge: 409 idempotency key in use", "charge.create", "status", 409, 6, 0),
-	stripeFault("charge: connection dropped before", "charge.create", "drop_before", 0, 6, 0),
-	stripeFault("charge: connection dropped after the charge was made", "charge.create", "drop_after", 0, 6, 0),
-	stripeFault("charge: card declined", "charge.create", "refuse", 402, 1, 0),
+	stripeFault("charge: latency past the client's timeout", "payment_intent.create", "latency", 0, 6, 2*chaosStripeTimeout),
+	stripeFault("charge: 500", "payment_intent.create", "status", 500, 6, 0),
+	stripeFault("charge: 503", "payment_intent.create", "status", 503, 6, 0),
+	stripeFault("charge: 429 rate limited", "payment_intent.create", "status", 429, 6, 0),
+	stripeFault("charge: 409 idempotency key in use", "payment_intent.create", "status", 409, 6, 0),
+	stripeFault("charge: connection dropped before", "payment_intent.create", "drop_before", 0, 6, 0),
+	stripeFault("charge: connection dropped after the charge was made", "payment_intent.create", "drop_after", 0, 6, 0),
+	stripeFault("charge: card declined", "payment_intent.create", "refuse", 402, 1, 0),
 	stripeFault("customer: 503", "customer.create", "status", 503, 3, 0),
 	stripeFault("refund: 503", "refund.create", "status", 503, 6, 0),
 	stripeFault("refund: connection dropped after the refund was made", "refund.create", "drop_after", 0, 6, 0),

@@ -108,7 +108,7 @@ func TestTwoInstancesShareOneDatabase(t *testing.T) {
 
 	// A client gives up after a processor outage (longer than stripe-go's
 	// own two retries); the completer finishes it.
-	fake.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultStatus, Status: 503, Times: 3})
+	fake.Inject(fakestripe.Fault{Op: fakestripe.OpPaymentIntentCreate, Kind: fakestripe.FaultStatus, Status: 503, Times: 3})
 	abandoned := map[string]string{"Idempotency-Key": "two-instances-abandoned-key"}
 	status, body = b.do(t, http.MethodPost, "/rides", created.APIKey, abandoned, rideBody)
 	require.Equal(t, http.StatusServiceUnavailable, status, "%s", body)

@@ -95,7 +95,7 @@ func TestServersBoundTheirClients(t *testing.T) {
 		t.Parallel()
 		apiKey := s.rider(t, "patient@example.com")
 		gate, fired := make(chan struct{}), make(chan struct{}, 1)
-		s.stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultLatency, Gate: gate, Fired: fired, Times: 1})
+		s.stripe.Inject(fakestripe.Fault{Op: fakestripe.OpPaymentIntentCreate, Kind: fakestripe.FaultLatency, Gate: gate, Fired: fired, Times: 1})
 		go func() {
 			<-fired
 			// The hold itself is what is tested: longer than the server

@@ -290,7 +290,7 @@ func TestTraceOfABookingRetriedAfterStripe503(t *testing.T) {
 	b := setupTree(t)
 	key := b.rider(t, "retried@example.com")
 
-	b.fake.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultStatus, Status: http.StatusServiceUnavailable, Times: 1})
+	b.fake.Inject(fakestripe.Fault{Op: fakestripe.OpPaymentIntentCreate, Kind: fakestripe.FaultStatus, Status: http.StatusServiceUnavailable, Times: 1})
 	status, body := b.book(t, key, "tree-booking-key-0000000002", nil)
 	require.Equal(t, http.StatusServiceUnavailable, status, string(body))
 	status, body = b.book(t, key, "tree-booking-key-0000000002", nil)

@@ -61,7 +61,7 @@ func (e *Env) Ride(t testing.TB, riderID int64) service.Ride {
 // returns the idempotency key's id.
 func (e *Env) AbandonRide(t testing.TB, riderID int64, key string) int64 {
 	t.Helper()
-	e.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultStatus, Status: http.StatusServiceUnavailable, Times: 1})
+	e.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpPaymentIntentCreate, Kind: fakestripe.FaultStatus, Status: http.StatusServiceUnavailable, Times: 1})
 	_, err := e.Service.RideCreate(e.Ctx, riderID, key, SomeRide, nil)
 	require.Equal(t, service.CodeProcessorUnavailable, service.ErrorCode(err), "err: %v", err)
 	var (

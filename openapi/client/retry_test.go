@@ -69,7 +69,7 @@ func TestRideCreateRetriesThroughAStripeOutage(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	c := b.rider(t, "outage@example.com", "")
-	b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultStatus, Status: http.StatusServiceUnavailable, Times: 2})
+	b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpPaymentIntentCreate, Kind: fakestripe.FaultStatus, Status: http.StatusServiceUnavailable, Times: 2})
 
 	w := &waits{}
 	var statuses []int
@@ -112,7 +112,7 @@ func TestRideCreateSurvivesLostAnswers(t *testing.T) {
 	b := setup(t)
 	lose := &losingTransport{next: http.DefaultTransport}
 	c := b.rider(t, "lost@example.com", "", client.WithHTTPClient(&http.Client{Transport: lose}))
-	b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultDropAfter, Times: 1})
+	b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpPaymentIntentCreate, Kind: fakestripe.FaultDropAfter, Times: 1})
 
 	var statuses []int
 	r := &client.Retrier{Client: c, Policy: client.Policy{
@@ -160,7 +160,7 @@ func TestRideCreateWaitsOutAConcurrentAttempt(t *testing.T) {
 	var release sync.Once
 	open := func() { release.Do(func() { close(gate) }) }
 	t.Cleanup(open)
-	b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultLatency, Gate: gate, Fired: fired, Times: 1})
+	b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpPaymentIntentCreate, Kind: fakestripe.FaultLatency, Gate: gate, Fired: fired, Times: 1})
 	key := client.NewIdempotencyKey()
 
 	first := make(chan *client.Result[*client.RideCreateReply], 1)

@@ -206,7 +206,7 @@ func TestBookingPageInChromium(t *testing.T) {
 	// status (a declined one with what the rider was told), each linking to
 	// its page.
 	t.Run("recent rides", func(t *testing.T) {
-		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultStatus, Status: http.StatusPaymentRequired, Times: 1})
+		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpPaymentIntentCreate, Kind: fakestripe.FaultStatus, Status: http.StatusPaymentRequired, Times: 1})
 		resp, err := b.Service.RideCreate(b.Ctx, riderID(t, b, apiKey), testkit.NewKey(), testkit.SomeRide, nil)
 		require.NoError(t, err)
 		require.Equal(t, http.StatusPaymentRequired, resp.Status)
@@ -332,7 +332,7 @@ func holdNextCharge(t *testing.T, b *testBundle) (fired <-chan struct{}, release
 	var once sync.Once
 	release = func() { once.Do(func() { close(gate) }) }
 	t.Cleanup(release)
-	b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultLatency, Gate: gate, Fired: held, Times: 1})
+	b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpPaymentIntentCreate, Kind: fakestripe.FaultLatency, Gate: gate, Fired: held, Times: 1})
 	return held, release
 }
 
@@ -393,7 +393,7 @@ func TestBookingPageAuthenticationInChromium(t *testing.T) {
 		charges := b.ChargesOfRide(t, id)
 		require.Len(t, charges, 1, "charged once")
 		require.Equal(t, charges[0].ID, text(ctx, t, "ride-charge"))
-		require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'ride_receipt' AND args->>'ride_id' = $1`, id))
+		require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'ride_receipt' AND (args->>'ride_id')::bigint = $1`, id))
 	})
 
 	t.Run("failed", func(t *testing.T) {
@@ -402,7 +402,7 @@ func TestBookingPageAuthenticationInChromium(t *testing.T) {
 		for _, c := range b.ChargesOfRide(t, id) {
 			require.NotEqual(t, fakestripe.ChargeSucceeded, c.Status, "nothing charged")
 		}
-		require.Zero(t, b.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'ride_receipt' AND args->>'ride_id' = $1`, id))
+		require.Zero(t, b.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'ride_receipt' AND (args->>'ride_id')::bigint = $1`, id))
 	})
 
 	require.Len(t, b.Stripe.SucceededCharges(), 1)

@@ -263,7 +263,7 @@ func TestBookingPagesAnswers(t *testing.T) {
 
 	// Stripe gives no answer: the same form comes back to try again, and
 	// trying again books it once.
-	b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpChargeCreate, Kind: fakestripe.FaultStatus, Status: http.StatusServiceUnavailable, Times: 1})
+	b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpPaymentIntentCreate, Kind: fakestripe.FaultStatus, Status: http.StatusServiceUnavailable, Times: 1})
 	down := bl.do(http.MethodPost, "/book", rideForm(csrf, fresh), sameSite)
 	require.Equal(t, http.StatusServiceUnavailable, down.status)
 	require.Contains(t, down.body, "did not answer")

@@ -82,7 +82,7 @@ afterEach(async () => {
 
 test("a booking through injected 503s is charged once, and replayed after", async () => {
   const client = await rider();
-  await control("POST", "faults", { op: "charge.create", kind: "status", status: 503, times: 2 });
+  await control("POST", "faults", { op: "payment_intent.create", kind: "status", status: 503, times: 2 });
   const { waits, sleep } = recordedWaits();
   const retries: RetryInfo[] = [];
   const retrier = new Retrier(client, { sleep, onRetry: (info) => void retries.push(info) });
@@ -115,7 +115,7 @@ test("a connection dropped after the charge, then our answer lost: still one cha
   // Stripe charges, and the connection to it drops before its answer: the
   // server answers 503. Then the next answer of the server is lost on its
   // way to the client, after the server stored it.
-  await control("POST", "faults", { op: "charge.create", kind: "drop_after", times: 1 });
+  await control("POST", "faults", { op: "payment_intent.create", kind: "drop_after", times: 1 });
   let loseNext = false;
   const losing = async (request: Request) => {
     const response = await fetch(request);
@@ -153,7 +153,7 @@ test("a connection dropped after the charge, then our answer lost: still one cha
 
 test("two clients with one key while the charge is slow: one waits out the 409, one charge", async () => {
   const client = await rider();
-  await control("POST", "faults", { op: "charge.create", kind: "latency", duration: "2s", times: 1 });
+  await control("POST", "faults", { op: "payment_intent.create", kind: "latency", duration: "2s", times: 1 });
   const key = "TS-CONCURRENT-" + process.pid + "-" + Date.now();
   const retrier = new Retrier(client);
   const statuses: number[] = [];
