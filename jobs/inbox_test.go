@@ -131,7 +131,9 @@ func TestInboxDuplicatedAndReorderedAppliedOnce(t *testing.T) {
 	b.settle(t)
 
 	events := b.Stripe.Events()
-	require.Len(t, events, 5) // charge succeeded; dispute created, closed; refund created; charge refunded
+	// payment intent created, charge succeeded, payment intent succeeded;
+	// dispute created, closed; refund created; charge refunded
+	require.Len(t, events, 7)
 	delivered := map[string]int{}
 	for _, d := range b.Stripe.WebhookDeliveries() {
 		if d.Status == http.StatusOK {
@@ -141,7 +143,7 @@ func TestInboxDuplicatedAndReorderedAppliedOnce(t *testing.T) {
 	for _, ev := range events {
 		require.Equal(t, 5, delivered[ev.ID], "event %s delivered 5 times", ev.Type)
 	}
-	require.Equal(t, 5, b.Count(t, `SELECT count(*) FROM inbox_events WHERE applied_at IS NOT NULL`))
+	require.Equal(t, 7, b.Count(t, `SELECT count(*) FROM inbox_events WHERE applied_at IS NOT NULL`))
 
 	got, err := b.Service.RideGet(b.Ctx, uid, ride.ID)
 	require.NoError(t, err)
@@ -196,8 +198,8 @@ func TestInboxReplayReadsWhatWasNeverDelivered(t *testing.T) {
 
 	rep, err := b.Service.InboxReplay(b.Ctx, service.InboxSourceStripe, time.Now().Add(-time.Hour))
 	require.NoError(t, err)
-	require.Equal(t, 5, rep.Listed)
-	require.Equal(t, 5, rep.Recorded)
+	require.Equal(t, 7, rep.Listed) // as TestInboxDuplicatedAndReorderedAppliedOnce's
+	require.Equal(t, 7, rep.Recorded)
 	b.settle(t)
 	got, err := b.Service.RideGet(b.Ctx, uid, ride.ID)
 	require.NoError(t, err)
@@ -207,9 +209,9 @@ func TestInboxReplayReadsWhatWasNeverDelivered(t *testing.T) {
 	// Again: everything is a duplicate, nothing is written.
 	rep, err = b.Service.InboxReplay(b.Ctx, service.InboxSourceStripe, time.Now().Add(-time.Hour))
 	require.NoError(t, err)
-	require.Equal(t, 5, rep.Duplicates)
+	require.Equal(t, 7, rep.Duplicates)
 	require.Equal(t, 0, rep.Recorded)
-	require.Equal(t, 5, b.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'inbox_apply'`))
+	require.Equal(t, 7, b.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'inbox_apply'`))
 }
 
 // TestInboxWaitsForALeasedBookingWithoutSpendingAttempts: the event of a

@@ -251,9 +251,10 @@ func TestRideRequiresAction(t *testing.T) {
 	t.Run("ALostWebhookIsRecoveredByTheEventsPass", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		// The inbox has seen an earlier event, so the pass lists from it.
-		deliverStripe(t, b, "customer.created")
 		uid, _, _, ride := bookWaiting(t, b, "lost@example.com", fakestripe.TokenAuthenticationRequired)
+		// The inbox has the booking's events; those of the rider's
+		// authentication are lost.
+		deliverStripe(t, b, "payment_intent.created")
 		require.NoError(t, b.Stripe.Authenticate(*ride.PaymentID, true))
 
 		rep, err := b.Service.EventsPass(b.Ctx)

@@ -53,6 +53,11 @@ type pageData struct {
 
 	// Heading, Detail and Link make up a message page.
 	Heading, Detail, Link string
+	// Refresh, when set, sends the browser on to that URL as soon as the
+	// page loads (the bank's page, for a ride just booked that waits for
+	// its rider): a navigation of the page's own, which form-action 'self'
+	// does not govern, unlike a redirect answering the form.
+	Refresh string
 }
 
 // formData is the booking form: its one idempotency key and its fields as

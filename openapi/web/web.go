@@ -255,18 +255,16 @@ func (wb *Pages) bookSubmit(w http.ResponseWriter, r *http.Request) {
 		}
 		http.Redirect(w, r, to, http.StatusSeeOther)
 	case http.StatusAccepted:
-		// The rider's bank asks for authentication: off to the bank, who
-		// sends the rider back to actionReturn, then to the ride.
+		// The rider's bank asks for authentication: to the ride, whose
+		// page sends the rider on to the bank (the form's redirect may
+		// not leave this site), who sends them back to actionReturn, then
+		// to the ride.
 		var ride service.Ride
 		if err := json.Unmarshal(resp.Body, &ride); err != nil {
 			wb.internal(w, r, s, "book: stored ride", err)
 			return
 		}
-		to := "/book/rides/" + strconv.FormatInt(ride.ID, 10)
-		if ride.NextAction != nil && !resp.Replayed {
-			to = ride.NextAction.RedirectURL
-		}
-		http.Redirect(w, r, to, http.StatusSeeOther)
+		http.Redirect(w, r, "/book/rides/"+strconv.FormatInt(ride.ID, 10)+"?authenticate=1", http.StatusSeeOther)
 	case http.StatusPaymentRequired:
 		var p service.Problem
 		_ = json.Unmarshal(resp.Body, &p)
@@ -389,6 +387,11 @@ func (wb *Pages) ridePage(w http.ResponseWriter, r *http.Request) {
 		data.Notice, data.NoticeKind = "This form had already been submitted: it booked this one ride, and you were charged once.", "ok"
 	case ride.ChargeStatus == service.RideChargeCharged:
 		data.Notice, data.NoticeKind = "Booked and paid.", "ok"
+	case ride.NextAction != nil:
+		data.Notice, data.NoticeKind = "Booked: your bank asks you to confirm the payment. Nothing is charged until you do.", "info"
+		if r.URL.Query().Get("authenticate") != "" {
+			data.Refresh = ride.NextAction.RedirectURL
+		}
 	}
 	wb.render(w, r, http.StatusOK, "private, no-cache", "ride", data)
 }
