@@ -21,9 +21,16 @@ import (
 //	DELETE /_fake/faults   clear every fault
 //	POST   /_fake/outage   {"on":true}: every API request answers 503 unexecuted until {"on":false}
 //	POST   /_fake/reset    forget everything (ledger, keys, faults, outage, journal)
+//	POST   /_fake/authenticate   {"reference":"…","complete":true}: answer the authentication the payment
+//	                             under that merchant reference waits for, as its shopper would; answers
+//	                             {"redirectResult":"…"} (404: none waits under it, 409: already answered)
+//	GET    /_fake/challenge/{id} the challenge page of a payment waiting for authentication (an HTML page
+//	                             for the shopper's browser, no API key): buttons #complete and #fail
+//	POST   /_fake/challenge/{id} its forms: action=complete or action=fail; 303 to the payment's returnUrl
+//	                             with redirectResult appended, 409 when no longer waiting
 //
 // A fault's duration is a Go duration string ("1.5s"); op is one of
-// store, payment, refund or "*".
+// store, payment, refund, details, cancel, capture or "*".
 const controlPrefix = "/_fake/"
 
 // ServeHTTP answers one request: a control endpoint, or an API request,
@@ -53,8 +60,10 @@ type Ledger struct {
 	StoredCards []LedgerCard    `json:"stored_cards"`
 	Payments    []LedgerPayment `json:"payments"`
 	Refunds     []LedgerRefund  `json:"refunds"`
-	Requests    []Request       `json:"requests"`
-	Outage      bool            `json:"outage"`
+	// Modifications are the cancels and captures.
+	Modifications []LedgerModification `json:"modifications"`
+	Requests      []Request            `json:"requests"`
+	Outage        bool                 `json:"outage"`
 }
 
 // LedgerCard is a stored card in the ledger.
@@ -66,17 +75,30 @@ type LedgerCard struct {
 
 // LedgerPayment is a payment in the ledger, authorised or not.
 type LedgerPayment struct {
-	PSPReference     string            `json:"psp_reference"`
-	Reference        string            `json:"reference"`
-	ShopperReference string            `json:"shopper_reference"`
-	StoredCardID     string            `json:"stored_card_id"`
-	AmountValue      int64             `json:"amount_value"`
-	Currency         string            `json:"currency"`
-	ResultCode       string            `json:"result_code"`
-	RefusalReason    string            `json:"refusal_reason,omitempty"`
-	Metadata         map[string]string `json:"metadata"`
-	IdempotencyKey   string            `json:"idempotency_key"`
-	Created          time.Time         `json:"created"`
+	PSPReference     string `json:"psp_reference"`
+	Reference        string `json:"reference"`
+	ShopperReference string `json:"shopper_reference"`
+	StoredCardID     string `json:"stored_card_id"`
+	AmountValue      int64  `json:"amount_value"`
+	Currency         string `json:"currency"`
+	// ResultCode is Authorised, Refused, RedirectShopper (waiting for
+	// authentication) or Cancelled.
+	ResultCode        string            `json:"result_code"`
+	RefusalReason     string            `json:"refusal_reason,omitempty"`
+	RefusalReasonCode string            `json:"refusal_reason_code,omitempty"`
+	Metadata          map[string]string `json:"metadata"`
+	IdempotencyKey    string            `json:"idempotency_key"`
+	Created           time.Time         `json:"created"`
+
+	ShopperInteraction string `json:"shopper_interaction,omitempty"`
+	ReturnURL          string `json:"return_url,omitempty"`
+	ManualCapture      bool   `json:"manual_capture,omitempty"`
+	CapturedValue      int64  `json:"captured_value,omitempty"`
+	// ChallengeID and ChallengeURL: the challenge page of a payment that
+	// needed authentication; RedirectResult, once it was answered.
+	ChallengeID    string `json:"challenge_id,omitempty"`
+	ChallengeURL   string `json:"challenge_url,omitempty"`
+	RedirectResult string `json:"redirect_result,omitempty"`
 }
 
 // LedgerRefund is a refund in the ledger.
@@ -89,9 +111,25 @@ type LedgerRefund struct {
 	Created             time.Time `json:"created"`
 }
 
+// LedgerModification is a cancel or a capture in the ledger, with its
+// outcome.
+type LedgerModification struct {
+	PSPReference        string    `json:"psp_reference"`
+	Kind                string    `json:"kind"`
+	PaymentPSPReference string    `json:"payment_psp_reference,omitempty"`
+	PaymentReference    string    `json:"payment_reference,omitempty"`
+	Reference           string    `json:"reference,omitempty"`
+	AmountValue         int64     `json:"amount_value"`
+	Currency            string    `json:"currency,omitempty"`
+	Success             bool      `json:"success"`
+	Reason              string    `json:"reason,omitempty"`
+	Created             time.Time `json:"created"`
+}
+
 // Snapshot returns the ledger, the journal and the outage switch.
 func (s *Server) Snapshot() Ledger {
-	l := Ledger{StoredCards: []LedgerCard{}, Payments: []LedgerPayment{}, Refunds: []LedgerRefund{}, Requests: s.journal.list()}
+	l := Ledger{StoredCards: []LedgerCard{}, Payments: []LedgerPayment{}, Refunds: []LedgerRefund{},
+		Modifications: []LedgerModification{}, Requests: s.journal.list()}
 	for _, c := range s.StoredCards() {
 		l.StoredCards = append(l.StoredCards, LedgerCard{ID: c.ID, ShopperReference: c.ShopperReference, Created: c.Created})
 	}
@@ -100,11 +138,19 @@ func (s *Server) Snapshot() Ledger {
 			PSPReference: p.PSPReference, Reference: p.Reference, ShopperReference: p.ShopperReference,
 			StoredCardID: p.StoredCardID, AmountValue: p.AmountValue, Currency: p.Currency, ResultCode: p.ResultCode,
 			RefusalReason: p.RefusalReason, Metadata: p.Metadata, IdempotencyKey: p.IdempotencyKey, Created: p.Created,
+			RefusalReasonCode: p.RefusalReasonCode, ShopperInteraction: p.ShopperInteraction, ReturnURL: p.ReturnURL,
+			ManualCapture: p.ManualCapture, CapturedValue: p.CapturedValue, ChallengeID: p.ChallengeID,
+			ChallengeURL: p.ChallengeURL, RedirectResult: p.RedirectResult,
 		})
 	}
 	for _, r := range s.Refunds() {
 		l.Refunds = append(l.Refunds, LedgerRefund{PSPReference: r.PSPReference, PaymentPSPReference: r.PaymentPSPReference,
 			AmountValue: r.AmountValue, Currency: r.Currency, Reference: r.Reference, Created: r.Created})
+	}
+	for _, m := range s.Modifications() {
+		l.Modifications = append(l.Modifications, LedgerModification{PSPReference: m.PSPReference, Kind: m.Kind,
+			PaymentPSPReference: m.PaymentPSPReference, PaymentReference: m.PaymentReference, Reference: m.Reference,
+			AmountValue: m.AmountValue, Currency: m.Currency, Success: m.Success, Reason: m.Reason, Created: m.Created})
 	}
 	if l.Requests == nil {
 		l.Requests = []Request{}
@@ -165,9 +211,10 @@ func (f *Fault) UnmarshalJSON(b []byte) error {
 // Validate reports whether f is a fault the server can apply.
 func (f Fault) Validate() error {
 	switch f.Op {
-	case OpStore, OpPayment, OpRefund, OpAny:
+	case OpStore, OpPayment, OpRefund, OpDetails, OpCancel, OpCapture, OpAny:
 	default:
-		return fmt.Errorf("fault: unknown op %q (want %s, %s, %s or %q)", f.Op, OpStore, OpPayment, OpRefund, OpAny)
+		return fmt.Errorf("fault: unknown op %q (want %s, %s, %s, %s, %s, %s or %q)", f.Op,
+			OpStore, OpPayment, OpRefund, OpDetails, OpCancel, OpCapture, OpAny)
 	}
 	if f.Times < 0 {
 		return errors.New("fault: times must not be negative")
@@ -189,6 +236,10 @@ func (f Fault) Validate() error {
 }
 
 func (s *Server) serveControl(w http.ResponseWriter, r *http.Request) {
+	if id, ok := strings.CutPrefix(r.URL.Path, challengePath); ok {
+		s.serveChallenge(w, r, id)
+		return
+	}
 	switch r.Method + " " + strings.TrimPrefix(r.URL.Path, controlPrefix) {
 	case "GET ledger":
 		controlJSON(w, http.StatusOK, s.Snapshot())
@@ -230,6 +281,8 @@ func (s *Server) serveControl(w http.ResponseWriter, r *http.Request) {
 	case "POST renotify":
 		s.Renotify()
 		controlJSON(w, http.StatusOK, map[string]int{"items": len(s.NotificationItems())})
+	case "POST authenticate":
+		s.serveAuthenticate(w, r)
 	case "POST reset":
 		s.Reset()
 		s.journal.reset()

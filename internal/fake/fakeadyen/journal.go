@@ -11,8 +11,8 @@ import (
 // Request is one API request that reached the server, as the journal keeps
 // it (control requests under /_fake/ are not journalled).
 type Request struct {
-	// Op is the operation routed to (OpStore, OpPayment, OpRefund); empty
-	// for an unknown endpoint.
+	// Op is the operation routed to (OpStore, OpPayment, OpRefund,
+	// OpDetails, OpCancel, OpCapture); empty for an unknown endpoint.
 	Op string `json:"op,omitempty"`
 	// Status is the HTTP status answered; 0 when the connection was
 	// dropped without an answer.

@@ -34,6 +34,12 @@ const (
 	EventChargeback         = "CHARGEBACK"
 	EventChargebackReversed = "CHARGEBACK_REVERSED"
 	EventSecondChargeback   = "SECOND_CHARGEBACK"
+	// EventCancellation is the outcome of a cancel (POST /cancels or
+	// /payments/{pspReference}/cancels); originalReference names the
+	// payment.
+	EventCancellation = "CANCELLATION"
+	// EventCapture is the outcome of a capture.
+	EventCapture = "CAPTURE"
 )
 
 // NotificationEndpoint is where the server sends its standard
@@ -304,6 +310,21 @@ func (s *Server) notifyRefund(r *Refund, merchant string) {
 		Amount: NotifiedAmount{Currency: r.Currency, Value: r.AmountValue}, EventCode: EventRefund,
 		EventDate: r.Created.Format(time.RFC3339), MerchantAccountCode: merchant, MerchantReference: r.Reference,
 		OriginalReference: r.PaymentPSPReference, PSPReference: r.PSPReference, Success: "true",
+	})
+}
+
+// notifyModification notifies the outcome of the cancel or capture m
+// under eventCode: success or not (with the reason), originalReference the
+// payment's pspReference (empty when there was no such payment).
+func (s *Server) notifyModification(m *Modification, eventCode string) {
+	success := "false"
+	if m.Success {
+		success = "true"
+	}
+	s.notifier().notify(NotificationItem{
+		Amount: NotifiedAmount{Currency: m.Currency, Value: m.AmountValue}, EventCode: eventCode,
+		EventDate: m.Created.Format(time.RFC3339), MerchantAccountCode: m.MerchantAccount, MerchantReference: m.Reference,
+		OriginalReference: m.PaymentPSPReference, PSPReference: m.PSPReference, Reason: m.Reason, Success: success,
 	})
 }
 

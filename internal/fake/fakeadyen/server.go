@@ -22,7 +22,40 @@ const (
 	OpStore   = "store"
 	OpPayment = "payment"
 	OpRefund  = "refund"
+	// OpDetails is POST /payments/details: the shopper's return from
+	// authentication submitted.
+	OpDetails = "details"
+	// OpCancel is POST /cancels (by merchant reference) and POST
+	// /payments/{pspReference}/cancels.
+	OpCancel = "cancel"
+	// OpCapture is POST /payments/{pspReference}/captures.
+	OpCapture = "capture"
 	OpAny     = "*"
+)
+
+// Result codes of a payment, as /payments and /payments/details answer
+// them and Payment.ResultCode keeps them.
+const (
+	ResultAuthorised = "Authorised"
+	ResultRefused    = "Refused"
+	// ResultRedirectShopper is a payment waiting for its shopper to
+	// authenticate on the challenge page.
+	ResultRedirectShopper = "RedirectShopper"
+	// ResultCancelled is a payment cancelled before it was decided, or an
+	// authorisation cancelled before it was captured.
+	ResultCancelled = "Cancelled"
+)
+
+// Shopper interactions of POST /payments.
+const (
+	// InteractionEcommerce is a payment with the shopper present (Adyen's
+	// default when the request names none): the card's bank may ask the
+	// shopper to authenticate.
+	InteractionEcommerce = "Ecommerce"
+	// InteractionContAuth is a payment the merchant makes with a stored
+	// card, the shopper absent: a card that needs authentication is
+	// refused.
+	InteractionContAuth = "ContAuth"
 )
 
 // Test tokens (see the package doc).
@@ -30,6 +63,19 @@ const (
 	TokenChargeDeclined                  = "tok_chargeDeclined"
 	TokenChargeDeclinedInsufficientFunds = "tok_chargeDeclinedInsufficientFunds"
 	TokenChargeCustomerFail              = "tok_chargeCustomerFail"
+
+	// The cards whose bank asks the shopper to authenticate every payment
+	// (3-D Secure): with the shopper present the payment waits on the
+	// challenge page, without (ContAuth) it is refused.
+	TokenAuthenticationRequired                = "tok_authenticationRequired"
+	PaymentMethodAuthenticationRequired        = "pm_card_authenticationRequired"
+	TokenAuthenticationRequiredOnSetup         = "tok_authenticationRequiredOnSetup"
+	PaymentMethodAuthenticationRequiredOnSetup = "pm_card_authenticationRequiredOnSetup"
+	TokenThreeDSecure2Required                 = "tok_threeDSecure2Required"
+	PaymentMethodThreeDSecure2Required         = "pm_card_threeDSecure2Required"
+	// The card that authenticates, then is refused for want of funds.
+	TokenAuthenticationRequiredChargeDeclinedInsufficientFunds         = "tok_authenticationRequiredChargeDeclinedInsufficientFunds"
+	PaymentMethodAuthenticationRequiredChargeDeclinedInsufficientFunds = "pm_card_authenticationRequiredChargeDeclinedInsufficientFunds"
 )
 
 // EncryptedCardPrefix starts the card data of Adyen's client-side
@@ -48,6 +94,11 @@ type Options struct {
 	// KeyLifetime overrides the package's KeyLifetime (tests that need
 	// Adyen to forget a key sooner). Zero: KeyLifetime.
 	KeyLifetime time.Duration
+	// PublicURL is the base URL browsers reach the server at, for the
+	// challenge pages of payments waiting for authentication (PublicURL +
+	// "/_fake/challenge/" + id). Empty: the scheme and Host of the
+	// /payments request that made the payment.
+	PublicURL string
 }
 
 // FaultKind is what a fault does.
@@ -96,15 +147,42 @@ type Payment struct {
 	StoredCardID     string
 	AmountValue      int64
 	Currency         string
-	ResultCode       string
-	RefusalReason    string
-	Metadata         map[string]string
-	IdempotencyKey   string
-	Created          time.Time
+	// ResultCode is the payment's state: ResultAuthorised,
+	// ResultRefused, ResultRedirectShopper (waiting for authentication)
+	// or ResultCancelled.
+	ResultCode        string
+	RefusalReason     string
+	RefusalReasonCode string
+	Metadata          map[string]string
+	IdempotencyKey    string
+	Created           time.Time
+
+	// ShopperInteraction and Channel are the request's (an empty
+	// interaction is InteractionEcommerce, as at Adyen).
+	ShopperInteraction string
+	Channel            string
+	// ReturnURL is where the challenge page sends the shopper back.
+	ReturnURL string
+	// ManualCapture is additionalData.manualCapture "true": an
+	// authorisation held until captured (POST .../captures) or cancelled.
+	ManualCapture bool
+	// CapturedValue is the amount captured of a manual-capture payment.
+	CapturedValue int64
+	// ChallengeID and ChallengeURL name the challenge page of a payment
+	// that needed authentication (kept once it is answered).
+	ChallengeID  string
+	ChallengeURL string
+	// RedirectResult is what the shopper came back with once the
+	// challenge was answered: /payments/details takes it.
+	RedirectResult string
 }
 
 // Authorised reports whether the payment took the money.
-func (p Payment) Authorised() bool { return p.ResultCode == "Authorised" }
+func (p Payment) Authorised() bool { return p.ResultCode == ResultAuthorised }
+
+// AwaitingAuthentication reports whether the payment waits for its
+// shopper on the challenge page.
+func (p Payment) AwaitingAuthentication() bool { return p.ResultCode == ResultRedirectShopper }
 
 // Refund is a refund in the ledger.
 type Refund struct {
@@ -127,6 +205,8 @@ type saved struct {
 // Server is the fake. Use New; it is an http.Handler.
 type Server struct {
 	log *slog.Logger
+	// publicURL is Options.PublicURL without a trailing slash.
+	publicURL string
 	// lifetime is how long a key is kept; offset is the sum of every
 	// Advance, added to the wall clock (Now).
 	lifetime time.Duration
@@ -137,18 +217,25 @@ type Server struct {
 	cards    map[string]*StoredCard
 	payments []*Payment
 	refunds  []*Refund
-	keys     map[string]*saved
-	faults   []*Fault
-	outage   bool
-	requests int
-	journal  journal // control.go
+	// mods are the cancels and captures (modifications.go).
+	mods []*Modification
+	// challenges are the payments that needed authentication, by
+	// challenge id; redirects the /payments/details answers, by
+	// redirectResult (authentication.go).
+	challenges map[string]*Payment
+	redirects  map[string][]byte
+	keys       map[string]*saved
+	faults     []*Fault
+	outage     bool
+	requests   int
+	journal    journal // control.go
 	// notes sends the standard notifications (notify.go).
 	notes notifier
 }
 
 // New returns an empty Server.
 func New(opts Options) *Server {
-	s := &Server{log: opts.Logger, lifetime: opts.KeyLifetime}
+	s := &Server{log: opts.Logger, lifetime: opts.KeyLifetime, publicURL: strings.TrimRight(opts.PublicURL, "/")}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -165,6 +252,7 @@ func (s *Server) Reset() {
 	defer s.mu.Unlock()
 	s.cards, s.payments, s.refunds, s.keys, s.faults, s.outage, s.requests =
 		map[string]*StoredCard{}, nil, nil, map[string]*saved{}, nil, false, 0
+	s.mods, s.challenges, s.redirects = nil, map[string]*Payment{}, map[string][]byte{}
 }
 
 // KeyLifetime is how long the server remembers an idempotency key.
@@ -357,7 +445,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		s.keys[key] = &saved{inFlight: true, print: print, at: s.Now()}
 		s.mu.Unlock()
 	}
-	a := s.execute(op, pspRef, key, body, f)
+	a := s.execute(op, pspRef, key, s.baseURL(r), body, f)
 	if key != "" {
 		s.mu.Lock()
 		if a.status >= 500 {
@@ -389,8 +477,16 @@ func route(r *http.Request) (op, pspRef string, ok bool) {
 		return OpStore, "", true
 	case len(parts) == 1 && parts[0] == "payments":
 		return OpPayment, "", true
+	case len(parts) == 2 && parts[0] == "payments" && parts[1] == "details":
+		return OpDetails, "", true
+	case len(parts) == 1 && parts[0] == "cancels":
+		return OpCancel, "", true
 	case len(parts) == 3 && parts[0] == "payments" && parts[2] == "refunds":
 		return OpRefund, parts[1], true
+	case len(parts) == 3 && parts[0] == "payments" && parts[2] == "cancels":
+		return OpCancel, parts[1], true
+	case len(parts) == 3 && parts[0] == "payments" && parts[2] == "captures":
+		return OpCapture, parts[1], true
 	}
 	return "", "", false
 }
@@ -450,30 +546,60 @@ func sourceWorks(src string) bool {
 	return false
 }
 
-// execute performs one operation.
-func (s *Server) execute(op, pspRef, key string, body []byte, f *Fault) answer {
-	var req struct {
-		MerchantAccount  string `json:"merchantAccount"`
-		ShopperReference string `json:"shopperReference"`
-		Reference        string `json:"reference"`
-		Amount           struct {
-			Currency string `json:"currency"`
-			Value    int64  `json:"value"`
-		} `json:"amount"`
-		PaymentMethod struct {
-			Type                  string `json:"type"`
-			StoredPaymentMethodID string `json:"storedPaymentMethodId"`
-			EncryptedCardNumber   string `json:"encryptedCardNumber"`
-		} `json:"paymentMethod"`
-		ShopperInteraction       string            `json:"shopperInteraction"`
-		RecurringProcessingModel string            `json:"recurringProcessingModel"`
-		Metadata                 map[string]string `json:"metadata"`
+// request is the body of any API request: each operation reads its own
+// fields, and unknown fields are ignored.
+type request struct {
+	MerchantAccount  string `json:"merchantAccount"`
+	ShopperReference string `json:"shopperReference"`
+	Reference        string `json:"reference"`
+	Amount           struct {
+		Currency string `json:"currency"`
+		Value    int64  `json:"value"`
+	} `json:"amount"`
+	PaymentMethod struct {
+		Type                  string `json:"type"`
+		StoredPaymentMethodID string `json:"storedPaymentMethodId"`
+		EncryptedCardNumber   string `json:"encryptedCardNumber"`
+	} `json:"paymentMethod"`
+	ShopperInteraction       string            `json:"shopperInteraction"`
+	RecurringProcessingModel string            `json:"recurringProcessingModel"`
+	Channel                  string            `json:"channel"`
+	ReturnURL                string            `json:"returnUrl"`
+	Metadata                 map[string]string `json:"metadata"`
+	// AdditionalData is a map of strings at Adyen; other JSON values
+	// (manualCapture: true) are taken as their text.
+	AdditionalData map[string]any `json:"additionalData"`
+	// Details is what /payments/details submits.
+	Details struct {
+		RedirectResult string `json:"redirectResult"`
+	} `json:"details"`
+	// PaymentReference names the payment POST /cancels cancels.
+	PaymentReference string `json:"paymentReference"`
+}
+
+// additional returns additionalData[name] as text.
+func (req *request) additional(name string) string {
+	switch v := req.AdditionalData[name].(type) {
+	case nil:
+		return ""
+	case string:
+		return v
+	default:
+		return fmt.Sprint(v)
 	}
+}
+
+// execute performs one operation; base is the URL browsers reach the
+// server at.
+func (s *Server) execute(op, pspRef, key, base string, body []byte, f *Fault) answer {
+	var req request
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(&req); err != nil {
 		return errorAnswer(http.StatusBadRequest, "702", "validation", "Structure of the request is invalid")
 	}
-	if req.MerchantAccount == "" {
+	// /payments/details names no merchant account: the redirectResult
+	// names the payment.
+	if req.MerchantAccount == "" && op != OpDetails {
 		return errorAnswer(http.StatusForbidden, "901", "security", "Invalid Merchant Account")
 	}
 	s.mu.Lock()
@@ -491,31 +617,13 @@ func (s *Server) execute(op, pspRef, key string, body []byte, f *Fault) answer {
 		s.cards[c.ID] = c
 		return jsonAnswer(http.StatusOK, map[string]any{"id": c.ID, "shopperReference": c.ShopperReference, "type": "scheme", "merchantAccount": req.MerchantAccount})
 	case OpPayment:
-		if req.Amount.Value <= 0 || req.Amount.Currency == "" || req.Reference == "" {
-			return errorAnswer(http.StatusUnprocessableEntity, "137", "validation", "Invalid amount or reference")
-		}
-		p := &Payment{
-			PSPReference: s.newRef(), Reference: req.Reference, ShopperReference: req.ShopperReference,
-			StoredCardID: req.PaymentMethod.StoredPaymentMethodID, AmountValue: req.Amount.Value,
-			Currency: req.Amount.Currency, Metadata: req.Metadata, IdempotencyKey: key, Created: now,
-			MerchantAccount: req.MerchantAccount,
-			ResultCode:      "Authorised",
-		}
-		card := s.cards[req.PaymentMethod.StoredPaymentMethodID]
-		switch {
-		case card == nil || card.ShopperReference != req.ShopperReference:
-			return errorAnswer(http.StatusUnprocessableEntity, "800", "validation", "Contract not found")
-		case f != nil && f.Kind == FaultRefuse, card.Source == TokenChargeCustomerFail:
-			p.ResultCode, p.RefusalReason = "Refused", "Refused"
-		}
-		s.payments = append(s.payments, p)
-		s.notifyPayment(p)
-		resp := map[string]any{"pspReference": p.PSPReference, "resultCode": p.ResultCode, "merchantReference": p.Reference,
-			"amount": map[string]any{"currency": p.Currency, "value": p.AmountValue}}
-		if p.RefusalReason != "" {
-			resp["refusalReason"], resp["refusalReasonCode"] = p.RefusalReason, "2"
-		}
-		return jsonAnswer(http.StatusOK, resp)
+		return s.payLocked(&req, key, base, f, now)
+	case OpDetails:
+		return s.detailsLocked(&req)
+	case OpCancel:
+		return s.cancelRequestLocked(&req, pspRef, now)
+	case OpCapture:
+		return s.captureRequestLocked(&req, pspRef, now)
 	case OpRefund:
 		var pay *Payment
 		for _, p := range s.payments {
@@ -544,4 +652,59 @@ func (s *Server) execute(op, pspRef, key string, body []byte, f *Fault) answer {
 			"amount": map[string]any{"currency": r.Currency, "value": r.AmountValue}})
 	}
 	return errorAnswer(http.StatusNotFound, "000", "validation", "no such endpoint")
+}
+
+// payLocked makes a payment with a stored card (POST /payments); mu is
+// held. A card that needs authentication leaves the payment waiting for
+// its shopper (RedirectShopper, answered without a pspReference) when the
+// shopper is present, and refuses it when not.
+func (s *Server) payLocked(req *request, key, base string, f *Fault, now time.Time) answer {
+	if req.Amount.Value <= 0 || req.Amount.Currency == "" || req.Reference == "" {
+		return errorAnswer(http.StatusUnprocessableEntity, "137", "validation", "Invalid amount or reference")
+	}
+	interaction := req.ShopperInteraction
+	if interaction == "" {
+		interaction = InteractionEcommerce
+	}
+	p := &Payment{
+		PSPReference: s.newRef(), Reference: req.Reference, ShopperReference: req.ShopperReference,
+		StoredCardID: req.PaymentMethod.StoredPaymentMethodID, AmountValue: req.Amount.Value,
+		Currency: req.Amount.Currency, Metadata: req.Metadata, IdempotencyKey: key, Created: now,
+		MerchantAccount:    req.MerchantAccount,
+		ResultCode:         ResultAuthorised,
+		ShopperInteraction: interaction, Channel: req.Channel, ReturnURL: req.ReturnURL,
+		ManualCapture: strings.EqualFold(req.additional("manualCapture"), "true"),
+	}
+	card := s.cards[req.PaymentMethod.StoredPaymentMethodID]
+	auth := authNone
+	if card != nil {
+		auth = authenticationOf(card.Source)
+	}
+	switch {
+	case card == nil || card.ShopperReference != req.ShopperReference:
+		return errorAnswer(http.StatusUnprocessableEntity, "800", "validation", "Contract not found")
+	case f != nil && f.Kind == FaultRefuse, card.Source == TokenChargeCustomerFail:
+		p.ResultCode, p.RefusalReason, p.RefusalReasonCode = ResultRefused, "Refused", "2"
+	case auth != authNone && interaction == InteractionEcommerce:
+		if req.ReturnURL == "" {
+			return errorAnswer(http.StatusUnprocessableEntity, "130", "validation", "Required field 'returnUrl' is not provided.")
+		}
+		return s.challengeLocked(p, base)
+	case auth != authNone:
+		p.ResultCode, p.RefusalReason, p.RefusalReasonCode = ResultRefused, reasonAuthenticationRequired, codeAuthenticationRequired
+	}
+	s.payments = append(s.payments, p)
+	s.notifyPayment(p)
+	return jsonAnswer(http.StatusOK, outcomeOf(p))
+}
+
+// outcomeOf is the answer of a decided payment, as /payments and
+// /payments/details give it.
+func outcomeOf(p *Payment) map[string]any {
+	out := map[string]any{"pspReference": p.PSPReference, "resultCode": p.ResultCode, "merchantReference": p.Reference,
+		"amount": map[string]any{"currency": p.Currency, "value": p.AmountValue}}
+	if p.RefusalReason != "" {
+		out["refusalReason"], out["refusalReasonCode"] = p.RefusalReason, p.RefusalReasonCode
+	}
+	return out
 }
