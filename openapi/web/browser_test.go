@@ -372,16 +372,16 @@ func TestBookingPageAuthenticationInChromium(t *testing.T) {
 	// button button, and returns the ride the browser is sent back to.
 	book := func(t *testing.T, button string) int64 {
 		freshForm(ctx, t, b.url)
-		require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.ID("book")), chromedp.WaitVisible(chromedp.ID(button))))
-		loc, err := chromedp.Run(ctx, chromedp.Location())
-		require.NoError(t, err)
-		require.True(t, strings.HasPrefix(loc, b.Stripe.URL+"/_fake/challenge/pi_"), "at the bank's page: %s", loc)
-		require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.ID(button)), chromedp.WaitVisible(chromedp.ID("ride"))))
+		// Booked, the ride's page sends the browser on to the bank's.
+		require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.ID("book"))))
+		waitLocation(ctx, t, b.Stripe.URL+"/_fake/challenge/pi_")
+		require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(chromedp.ID(button)), chromedp.Click(chromedp.ID(button))))
+		// The bank sends the rider back to the service, which shows the ride.
+		loc := waitLocation(ctx, t, b.url+"/book/rides/")
+		require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(chromedp.ID("ride"))))
 		attr, err := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.ID("ride"), "data-ride-id"))
 		require.NoError(t, err)
 		id, err := strconv.ParseInt(attr.Value, 10, 64)
-		require.NoError(t, err)
-		loc, err = chromedp.Run(ctx, chromedp.Location())
 		require.NoError(t, err)
 		require.Equal(t, b.url+"/book/rides/"+attr.Value, loc, "back at the service, on the ride")
 		return id
@@ -406,4 +406,21 @@ func TestBookingPageAuthenticationInChromium(t *testing.T) {
 	})
 
 	require.Len(t, b.Stripe.SucceededCharges(), 1)
+}
+
+// waitLocation waits until the browser shows a page whose URL starts with
+// prefix, and returns the URL: across navigations of the page's own (a
+// refresh, a redirect), which an element query bound to the page being
+// left would not see.
+func waitLocation(ctx context.Context, t *testing.T, prefix string) string {
+	t.Helper()
+	var loc string
+	require.Eventually(t, func() bool {
+		c, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		l, err := chromedp.Run(c, chromedp.Location())
+		loc = l
+		return err == nil && strings.HasPrefix(l, prefix)
+	}, 30*time.Second, 20*time.Millisecond, "never at %s (at %s)", prefix, loc)
+	return loc
 }

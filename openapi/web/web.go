@@ -417,9 +417,11 @@ func (wb *Pages) actionReturn(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	id, err := wb.svc.RideActionReturn(r.Context(), q.Get("key"), q.Get("redirectResult"))
-	switch service.ErrorCode(err) {
-	case "":
+	if err == nil {
 		http.Redirect(w, r, "/book/rides/"+strconv.FormatInt(id, 10), http.StatusSeeOther)
+		return
+	}
+	switch service.ErrorCode(err) {
 	case service.CodeInvalid:
 		var e *service.Error
 		errors.As(err, &e)

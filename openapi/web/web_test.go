@@ -7,6 +7,7 @@ import (
 	"net/http/cookiejar"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/openapi"
 	"github.com/atomicrides/atomicrides/openapi/web"
+	"github.com/atomicrides/atomicrides/service"
 )
 
 // testBundle is the service's real handler with the booking pages mounted,
@@ -288,4 +290,39 @@ func TestBookingPagesAnswers(t *testing.T) {
 		require.Contains(t, d.body, "nothing was charged")
 	}
 	require.Len(t, b.Stripe.SucceededCharges(), 2)
+}
+
+// TestActionReturnPage: the page a rider's bank sends the rider back to
+// applies the processor's answer about the payment its link names, and
+// nothing else: a link that names no booking, or names a parameter twice,
+// changes nothing and says so; one hit twice shows the ride.
+func TestActionReturnPage(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	bl := newBrowserless(t, b.url)
+	uid := b.Rider(t, "return-page@example.com", fakestripe.TokenAuthenticationRequired).ID
+	resp, err := b.Service.RideCreate(b.Ctx, uid, testkit.NewKey(), testkit.SomeRide, nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusAccepted, resp.Status)
+	ride := testkit.DecodeRide(t, resp.Body)
+	var pkey string
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `SELECT charge_key FROM rides WHERE id = $1`, ride.ID).Scan(&pkey))
+
+	p := bl.do(http.MethodGet, "/book/return?key=ar-ch-nobody", nil, nil)
+	require.Equal(t, http.StatusNotFound, p.status)
+	require.Contains(t, p.body, "No booking waits for this link")
+	p = bl.do(http.MethodGet, "/book/return?key="+url.QueryEscape(pkey)+"&key=ar-ch-other", nil, nil)
+	require.Equal(t, http.StatusBadRequest, p.status)
+	require.Contains(t, p.body, "names key more than once")
+
+	require.NoError(t, b.Stripe.Authenticate(*ride.PaymentID, true))
+	for range 2 {
+		p = bl.do(http.MethodGet, "/book/return?key="+url.QueryEscape(pkey)+"&redirect_status=failed", nil, nil)
+		require.Equal(t, http.StatusSeeOther, p.status)
+		require.Equal(t, "/book/rides/"+strconv.FormatInt(ride.ID, 10), p.header.Get("Location"))
+	}
+	got, err := b.Service.RideGet(b.Ctx, uid, ride.ID)
+	require.NoError(t, err)
+	require.Equal(t, service.RideChargeCharged, got.ChargeStatus, "Stripe's answer, not the link's redirect_status")
+	require.Len(t, b.Stripe.SucceededCharges(), 1)
 }
