@@ -16,7 +16,7 @@ type rideListInput struct {
 	Limit         int       `query:"limit" minimum:"1" maximum:"100" default:"10" example:"25" doc:"How many rides the page holds at most: 1 to 100."`
 	StartingAfter int64     `query:"starting_after" minimum:"1" example:"5351843670591273" doc:"A ride id of the rider's, as a cursor: the page holds the rides just older than it. Pass the last ride of the previous page. Another rider's ride, or no ride, is 404."`
 	EndingBefore  int64     `query:"ending_before" minimum:"1" example:"5351843670591273" doc:"A ride id of the rider's, as a cursor: the page holds the rides just newer than it (still newest first). Pass the first ride of the previous page to page back. Excludes starting_after. Another rider's ride, or no ride, is 404."`
-	ChargeStatus  string    `query:"charge_status" enum:"pending,charged,declined" example:"declined" doc:"Only the rides whose charge is in this status."`
+	ChargeStatus  string    `query:"charge_status" enum:"pending,requires_action,charged,declined,expired" example:"declined" doc:"Only the rides whose charge is in this status."`
 	CreatedGT     time.Time `query:"created[gt]" example:"2026-11-21T23:59:59Z" doc:"Only the rides created after this time (RFC 3339). The created[…] bounds combine into one range; an empty range lists no ride."`
 	CreatedGTE    time.Time `query:"created[gte]" example:"2026-11-22T00:00:00Z" doc:"Only the rides created at or after this time (RFC 3339). The created[…] bounds combine into one range; an empty range lists no ride."`
 	CreatedLT     time.Time `query:"created[lt]" example:"2026-11-23T00:00:00Z" doc:"Only the rides created before this time (RFC 3339). The created[…] bounds combine into one range; an empty range lists no ride."`

@@ -95,10 +95,15 @@ func TestRideRequiresAction(t *testing.T) {
 		require.Equal(t, string(first.Body), string(again.Body))
 		require.Len(t, b.Stripe.PaymentIntents(), 1, "one PaymentIntent, however often the booking is sent")
 
-		// The ride as it is now says the same until it moves.
+		// The ride as it is now says the same until it moves, and the
+		// rider's list finds it by its status.
 		now := rideNow(t, b, uid, ride.ID)
 		require.Equal(t, service.RideChargeRequiresAction, now.ChargeStatus)
 		require.Equal(t, ride.NextAction.RedirectURL, now.NextAction.RedirectURL)
+		waiting, err := b.Service.RideList(b.Ctx, uid, service.RideListParams{ChargeStatus: service.RideChargeRequiresAction})
+		require.NoError(t, err)
+		require.Len(t, waiting.Data, 1)
+		require.Equal(t, ride.ID, waiting.Data[0].ID)
 	})
 
 	t.Run("CompletedIsChargedOnceWithOneReceipt", func(t *testing.T) {

@@ -49,9 +49,9 @@ func (p RideListParams) Validate() error {
 		return invalid("query.ending_before", "starting_after and ending_before exclude each other")
 	}
 	switch p.ChargeStatus {
-	case "", RideChargePending, RideChargeCharged, RideChargeDeclined:
+	case "", RideChargePending, RideChargeRequiresAction, RideChargeCharged, RideChargeDeclined, RideChargeExpired:
 	default:
-		return invalid("query.charge_status", "must be pending, charged or declined")
+		return invalid("query.charge_status", "must be pending, requires_action, charged, declined or expired")
 	}
 	return nil
 }

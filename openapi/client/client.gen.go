@@ -287,9 +287,11 @@ func (e RideRefundResultStatus) Valid() bool {
 
 // Defines values for RideListParamsChargeStatus.
 const (
-	RideListParamsChargeStatusCharged  RideListParamsChargeStatus = "charged"
-	RideListParamsChargeStatusDeclined RideListParamsChargeStatus = "declined"
-	RideListParamsChargeStatusPending  RideListParamsChargeStatus = "pending"
+	RideListParamsChargeStatusCharged        RideListParamsChargeStatus = "charged"
+	RideListParamsChargeStatusDeclined       RideListParamsChargeStatus = "declined"
+	RideListParamsChargeStatusExpired        RideListParamsChargeStatus = "expired"
+	RideListParamsChargeStatusPending        RideListParamsChargeStatus = "pending"
+	RideListParamsChargeStatusRequiresAction RideListParamsChargeStatus = "requires_action"
 )
 
 // Valid indicates whether the value is a known member of the RideListParamsChargeStatus enum.
@@ -299,7 +301,11 @@ func (e RideListParamsChargeStatus) Valid() bool {
 		return true
 	case RideListParamsChargeStatusDeclined:
 		return true
+	case RideListParamsChargeStatusExpired:
+		return true
 	case RideListParamsChargeStatusPending:
+		return true
+	case RideListParamsChargeStatusRequiresAction:
 		return true
 	default:
 		return false
