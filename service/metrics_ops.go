@@ -90,6 +90,12 @@ func (m *metrics) initSeries(processors []string) {
 		for _, reason := range []string{"key_age", "database_gap"} {
 			m.keyLookups.WithLabelValues(proc, reason)
 		}
+		m.actionsRequired.WithLabelValues(proc)
+	}
+	for _, outcome := range []string{RideActionCharged, RideActionDeclined, RideActionExpired} {
+		for _, via := range []string{actionViaEvent, actionViaReturn, actionViaExpiry} {
+			m.rideActions.WithLabelValues(outcome, via)
+		}
 	}
 	for _, kind := range ReconcileOrphanKinds {
 		m.ops.reconcileOrphans.WithLabelValues(kind)

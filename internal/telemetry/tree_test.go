@@ -266,7 +266,7 @@ func TestTraceOfABooking(t *testing.T) {
 	require.EqualValues(t, 1, attr(charge, "stripe.attempts").AsInt64())
 	attempt := all.childrenOf(charge).one(t, "stripe attempt")
 	require.EqualValues(t, http.StatusOK, attr(attempt, "http.response.status_code").AsInt64())
-	require.Equal(t, "/v1/charges", attr(attempt, "url.path").AsString())
+	require.Equal(t, "/v1/payment_intents", attr(attempt, "url.path").AsString())
 	chargePhase := under.one(t, "phase ride.create ride_created")
 	require.False(t, attr(chargePhase, "atomicrides.phase.claim").AsBool())
 	require.Equal(t, "finished", attr(chargePhase, "atomicrides.phase.to").AsString())
