@@ -172,7 +172,9 @@ func (s *Service) prepareChargeOutcome(ctx context.Context, ev *InboundEvent) (e
 // is recorded already, or will be by its booking.
 func (s *Service) preparePayment(ctx context.Context, ev *InboundEvent) (effect, error) {
 	p := ev.Charge
-	if p.Tag.Namespace != s.namespace {
+	if p.Tag.Namespace != "" && p.Tag.Namespace != s.namespace {
+		// (Adyen's CANCELLATION carries no tag: its merchant reference
+		// names this deployment's payment, or none of ours.)
 		return constant(InboxOutcomeForeign), nil
 	}
 	eff, err := s.waitingRideEffect(ctx, ev.Processor, p)

@@ -35,6 +35,9 @@ const (
 	RideActionExpired  = "ride_expired"
 	// RideActionWaiting: the payment is still undecided; nothing moved.
 	RideActionWaiting = "ride_waiting"
+	// RideActionCancelRequested: past its deadline, the payment's cancel
+	// was taken on (Adyen); the processor's notification decides.
+	RideActionCancelRequested = "ride_cancel_requested"
 )
 
 // Ways a waiting ride is moved on, in its audit record (via).
@@ -156,7 +159,7 @@ func (s *Service) rideActionApply(ctx context.Context, tx pgx.Tx, rideID int64, 
 		ride, err = s.queries.RideActionDeclined(ctx, tx, dbgen.RideActionDeclinedParams{
 			DeclineCode: d.code, DeclineMessage: d.message, PaymentID: nonEmpty(p.PaymentID), ID: rideID,
 		})
-	case ChargeCanceled, ChargeCancelRequested:
+	case ChargeCanceled:
 		outcome = RideActionExpired
 		ride, err = s.queries.RideActionExpired(ctx, tx, rideID)
 	default:
@@ -260,6 +263,14 @@ func (s *Service) RideActionExpire(ctx context.Context, rideID int64) (string, e
 	}
 	if err != nil {
 		return "", err
+	}
+	if p.Status == ChargeCancelRequested {
+		// Taken on (Adyen): the payment may have been decided before the
+		// cancel reached it. The CANCELLATION notification expires the
+		// ride, or the payment's AUTHORISATION moves it to its outcome.
+		s.logger.InfoContext(ctx, "ride past its deadline: cancel requested, its outcome comes in a notification",
+			"ride_id", ride.ID, "processor", ride.Processor)
+		return RideActionCancelRequested, nil
 	}
 	return s.applyAction(ctx, ride.ID, p, actionViaExpiry)
 }

@@ -127,7 +127,10 @@ func TestRideRequiresActionAtAdyen(t *testing.T) {
 		uid, ride, pkey := bookWaitingAtAdyen(t, w, "adyen-abandon@example.com", fakeadyen.TokenThreeDSecure2Required)
 		out, err := w.Service.RideActionExpire(w.Ctx, ride.ID)
 		require.NoError(t, err)
-		require.Equal(t, service.RideActionExpired, out)
+		require.Equal(t, service.RideActionCancelRequested, out)
+		// Adyen took the cancel on; its CANCELLATION decides.
+		require.Equal(t, service.RideChargeRequiresAction, adyenRideNow(t, w, uid, ride.ID).ChargeStatus)
+		require.Equal(t, []string{service.RideActionExpired}, notify(t, w, fakeadyen.EventCancellation))
 		require.Equal(t, service.RideChargeExpired, adyenRideNow(t, w, uid, ride.ID).ChargeStatus)
 		mods := w.Adyen.Modifications()
 		require.Len(t, mods, 1)
@@ -136,5 +139,21 @@ func TestRideRequiresActionAtAdyen(t *testing.T) {
 		require.Error(t, err, "a cancelled payment's challenge cannot complete")
 		require.Empty(t, w.Adyen.AuthorisedPayments())
 		require.Zero(t, w.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'ride_receipt'`))
+	})
+
+	t.Run("ARefusalUnreportedAtTheDeadlineIsDeclinedNotExpired", func(t *testing.T) {
+		t.Parallel()
+		w := testkit.NewAdyenFirst(t, 5, time.Hour)
+		uid, ride, pkey := bookWaitingAtAdyen(t, w, "adyen-late@example.com", fakeadyen.TokenAuthenticationRequired)
+		// The rider failed the challenge and never came back; the
+		// AUTHORISATION is still on its way when the deadline comes.
+		_, err := w.Adyen.Authenticate(pkey, false)
+		require.NoError(t, err)
+		out, err := w.Service.RideActionExpire(w.Ctx, ride.ID)
+		require.NoError(t, err)
+		require.Equal(t, service.RideActionCancelRequested, out)
+		require.Equal(t, []string{service.RideActionWaiting}, notify(t, w, fakeadyen.EventCancellation), "the cancel came too late")
+		require.Equal(t, []string{service.RideActionDeclined}, notify(t, w, fakeadyen.EventAuthorisation))
+		require.Equal(t, service.RideChargeDeclined, adyenRideNow(t, w, uid, ride.ID).ChargeStatus)
 	})
 }

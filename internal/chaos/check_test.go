@@ -20,9 +20,9 @@ import (
 )
 
 // chaosSettle waits, bounded by within, until the system has nothing left
-// to do: every idempotency key finished (or dead-lettered for an operator)
-// and no receipt, customer or completion job pending, running or waiting to
-// be retried. A job River's backoff put more than 5 s off is retried at
+// to do: every idempotency key finished (or dead-lettered for an operator),
+// no ride waiting for its rider, and no receipt, customer or completion job
+// pending, running or waiting to be retried. A job River's backoff put more than 5 s off is retried at
 // once, as an operator does after an incident. It prints what it still
 // waits for every few seconds.
 func chaosSettle(ctx context.Context, sys *chaosSystem, within time.Duration) error {
@@ -41,7 +41,7 @@ func chaosSettle(ctx context.Context, sys *chaosSystem, within time.Duration) er
 			WHERE state = 'retryable' AND scheduled_at > now() + interval '5 seconds'`); err != nil {
 			return err
 		}
-		var unfinished int
+		var unfinished, waiting int
 		var jobs []string
 		err := conn.QueryRow(ctx, `
 			SELECT
@@ -50,14 +50,18 @@ func chaosSettle(ctx context.Context, sys *chaosSystem, within time.Duration) er
 				   AND NOT EXISTS (SELECT 1 FROM river_job j
 				                   WHERE j.kind = 'key_complete' AND j.state = 'discarded'
 				                     AND (j.args->>'key_id')::bigint = k.id)),
+				-- a ride waiting for its rider past its deadline waits for
+				-- the processor's word (Adyen's CANCELLATION, or the
+				-- payment's AUTHORISATION)
+				(SELECT count(*) FROM rides WHERE charge_status = 'requires_action'),
 				(SELECT coalesce(array_agg(kind || ' ' || state || '×' || n ORDER BY kind, state), '{}')
 				 FROM (SELECT kind, state::text, count(*) AS n FROM river_job
 				       WHERE kind NOT IN ('key_completer', 'key_reaper', 'events_pass', 'orphan_pass')
 				         AND state IN ('available', 'pending', 'running', 'retryable', 'scheduled')
 				       GROUP BY 1, 2) pending)`,
-		).Scan(&unfinished, &jobs)
-		if err == nil && unfinished+len(jobs) > 0 {
-			err = fmt.Errorf("%d keys unfinished; jobs to do: %s", unfinished, strings.Join(jobs, ", "))
+		).Scan(&unfinished, &waiting, &jobs)
+		if err == nil && unfinished+waiting+len(jobs) > 0 {
+			err = fmt.Errorf("%d keys unfinished, %d rides waiting for their rider; jobs to do: %s", unfinished, waiting, strings.Join(jobs, ", "))
 		}
 		if err != nil && time.Since(shown) > 5*time.Second {
 			shown = time.Now()

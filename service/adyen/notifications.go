@@ -29,6 +29,7 @@ import (
 const (
 	EventAuthorisation           = "AUTHORISATION"
 	EventRefund                  = "REFUND"
+	EventCancellation            = "CANCELLATION"
 	EventNotificationOfChargebck = "NOTIFICATION_OF_CHARGEBACK"
 	EventRequestForInformation   = "REQUEST_FOR_INFORMATION"
 	EventChargeback              = "CHARGEBACK"
@@ -277,6 +278,18 @@ func (n *Notifications) parse(it *NotificationRequestItem) (*service.InboundEven
 			ev.Charge.FailureCode, ev.Charge.FailureMessage = failure, it.Reason
 		}
 		ev.ChargeID, ev.Namespace = it.PSPReference, ev.Charge.Tag.Namespace
+	case code == EventCancellation:
+		// The outcome of a cancel the service asked for, of a payment that
+		// waited for its shopper (merchantReference is the payment's
+		// key): cancelled, or not (the payment was decided first; its
+		// AUTHORISATION tells how).
+		status := service.ChargeCanceled
+		if !success {
+			status = service.ChargeProcessing
+		}
+		ev.Kind = service.InboundPayment
+		ev.Charge = &service.Charge{PaymentID: it.OriginalReference, Status: status, Created: ev.Created,
+			Tag: service.Tag{Key: it.MerchantReference}}
 	case code == EventRefund && success:
 		if it.OriginalReference == "" {
 			return nil, errors.New("REFUND without originalReference")
