@@ -242,17 +242,17 @@ const rideCreateAudited = `-- name: RideCreateAudited :one
 WITH ride AS (
     INSERT INTO rides (
         idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon,
-        amount_cents, currency, user_id, processor, payment_source
+        amount_cents, currency, user_id, processor, payment_api, payment_source
     ) VALUES (
         $1, $2, $3, $4, $5,
-        $6, $7, $8, $9,
+        $6, $7, $8, $9, $10,
         -- the source the ride is charged with, whatever the rider's later
         (SELECT payment_source FROM users WHERE id = $8)
     )
     RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at
 ), audit AS (
     INSERT INTO audit_records (action, data, origin_ip, resource_id, resource_type, user_id)
-    SELECT $10, $11, $12, ride.id, 'ride', ride.user_id FROM ride
+    SELECT $11, $12, $13, ride.id, 'ride', ride.user_id FROM ride
 )
 SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, rides.payment_source, rides.payment_api, rides.payment_id, rides.charge_key, rides.action_url, rides.action_client_secret, rides.action_expires_at, rides.action_decided_at, users.id, users.created_at, users.email, users.payment_source, users.stripe_customer_id,
     -- whether a booking of the rider was lost and its charge refunded
@@ -274,6 +274,7 @@ type RideCreateAuditedParams struct {
 	Currency         string
 	UserID           int64
 	Processor        string
+	PaymentAPI       string
 	AuditAction      string
 	AuditData        json.RawMessage
 	OriginIP         *netip.Addr
@@ -301,6 +302,7 @@ func (q *Queries) RideCreateAudited(ctx context.Context, db DBTX, arg RideCreate
 		arg.Currency,
 		arg.UserID,
 		arg.Processor,
+		arg.PaymentAPI,
 		arg.AuditAction,
 		arg.AuditData,
 		arg.OriginIP,
@@ -1001,12 +1003,13 @@ func (q *Queries) RideLockForUser(ctx context.Context, db DBTX, iD int64, userID
 
 const rideReroute = `-- name: RideReroute :execrows
 UPDATE rides
-SET processor = $1, charge_attempt = charge_attempt + 1
-WHERE id = $2 AND charge_status = 'pending' AND charge_attempt = $3
+SET processor = $1, payment_api = $2, charge_attempt = charge_attempt + 1
+WHERE id = $3 AND charge_status = 'pending' AND charge_attempt = $4
 `
 
 type RideRerouteParams struct {
 	Processor     string
+	PaymentAPI    string
 	ID            int64
 	ChargeAttempt int32
 }
@@ -1014,7 +1017,12 @@ type RideRerouteParams struct {
 // Moves a pending ride to another processor as its next attempt, after a
 // definitive "not charged" at the one it was routed to.
 func (q *Queries) RideReroute(ctx context.Context, db DBTX, arg RideRerouteParams) (int64, error) {
-	result, err := db.Exec(ctx, rideReroute, arg.Processor, arg.ID, arg.ChargeAttempt)
+	result, err := db.Exec(ctx, rideReroute,
+		arg.Processor,
+		arg.PaymentAPI,
+		arg.ID,
+		arg.ChargeAttempt,
+	)
 	if err != nil {
 		return 0, err
 	}

@@ -157,3 +157,29 @@ func TestRideRequiresActionAtAdyen(t *testing.T) {
 		require.Equal(t, service.RideChargeDeclined, adyenRideNow(t, w, uid, ride.ID).ChargeStatus)
 	})
 }
+
+// TestAdyenWithoutNotificationsStaysMerchantInitiated: without Adyen's
+// notifications the service could not learn the outcome of a payment whose
+// shopper never comes back, so its Adyen payments stay merchant-initiated:
+// a card whose bank insists on authentication is declined (402), never left
+// waiting.
+func TestAdyenWithoutNotificationsStaysMerchantInitiated(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	ady := testkit.NewAdyen(t)
+	svc, err := service.New(service.Config{
+		Pool: env.Pool, Processors: []service.Processor{{Name: service.ProcessorAdyen, Payments: ady.Client()}},
+		DevDefaultPaymentSource: true,
+	})
+	require.NoError(t, err)
+	res, err := svc.UserUpsert(env.Ctx, service.UserUpsertParams{Email: "no-notes@example.com", PaymentSource: fakeadyen.TokenAuthenticationRequired})
+	require.NoError(t, err)
+	resp, err := svc.RideCreate(env.Ctx, res.User.ID, testkit.NewKey(), testkit.SomeRide, nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusPaymentRequired, resp.Status, string(resp.Body))
+	require.Contains(t, string(resp.Body), "Authentication required")
+	payments := ady.Payments()
+	require.Len(t, payments, 1)
+	require.Equal(t, fakeadyen.InteractionContAuth, payments[0].ShopperInteraction)
+	require.Empty(t, ady.PendingChallenges())
+}

@@ -365,6 +365,7 @@ func (s *Service) rideCreatePhase(ctx context.Context, tx pgx.Tx, key *idem.Key,
 	// coordinates, as normalised.
 	row, err := s.queries.RideCreateAudited(ctx, tx, dbgen.RideCreateAuditedParams{
 		Processor:        proc,
+		PaymentAPI:       string(s.paymentAPI(proc)),
 		IdempotencyKeyID: &key.ID,
 		OriginLat:        st.params.OriginLat,
 		OriginLon:        st.params.OriginLon,
@@ -487,6 +488,19 @@ func (s *Service) rideChargeCall(ctx context.Context, key *idem.Key, st *rideSta
 	return nil
 }
 
+// paymentAPI is the API a new charge at the processor name goes to,
+// committed with the ride: the rider-present payments API, where the
+// rider's bank may ask for authentication — except at Adyen without its
+// notifications (no ADYEN_HMAC_KEY): Adyen reads no payments back, so the
+// outcome of one whose shopper never returns could not be learnt, and its
+// payments stay merchant-initiated (a bank that insists refuses them: 402).
+func (s *Service) paymentAPI(name string) PaymentAPI {
+	if name == ProcessorAdyen && s.inbound[InboxSourceAdyen] == nil {
+		return PaymentAPICharges
+	}
+	return PaymentAPIIntents
+}
+
 // returnURLFor is the return URL of a charge on api: the rider-present API
 // sends the rider back to the service; the Charges API has no rider.
 func (s *Service) returnURLFor(api PaymentAPI, pkey string) string {
@@ -603,7 +617,8 @@ func (s *Service) rideChargePhase(ctx context.Context, tx pgx.Tx, key *idem.Key,
 			return idem.Outcome{}, err
 		}
 		if next != "" {
-			n, err := s.queries.RideReroute(ctx, tx, dbgen.RideRerouteParams{Processor: next, ID: st.ride.ID, ChargeAttempt: st.ride.ChargeAttempt})
+			api := string(s.paymentAPI(next))
+			n, err := s.queries.RideReroute(ctx, tx, dbgen.RideRerouteParams{Processor: next, PaymentAPI: api, ID: st.ride.ID, ChargeAttempt: st.ride.ChargeAttempt})
 			if err != nil {
 				return idem.Outcome{}, err
 			}
@@ -614,7 +629,7 @@ func (s *Service) rideChargePhase(ctx context.Context, tx pgx.Tx, key *idem.Key,
 				map[string]any{"from": st.ride.Processor, "to": next, "attempt": st.ride.ChargeAttempt + 1, "reason": st.failure.Message}); err != nil {
 				return idem.Outcome{}, err
 			}
-			st.ride.Processor, st.ride.ChargeAttempt = next, st.ride.ChargeAttempt+1
+			st.ride.Processor, st.ride.PaymentAPI, st.ride.ChargeAttempt = next, api, st.ride.ChargeAttempt+1
 			if err := s.loadRegistration(ctx, tx, st); err != nil {
 				return idem.Outcome{}, err
 			}

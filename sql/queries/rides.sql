@@ -74,10 +74,10 @@ SELECT * FROM rides WHERE id = @id AND user_id = @user_id FOR UPDATE;
 WITH ride AS (
     INSERT INTO rides (
         idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon,
-        amount_cents, currency, user_id, processor, payment_source
+        amount_cents, currency, user_id, processor, payment_api, payment_source
     ) VALUES (
         @idempotency_key_id, @origin_lat, @origin_lon, @target_lat, @target_lon,
-        @amount_cents, @currency, @user_id, @processor,
+        @amount_cents, @currency, @user_id, @processor, @payment_api,
         -- the source the ride is charged with, whatever the rider's later
         (SELECT payment_source FROM users WHERE id = @user_id)
     )
@@ -112,7 +112,7 @@ ORDER BY id;
 -- Moves a pending ride to another processor as its next attempt, after a
 -- definitive "not charged" at the one it was routed to.
 UPDATE rides
-SET processor = @processor, charge_attempt = charge_attempt + 1
+SET processor = @processor, payment_api = @payment_api, charge_attempt = charge_attempt + 1
 WHERE id = @id AND charge_status = 'pending' AND charge_attempt = @charge_attempt;
 
 -- name: RideListChargedElsewhere :many
