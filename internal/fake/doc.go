@@ -8,5 +8,6 @@
 //	mailsink    an SMTP server that keeps what it receives
 //	fakebank    an acquirer that writes settlement files from fakestripe's ledger
 //	sftpserver  a real sshd serving SFTP on loopback, for tests
+//	challenge   the bank's 3-D Secure test page of both fakes (Complete / Fail)
 //	delivery    how fakestripe's webhooks and fakeadyen's notifications are sent: at least once, with retries
 package fake

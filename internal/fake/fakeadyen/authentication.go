@@ -5,13 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"html/template"
 	"io"
 	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/atomicrides/atomicrides/internal/fake/challenge"
 )
 
 // 3-D Secure: a payment with the shopper present (Ecommerce) and a card
@@ -223,7 +224,10 @@ func (s *Server) serveChallenge(w http.ResponseWriter, r *http.Request, id strin
 			writeNotWaiting(w, view)
 			return
 		}
-		writeHTML(w, http.StatusOK, challengePage, view)
+		challenge.Write(w, challenge.Page{
+			Processor: "Adyen", Amount: view.Amount,
+			Label: "Merchant reference", ID: view.Reference, IDElement: "reference", Action: view.Action,
+		})
 	case http.MethodPost:
 		r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 		if err := r.ParseForm(); err != nil {
@@ -284,68 +288,9 @@ type challengeView struct {
 	Reference, Amount, Action, State string
 }
 
-type messageView struct {
-	Title, Message string
-}
-
-var challengePage = template.Must(template.New("challenge").Parse(`<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>Adyen 3-D Secure test page</title>
-<style>
-body { font-family: sans-serif; max-width: 30rem; margin: 2rem auto; padding: 0 1rem; }
-form { display: inline-block; margin: 0 0.5rem 0 0; }
-button { padding: 0.5rem 1rem; font-size: 1rem; }
-</style>
-</head>
-<body>
-<main>
-<h1>Authenticate your payment</h1>
-<p>Your card's bank asks you to confirm a payment of <strong id="amount">{{.Amount}}</strong>.</p>
-<p>Merchant reference <code id="reference">{{.Reference}}</code></p>
-<form method="post" action="{{.Action}}">
-<input type="hidden" name="action" value="complete">
-<button type="submit" id="complete">Complete</button>
-</form>
-<form method="post" action="{{.Action}}">
-<input type="hidden" name="action" value="fail">
-<button type="submit" id="fail">Fail</button>
-</form>
-</main>
-</body>
-</html>
-`))
-
-var messagePage = template.Must(template.New("message").Parse(`<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<title>Adyen 3-D Secure test page: {{.Title}}</title>
-</head>
-<body>
-<main>
-<h1>{{.Title}}</h1>
-<p id="message">{{.Message}}</p>
-</main>
-</body>
-</html>
-`))
-
+// writeMessage answers with one of the challenge's short pages.
 func writeMessage(w http.ResponseWriter, status int, title, message string) {
-	writeHTML(w, status, messagePage, messageView{Title: title, Message: message})
-}
-
-func writeHTML(w http.ResponseWriter, status int, t *template.Template, data any) {
-	var b strings.Builder
-	if err := t.Execute(&b, data); err != nil {
-		// The templates are fixed and their data plain strings.
-		panic("fakeadyen: rendering " + t.Name() + ": " + err.Error())
-	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.WriteHeader(status)
-	_, _ = io.WriteString(w, b.String())
+	challenge.WriteMessage(w, status, "Adyen", title, message)
 }
 
 // Currencies whose minor unit is not a hundredth, as Adyen counts them.

@@ -4,12 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"html/template"
 	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/atomicrides/atomicrides/internal/fake/challenge"
 )
 
 // The challenge page stands in for the rider's bank: a PaymentIntent that
@@ -122,8 +123,9 @@ func (s *Server) serveChallenge(w http.ResponseWriter, r *http.Request, id strin
 			writeNotWaiting(w, pi)
 			return
 		}
-		writeHTML(w, http.StatusOK, challengePage, challengeView{
-			ID: pi.ID, Amount: formatAmount(pi.Amount, pi.Currency), Action: challengePath + pi.ID,
+		challenge.Write(w, challenge.Page{
+			Processor: "Stripe", Amount: formatAmount(pi.Amount, pi.Currency),
+			Label: "PaymentIntent", ID: pi.ID, IDElement: "payment-intent", Action: challengePath + pi.ID,
 		})
 	case http.MethodPost:
 		r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
@@ -180,72 +182,9 @@ func writeNotWaiting(w http.ResponseWriter, pi PaymentIntent) {
 		"PaymentIntent "+pi.ID+" is not waiting for authentication: it has a status of "+pi.Status+".")
 }
 
-type challengeView struct {
-	ID, Amount, Action string
-}
-
-type messageView struct {
-	Title, Message string
-}
-
-var challengePage = template.Must(template.New("challenge").Parse(`<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>3-D Secure test page</title>
-<style>
-body { font-family: system-ui, sans-serif; max-width: 32rem; margin: 3rem auto; padding: 0 1rem; }
-form { display: inline-block; margin-right: 1rem; }
-button { font-size: 1rem; padding: 0.5rem 1rem; }
-</style>
-</head>
-<body>
-<main>
-<h1>3-D Secure test page</h1>
-<p>The bank asks you to authenticate a payment of <strong id="amount">{{.Amount}}</strong>.</p>
-<p>PaymentIntent <code id="payment-intent">{{.ID}}</code></p>
-<form method="post" action="{{.Action}}">
-<input type="hidden" name="action" value="complete">
-<button type="submit" id="complete">Complete authentication</button>
-</form>
-<form method="post" action="{{.Action}}">
-<input type="hidden" name="action" value="fail">
-<button type="submit" id="fail">Fail authentication</button>
-</form>
-</main>
-</body>
-</html>
-`))
-
-var messagePage = template.Must(template.New("message").Parse(`<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<title>3-D Secure test page: {{.Title}}</title>
-</head>
-<body>
-<main>
-<h1>{{.Title}}</h1>
-<p id="message">{{.Message}}</p>
-</main>
-</body>
-</html>
-`))
-
+// writeChallengeMessage answers with one of the challenge's short pages.
 func writeChallengeMessage(w http.ResponseWriter, status int, title, message string) {
-	writeHTML(w, status, messagePage, messageView{Title: title, Message: message})
-}
-
-func writeHTML(w http.ResponseWriter, status int, t *template.Template, data any) {
-	var b strings.Builder
-	if err := t.Execute(&b, data); err != nil {
-		// The templates are fixed and their data plain strings.
-		panic("fakestripe: rendering " + t.Name() + ": " + err.Error())
-	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.WriteHeader(status)
-	_, _ = w.Write([]byte(b.String()))
+	challenge.WriteMessage(w, status, "Stripe", title, message)
 }
 
 // zeroDecimal are the currencies whose amounts have no minor unit.
