@@ -501,44 +501,6 @@ func (q *Queries) RideGetByIdempotencyKey(ctx context.Context, db DBTX, idempote
 	return &i, err
 }
 
-const rideGetByPayment = `-- name: RideGetByPayment :one
-SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at FROM rides WHERE processor = $1 AND payment_id = $2
-`
-
-func (q *Queries) RideGetByPayment(ctx context.Context, db DBTX, processor string, paymentID *string) (*Ride, error) {
-	row := db.QueryRow(ctx, rideGetByPayment, processor, paymentID)
-	var i Ride
-	err := row.Scan(
-		&i.ID,
-		&i.CreatedAt,
-		&i.IdempotencyKeyID,
-		&i.OriginLat,
-		&i.OriginLon,
-		&i.TargetLat,
-		&i.TargetLon,
-		&i.ChargeStatus,
-		&i.StripeChargeID,
-		&i.AmountCents,
-		&i.Currency,
-		&i.UserID,
-		&i.DeclineCode,
-		&i.DeclineMessage,
-		&i.Processor,
-		&i.ChargeAttempt,
-		&i.DisputeStatus,
-		&i.StripeDisputeID,
-		&i.PaymentSource,
-		&i.PaymentAPI,
-		&i.PaymentID,
-		&i.ChargeKey,
-		&i.ActionURL,
-		&i.ActionClientSecret,
-		&i.ActionExpiresAt,
-		&i.ActionDecidedAt,
-	)
-	return &i, err
-}
-
 const rideGetForUser = `-- name: RideGetForUser :one
 SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at FROM rides WHERE id = $1 AND user_id = $2
 `

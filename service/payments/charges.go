@@ -81,8 +81,7 @@ func (c *Client) ChargeGet(ctx context.Context, id string) (*service.Charge, err
 	p := &stripe.ChargeParams{}
 	p.Context = ctx
 	ch, err := c.charges.Get(id, p)
-	var se *stripe.Error
-	if errors.As(err, &se) && se.HTTPStatusCode == http.StatusNotFound {
+	if isNotFound(err) {
 		return nil, nil
 	}
 	if err != nil {
@@ -108,6 +107,12 @@ func (c *Client) ChargeListSince(ctx context.Context, since time.Time) ([]*servi
 		return nil, translateError(err)
 	}
 	return out, nil
+}
+
+// isNotFound reports whether Stripe answered 404: no object of that id.
+func isNotFound(err error) bool {
+	var se *stripe.Error
+	return errors.As(err, &se) && se.HTTPStatusCode == http.StatusNotFound
 }
 
 // errChargeNotSucceeded underlies the error for a charge answered with a

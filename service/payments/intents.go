@@ -3,7 +3,6 @@ package payments
 import (
 	"context"
 	"errors"
-	"net/http"
 	"time"
 
 	"github.com/stripe/stripe-go/v76"
@@ -95,8 +94,7 @@ func (c *Client) PaymentGet(ctx context.Context, id string) (*service.Charge, er
 	p := &stripe.PaymentIntentParams{}
 	p.Context = ctx
 	pi, err := c.intents.Get(id, p)
-	var se *stripe.Error
-	if errors.As(err, &se) && se.HTTPStatusCode == http.StatusNotFound {
+	if isNotFound(err) {
 		return nil, nil
 	}
 	if err != nil {

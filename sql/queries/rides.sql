@@ -187,9 +187,6 @@ SELECT * FROM rides WHERE id = @id;
 -- idempotency key was reaped makes a new ride under the same key.
 SELECT * FROM rides WHERE charge_key = @charge_key ORDER BY created_at DESC LIMIT 1;
 
--- name: RideGetByPayment :one
-SELECT * FROM rides WHERE processor = @processor AND payment_id = @payment_id;
-
 -- name: RideActionsWaiting :one
 -- How many rides wait for their rider (the operators' gauge): a scan of
 -- the partial index rides_requires_action.
