@@ -2,7 +2,6 @@ package fakestripe
 
 import (
 	"net/http"
-	"strings"
 )
 
 // chargeCreate is POST /v1/charges. Charges to a customer created with
@@ -13,21 +12,9 @@ func (c *call) chargeCreate() response {
 	if bad, ok := rejectUnknown(c.params, "amount", "currency", "customer", "description", "metadata", "expand"); ok {
 		return bad
 	}
-	amount, present, bad, ok := intParam(c.params, "amount")
-	switch {
-	case !ok:
+	amount, currency, bad, ok := amountParams(c.params)
+	if !ok {
 		return bad
-	case !present:
-		return missingParam("amount")
-	case amount < 1:
-		return invalidParam("amount_too_small", "amount", "This value must be greater than or equal to 1.")
-	}
-	currency := strings.ToLower(c.params.Get("currency"))
-	switch {
-	case currency == "":
-		return missingParam("currency")
-	case len(currency) != 3:
-		return invalidParam("", "currency", "Invalid currency: "+currency+".")
 	}
 	customerID := c.params.Get("customer")
 	if customerID == "" {

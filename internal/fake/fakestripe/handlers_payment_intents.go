@@ -52,21 +52,9 @@ func (c *call) paymentIntentCreate() response {
 		"expand"); ok {
 		return bad
 	}
-	amount, present, bad, ok := intParam(c.params, "amount")
-	switch {
-	case !ok:
+	amount, currency, bad, ok := amountParams(c.params)
+	if !ok {
 		return bad
-	case !present:
-		return missingParam("amount")
-	case amount < 1:
-		return invalidParam("amount_too_small", "amount", "This value must be greater than or equal to 1.")
-	}
-	currency := strings.ToLower(c.params.Get("currency"))
-	switch {
-	case currency == "":
-		return missingParam("currency")
-	case len(currency) != 3:
-		return invalidParam("", "currency", "Invalid currency: "+currency+".")
 	}
 	captureMethod, bad, ok := captureMethodParam(c.params)
 	if !ok {

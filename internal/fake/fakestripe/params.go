@@ -100,3 +100,27 @@ func listParam(params url.Values, name string) []string {
 	}
 	return out
 }
+
+// amountParams reads the amount (a positive integer in the currency's
+// minor unit) and the currency (three letters, lower-cased) of a charge or
+// a PaymentIntent, answering Stripe's error when either is missing or
+// invalid.
+func amountParams(params url.Values) (amount int64, currency string, bad response, ok bool) {
+	amount, present, bad, ok := intParam(params, "amount")
+	switch {
+	case !ok:
+		return 0, "", bad, false
+	case !present:
+		return 0, "", missingParam("amount"), false
+	case amount < 1:
+		return 0, "", invalidParam("amount_too_small", "amount", "This value must be greater than or equal to 1."), false
+	}
+	currency = strings.ToLower(params.Get("currency"))
+	switch {
+	case currency == "":
+		return 0, "", missingParam("currency"), false
+	case len(currency) != 3:
+		return 0, "", invalidParam("", "currency", "Invalid currency: "+currency+"."), false
+	}
+	return amount, currency, response{}, true
+}
