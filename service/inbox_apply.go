@@ -95,6 +95,7 @@ func (s *Service) InboxApply(ctx context.Context, source, eventID string) (strin
 		return "", internal(err)
 	}
 	s.metrics.inboxApplied.WithLabelValues(source, string(ev.Kind), outcome).Inc()
+	s.countAction(outcome, actionViaEvent)
 	if outcome == InboxOutcomeDisputeMoved {
 		s.metrics.disputes.WithLabelValues(string(ev.Dispute.Status)).Inc()
 	}
@@ -228,11 +229,7 @@ func (s *Service) waitingRideEffect(ctx context.Context, processor string, p *Ch
 		now = p
 	}
 	return func(ctx context.Context, tx pgx.Tx) (string, error) {
-		outcome, err := s.rideActionApply(ctx, tx, ride.ID, now, actionViaEvent)
-		if err == nil {
-			s.countAction(outcome, actionViaEvent)
-		}
-		return outcome, err
+		return s.rideActionApply(ctx, tx, ride.ID, now, actionViaEvent)
 	}, nil
 }
 

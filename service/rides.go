@@ -267,7 +267,9 @@ type rideState struct {
 	// the rider has none there yet.
 	reg *dbgen.ProcessorRegistration
 
-	// Results of the charge call.
+	// Results of the charge call: pkey is the processor key it charged
+	// under.
+	pkey        string
 	customerID  string
 	newCustomer bool
 	charge      *Charge
@@ -403,6 +405,7 @@ func (s *Service) rideChargeCall(ctx context.Context, key *idem.Key, st *rideSta
 	st.customerID, st.newCustomer, st.charge, st.failure, st.lostRefund = "", false, nil, nil, nil
 
 	pkey := ChargeKey(s.namespace, st.user.Email, key.ClientKey)
+	st.pkey = pkey
 	// The client of a booking lost with a restore, back after the orphan
 	// policy refunded its charge: the processor may have forgotten the key
 	// and would charge again, so the request ends without a charge. Only a
@@ -655,7 +658,7 @@ func (s *Service) rideChargePhase(ctx context.Context, tx pgx.Tx, key *idem.Key,
 			return idem.Outcome{}, err
 		}
 	}
-	pkey := ChargeKey(s.namespace, st.user.Email, key.ClientKey)
+	pkey := st.pkey
 	if st.charge.Status == ChargeRequiresAction {
 		// The rider's bank asks the rider to authenticate: the booking is
 		// neither charged nor declined; its answer (202) says what the
