@@ -62,7 +62,7 @@ func TestABookingInFlightAcrossTheUpgradeFinishesOnTheChargesAPI(t *testing.T) {
 	require.Len(t, refunds, 1)
 	require.Equal(t, lost.ID, refunds[0].Charge)
 	require.Empty(t, refunds[0].PaymentIntent)
-	got := rideNow(t, b, uid, ride.ID)
+	got := rideNow(t, b.Env, uid, ride.ID)
 	require.Equal(t, service.RideRefundRefunded, got.RefundStatus)
 	require.Equal(t, refunds[0].ID, *got.RefundID)
 	require.Equal(t, refunds[0].ID, *got.StripeRefundID)

@@ -30,13 +30,6 @@ func bookWaitingAtAdyen(t *testing.T, w *testkit.TwoProcessors, email, source st
 	return uid, ride, pkey
 }
 
-func adyenRideNow(t *testing.T, w *testkit.TwoProcessors, uid, id int64) *service.Ride {
-	t.Helper()
-	r, err := w.Service.RideGet(w.Ctx, uid, id)
-	require.NoError(t, err)
-	return r
-}
-
 func TestRideRequiresActionAtAdyen(t *testing.T) {
 	t.Parallel()
 
@@ -57,7 +50,7 @@ func TestRideRequiresActionAtAdyen(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, ride.ID, id)
 		}
-		now := adyenRideNow(t, w, uid, ride.ID)
+		now := rideNow(t, w.Env, uid, ride.ID)
 		require.Equal(t, service.RideChargeCharged, now.ChargeStatus)
 		paid := w.Adyen.AuthorisedPayments()
 		require.Len(t, paid, 1)
@@ -78,7 +71,7 @@ func TestRideRequiresActionAtAdyen(t *testing.T) {
 		require.NoError(t, err)
 
 		require.Equal(t, []string{service.RideActionCharged}, notify(t, w, fakeadyen.EventAuthorisation))
-		now := adyenRideNow(t, w, uid, ride.ID)
+		now := rideNow(t, w.Env, uid, ride.ID)
 		require.Equal(t, service.RideChargeCharged, now.ChargeStatus)
 		require.Equal(t, w.Adyen.AuthorisedPayments()[0].PSPReference, *now.ChargeID)
 		require.Equal(t, 1, w.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'ride_receipt' AND (args->>'ride_id')::bigint = $1`, ride.ID))
@@ -92,7 +85,7 @@ func TestRideRequiresActionAtAdyen(t *testing.T) {
 		require.NoError(t, err)
 		_, err = w.Service.RideActionReturn(w.Ctx, pkey, result)
 		require.NoError(t, err)
-		now := adyenRideNow(t, w, uid, ride.ID)
+		now := rideNow(t, w.Env, uid, ride.ID)
 		require.Equal(t, service.RideChargeDeclined, now.ChargeStatus)
 		require.Equal(t, "3D Not Authenticated", *now.DeclineMessage)
 		require.Empty(t, w.Adyen.AuthorisedPayments())
@@ -117,8 +110,8 @@ func TestRideRequiresActionAtAdyen(t *testing.T) {
 		e := requireCode(t, err, service.CodeInvalid)
 		require.Equal(t, "query.redirectResult", e.Field)
 		require.True(t, strings.Contains(e.Message, "another payment"), e.Message)
-		require.Equal(t, service.RideChargeRequiresAction, adyenRideNow(t, w, uidA, rideA.ID).ChargeStatus, "A is not moved by B's result")
-		require.Equal(t, service.RideChargeRequiresAction, adyenRideNow(t, w, uidB, rideB.ID).ChargeStatus, "nor is B, by a return through A's link")
+		require.Equal(t, service.RideChargeRequiresAction, rideNow(t, w.Env, uidA, rideA.ID).ChargeStatus, "A is not moved by B's result")
+		require.Equal(t, service.RideChargeRequiresAction, rideNow(t, w.Env, uidB, rideB.ID).ChargeStatus, "nor is B, by a return through A's link")
 	})
 
 	t.Run("AbandonedIsCancelledAtAdyenAndExpires", func(t *testing.T) {
@@ -129,9 +122,9 @@ func TestRideRequiresActionAtAdyen(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, service.RideActionCancelRequested, out)
 		// Adyen took the cancel on; its CANCELLATION decides.
-		require.Equal(t, service.RideChargeRequiresAction, adyenRideNow(t, w, uid, ride.ID).ChargeStatus)
+		require.Equal(t, service.RideChargeRequiresAction, rideNow(t, w.Env, uid, ride.ID).ChargeStatus)
 		require.Equal(t, []string{service.RideActionExpired}, notify(t, w, fakeadyen.EventCancellation))
-		require.Equal(t, service.RideChargeExpired, adyenRideNow(t, w, uid, ride.ID).ChargeStatus)
+		require.Equal(t, service.RideChargeExpired, rideNow(t, w.Env, uid, ride.ID).ChargeStatus)
 		mods := w.Adyen.Modifications()
 		require.Len(t, mods, 1)
 		require.Equal(t, fakeadyen.ModificationCancel, mods[0].Kind)
@@ -154,7 +147,7 @@ func TestRideRequiresActionAtAdyen(t *testing.T) {
 		require.Equal(t, service.RideActionCancelRequested, out)
 		require.Equal(t, []string{service.RideActionWaiting}, notify(t, w, fakeadyen.EventCancellation), "the cancel came too late")
 		require.Equal(t, []string{service.RideActionDeclined}, notify(t, w, fakeadyen.EventAuthorisation))
-		require.Equal(t, service.RideChargeDeclined, adyenRideNow(t, w, uid, ride.ID).ChargeStatus)
+		require.Equal(t, service.RideChargeDeclined, rideNow(t, w.Env, uid, ride.ID).ChargeStatus)
 	})
 }
 

@@ -54,9 +54,9 @@ func stripeSignature(payload []byte) string {
 }
 
 // rideNow reads the rider's ride as GET /rides/{id} does.
-func rideNow(t *testing.T, b *testBundle, uid, id int64) *service.Ride {
+func rideNow(t *testing.T, e *testkit.Env, uid, id int64) *service.Ride {
 	t.Helper()
-	r, err := b.Service.RideGet(b.Ctx, uid, id)
+	r, err := e.Service.RideGet(e.Ctx, uid, id)
 	require.NoError(t, err)
 	return r
 }
@@ -97,7 +97,7 @@ func TestRideRequiresAction(t *testing.T) {
 
 		// The ride as it is now says the same until it moves, and the
 		// rider's list finds it by its status.
-		now := rideNow(t, b, uid, ride.ID)
+		now := rideNow(t, b.Env, uid, ride.ID)
 		require.Equal(t, service.RideChargeRequiresAction, now.ChargeStatus)
 		require.Equal(t, ride.NextAction.RedirectURL, now.NextAction.RedirectURL)
 		waiting, err := b.Service.RideList(b.Ctx, uid, service.RideListParams{ChargeStatus: service.RideChargeRequiresAction})
@@ -115,7 +115,7 @@ func TestRideRequiresAction(t *testing.T) {
 		require.Equal(t, []string{service.RideActionCharged}, deliverStripe(t, b, "payment_intent.succeeded"))
 		require.Equal(t, []string{service.InboxOutcomeAlreadyRecorded}, deliverStripe(t, b, "charge.succeeded"))
 
-		now := rideNow(t, b, uid, ride.ID)
+		now := rideNow(t, b.Env, uid, ride.ID)
 		require.Equal(t, service.RideChargeCharged, now.ChargeStatus)
 		require.Nil(t, now.NextAction)
 		charges := b.Stripe.SucceededCharges()
@@ -143,7 +143,7 @@ func TestRideRequiresAction(t *testing.T) {
 		require.NoError(t, b.Stripe.Authenticate(*ride.PaymentID, false))
 
 		require.Equal(t, []string{service.RideActionDeclined}, deliverStripe(t, b, "payment_intent.payment_failed"))
-		now := rideNow(t, b, uid, ride.ID)
+		now := rideNow(t, b.Env, uid, ride.ID)
 		require.Equal(t, service.RideChargeDeclined, now.ChargeStatus)
 		require.NotNil(t, now.DeclineCode)
 		require.Equal(t, "payment_intent_authentication_failure", *now.DeclineCode)
@@ -158,7 +158,7 @@ func TestRideRequiresAction(t *testing.T) {
 		require.NoError(t, b.Stripe.Authenticate(*ride.PaymentID, true))
 
 		require.Equal(t, []string{service.RideActionDeclined}, deliverStripe(t, b, "payment_intent.payment_failed"))
-		now := rideNow(t, b, uid, ride.ID)
+		now := rideNow(t, b.Env, uid, ride.ID)
 		require.Equal(t, service.RideChargeDeclined, now.ChargeStatus)
 		require.Equal(t, "insufficient_funds", *now.DeclineCode)
 		require.Empty(t, b.Stripe.SucceededCharges())
@@ -173,7 +173,7 @@ func TestRideRequiresAction(t *testing.T) {
 		out, err := b.Service.RideActionExpire(b.Ctx, ride.ID)
 		require.NoError(t, err)
 		require.Equal(t, service.RideActionExpired, out)
-		now := rideNow(t, b, uid, ride.ID)
+		now := rideNow(t, b.Env, uid, ride.ID)
 		require.Equal(t, service.RideChargeExpired, now.ChargeStatus)
 		require.Nil(t, now.NextAction)
 		pis := b.Stripe.PaymentIntents()
@@ -201,7 +201,7 @@ func TestRideRequiresAction(t *testing.T) {
 		out, err := b.Service.RideActionExpire(b.Ctx, ride.ID)
 		require.NoError(t, err)
 		require.Equal(t, service.RideActionCharged, out)
-		require.Equal(t, service.RideChargeCharged, rideNow(t, b, uid, ride.ID).ChargeStatus)
+		require.Equal(t, service.RideChargeCharged, rideNow(t, b.Env, uid, ride.ID).ChargeStatus)
 		require.Equal(t, 1, b.receipts(t, ride.ID))
 		require.Equal(t, "succeeded", b.Stripe.PaymentIntents()[0].Status, "not cancelled")
 	})
@@ -248,7 +248,7 @@ func TestRideRequiresAction(t *testing.T) {
 			require.Equal(t, service.RideActionCharged, out, "every delivery reads the one recorded outcome")
 		}
 		require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM inbox_events WHERE event_id = $1`, ev.ID))
-		require.Equal(t, service.RideChargeCharged, rideNow(t, b, uid, ride.ID).ChargeStatus)
+		require.Equal(t, service.RideChargeCharged, rideNow(t, b.Env, uid, ride.ID).ChargeStatus)
 		require.Equal(t, 1, b.receipts(t, ride.ID))
 		require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM audit_records WHERE resource_id = $1 AND action = 'ride.charged'`, ride.ID))
 	})
@@ -278,7 +278,7 @@ func TestRideRequiresAction(t *testing.T) {
 			_, err := b.Service.InboxApply(b.Ctx, service.InboxSourceStripe, id)
 			require.NoError(t, err)
 		}
-		require.Equal(t, service.RideChargeCharged, rideNow(t, b, uid, ride.ID).ChargeStatus)
+		require.Equal(t, service.RideChargeCharged, rideNow(t, b.Env, uid, ride.ID).ChargeStatus)
 		require.Equal(t, 1, b.receipts(t, ride.ID))
 	})
 
@@ -293,14 +293,14 @@ func TestRideRequiresAction(t *testing.T) {
 		id, err := b.Service.RideActionReturn(b.Ctx, pkey, "")
 		require.NoError(t, err)
 		require.Equal(t, ride.ID, id)
-		require.Equal(t, service.RideChargeRequiresAction, rideNow(t, b, uid, ride.ID).ChargeStatus)
+		require.Equal(t, service.RideChargeRequiresAction, rideNow(t, b.Env, uid, ride.ID).ChargeStatus)
 
 		require.NoError(t, b.Stripe.Authenticate(*ride.PaymentID, true))
 		// Parameters a browser could forge are not read: Stripe is.
 		id, err = b.Service.RideActionReturn(b.Ctx, pkey, "forged")
 		require.NoError(t, err)
 		require.Equal(t, ride.ID, id)
-		require.Equal(t, service.RideChargeCharged, rideNow(t, b, uid, ride.ID).ChargeStatus)
+		require.Equal(t, service.RideChargeCharged, rideNow(t, b.Env, uid, ride.ID).ChargeStatus)
 		require.Equal(t, 1, b.receipts(t, ride.ID))
 
 		_, err = b.Service.RideActionReturn(b.Ctx, "ar-ch-unknown", "")
