@@ -52,6 +52,15 @@ type config struct {
 	Addr string
 	// AdminToken is ADMIN_TOKEN, or one generated for this run.
 	AdminToken string
+	// DispatchToken is DISPATCH_TOKEN: the dispatch side's credential,
+	// which completes and cancels trips; "" when unset (no request is the
+	// dispatch side's).
+	DispatchToken string
+	// Capture is CAPTURE: when a new booking's money is taken, booking
+	// (the default) or trip.
+	Capture service.Capture
+	// HoldExpiry is HOLD_EXPIRY: how long an unended trip's hold is kept.
+	HoldExpiry time.Duration
 	// AdminTokenGenerated says that AdminToken was generated.
 	AdminTokenGenerated bool
 	// PublicURL is PUBLIC_URL: where riders reach the service.
@@ -256,6 +265,9 @@ func loadConfig(getenv func(string) string, needs backends) (*config, error) {
 		MailSinkAddr:   r.addr("MAILSINK_ADDR", defaultMailSinkAddr),
 	}
 	c.AdminToken, c.AdminTokenGenerated = r.adminToken("ADMIN_TOKEN")
+	c.DispatchToken = r.token("DISPATCH_TOKEN")
+	c.Capture = r.capture("CAPTURE")
+	c.HoldExpiry = r.duration("HOLD_EXPIRY")
 	c.ProcessorsSet = getenv("PROCESSORS") != ""
 
 	// What the command reaches must be configured, unless -dev lets the
@@ -313,6 +325,17 @@ func loadConfig(getenv func(string) string, needs backends) (*config, error) {
 	// or River's default job timeout, or live jobs would be retried.
 	if timeout := cmp.Or(c.JobTimeout, river.JobTimeoutDefault); c.JobRescueAfter > 0 && c.JobRescueAfter <= timeout {
 		r.fail(invalid("JOB_RESCUE_AFTER", "%s: must outlast JOB_TIMEOUT (%s), or a running job would be taken for a dead one", c.JobRescueAfter, timeout))
+	}
+	if c.HoldExpiry > service.MaxHoldExpiry {
+		r.fail(invalid("HOLD_EXPIRY", "%s: must be at most %s, inside the shortest time a card network keeps a hold (Visa: 4 days 18 hours); e.g. 24h", c.HoldExpiry, service.MaxHoldExpiry))
+	}
+	if c.Capture == service.CaptureTrip {
+		switch {
+		case c.DispatchToken == "":
+			r.fail(invalid("DISPATCH_TOKEN", "not set: CAPTURE=trip holds each booking's fare until the dispatch side completes or cancels the trip with this token; e.g. the output of `openssl rand -hex 24`"))
+		case slices.Contains(c.Processors, service.ProcessorAdyen) && len(c.AdyenHMACKeys) == 0 && !needs.dev:
+			r.fail(invalid("ADYEN_HMAC_KEY", "not set: with CAPTURE=trip, Adyen tells a capture's outcome only in its CAPTURE notifications; set it"))
+		}
 	}
 	if len(r.errs) > 0 {
 		return nil, errors.Join(r.errs...)
@@ -628,6 +651,28 @@ func (r *envReader) adminToken(name string) (token string, generated bool) {
 		return "", false
 	}
 	return v, false
+}
+
+// token reads a bearer credential, like ADMIN_TOKEN; unset is "".
+func (r *envReader) token(name string) string {
+	if r.getenv(name) == "" {
+		return ""
+	}
+	v, _ := r.adminToken(name)
+	return v
+}
+
+// capture reads CAPTURE: booking or trip; unset is booking.
+func (r *envReader) capture(name string) service.Capture {
+	switch v := service.Capture(r.getenv(name)); v {
+	case "", service.CaptureBooking:
+		return service.CaptureBooking
+	case service.CaptureTrip:
+		return v
+	default:
+		r.fail(invalid(name, "%q: want booking (charge in full at booking) or trip (hold at booking, capture the fare when the trip is completed)", string(v)))
+		return ""
+	}
 }
 
 // policy reads a budget, QUOTA/WINDOW or off (limits.ParsePolicy); unset

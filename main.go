@@ -348,14 +348,15 @@ func serve(ctx context.Context, args []string, stdout io.Writer, logger *slog.Lo
 	admission, stopLimits := newLimits(cfg, pool, registry, logger)
 	defer stopLimits()
 	handler := openapi.NewHandler(openapi.Config{
-		Limits:     admission,
-		Service:    svc,
-		AdminToken: adminToken,
-		RiverUI:    ui,
-		Ready:      func(ctx context.Context) error { return ready(ctx, pool) },
-		Logger:     logger,
-		Metrics:    registry,
-		Pages:      web.New(web.Config{Service: svc, Secret: adminToken, Logger: logger, PublicURL: cfg.PublicURL}),
+		Limits:        admission,
+		Service:       svc,
+		AdminToken:    adminToken,
+		DispatchToken: cfg.DispatchToken,
+		RiverUI:       ui,
+		Ready:         func(ctx context.Context) error { return ready(ctx, pool) },
+		Logger:        logger,
+		Metrics:       registry,
+		Pages:         web.New(web.Config{Service: svc, Secret: adminToken, Logger: logger, PublicURL: cfg.PublicURL}),
 	})
 	if metricsAddr := cfg.MetricsAddr; metricsAddr != "" {
 		mln, err := net.Listen("tcp", metricsAddr)
@@ -713,6 +714,7 @@ func newService(pool, direct *pgxpool.Pool, cfg *config, reg prometheus.Register
 		AbandonedAfter: cfg.CompleterIdle, KeyRetention: cfg.KeyRetention, Lease: cfg.Lease,
 		OrphanRefundAfter: cfg.OrphanRefundAfter,
 		ActionDeadline:    cfg.ActionDeadline, PublicURL: publicURL(cfg),
+		Capture: cfg.Capture, HoldExpiry: cfg.HoldExpiry,
 		SettlementMaxAge: cfg.SettlementMaxAge,
 		BreakerOpenFor:   cfg.CircuitOpenFor,
 	})

@@ -18,7 +18,7 @@ WITH used AS (
       AND api_keys.revoked_at IS NULL
       AND (api_keys.last_used_at IS NULL OR api_keys.last_used_at < now() - interval '1 minute')
 )
-SELECT users.id, users.created_at, users.email, users.payment_source, users.stripe_customer_id, api_keys.id AS api_key_id
+SELECT users.id, users.created_at, users.email, users.payment_source, users.stripe_customer_id, users.role, api_keys.id AS api_key_id
 FROM api_keys
 JOIN users ON users.id = api_keys.user_id
 WHERE api_keys.key_hash = $1
@@ -43,6 +43,7 @@ func (q *Queries) APIKeyAuthenticate(ctx context.Context, db DBTX, keyHash []byt
 		&i.User.Email,
 		&i.User.PaymentSource,
 		&i.User.StripeCustomerID,
+		&i.User.Role,
 		&i.APIKeyID,
 	)
 	return &i, err

@@ -18,7 +18,7 @@ WITH touched AS (
       AND booking_sessions.expires_at > now()
       AND booking_sessions.expires_at < now() + make_interval(secs => $3::float8) - interval '1 minute'
 )
-SELECT users.id, users.created_at, users.email, users.payment_source, users.stripe_customer_id
+SELECT users.id, users.created_at, users.email, users.payment_source, users.stripe_customer_id, users.role
 FROM booking_sessions
 JOIN api_keys ON api_keys.id = booking_sessions.api_key_id
 JOIN users ON users.id = api_keys.user_id
@@ -50,6 +50,7 @@ func (q *Queries) BookingSessionAuthenticate(ctx context.Context, db DBTX, arg B
 		&i.User.Email,
 		&i.User.PaymentSource,
 		&i.User.StripeCustomerID,
+		&i.User.Role,
 	)
 	return &i, err
 }

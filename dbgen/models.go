@@ -163,32 +163,49 @@ type Refund struct {
 }
 
 type Ride struct {
-	ID                 int64
-	CreatedAt          time.Time
-	IdempotencyKeyID   *int64
-	OriginLat          float64
-	OriginLon          float64
-	TargetLat          float64
-	TargetLon          float64
-	ChargeStatus       string
-	StripeChargeID     *string
-	AmountCents        int64
-	Currency           string
-	UserID             int64
-	DeclineCode        *string
-	DeclineMessage     *string
-	Processor          string
-	ChargeAttempt      int32
-	DisputeStatus      string
-	StripeDisputeID    *string
-	PaymentSource      string
-	PaymentAPI         string
-	PaymentID          *string
-	ChargeKey          *string
-	ActionURL          *string
-	ActionClientSecret *string
-	ActionExpiresAt    *time.Time
-	ActionDecidedAt    *time.Time
+	ID                    int64
+	CreatedAt             time.Time
+	IdempotencyKeyID      *int64
+	OriginLat             float64
+	OriginLon             float64
+	TargetLat             float64
+	TargetLon             float64
+	ChargeStatus          string
+	StripeChargeID        *string
+	AmountCents           int64
+	Currency              string
+	UserID                int64
+	DeclineCode           *string
+	DeclineMessage        *string
+	Processor             string
+	ChargeAttempt         int32
+	DisputeStatus         string
+	StripeDisputeID       *string
+	PaymentSource         string
+	PaymentAPI            string
+	PaymentID             *string
+	ChargeKey             *string
+	ActionURL             *string
+	ActionClientSecret    *string
+	ActionExpiresAt       *time.Time
+	ActionDecidedAt       *time.Time
+	Capture               string
+	HoldExpiresAt         *time.Time
+	FareCents             *int64
+	CompletionKeyID       *int64
+	CompletionRequestedAt *time.Time
+	CapturedCents         *int64
+	CaptureID             *string
+	CaptureFailure        *string
+	CompletedAt           *time.Time
+	ExtraCents            *int64
+	ExtraStatus           *string
+	ExtraChargeID         *string
+	ExtraFailureCode      *string
+	BalanceAttempt        int32
+	ReleaseReason         *string
+	ReleasedAt            *time.Time
+	CancelKeyID           *int64
 }
 
 type SettlementFile struct {
@@ -247,4 +264,5 @@ type User struct {
 	Email            string
 	PaymentSource    string
 	StripeCustomerID *string
+	Role             string
 }

@@ -17,7 +17,7 @@ UPDATE rides
 SET charge_status = 'charged', stripe_charge_id = $1::text,
     payment_id = coalesce($2, payment_id), action_decided_at = now()
 WHERE id = $3 AND charge_status = 'requires_action'
-RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at
+RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id
 `
 
 type RideActionChargedParams struct {
@@ -58,6 +58,23 @@ func (q *Queries) RideActionCharged(ctx context.Context, db DBTX, arg RideAction
 		&i.ActionClientSecret,
 		&i.ActionExpiresAt,
 		&i.ActionDecidedAt,
+		&i.Capture,
+		&i.HoldExpiresAt,
+		&i.FareCents,
+		&i.CompletionKeyID,
+		&i.CompletionRequestedAt,
+		&i.CapturedCents,
+		&i.CaptureID,
+		&i.CaptureFailure,
+		&i.CompletedAt,
+		&i.ExtraCents,
+		&i.ExtraStatus,
+		&i.ExtraChargeID,
+		&i.ExtraFailureCode,
+		&i.BalanceAttempt,
+		&i.ReleaseReason,
+		&i.ReleasedAt,
+		&i.CancelKeyID,
 	)
 	return &i, err
 }
@@ -67,7 +84,7 @@ UPDATE rides
 SET charge_status = 'declined', decline_code = $1::text, decline_message = $2::text,
     payment_id = coalesce($3, payment_id), action_decided_at = now()
 WHERE id = $4 AND charge_status = 'requires_action'
-RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at
+RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id
 `
 
 type RideActionDeclinedParams struct {
@@ -114,6 +131,23 @@ func (q *Queries) RideActionDeclined(ctx context.Context, db DBTX, arg RideActio
 		&i.ActionClientSecret,
 		&i.ActionExpiresAt,
 		&i.ActionDecidedAt,
+		&i.Capture,
+		&i.HoldExpiresAt,
+		&i.FareCents,
+		&i.CompletionKeyID,
+		&i.CompletionRequestedAt,
+		&i.CapturedCents,
+		&i.CaptureID,
+		&i.CaptureFailure,
+		&i.CompletedAt,
+		&i.ExtraCents,
+		&i.ExtraStatus,
+		&i.ExtraChargeID,
+		&i.ExtraFailureCode,
+		&i.BalanceAttempt,
+		&i.ReleaseReason,
+		&i.ReleasedAt,
+		&i.CancelKeyID,
 	)
 	return &i, err
 }
@@ -122,7 +156,7 @@ const rideActionExpired = `-- name: RideActionExpired :one
 UPDATE rides
 SET charge_status = 'expired', action_decided_at = now()
 WHERE id = $1 AND charge_status = 'requires_action'
-RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at
+RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id
 `
 
 // The waiting ride's payment was cancelled at the processor: expired, once.
@@ -156,6 +190,23 @@ func (q *Queries) RideActionExpired(ctx context.Context, db DBTX, id int64) (*Ri
 		&i.ActionClientSecret,
 		&i.ActionExpiresAt,
 		&i.ActionDecidedAt,
+		&i.Capture,
+		&i.HoldExpiresAt,
+		&i.FareCents,
+		&i.CompletionKeyID,
+		&i.CompletionRequestedAt,
+		&i.CapturedCents,
+		&i.CaptureID,
+		&i.CaptureFailure,
+		&i.CompletedAt,
+		&i.ExtraCents,
+		&i.ExtraStatus,
+		&i.ExtraChargeID,
+		&i.ExtraFailureCode,
+		&i.BalanceAttempt,
+		&i.ReleaseReason,
+		&i.ReleasedAt,
+		&i.CancelKeyID,
 	)
 	return &i, err
 }
@@ -181,7 +232,7 @@ INSERT INTO rides (
     $1, $2, $3, $4, $5,
     $6, $7, $8
 )
-RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at
+RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id
 `
 
 type RideCreateParams struct {
@@ -234,6 +285,23 @@ func (q *Queries) RideCreate(ctx context.Context, db DBTX, arg RideCreateParams)
 		&i.ActionClientSecret,
 		&i.ActionExpiresAt,
 		&i.ActionDecidedAt,
+		&i.Capture,
+		&i.HoldExpiresAt,
+		&i.FareCents,
+		&i.CompletionKeyID,
+		&i.CompletionRequestedAt,
+		&i.CapturedCents,
+		&i.CaptureID,
+		&i.CaptureFailure,
+		&i.CompletedAt,
+		&i.ExtraCents,
+		&i.ExtraStatus,
+		&i.ExtraChargeID,
+		&i.ExtraFailureCode,
+		&i.BalanceAttempt,
+		&i.ReleaseReason,
+		&i.ReleasedAt,
+		&i.CancelKeyID,
 	)
 	return &i, err
 }
@@ -242,19 +310,20 @@ const rideCreateAudited = `-- name: RideCreateAudited :one
 WITH ride AS (
     INSERT INTO rides (
         idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon,
-        amount_cents, currency, user_id, processor, payment_api, payment_source
-    ) VALUES (
+        amount_cents, currency, user_id, processor, payment_api, capture, payment_source
+    )
+    SELECT
         $1, $2, $3, $4, $5,
-        $6, $7, $8, $9, $10,
+        $6, $7, $8, $9, $10, $11,
         -- the source the ride is charged with, whatever the rider's later
         (SELECT payment_source FROM users WHERE id = $8)
-    )
-    RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at
+    WHERE NOT EXISTS (SELECT 1 FROM rides owed WHERE owed.user_id = $8 AND owed.extra_status = 'due')
+    RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id
 ), audit AS (
     INSERT INTO audit_records (action, data, origin_ip, resource_id, resource_type, user_id)
-    SELECT $11, $12, $13, ride.id, 'ride', ride.user_id FROM ride
+    SELECT $12, $13, $14, ride.id, 'ride', ride.user_id FROM ride
 )
-SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, rides.payment_source, rides.payment_api, rides.payment_id, rides.charge_key, rides.action_url, rides.action_client_secret, rides.action_expires_at, rides.action_decided_at, users.id, users.created_at, users.email, users.payment_source, users.stripe_customer_id,
+SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, rides.payment_source, rides.payment_api, rides.payment_id, rides.charge_key, rides.action_url, rides.action_client_secret, rides.action_expires_at, rides.action_decided_at, rides.capture, rides.hold_expires_at, rides.fare_cents, rides.completion_key_id, rides.completion_requested_at, rides.captured_cents, rides.capture_id, rides.capture_failure, rides.completed_at, rides.extra_cents, rides.extra_status, rides.extra_charge_id, rides.extra_failure_code, rides.balance_attempt, rides.release_reason, rides.released_at, rides.cancel_key_id, users.id, users.created_at, users.email, users.payment_source, users.stripe_customer_id, users.role,
     -- whether a booking of the rider was lost and its charge refunded
     -- (orphans.go): only then does the charge call look for this one's
     EXISTS (SELECT 1 FROM orphan_refunds o WHERE o.user_id = users.id AND o.status = 'refunded') AS refunded_orphans,
@@ -275,6 +344,7 @@ type RideCreateAuditedParams struct {
 	UserID           int64
 	Processor        string
 	PaymentAPI       string
+	Capture          string
 	AuditAction      string
 	AuditData        json.RawMessage
 	OriginIP         *netip.Addr
@@ -290,7 +360,7 @@ type RideCreateAuditedRow struct {
 
 // Books a ride and writes its audit record in one statement, and returns the
 // ride with its rider (whom the charge needs): the ride phase in one round
-// trip.
+// trip. A rider who owes the balance of a ride books nothing: no row.
 func (q *Queries) RideCreateAudited(ctx context.Context, db DBTX, arg RideCreateAuditedParams) (*RideCreateAuditedRow, error) {
 	row := db.QueryRow(ctx, rideCreateAudited,
 		arg.IdempotencyKeyID,
@@ -303,6 +373,7 @@ func (q *Queries) RideCreateAudited(ctx context.Context, db DBTX, arg RideCreate
 		arg.UserID,
 		arg.Processor,
 		arg.PaymentAPI,
+		arg.Capture,
 		arg.AuditAction,
 		arg.AuditData,
 		arg.OriginIP,
@@ -335,11 +406,29 @@ func (q *Queries) RideCreateAudited(ctx context.Context, db DBTX, arg RideCreate
 		&i.Ride.ActionClientSecret,
 		&i.Ride.ActionExpiresAt,
 		&i.Ride.ActionDecidedAt,
+		&i.Ride.Capture,
+		&i.Ride.HoldExpiresAt,
+		&i.Ride.FareCents,
+		&i.Ride.CompletionKeyID,
+		&i.Ride.CompletionRequestedAt,
+		&i.Ride.CapturedCents,
+		&i.Ride.CaptureID,
+		&i.Ride.CaptureFailure,
+		&i.Ride.CompletedAt,
+		&i.Ride.ExtraCents,
+		&i.Ride.ExtraStatus,
+		&i.Ride.ExtraChargeID,
+		&i.Ride.ExtraFailureCode,
+		&i.Ride.BalanceAttempt,
+		&i.Ride.ReleaseReason,
+		&i.Ride.ReleasedAt,
+		&i.Ride.CancelKeyID,
 		&i.User.ID,
 		&i.User.CreatedAt,
 		&i.User.Email,
 		&i.User.PaymentSource,
 		&i.User.StripeCustomerID,
+		&i.User.Role,
 		&i.RefundedOrphans,
 		&i.GapOpen,
 		&i.GapLostFrom,
@@ -348,7 +437,7 @@ func (q *Queries) RideCreateAudited(ctx context.Context, db DBTX, arg RideCreate
 }
 
 const rideGet = `-- name: RideGet :one
-SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at FROM rides WHERE id = $1
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id FROM rides WHERE id = $1
 `
 
 func (q *Queries) RideGet(ctx context.Context, db DBTX, id int64) (*Ride, error) {
@@ -381,12 +470,29 @@ func (q *Queries) RideGet(ctx context.Context, db DBTX, id int64) (*Ride, error)
 		&i.ActionClientSecret,
 		&i.ActionExpiresAt,
 		&i.ActionDecidedAt,
+		&i.Capture,
+		&i.HoldExpiresAt,
+		&i.FareCents,
+		&i.CompletionKeyID,
+		&i.CompletionRequestedAt,
+		&i.CapturedCents,
+		&i.CaptureID,
+		&i.CaptureFailure,
+		&i.CompletedAt,
+		&i.ExtraCents,
+		&i.ExtraStatus,
+		&i.ExtraChargeID,
+		&i.ExtraFailureCode,
+		&i.BalanceAttempt,
+		&i.ReleaseReason,
+		&i.ReleasedAt,
+		&i.CancelKeyID,
 	)
 	return &i, err
 }
 
 const rideGetByCharge = `-- name: RideGetByCharge :one
-SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at FROM rides WHERE stripe_charge_id = $1
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id FROM rides WHERE stripe_charge_id = $1
 `
 
 func (q *Queries) RideGetByCharge(ctx context.Context, db DBTX, stripeChargeID *string) (*Ride, error) {
@@ -419,12 +525,29 @@ func (q *Queries) RideGetByCharge(ctx context.Context, db DBTX, stripeChargeID *
 		&i.ActionClientSecret,
 		&i.ActionExpiresAt,
 		&i.ActionDecidedAt,
+		&i.Capture,
+		&i.HoldExpiresAt,
+		&i.FareCents,
+		&i.CompletionKeyID,
+		&i.CompletionRequestedAt,
+		&i.CapturedCents,
+		&i.CaptureID,
+		&i.CaptureFailure,
+		&i.CompletedAt,
+		&i.ExtraCents,
+		&i.ExtraStatus,
+		&i.ExtraChargeID,
+		&i.ExtraFailureCode,
+		&i.BalanceAttempt,
+		&i.ReleaseReason,
+		&i.ReleasedAt,
+		&i.CancelKeyID,
 	)
 	return &i, err
 }
 
 const rideGetByChargeKey = `-- name: RideGetByChargeKey :one
-SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at FROM rides WHERE charge_key = $1 ORDER BY created_at DESC LIMIT 1
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id FROM rides WHERE charge_key = $1 ORDER BY created_at DESC LIMIT 1
 `
 
 // The newest ride made under a processor key: a key reused after its
@@ -459,12 +582,29 @@ func (q *Queries) RideGetByChargeKey(ctx context.Context, db DBTX, chargeKey *st
 		&i.ActionClientSecret,
 		&i.ActionExpiresAt,
 		&i.ActionDecidedAt,
+		&i.Capture,
+		&i.HoldExpiresAt,
+		&i.FareCents,
+		&i.CompletionKeyID,
+		&i.CompletionRequestedAt,
+		&i.CapturedCents,
+		&i.CaptureID,
+		&i.CaptureFailure,
+		&i.CompletedAt,
+		&i.ExtraCents,
+		&i.ExtraStatus,
+		&i.ExtraChargeID,
+		&i.ExtraFailureCode,
+		&i.BalanceAttempt,
+		&i.ReleaseReason,
+		&i.ReleasedAt,
+		&i.CancelKeyID,
 	)
 	return &i, err
 }
 
 const rideGetByIdempotencyKey = `-- name: RideGetByIdempotencyKey :one
-SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at FROM rides WHERE idempotency_key_id = $1
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id FROM rides WHERE idempotency_key_id = $1
 `
 
 func (q *Queries) RideGetByIdempotencyKey(ctx context.Context, db DBTX, idempotencyKeyID *int64) (*Ride, error) {
@@ -497,12 +637,29 @@ func (q *Queries) RideGetByIdempotencyKey(ctx context.Context, db DBTX, idempote
 		&i.ActionClientSecret,
 		&i.ActionExpiresAt,
 		&i.ActionDecidedAt,
+		&i.Capture,
+		&i.HoldExpiresAt,
+		&i.FareCents,
+		&i.CompletionKeyID,
+		&i.CompletionRequestedAt,
+		&i.CapturedCents,
+		&i.CaptureID,
+		&i.CaptureFailure,
+		&i.CompletedAt,
+		&i.ExtraCents,
+		&i.ExtraStatus,
+		&i.ExtraChargeID,
+		&i.ExtraFailureCode,
+		&i.BalanceAttempt,
+		&i.ReleaseReason,
+		&i.ReleasedAt,
+		&i.CancelKeyID,
 	)
 	return &i, err
 }
 
 const rideGetForUser = `-- name: RideGetForUser :one
-SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at FROM rides WHERE id = $1 AND user_id = $2
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id FROM rides WHERE id = $1 AND user_id = $2
 `
 
 func (q *Queries) RideGetForUser(ctx context.Context, db DBTX, iD int64, userID int64) (*Ride, error) {
@@ -535,12 +692,29 @@ func (q *Queries) RideGetForUser(ctx context.Context, db DBTX, iD int64, userID 
 		&i.ActionClientSecret,
 		&i.ActionExpiresAt,
 		&i.ActionDecidedAt,
+		&i.Capture,
+		&i.HoldExpiresAt,
+		&i.FareCents,
+		&i.CompletionKeyID,
+		&i.CompletionRequestedAt,
+		&i.CapturedCents,
+		&i.CaptureID,
+		&i.CaptureFailure,
+		&i.CompletedAt,
+		&i.ExtraCents,
+		&i.ExtraStatus,
+		&i.ExtraChargeID,
+		&i.ExtraFailureCode,
+		&i.BalanceAttempt,
+		&i.ReleaseReason,
+		&i.ReleasedAt,
+		&i.CancelKeyID,
 	)
 	return &i, err
 }
 
 const rideGetWithRefund = `-- name: RideGetWithRefund :one
-SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, rides.payment_source, rides.payment_api, rides.payment_id, rides.charge_key, rides.action_url, rides.action_client_secret, rides.action_expires_at, rides.action_decided_at, refunds.status AS refund_status, refunds.stripe_refund_id AS stripe_refund_id,
+SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, rides.payment_source, rides.payment_api, rides.payment_id, rides.charge_key, rides.action_url, rides.action_client_secret, rides.action_expires_at, rides.action_decided_at, rides.capture, rides.hold_expires_at, rides.fare_cents, rides.completion_key_id, rides.completion_requested_at, rides.captured_cents, rides.capture_id, rides.capture_failure, rides.completed_at, rides.extra_cents, rides.extra_status, rides.extra_charge_id, rides.extra_failure_code, rides.balance_attempt, rides.release_reason, rides.released_at, rides.cancel_key_id, refunds.status AS refund_status, refunds.stripe_refund_id AS stripe_refund_id,
     refunds.failure_code AS refund_failure_code
 FROM rides LEFT JOIN refunds ON refunds.ride_id = rides.id
 WHERE rides.id = $1 AND rides.user_id = $2
@@ -584,6 +758,23 @@ func (q *Queries) RideGetWithRefund(ctx context.Context, db DBTX, iD int64, user
 		&i.Ride.ActionClientSecret,
 		&i.Ride.ActionExpiresAt,
 		&i.Ride.ActionDecidedAt,
+		&i.Ride.Capture,
+		&i.Ride.HoldExpiresAt,
+		&i.Ride.FareCents,
+		&i.Ride.CompletionKeyID,
+		&i.Ride.CompletionRequestedAt,
+		&i.Ride.CapturedCents,
+		&i.Ride.CaptureID,
+		&i.Ride.CaptureFailure,
+		&i.Ride.CompletedAt,
+		&i.Ride.ExtraCents,
+		&i.Ride.ExtraStatus,
+		&i.Ride.ExtraChargeID,
+		&i.Ride.ExtraFailureCode,
+		&i.Ride.BalanceAttempt,
+		&i.Ride.ReleaseReason,
+		&i.Ride.ReleasedAt,
+		&i.Ride.CancelKeyID,
 		&i.RefundStatus,
 		&i.StripeRefundID,
 		&i.RefundFailureCode,
@@ -682,7 +873,7 @@ func (q *Queries) RideListChargedSince(ctx context.Context, db DBTX, sinceSecond
 }
 
 const rideListForUser = `-- name: RideListForUser :many
-SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, rides.payment_source, rides.payment_api, rides.payment_id, rides.charge_key, rides.action_url, rides.action_client_secret, rides.action_expires_at, rides.action_decided_at, refunds.status AS refund_status, refunds.stripe_refund_id AS stripe_refund_id,
+SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, rides.payment_source, rides.payment_api, rides.payment_id, rides.charge_key, rides.action_url, rides.action_client_secret, rides.action_expires_at, rides.action_decided_at, rides.capture, rides.hold_expires_at, rides.fare_cents, rides.completion_key_id, rides.completion_requested_at, rides.captured_cents, rides.capture_id, rides.capture_failure, rides.completed_at, rides.extra_cents, rides.extra_status, rides.extra_charge_id, rides.extra_failure_code, rides.balance_attempt, rides.release_reason, rides.released_at, rides.cancel_key_id, refunds.status AS refund_status, refunds.stripe_refund_id AS stripe_refund_id,
     refunds.failure_code AS refund_failure_code
 FROM rides LEFT JOIN refunds ON refunds.ride_id = rides.id
 WHERE rides.user_id = $1
@@ -758,6 +949,23 @@ func (q *Queries) RideListForUser(ctx context.Context, db DBTX, arg RideListForU
 			&i.Ride.ActionClientSecret,
 			&i.Ride.ActionExpiresAt,
 			&i.Ride.ActionDecidedAt,
+			&i.Ride.Capture,
+			&i.Ride.HoldExpiresAt,
+			&i.Ride.FareCents,
+			&i.Ride.CompletionKeyID,
+			&i.Ride.CompletionRequestedAt,
+			&i.Ride.CapturedCents,
+			&i.Ride.CaptureID,
+			&i.Ride.CaptureFailure,
+			&i.Ride.CompletedAt,
+			&i.Ride.ExtraCents,
+			&i.Ride.ExtraStatus,
+			&i.Ride.ExtraChargeID,
+			&i.Ride.ExtraFailureCode,
+			&i.Ride.BalanceAttempt,
+			&i.Ride.ReleaseReason,
+			&i.Ride.ReleasedAt,
+			&i.Ride.CancelKeyID,
 			&i.RefundStatus,
 			&i.StripeRefundID,
 			&i.RefundFailureCode,
@@ -773,7 +981,7 @@ func (q *Queries) RideListForUser(ctx context.Context, db DBTX, arg RideListForU
 }
 
 const rideListForUserAscending = `-- name: RideListForUserAscending :many
-SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, rides.payment_source, rides.payment_api, rides.payment_id, rides.charge_key, rides.action_url, rides.action_client_secret, rides.action_expires_at, rides.action_decided_at, refunds.status AS refund_status, refunds.stripe_refund_id AS stripe_refund_id,
+SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, rides.payment_source, rides.payment_api, rides.payment_id, rides.charge_key, rides.action_url, rides.action_client_secret, rides.action_expires_at, rides.action_decided_at, rides.capture, rides.hold_expires_at, rides.fare_cents, rides.completion_key_id, rides.completion_requested_at, rides.captured_cents, rides.capture_id, rides.capture_failure, rides.completed_at, rides.extra_cents, rides.extra_status, rides.extra_charge_id, rides.extra_failure_code, rides.balance_attempt, rides.release_reason, rides.released_at, rides.cancel_key_id, refunds.status AS refund_status, refunds.stripe_refund_id AS stripe_refund_id,
     refunds.failure_code AS refund_failure_code
 FROM rides LEFT JOIN refunds ON refunds.ride_id = rides.id
 WHERE rides.user_id = $1
@@ -847,6 +1055,23 @@ func (q *Queries) RideListForUserAscending(ctx context.Context, db DBTX, arg Rid
 			&i.Ride.ActionClientSecret,
 			&i.Ride.ActionExpiresAt,
 			&i.Ride.ActionDecidedAt,
+			&i.Ride.Capture,
+			&i.Ride.HoldExpiresAt,
+			&i.Ride.FareCents,
+			&i.Ride.CompletionKeyID,
+			&i.Ride.CompletionRequestedAt,
+			&i.Ride.CapturedCents,
+			&i.Ride.CaptureID,
+			&i.Ride.CaptureFailure,
+			&i.Ride.CompletedAt,
+			&i.Ride.ExtraCents,
+			&i.Ride.ExtraStatus,
+			&i.Ride.ExtraChargeID,
+			&i.Ride.ExtraFailureCode,
+			&i.Ride.BalanceAttempt,
+			&i.Ride.ReleaseReason,
+			&i.Ride.ReleasedAt,
+			&i.Ride.CancelKeyID,
 			&i.RefundStatus,
 			&i.StripeRefundID,
 			&i.RefundFailureCode,
@@ -888,7 +1113,7 @@ func (q *Queries) RideListRecordedCharges(ctx context.Context, db DBTX, stripeCh
 }
 
 const rideLockByCharge = `-- name: RideLockByCharge :one
-SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at FROM rides WHERE stripe_charge_id = $1 FOR UPDATE
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id FROM rides WHERE stripe_charge_id = $1 FOR UPDATE
 `
 
 func (q *Queries) RideLockByCharge(ctx context.Context, db DBTX, stripeChargeID *string) (*Ride, error) {
@@ -921,12 +1146,29 @@ func (q *Queries) RideLockByCharge(ctx context.Context, db DBTX, stripeChargeID 
 		&i.ActionClientSecret,
 		&i.ActionExpiresAt,
 		&i.ActionDecidedAt,
+		&i.Capture,
+		&i.HoldExpiresAt,
+		&i.FareCents,
+		&i.CompletionKeyID,
+		&i.CompletionRequestedAt,
+		&i.CapturedCents,
+		&i.CaptureID,
+		&i.CaptureFailure,
+		&i.CompletedAt,
+		&i.ExtraCents,
+		&i.ExtraStatus,
+		&i.ExtraChargeID,
+		&i.ExtraFailureCode,
+		&i.BalanceAttempt,
+		&i.ReleaseReason,
+		&i.ReleasedAt,
+		&i.CancelKeyID,
 	)
 	return &i, err
 }
 
 const rideLockForUser = `-- name: RideLockForUser :one
-SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at FROM rides WHERE id = $1 AND user_id = $2 FOR UPDATE
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id FROM rides WHERE id = $1 AND user_id = $2 FOR UPDATE
 `
 
 func (q *Queries) RideLockForUser(ctx context.Context, db DBTX, iD int64, userID int64) (*Ride, error) {
@@ -959,6 +1201,23 @@ func (q *Queries) RideLockForUser(ctx context.Context, db DBTX, iD int64, userID
 		&i.ActionClientSecret,
 		&i.ActionExpiresAt,
 		&i.ActionDecidedAt,
+		&i.Capture,
+		&i.HoldExpiresAt,
+		&i.FareCents,
+		&i.CompletionKeyID,
+		&i.CompletionRequestedAt,
+		&i.CapturedCents,
+		&i.CaptureID,
+		&i.CaptureFailure,
+		&i.CompletedAt,
+		&i.ExtraCents,
+		&i.ExtraStatus,
+		&i.ExtraChargeID,
+		&i.ExtraFailureCode,
+		&i.BalanceAttempt,
+		&i.ReleaseReason,
+		&i.ReleasedAt,
+		&i.CancelKeyID,
 	)
 	return &i, err
 }

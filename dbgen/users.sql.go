@@ -146,7 +146,7 @@ func (q *Queries) ProcessorRegistrationSetRegistered(ctx context.Context, db DBT
 const userCreate = `-- name: UserCreate :one
 INSERT INTO users (email, payment_source)
 VALUES ($1, $2)
-RETURNING id, created_at, email, payment_source, stripe_customer_id
+RETURNING id, created_at, email, payment_source, stripe_customer_id, role
 `
 
 func (q *Queries) UserCreate(ctx context.Context, db DBTX, email string, paymentSource string) (*User, error) {
@@ -158,12 +158,13 @@ func (q *Queries) UserCreate(ctx context.Context, db DBTX, email string, payment
 		&i.Email,
 		&i.PaymentSource,
 		&i.StripeCustomerID,
+		&i.Role,
 	)
 	return &i, err
 }
 
 const userGet = `-- name: UserGet :one
-SELECT id, created_at, email, payment_source, stripe_customer_id FROM users WHERE id = $1
+SELECT id, created_at, email, payment_source, stripe_customer_id, role FROM users WHERE id = $1
 `
 
 func (q *Queries) UserGet(ctx context.Context, db DBTX, id int64) (*User, error) {
@@ -175,12 +176,13 @@ func (q *Queries) UserGet(ctx context.Context, db DBTX, id int64) (*User, error)
 		&i.Email,
 		&i.PaymentSource,
 		&i.StripeCustomerID,
+		&i.Role,
 	)
 	return &i, err
 }
 
 const userGetByEmail = `-- name: UserGetByEmail :one
-SELECT id, created_at, email, payment_source, stripe_customer_id FROM users WHERE lower(email) = lower($1)
+SELECT id, created_at, email, payment_source, stripe_customer_id, role FROM users WHERE lower(email) = lower($1)
 `
 
 // Addresses are unique case-insensitively (users_email_lower): a rider
@@ -194,12 +196,13 @@ func (q *Queries) UserGetByEmail(ctx context.Context, db DBTX, email string) (*U
 		&i.Email,
 		&i.PaymentSource,
 		&i.StripeCustomerID,
+		&i.Role,
 	)
 	return &i, err
 }
 
 const userGetByStripeCustomer = `-- name: UserGetByStripeCustomer :one
-SELECT id, created_at, email, payment_source, stripe_customer_id FROM users
+SELECT id, created_at, email, payment_source, stripe_customer_id, role FROM users
 WHERE stripe_customer_id = $1
    OR id = (SELECT r.user_id FROM processor_registrations r
             WHERE r.processor = 'stripe' AND r.customer_id = $1
@@ -218,12 +221,32 @@ func (q *Queries) UserGetByStripeCustomer(ctx context.Context, db DBTX, stripeCu
 		&i.Email,
 		&i.PaymentSource,
 		&i.StripeCustomerID,
+		&i.Role,
+	)
+	return &i, err
+}
+
+const userGetDispatch = `-- name: UserGetDispatch :one
+SELECT id, created_at, email, payment_source, stripe_customer_id, role FROM users WHERE role = 'dispatch'
+`
+
+// The dispatch side's account: its idempotency keys are its own.
+func (q *Queries) UserGetDispatch(ctx context.Context, db DBTX) (*User, error) {
+	row := db.QueryRow(ctx, userGetDispatch)
+	var i User
+	err := row.Scan(
+		&i.ID,
+		&i.CreatedAt,
+		&i.Email,
+		&i.PaymentSource,
+		&i.StripeCustomerID,
+		&i.Role,
 	)
 	return &i, err
 }
 
 const userListAll = `-- name: UserListAll :many
-SELECT id, email FROM users ORDER BY id
+SELECT id, email FROM users WHERE role = 'rider' ORDER BY id
 `
 
 type UserListAllRow struct {
@@ -255,7 +278,7 @@ func (q *Queries) UserListAll(ctx context.Context, db DBTX) ([]*UserListAllRow, 
 }
 
 const userListWithoutStripeCustomer = `-- name: UserListWithoutStripeCustomer :many
-SELECT id, email FROM users WHERE stripe_customer_id IS NULL ORDER BY id
+SELECT id, email FROM users WHERE stripe_customer_id IS NULL AND role = 'rider' ORDER BY id
 `
 
 type UserListWithoutStripeCustomerRow struct {
@@ -292,7 +315,7 @@ SET payment_source = $1,
         WHERE r.user_id = $2 AND r.payment_source = $1
           AND r.processor = 'stripe' AND r.status = 'registered')
 WHERE id = $2
-RETURNING id, created_at, email, payment_source, stripe_customer_id
+RETURNING id, created_at, email, payment_source, stripe_customer_id, role
 `
 
 // Replaces the rider's payment source. The Stripe customer shown on the
@@ -307,6 +330,7 @@ func (q *Queries) UserReplacePaymentSource(ctx context.Context, db DBTX, payment
 		&i.Email,
 		&i.PaymentSource,
 		&i.StripeCustomerID,
+		&i.Role,
 	)
 	return &i, err
 }

@@ -20,6 +20,7 @@ func Register(workers *river.Workers, svc *service.Service) {
 	river.AddWorker(workers, &CustomerCreateWorker{svc: svc})
 	river.AddWorker(workers, &RideReceiptWorker{svc: svc})
 	river.AddWorker(workers, &RideActionExpireWorker{svc: svc})
+	river.AddWorker(workers, &HoldReleaseWorker{svc: svc})
 	river.AddWorker(workers, &RefundReceiptWorker{svc: svc})
 	river.AddWorker(workers, &KeyCompleterWorker{svc: svc})
 	river.AddWorker(workers, &KeyCompleteWorker{svc: svc})
@@ -37,6 +38,9 @@ func Register(workers *river.Workers, svc *service.Service) {
 const (
 	// DefaultCompleterInterval is how often the completer runs.
 	DefaultCompleterInterval = time.Minute
+	// DefaultHoldReleaseInterval is how often the holds of trips past their
+	// expiry are released.
+	DefaultHoldReleaseInterval = time.Minute
 	// DefaultReaperInterval is how often the reaper runs.
 	DefaultReaperInterval = time.Hour
 	// DefaultReconcileInterval is how often the reconciliation runs.
@@ -51,6 +55,9 @@ type Config struct {
 	// CompleterInterval is how often the completer looks for abandoned
 	// requests. Default DefaultCompleterInterval.
 	CompleterInterval time.Duration
+	// HoldReleaseInterval is how often the holds of trips past their expiry
+	// are released. Default DefaultHoldReleaseInterval.
+	HoldReleaseInterval time.Duration
 	// ReaperInterval is how often the reaper deletes old finished keys.
 	// Default DefaultReaperInterval.
 	ReaperInterval time.Duration
@@ -165,6 +172,11 @@ func PeriodicJobs(cfg Config) []*river.PeriodicJob {
 				return KeyCompleterArgs{}, onePassPerPeriod(cfg.CompleterInterval)
 			},
 			&river.PeriodicJobOpts{ID: "key_completer", RunOnStart: true}),
+		river.NewPeriodicJob(river.PeriodicInterval(cmp.Or(cfg.HoldReleaseInterval, DefaultHoldReleaseInterval)),
+			func() (river.JobArgs, *river.InsertOpts) {
+				return HoldReleaseArgs{}, onePassPerPeriod(cmp.Or(cfg.HoldReleaseInterval, DefaultHoldReleaseInterval))
+			},
+			&river.PeriodicJobOpts{ID: "hold_release", RunOnStart: true}),
 		river.NewPeriodicJob(river.PeriodicInterval(cfg.ReaperInterval),
 			func() (river.JobArgs, *river.InsertOpts) {
 				return KeyReaperArgs{}, onePassPerPeriod(cfg.ReaperInterval)

@@ -27,6 +27,10 @@ type Config struct {
 	// AdminToken is the operator credential: Bearer on the admin operations,
 	// the password of HTTP Basic on River UI.
 	AdminToken string
+	// DispatchToken is the dispatch side's credential: Bearer on the
+	// completion and cancellation of trips. Empty: no request is the
+	// dispatch side's.
+	DispatchToken string
 	// RiverUI, when set, is served under /riverui/ to operators only, and
 	// only to same-origin requests; its API takes JSON only.
 	RiverUI http.Handler
@@ -108,16 +112,18 @@ func register(mux *http.ServeMux, cfg Config) huma.API {
 	config.OpenAPIPath = "/openapi"
 	config.Formats = jsonFormatsWithSelfDecoding(config.Formats)
 	config.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
-		schemeRider: {Type: "http", Scheme: "bearer", Description: "A rider's API key, as minted by PUT /users/{email}."},
-		schemeAdmin: {Type: "http", Scheme: "bearer", Description: "The operator credential (ADMIN_TOKEN)."},
+		schemeRider:    {Type: "http", Scheme: "bearer", Description: "A rider's API key, as minted by PUT /users/{email}."},
+		schemeAdmin:    {Type: "http", Scheme: "bearer", Description: "The operator credential (ADMIN_TOKEN)."},
+		schemeDispatch: {Type: "http", Scheme: "bearer", Description: "The dispatch side's credential (DISPATCH_TOKEN): it completes and cancels trips, and nothing else."},
 	}
 	api := humago.New(mux, config)
-	h := &handlers{svc: cfg.Service, api: api, logger: cfg.Logger, adminToken: cfg.AdminToken,
+	h := &handlers{svc: cfg.Service, api: api, logger: cfg.Logger, adminToken: cfg.AdminToken, dispatchToken: cfg.DispatchToken,
 		limits: &cfg.Limits, guard: authGuard{lim: &cfg.Limits}}
 	api.UseMiddleware(h.requireContentType)
 	h.registerUsers()
 	h.registerRides()
 	h.registerRefunds()
+	h.registerTrips()
 	h.registerWebhooks()
 	h.registerAdyenWebhooks()
 	h.registerHealth(cfg.Ready)
@@ -131,8 +137,10 @@ type handlers struct {
 	api        huma.API
 	logger     *slog.Logger
 	adminToken string
-	limits     *Limits
-	guard      authGuard
+	// dispatchToken is DISPATCH_TOKEN.
+	dispatchToken string
+	limits        *Limits
+	guard         authGuard
 }
 
 // fail logs what the client will not see and translates err.

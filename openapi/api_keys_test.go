@@ -150,7 +150,7 @@ func TestOneRiderPerMailbox(t *testing.T) {
 	require.Equal(t, http.StatusOK, again.Status, string(again.Body))
 	require.Equal(t, user["id"], again.JSON(t)["user"].(map[string]any)["id"])
 	require.Equal(t, http.StatusCreated, b.do(t, http.MethodPost, "/users/ALICE@EXAMPLE.COM/api_keys", admin(), "").Status)
-	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM users`))
+	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM users WHERE role = 'rider'`))
 	require.Equal(t, 2, b.Count(t, `SELECT count(*) FROM api_keys`))
 
 	for _, email := range []string{
@@ -164,7 +164,7 @@ func TestOneRiderPerMailbox(t *testing.T) {
 		r := b.do(t, http.MethodPut, "/users/"+email, admin(), "")
 		require.Equal(t, []string{"path.email"}, r.Problem(t, http.StatusUnprocessableEntity), email)
 	}
-	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM users`))
+	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM users WHERE role = 'rider'`))
 }
 
 // raw sends a request with exactly the given headers: no Content-Type is
@@ -190,7 +190,7 @@ func TestContentTypeRequired(t *testing.T) {
 	require.Equal(t, http.StatusCreated, raw(t, http.MethodPost, b.url+"/rides", ride, rideBody).Status)
 
 	require.Equal(t, []string{"header.Content-Type"}, raw(t, http.MethodPut, b.url+"/users/typed2@example.com", admin(), `{"payment_source":"tok_visa"}`).Problem(t, http.StatusUnsupportedMediaType))
-	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM users`))
+	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM users WHERE role = 'rider'`))
 	require.Equal(t, http.StatusCreated, raw(t, http.MethodPut, b.url+"/users/typed2@example.com", admin(), "").Status, "no body needs no Content-Type")
 	require.Equal(t, http.StatusCreated, raw(t, http.MethodPost, b.url+"/users/typed2@example.com/api_keys", admin(), "").Status)
 }

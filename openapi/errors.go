@@ -53,6 +53,10 @@ var httpErrors = map[service.Code]httpError{
 	service.CodeInternal:             {status: http.StatusInternalServerError},
 	service.CodeEventRejected:        {status: http.StatusBadRequest, problemType: ProblemWebhookRejected},
 	service.CodeEventTooLarge:        {status: http.StatusRequestEntityTooLarge},
+	service.CodeNotCompletable:       {status: http.StatusConflict, problemType: ProblemRideNotCompletable},
+	service.CodeNotCancellable:       {status: http.StatusConflict, problemType: ProblemRideNotCancellable},
+	service.CodeBalanceDue:           {status: http.StatusPaymentRequired, problemType: ProblemBalanceDue},
+	service.CodeNoBalanceDue:         {status: http.StatusConflict, problemType: ProblemNoBalanceDue},
 }
 
 // toHTTP translates a domain error, wrapped or not, into the problem+json
@@ -75,6 +79,10 @@ func toHTTP(err error) error {
 	}
 	if e.Field != "" {
 		model.Errors = []*huma.ErrorDetail{{Message: e.Message, Location: e.Field}}
+	}
+	if e.RideID != 0 {
+		// The ride the problem is about.
+		model.Instance = "/rides/" + strconv.FormatInt(e.RideID, 10)
 	}
 	if e.RetryAfter > 0 {
 		secs := int((e.RetryAfter + time.Second - 1) / time.Second)

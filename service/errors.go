@@ -44,6 +44,19 @@ const (
 	// CodeEventTooLarge: an inbound message is larger than
 	// MaxInboundEventBytes; nothing was recorded.
 	CodeEventTooLarge Code = "event_too_large"
+	// CodeNotCompletable: the ride holds nothing to capture (charged at
+	// booking, not authorized yet, cancelled, expired, declined), or was
+	// completed with another fare. Not stored; RideID names the ride.
+	CodeNotCompletable Code = "ride_not_completable"
+	// CodeNotCancellable: the ride's trip was completed (a refund is the
+	// way then), or it holds nothing to release. Not stored.
+	CodeNotCancellable Code = "ride_not_cancellable"
+	// CodeBalanceDue: the rider owes the balance of the ride RideID and
+	// books nothing until it is paid. Not stored: the same key books once
+	// the balance is paid.
+	CodeBalanceDue Code = "balance_due"
+	// CodeNoBalanceDue: the ride owes no balance. Not stored.
+	CodeNoBalanceDue Code = "no_balance_due"
 )
 
 // Codes returns every Code the domain uses, so that an adapter can prove
@@ -61,6 +74,10 @@ func Codes() []Code {
 		CodeInternal,
 		CodeEventRejected,
 		CodeEventTooLarge,
+		CodeNotCompletable,
+		CodeNotCancellable,
+		CodeBalanceDue,
+		CodeNoBalanceDue,
 	}
 }
 
@@ -74,7 +91,10 @@ type Error struct {
 	Field string
 	// RetryAfter, when non-zero, tells the client when a retry makes sense.
 	RetryAfter time.Duration
-	Err        error
+	// RideID, when non-zero, is the ride the error is about (a balance
+	// due, a ride that cannot be completed): the problem names it.
+	RideID int64
+	Err    error
 }
 
 func (e *Error) Error() string {

@@ -113,7 +113,7 @@ func TestRandomIDs(t *testing.T) {
 		require.NotEqual(t, existing.ID, res.User.ID)
 		require.NotEmpty(t, res.APIKey)
 		require.Equal(t, retries+1, b.Service.Stats().TxRetries)
-		require.Equal(t, 2, b.Count(t, `SELECT count(*) FROM users`))
+		require.Equal(t, 2, b.Count(t, `SELECT count(*) FROM users WHERE role = 'rider'`))
 
 		// The next draw meets that rider's API key.
 		b.collideOnce(t, res.APIKeyID)

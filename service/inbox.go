@@ -47,6 +47,10 @@ const (
 	// (a Stripe PaymentIntent succeeded, failed or was cancelled): Charge
 	// is the payment as the event tells it, with PaymentID set.
 	InboundPayment InboundKind = "payment"
+	// InboundCapture: the capture of a trip's hold was made or failed
+	// (Charge is the capture: PaymentID the payment, ID the capture,
+	// CapturedCents what was captured; Status ChargeFailed when it failed).
+	InboundCapture InboundKind = "capture"
 	// InboundOther: an event the service does not act on.
 	InboundOther InboundKind = "other"
 )

@@ -24,6 +24,10 @@ const (
 	InboxOutcomeForeign         = "ignored_other_deployment"
 	InboxOutcomeForeignAccount  = "ignored_other_account"
 	InboxOutcomeIgnoredType     = "ignored_type"
+	// Outcomes of a trip's events (trips.go, ride_cancel.go).
+	InboxOutcomeTripCaptured  = "trip_captured"
+	InboxOutcomeCaptureFailed = "capture_failed"
+	InboxOutcomeHoldReleased  = "hold_released"
 )
 
 // InboxApplyArgs is the job that applies one recorded inbound event. It is
@@ -116,6 +120,8 @@ func (s *Service) prepare(ctx context.Context, ev *InboundEvent) (effect, error)
 		return s.prepareChargeOutcome(ctx, ev)
 	case InboundPayment:
 		return s.preparePayment(ctx, ev)
+	case InboundCapture:
+		return s.prepareCapture(ctx, ev)
 	case InboundRefund:
 		return s.prepareRefund(ctx, ev)
 	case InboundDispute:
@@ -182,6 +188,9 @@ func (s *Service) preparePayment(ctx context.Context, ev *InboundEvent) (effect,
 	if err != nil || eff != nil {
 		return eff, err
 	}
+	if eff, err := s.holdExpiredEffect(ctx, ev.Processor, p); err != nil || eff != nil {
+		return eff, err
+	}
 	if p.Status == ChargeSucceeded && p.ID != "" {
 		return s.chargeOutcomeEffect(ctx, p)
 	}
@@ -229,7 +238,7 @@ func (s *Service) waitingRideEffect(ctx context.Context, processor string, p *Ch
 		now = p
 	}
 	return func(ctx context.Context, tx pgx.Tx) (string, error) {
-		return s.rideActionApply(ctx, tx, ride.ID, now, actionViaEvent)
+		return s.rideActionApply(ctx, tx, ride, now, actionViaEvent)
 	}, nil
 }
 

@@ -32,6 +32,7 @@ type metrics struct {
 	rideActions     *prometheus.CounterVec
 	ridesWaiting    prometheus.Gauge
 	disputes        *prometheus.CounterVec
+	tripMetrics
 	// eventsPassRecorded and orphansUnresolved: the events pass and the
 	// orphan pass (events_pass.go, orphans.go).
 	eventsPassRecorded *prometheus.CounterVec
@@ -133,6 +134,7 @@ func newMetrics(reg prometheus.Registerer, processors []string) (*metrics, error
 			Name: "atomicrides_database_gaps_open",
 			Help: "Gaps in the database's heartbeat the orphan pass has not covered yet, as of this process's last beat.",
 		}),
+		tripMetrics: newTripMetrics(),
 		ops:         newOpsMetrics(),
 		settlements: newSettlementMetrics(),
 	}
@@ -156,6 +158,7 @@ func newMetrics(reg prometheus.Registerer, processors []string) (*metrics, error
 		}, func() float64 { return float64(m.txRetries.Load()) }),
 	}
 	collectors = append(collectors, m.settlements.collectors()...)
+	collectors = append(collectors, m.tripMetrics.collectors()...)
 	for _, c := range append(collectors, m.ops.collectors()...) {
 		if err := reg.Register(c); err != nil {
 			return nil, err

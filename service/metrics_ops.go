@@ -24,7 +24,7 @@ type opsMetrics struct {
 // paymentOps are the op labels of the processor calls (meteredPayments).
 var paymentOps = []string{
 	"customer_create", "customer_find", "charge_create", "charge_find", "charge_get", "charge_list_since",
-	"refund_create", "refund_list", "refund_list_since", "payment_get", "payment_cancel", "payment_details",
+	"refund_create", "refund_list", "refund_list_since", "payment_get", "payment_cancel", "payment_details", "payment_capture",
 }
 
 // ReconcileOrphanKinds are the kind labels of atomicrides_reconcile_orphans:
@@ -91,6 +91,7 @@ func (m *metrics) initSeries(processors []string) {
 			m.keyLookups.WithLabelValues(proc, reason)
 		}
 		m.actionsRequired.WithLabelValues(proc)
+		m.tripMetrics.initSeries(proc)
 	}
 	for _, outcome := range []string{RideActionCharged, RideActionDeclined, RideActionExpired} {
 		for _, via := range []string{actionViaEvent, actionViaReturn, actionViaExpiry} {

@@ -46,6 +46,15 @@ type Payments interface {
 	// payment's outcome. A processor that needs none answers
 	// PaymentCodeUnsupported.
 	PaymentDetails(ctx context.Context, params PaymentDetailsParams) (*Charge, error)
+	// PaymentCapture captures params.AmountCents of an authorized payment
+	// (a hold) under params.IdempotencyKey; the rest of the hold is
+	// released. Stripe captures at once (ChargeSucceeded, CapturedCents
+	// set); Adyen takes the capture on (ChargeCaptureRequested, ID the
+	// capture's reference) and tells its outcome in a notification. A
+	// payment that can no longer be captured (captured already, cancelled,
+	// expired) is a PaymentClassRefusal with Code
+	// PaymentCodeUnexpectedState.
+	PaymentCapture(ctx context.Context, params PaymentCaptureParams) (*Charge, error)
 	// ChargeGet returns one charge, or (nil, nil) when the processor has no
 	// charge of that id.
 	ChargeGet(ctx context.Context, id string) (*Charge, error)
@@ -122,6 +131,26 @@ type ChargeCreateParams struct {
 	// ReturnURL is where the rider comes back after authenticating, on
 	// PaymentAPIIntents: a pure function of the request.
 	ReturnURL string
+	// ManualCapture asks for a hold: the payment is authorized
+	// (ChargeAuthorized) and captured later with PaymentCapture.
+	ManualCapture bool
+	// OffSession charges the customer's saved card without the rider (a
+	// fare above the hold, after the trip): a bank that asks for
+	// authentication declines it (Code "authentication_required").
+	OffSession bool
+}
+
+// PaymentCaptureParams are the inputs of Payments.PaymentCapture.
+type PaymentCaptureParams struct {
+	// IdempotencyKey is derived from the payment's processor key.
+	IdempotencyKey string
+	// PaymentID is the authorized payment (a Stripe PaymentIntent, an
+	// Adyen pspReference).
+	PaymentID string
+	// Reference is the processor key the payment was requested under.
+	Reference   string
+	AmountCents int64
+	Currency    string
 }
 
 // Charge statuses at the processor, as in Stripe's Charge.status, and the
@@ -142,6 +171,13 @@ const (
 	// ChargeCancelRequested: the processor took a cancel on and tells its
 	// outcome later (Adyen).
 	ChargeCancelRequested = "cancel_requested"
+	// ChargeAuthorized: the payment is a hold, authorized and not
+	// captured (Stripe's requires_capture); the Charge's ID is its charge.
+	ChargeAuthorized = "authorized"
+	// ChargeCaptureRequested: the processor took a capture on and tells
+	// its outcome later (Adyen); the Charge's ID is the capture's
+	// reference.
+	ChargeCaptureRequested = "capture_requested"
 )
 
 // PaymentAPI is the processor API a ride's charge request goes to,
@@ -195,6 +231,10 @@ type PaymentCancelParams struct {
 	// Reference is the processor key the payment was requested under
 	// (Adyen cancels by the merchant reference).
 	Reference string
+	// Hold: the payment is an authorized hold released at the rider's or
+	// the dispatch side's request, not a payment abandoned by its rider.
+	// At Adyen a hold is cancelled by its pspReference.
+	Hold bool
 }
 
 // PaymentDetailsParams are the inputs of Payments.PaymentDetails.
@@ -230,6 +270,9 @@ type Charge struct {
 	// ChargeFailed.
 	FailureCode    string
 	FailureMessage string
+	// CapturedCents is what the processor captured of the payment (its
+	// amount once made; part of a hold once captured); 0 while nothing is.
+	CapturedCents int64
 }
 
 // RefundCreateParams are the inputs of Payments.RefundCreate.

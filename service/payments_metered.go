@@ -61,6 +61,12 @@ func (mp meteredPayments) PaymentDetails(ctx context.Context, params PaymentDeta
 	return mp.p.PaymentDetails(ctx, params)
 }
 
+func (mp meteredPayments) PaymentCapture(ctx context.Context, params PaymentCaptureParams) (c *Charge, err error) {
+	ctx, span := mp.startPayment(ctx, "payment_capture")
+	defer mp.observe(ctx, "payment_capture", time.Now(), span, &err)
+	return mp.p.PaymentCapture(ctx, params)
+}
+
 func (mp meteredPayments) ChargeGet(ctx context.Context, id string) (c *Charge, err error) {
 	ctx, span := mp.startPayment(ctx, "charge_get")
 	defer mp.observe(ctx, "charge_get", time.Now(), span, &err)

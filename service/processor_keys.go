@@ -26,6 +26,10 @@ const (
 	processorKeyRefund   = "ar-rf-"
 	processorKeyCancel   = "ar-cx-"
 	processorKeyDetails  = "ar-dt-"
+	processorKeyCapture  = "ar-cp-"
+	processorKeyExtra    = "ar-ex-"
+	processorKeyRelease  = "ar-rl-"
+	processorKeyBalance  = "ar-bl-"
 )
 
 // digest is the SHA-256, in hex, of the parts, each length-prefixed so that

@@ -179,6 +179,10 @@ func (b breakerPayments) PaymentDetails(ctx context.Context, p PaymentDetailsPar
 	return guard(b, func() (*Charge, error) { return b.p.PaymentDetails(ctx, p) })
 }
 
+func (b breakerPayments) PaymentCapture(ctx context.Context, p PaymentCaptureParams) (*Charge, error) {
+	return guard(b, func() (*Charge, error) { return b.p.PaymentCapture(ctx, p) })
+}
+
 func (b breakerPayments) ChargeGet(ctx context.Context, id string) (*Charge, error) {
 	return b.p.ChargeGet(ctx, id)
 }

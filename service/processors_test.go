@@ -194,7 +194,7 @@ func TestPaymentSource(t *testing.T) {
 		_, err = svc.UserUpsert(b.Ctx, service.UserUpsertParams{Email: "nosource@example.com"})
 		e := requireCode(t, err, service.CodeInvalid)
 		require.Equal(t, "body.payment_source", e.Field)
-		require.Zero(t, b.Count(t, `SELECT count(*) FROM users`))
+		require.Zero(t, b.Count(t, `SELECT count(*) FROM users WHERE role = 'rider'`))
 	})
 
 	t.Run("RefusedEverywhereIsTheRidersStateAnd402", func(t *testing.T) {

@@ -40,7 +40,8 @@ type ReceiptRecordedFunc func(ctx context.Context, tx pgx.Tx) error
 // resends it under the same Message-ID.
 func (s *Service) RideReceiptSend(ctx context.Context, rideID int64, recorded ReceiptRecordedFunc) (bool, error) {
 	return s.receiptSend(ctx, ReceiptRide, rideID, recorded, func(ride *dbgen.Ride) (string, string, error) {
-		if RideChargeStatus(ride.ChargeStatus) != RideChargeCharged || ride.StripeChargeID == nil {
+		status := RideChargeStatus(ride.ChargeStatus)
+		if (status != RideChargeCharged && status != RideChargeCompleted) || ride.StripeChargeID == nil {
 			return "", "", &Error{Code: CodeInvalid, Message: fmt.Sprintf("ride %d is not charged", ride.ID)}
 		}
 		var b strings.Builder
@@ -49,8 +50,12 @@ func (s *Service) RideReceiptSend(ctx context.Context, rideID int64, recorded Re
 		fmt.Fprintf(&b, "Booked:  %s\n", ride.CreatedAt.UTC().Format("2006-01-02 15:04 MST"))
 		fmt.Fprintf(&b, "From:    %.6f, %.6f\n", ride.OriginLat, ride.OriginLon)
 		fmt.Fprintf(&b, "To:      %.6f, %.6f\n", ride.TargetLat, ride.TargetLon)
-		fmt.Fprintf(&b, "Charged: %s\n", formatAmount(ride.AmountCents, ride.Currency))
-		fmt.Fprintf(&b, "Charge:  %s\n", *ride.StripeChargeID)
+		if status == RideChargeCompleted && ride.FareCents != nil {
+			writeTripReceipt(&b, ride)
+		} else {
+			fmt.Fprintf(&b, "Charged: %s\n", formatAmount(ride.AmountCents, ride.Currency))
+			fmt.Fprintf(&b, "Charge:  %s\n", *ride.StripeChargeID)
+		}
 		return fmt.Sprintf("Your receipt for ride %d", ride.ID), b.String(), nil
 	})
 }

@@ -143,7 +143,19 @@ func (s *Service) refundRequestPhase(ctx context.Context, tx pgx.Tx, key *idem.K
 		return idem.Outcome{}, err
 	}
 	switch RideChargeStatus(ride.ChargeStatus) {
-	case RideChargeCharged:
+	case RideChargeCharged, RideChargeCompleted:
+	case RideChargeAuthorized:
+		return idem.Outcome{}, &Error{Code: CodeNotRefundable,
+			Message: "the ride's fare is held, not captured: cancel the ride instead (POST /rides/{id}/cancel), which releases the hold"}
+	case RideChargeCapturing:
+		return idem.Outcome{}, &Error{Code: CodeNotRefundable,
+			Message: "the trip's fare is being captured; the ride can be refunded once charge_status is completed"}
+	case RideChargeCancelling, RideChargeCancelled:
+		return idem.Outcome{}, &Error{Code: CodeNotRefundable,
+			Message: "the ride was cancelled and its hold released; nothing was captured"}
+	case RideChargeCaptureFailed:
+		return idem.Outcome{}, &Error{Code: CodeNotRefundable,
+			Message: "the processor failed the capture of the trip's fare; nothing was captured to refund"}
 	case RideChargePending:
 		return idem.Outcome{}, &Error{Code: CodeNotRefundable,
 			Message: "the ride's charge is not decided yet; a ride can be refunded once it is charged"}
@@ -168,7 +180,7 @@ func (s *Service) refundRequestPhase(ctx context.Context, tx pgx.Tx, key *idem.K
 		ref, err = s.queries.RefundCreate(ctx, tx, dbgen.RefundCreateParams{
 			RideID:           ride.ID,
 			IdempotencyKeyID: &key.ID,
-			AmountCents:      ride.AmountCents,
+			AmountCents:      refundableCents(ride),
 			Currency:         ride.Currency,
 		})
 	case err != nil:
@@ -240,7 +252,7 @@ func (s *Service) refundCall(ctx context.Context, key *idem.Key, st *refundState
 		IdempotencyKey: pkey,
 		ChargeID:       *st.ride.StripeChargeID,
 		PaymentID:      refundPaymentOf(st.ride),
-		AmountCents:    st.ride.AmountCents,
+		AmountCents:    st.refund.AmountCents,
 		Currency:       st.ride.Currency,
 		Tag:            s.tag(st.user.Email, pkey),
 	})
@@ -386,4 +398,14 @@ func refundPaymentOf(ride *dbgen.Ride) string {
 		return ""
 	}
 	return *ride.PaymentID
+}
+
+// refundableCents is what a ride's refund returns: the charge of a ride
+// charged at booking; what was captured of a completed trip's hold (a fare
+// above the hold is a payment of its own, which the refund leaves).
+func refundableCents(ride *dbgen.Ride) int64 {
+	if RideChargeStatus(ride.ChargeStatus) == RideChargeCompleted && ride.CapturedCents != nil {
+		return *ride.CapturedCents
+	}
+	return ride.AmountCents
 }

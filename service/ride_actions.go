@@ -30,9 +30,11 @@ const ReturnPath = "/book/return"
 // inbound event (outcome) and counted
 // (atomicrides_ride_actions_total{outcome}).
 const (
-	RideActionCharged  = "ride_charged"
-	RideActionDeclined = "ride_declined"
-	RideActionExpired  = "ride_expired"
+	RideActionCharged = "ride_charged"
+	// RideActionAuthorized: a trip's hold was authenticated and placed.
+	RideActionAuthorized = "ride_authorized"
+	RideActionDeclined   = "ride_declined"
+	RideActionExpired    = "ride_expired"
 	// RideActionWaiting: the payment is still undecided; nothing moved.
 	RideActionWaiting = "ride_waiting"
 	// RideActionCancelRequested: past its deadline, the payment's cancel
@@ -137,7 +139,8 @@ func (s *Service) rideActionRecord(ctx context.Context, tx pgx.Tx, key *idem.Key
 // tx, once: charged (with its receipt), declined, or expired; a payment
 // still undecided moves nothing. A ride that moved on already is
 // InboxOutcomeAlreadyRecorded.
-func (s *Service) rideActionApply(ctx context.Context, tx pgx.Tx, rideID int64, p *Charge, via string) (string, error) {
+func (s *Service) rideActionApply(ctx context.Context, tx pgx.Tx, waiting *dbgen.Ride, p *Charge, via string) (string, error) {
+	rideID, trip := waiting.ID, Capture(waiting.Capture) == CaptureTrip
 	var (
 		ride    *dbgen.Ride
 		err     error
@@ -145,11 +148,19 @@ func (s *Service) rideActionApply(ctx context.Context, tx pgx.Tx, rideID int64, 
 		data    = map[string]any{"payment_id": p.PaymentID, "via": via}
 	)
 	switch p.Status {
-	case ChargeSucceeded:
+	case ChargeSucceeded, ChargeAuthorized:
 		if p.ID == "" {
 			return "", fmt.Errorf("ride %d: payment %s succeeded without a charge", rideID, p.PaymentID)
 		}
 		outcome, data["charge_id"] = RideActionCharged, p.ID
+		if trip {
+			// A trip's hold: authorized, and kept from now on.
+			outcome = RideActionAuthorized
+			ride, err = s.queries.RideActionAuthorized(ctx, tx, dbgen.RideActionAuthorizedParams{
+				StripeChargeID: p.ID, PaymentID: nonEmpty(p.PaymentID), HoldSeconds: s.holdExpiry.Seconds(), ID: rideID,
+			})
+			break
+		}
 		ride, err = s.queries.RideActionCharged(ctx, tx, dbgen.RideActionChargedParams{
 			StripeChargeID: p.ID, PaymentID: nonEmpty(p.PaymentID), ID: rideID,
 		})
@@ -171,7 +182,8 @@ func (s *Service) rideActionApply(ctx context.Context, tx pgx.Tx, rideID int64, 
 	if err != nil {
 		return "", err
 	}
-	action := map[string]string{RideActionCharged: "ride.charged", RideActionDeclined: "ride.charge_declined", RideActionExpired: "ride.expired"}[outcome]
+	action := map[string]string{RideActionCharged: "ride.charged", RideActionAuthorized: "ride.authorized",
+		RideActionDeclined: "ride.charge_declined", RideActionExpired: "ride.expired"}[outcome]
 	if err := s.audit(ctx, tx, action, "ride", ride.ID, ride.UserID, nil, data); err != nil {
 		return "", err
 	}
@@ -185,10 +197,10 @@ func (s *Service) rideActionApply(ctx context.Context, tx pgx.Tx, rideID int64, 
 
 // applyAction runs rideActionApply in its own transaction and counts what
 // it did.
-func (s *Service) applyAction(ctx context.Context, rideID int64, p *Charge, via string) (string, error) {
+func (s *Service) applyAction(ctx context.Context, ride *dbgen.Ride, p *Charge, via string) (string, error) {
 	var outcome string
 	err := s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) (err error) {
-		outcome, err = s.rideActionApply(ctx, tx, rideID, p, via)
+		outcome, err = s.rideActionApply(ctx, tx, ride, p, via)
 		return err
 	})
 	if err != nil {
@@ -201,7 +213,7 @@ func (s *Service) applyAction(ctx context.Context, rideID int64, p *Charge, via 
 // countAction counts a waiting ride moved on.
 func (s *Service) countAction(outcome, via string) {
 	switch outcome {
-	case RideActionCharged, RideActionDeclined, RideActionExpired:
+	case RideActionCharged, RideActionAuthorized, RideActionDeclined, RideActionExpired:
 		s.metrics.rideActions.WithLabelValues(outcome, via).Inc()
 	}
 }
@@ -248,7 +260,7 @@ func (s *Service) RideActionExpire(ctx context.Context, rideID int64) (string, e
 	if p, err := s.paymentNow(ctx, proc, ride); err != nil {
 		return "", err
 	} else if p != nil && p.Status != ChargeRequiresAction && p.Status != ChargeProcessing {
-		return s.applyAction(ctx, ride.ID, p, actionViaExpiry)
+		return s.applyAction(ctx, ride, p, actionViaExpiry)
 	}
 	params := PaymentCancelParams{IdempotencyKey: actionCancelKey(*ride.ChargeKey), Reference: *ride.ChargeKey}
 	if ride.PaymentID != nil {
@@ -272,7 +284,7 @@ func (s *Service) RideActionExpire(ctx context.Context, rideID int64) (string, e
 			"ride_id", ride.ID, "processor", ride.Processor)
 		return RideActionCancelRequested, nil
 	}
-	return s.applyAction(ctx, ride.ID, p, actionViaExpiry)
+	return s.applyAction(ctx, ride, p, actionViaExpiry)
 }
 
 // RideActionReturn applies what the rider came back with from
@@ -322,7 +334,7 @@ func (s *Service) RideActionReturn(ctx context.Context, pkey, redirectResult str
 			return 0, invalid("query.redirectResult", "is another payment's result, not this booking's")
 		}
 	}
-	if _, err := s.applyAction(ctx, ride.ID, p, actionViaReturn); err != nil {
+	if _, err := s.applyAction(ctx, ride, p, actionViaReturn); err != nil {
 		return 0, err
 	}
 	return ride.ID, nil

@@ -50,6 +50,29 @@ const (
 	// its deadline; the payment was cancelled at the processor and nothing
 	// was charged.
 	RideChargeExpired RideChargeStatus = "expired"
+
+	// The states of a ride booked with CaptureTrip (trips.go), after its
+	// hold is placed.
+
+	// RideChargeAuthorized: the quoted fare is held on the rider's card;
+	// nothing is captured.
+	RideChargeAuthorized RideChargeStatus = "authorized"
+	// RideChargeCapturing: the trip is completed with its fare; the
+	// processor's capture (and the payment of a fare above the hold) is
+	// being made.
+	RideChargeCapturing RideChargeStatus = "capturing"
+	// RideChargeCompleted: the fare is captured (and any fare above the
+	// hold charged, or owed as the ride's balance).
+	RideChargeCompleted RideChargeStatus = "completed"
+	// RideChargeCaptureFailed: the processor failed the capture; an
+	// operator follows it up.
+	RideChargeCaptureFailed RideChargeStatus = "capture_failed"
+	// RideChargeCancelling: the ride is cancelled; its hold is being
+	// released.
+	RideChargeCancelling RideChargeStatus = "cancelling"
+	// RideChargeCancelled: the ride was cancelled and its hold released;
+	// nothing was captured.
+	RideChargeCancelled RideChargeStatus = "cancelled"
 )
 
 // Every ride costs the same for now.
@@ -131,7 +154,7 @@ type Ride struct {
 	TargetLon    float64          `json:"target_lon"`
 	AmountCents  int64            `json:"amount_cents"`
 	Currency     string           `json:"currency"`
-	ChargeStatus RideChargeStatus `json:"charge_status" enum:"pending,requires_action,charged,declined,expired" doc:"pending until the charge is decided; requires_action while the rider's bank asks the rider to authenticate the payment (next_action says how), then charged, declined, or expired when the rider did not authenticate before next_action.expires_at (the payment is cancelled, nothing is charged)"`
+	ChargeStatus RideChargeStatus `json:"charge_status" enum:"pending,requires_action,charged,declined,expired,authorized,capturing,completed,capture_failed,cancelling,cancelled" doc:"pending until the payment is decided; requires_action while the rider's bank asks the rider to authenticate the payment (next_action says how); declined; expired when the rider did not authenticate before next_action.expires_at, or when a trip's hold was released unended (nothing is charged). A ride with capture booking is then charged. A ride with capture trip is authorized (amount_cents is held), then capturing once completed (the fare is being captured), completed (captured), or capture_failed; or cancelling, then cancelled (the hold released)."`
 	// NextAction is what the rider must do while ChargeStatus is
 	// requires_action.
 	NextAction *RideNextAction `json:"next_action" doc:"While charge_status is requires_action: where to send the rider to authenticate the payment, and until when. Null otherwise."`
@@ -161,6 +184,9 @@ type Ride struct {
 	// DisputeStatus is the dispute (chargeback) of the ride's charge, as
 	// the processor reported it; it only moves forward.
 	DisputeStatus DisputeStatus `json:"dispute_status" enum:"none,disputed,won,lost" doc:"none unless the rider's bank disputes the charge; disputed while the dispute is open; won or lost once decided"`
+	// Trip is the ride's money when it follows the trip: its hold, fare,
+	// capture and balance.
+	Trip
 }
 
 func rideFromRow(r *dbgen.Ride) *Ride {
@@ -184,6 +210,7 @@ func rideFromRow(r *dbgen.Ride) *Ride {
 		DeclineMessage: r.DeclineMessage,
 		DisputeStatus:  DisputeStatus(r.DisputeStatus),
 	}
+	ride.Trip = tripOf(r)
 	if ride.PaymentID == nil && r.PaymentAPI == string(PaymentAPICharges) {
 		// A Charges API charge is its own payment.
 		ride.PaymentID = r.StripeChargeID
@@ -368,6 +395,7 @@ func (s *Service) rideCreatePhase(ctx context.Context, tx pgx.Tx, key *idem.Key,
 	row, err := s.queries.RideCreateAudited(ctx, tx, dbgen.RideCreateAuditedParams{
 		Processor:        proc,
 		PaymentAPI:       string(s.paymentAPI(proc)),
+		Capture:          string(s.capture),
 		IdempotencyKeyID: &key.ID,
 		OriginLat:        st.params.OriginLat,
 		OriginLon:        st.params.OriginLon,
@@ -380,6 +408,11 @@ func (s *Service) rideCreatePhase(ctx context.Context, tx pgx.Tx, key *idem.Key,
 		AuditData:        key.Params,
 		OriginIP:         key.IP,
 	})
+	if isNoRows(err) {
+		// The rider owes the balance of a ride: nothing is booked, and
+		// nothing is stored on the key.
+		return idem.Outcome{}, s.balanceDue(ctx, tx, key.UserID)
+	}
 	if err != nil {
 		return idem.Outcome{}, err
 	}
@@ -476,6 +509,7 @@ func (s *Service) rideChargeCall(ctx context.Context, key *idem.Key, st *rideSta
 		Tag:            s.tag(st.user.Email, pkey),
 		API:            api,
 		ReturnURL:      s.returnURLFor(api, pkey),
+		ManualCapture:  Capture(st.ride.Capture) == CaptureTrip,
 	})
 	if isIdempotencyMismatch(err) {
 		// The key was used with other parameters, which none of ours
@@ -522,7 +556,7 @@ func (st *rideState) adopt(p *Charge, err error) error {
 		return err
 	}
 	switch p.Status {
-	case ChargeSucceeded, ChargeRequiresAction:
+	case ChargeSucceeded, ChargeRequiresAction, ChargeAuthorized:
 		st.charge = p
 	case ChargeFailed:
 		st.failure = &PaymentError{Class: PaymentClassDecline, Kind: PaymentDeclined, Code: p.FailureCode, Message: p.FailureMessage}
@@ -550,7 +584,7 @@ func (s *Service) processorChargeOf(ctx context.Context, proc *processor, find C
 			continue
 		}
 		switch {
-		case ch.Status == ChargeSucceeded:
+		case ch.Status == ChargeSucceeded, ch.Status == ChargeAuthorized:
 			return ch, nil
 		case ch.Status == ChargeRequiresAction, ch.Status == ChargeFailed && found == nil:
 			found = ch
@@ -669,6 +703,9 @@ func (s *Service) rideChargePhase(ctx context.Context, tx pgx.Tx, key *idem.Key,
 		}
 		s.metrics.actionsRequired.WithLabelValues(st.ride.Processor).Inc()
 		return idem.Finish(http.StatusAccepted, ride), nil
+	}
+	if Capture(st.ride.Capture) == CaptureTrip {
+		return s.rideAuthorizedRecord(ctx, tx, key, st, pkey)
 	}
 	params := dbgen.RideSetChargedParams{StripeChargeID: st.charge.ID, ID: st.ride.ID}
 	if PaymentAPI(st.ride.PaymentAPI) == PaymentAPIIntents {

@@ -130,6 +130,14 @@ type Config struct {
 	// authenticate the payment before the payment is cancelled and the
 	// ride expires. Default DefaultActionDeadline.
 	ActionDeadline time.Duration
+	// Capture is when a new booking's money is taken: CaptureTrip (a hold
+	// at booking, the fare captured when the trip is completed) or
+	// CaptureBooking (charged in full at booking). Default CaptureBooking.
+	Capture Capture
+	// HoldExpiry is how long a ride's hold is kept when its trip is
+	// neither completed nor cancelled: then the hold is released and the
+	// ride expires. Default DefaultHoldExpiry; at most MaxHoldExpiry.
+	HoldExpiry time.Duration
 	// Inbound are the sources of inbound messages (webhooks) by source name
 	// (InboxSourceStripe, …). A source without one is not received: its
 	// route answers 404.
@@ -169,13 +177,25 @@ type Service struct {
 	// authenticating; actionDeadline is how long a ride waits for them.
 	returnBase     string
 	actionDeadline time.Duration
+	// capture is when new bookings take their money; holdExpiry how long a
+	// trip's hold is kept.
+	capture    Capture
+	holdExpiry time.Duration
+	// dispatchID is the dispatch side's account (0020_trips.sql): its
+	// idempotency keys are its own.
+	dispatchID int64
 	// engine serves the flows under idempotency keys (package idem).
-	engine      *idem.Engine
-	rides       *idem.Flow[rideState]
-	refunds     *idem.Flow[refundState]
-	auth        *ttlcache.Cache[[32]byte, authEntry]
-	revocations *revocationWatch
-	inbound     map[string]EventSource
+	engine  *idem.Engine
+	rides   *idem.Flow[rideState]
+	refunds *idem.Flow[refundState]
+	// completions, cancellations and balances are a trip's flows
+	// (trips.go, ride_cancel.go, balances.go).
+	completions   *idem.Flow[completionState]
+	cancellations *idem.Flow[cancelState]
+	balances      *idem.Flow[balanceState]
+	auth          *ttlcache.Cache[[32]byte, authEntry]
+	revocations   *revocationWatch
+	inbound       map[string]EventSource
 	// rawPayments is the Stripe adapter itself, for what only some adapters
 	// offer (EventLister).
 	rawPayments Payments
@@ -259,6 +279,14 @@ func New(cfg Config) (*Service, error) {
 	if cfg.ActionDeadline < 0 {
 		return nil, errors.New("service: Config.ActionDeadline must not be negative")
 	}
+	if cfg.HoldExpiry < 0 || cfg.HoldExpiry > MaxHoldExpiry {
+		return nil, fmt.Errorf("service: Config.HoldExpiry must be between 0 and %v", MaxHoldExpiry)
+	}
+	switch cfg.Capture {
+	case "", CaptureBooking, CaptureTrip:
+	default:
+		return nil, fmt.Errorf("service: Config.Capture %q is neither %q nor %q", cfg.Capture, CaptureBooking, CaptureTrip)
+	}
 	if cfg.OrphanRefundAfter < 0 {
 		return nil, errors.New("service: Config.OrphanRefundAfter must not be negative")
 	}
@@ -312,8 +340,13 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("service: read the deployment namespace (is the database migrated?): %w", err)
 	}
+	dispatch, err := queries.UserGetDispatch(ctx, cfg.Pool)
+	if err != nil {
+		return nil, fmt.Errorf("service: read the dispatch account (is the database migrated?): %w", err)
+	}
 	s := &Service{
 		namespace:         namespace,
+		dispatchID:        dispatch.ID,
 		pool:              cfg.Pool,
 		listenConfig:      cfg.ListenConfig,
 		queries:           queries,
@@ -337,6 +370,8 @@ func New(cfg Config) (*Service, error) {
 		orphanRefundAfter: cfg.OrphanRefundAfter,
 		returnBase:        strings.TrimRight(cmp.Or(cfg.PublicURL, DefaultPublicURL), "/"),
 		actionDeadline:    cmp.Or(cfg.ActionDeadline, DefaultActionDeadline),
+		capture:           cmp.Or(cfg.Capture, CaptureBooking),
+		holdExpiry:        cmp.Or(cfg.HoldExpiry, DefaultHoldExpiry),
 
 		settlementBatchLines: cfg.SettlementBatchLines,
 		settlementMaxAge:     cfg.SettlementMaxAge,
@@ -350,8 +385,14 @@ func New(cfg Config) (*Service, error) {
 	}
 	s.rides = s.rideFlow()
 	s.refunds = s.refundFlow()
+	s.completions = s.completionFlow()
+	s.cancellations = s.cancelFlow()
+	s.balances = s.balanceFlow()
 	idem.Register(s.engine, s.rides)
 	idem.Register(s.engine, s.refunds)
+	idem.Register(s.engine, s.completions)
+	idem.Register(s.engine, s.cancellations)
+	idem.Register(s.engine, s.balances)
 	return s, nil
 }
 

@@ -71,7 +71,7 @@ func TestUserUpsert(t *testing.T) {
 		require.Empty(t, errs, "serialization failures are retried, never surfaced")
 		require.Equal(t, 1, created)
 		require.Len(t, ids, 1)
-		require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM users`))
+		require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM users WHERE role = 'rider'`))
 		require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM audit_records WHERE action = 'user.created'`))
 		require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM api_keys`))
 		require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'customer_create'`))
@@ -96,7 +96,7 @@ func TestUserUpsert(t *testing.T) {
 			e := requireCode(t, err, service.CodeInvalid)
 			require.NotEmpty(t, e.Field)
 		}
-		require.Equal(t, 0, b.Count(t, `SELECT count(*) FROM users`))
+		require.Equal(t, 0, b.Count(t, `SELECT count(*) FROM users WHERE role = 'rider'`))
 	})
 }
 

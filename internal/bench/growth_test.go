@@ -129,7 +129,7 @@ func loadGrownKeys(tb testing.TB, url string, n int) {
 // riders taken in turn, with their rides and audit records, in one
 // statement.
 var growSQL = strings.TrimSpace(`
-WITH riders AS (SELECT array_agg(id ORDER BY id) AS ids FROM users),
+WITH riders AS (SELECT array_agg(id ORDER BY id) AS ids FROM users WHERE role = 'rider'),
 k AS (
     INSERT INTO idempotency_keys (
         created_at, idempotency_key, last_run_at, flow, request_method, request_path,

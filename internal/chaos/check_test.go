@@ -206,7 +206,7 @@ func chaosReadState(t *testing.T, ctx context.Context, sys *chaosSystem, load *c
 	}
 	require.NoError(t, rows.Err())
 
-	rows, err = conn.Query(ctx, `SELECT id, stripe_customer_id FROM users`)
+	rows, err = conn.Query(ctx, `SELECT id, stripe_customer_id FROM users WHERE role = 'rider'`)
 	require.NoError(t, err)
 	for rows.Next() {
 		var id int64

@@ -49,6 +49,10 @@ type Options struct {
 	// PublicURL is where riders reach the service: their bank sends them
 	// back to it after authenticating a payment (see Listen).
 	PublicURL string
+	// Capture is when bookings take their money (service.Config.Capture);
+	// HoldExpiry how long a trip's hold is kept.
+	Capture    service.Capture
+	HoldExpiry time.Duration
 }
 
 // New builds a fresh world for t.
@@ -81,6 +85,8 @@ func NewWith(t testing.TB, opts Options) *Env {
 		AbandonedAfter:    AbandonedAfter,
 		OrphanRefundAfter: OrphanRefundAfter,
 		PublicURL:         opts.PublicURL,
+		Capture:           opts.Capture,
+		HoldExpiry:        opts.HoldExpiry,
 		// The tests of riders without a source are those of the
 		// development default; the requirement is tested on its own.
 		DevDefaultPaymentSource: true,

@@ -54,9 +54,33 @@ func (e RegistrationStatus) Valid() bool {
 	}
 }
 
+// Defines values for RideCapture.
+const (
+	RideCaptureBooking RideCapture = "booking"
+	RideCaptureTrip    RideCapture = "trip"
+)
+
+// Valid indicates whether the value is a known member of the RideCapture enum.
+func (e RideCapture) Valid() bool {
+	switch e {
+	case RideCaptureBooking:
+		return true
+	case RideCaptureTrip:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for RideChargeStatus.
 const (
+	RideChargeStatusAuthorized     RideChargeStatus = "authorized"
+	RideChargeStatusCancelled      RideChargeStatus = "cancelled"
+	RideChargeStatusCancelling     RideChargeStatus = "cancelling"
+	RideChargeStatusCaptureFailed  RideChargeStatus = "capture_failed"
+	RideChargeStatusCapturing      RideChargeStatus = "capturing"
 	RideChargeStatusCharged        RideChargeStatus = "charged"
+	RideChargeStatusCompleted      RideChargeStatus = "completed"
 	RideChargeStatusDeclined       RideChargeStatus = "declined"
 	RideChargeStatusExpired        RideChargeStatus = "expired"
 	RideChargeStatusPending        RideChargeStatus = "pending"
@@ -66,7 +90,19 @@ const (
 // Valid indicates whether the value is a known member of the RideChargeStatus enum.
 func (e RideChargeStatus) Valid() bool {
 	switch e {
+	case RideChargeStatusAuthorized:
+		return true
+	case RideChargeStatusCancelled:
+		return true
+	case RideChargeStatusCancelling:
+		return true
+	case RideChargeStatusCaptureFailed:
+		return true
+	case RideChargeStatusCapturing:
+		return true
 	case RideChargeStatusCharged:
+		return true
+	case RideChargeStatusCompleted:
 		return true
 	case RideChargeStatusDeclined:
 		return true
@@ -99,6 +135,30 @@ func (e RideDisputeStatus) Valid() bool {
 	case RideDisputeStatusNone:
 		return true
 	case RideDisputeStatusWon:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RideExtraStatus.
+const (
+	RideExtraStatusCharged RideExtraStatus = "charged"
+	RideExtraStatusDue     RideExtraStatus = "due"
+	RideExtraStatusNone    RideExtraStatus = "none"
+	RideExtraStatusPaid    RideExtraStatus = "paid"
+)
+
+// Valid indicates whether the value is a known member of the RideExtraStatus enum.
+func (e RideExtraStatus) Valid() bool {
+	switch e {
+	case RideExtraStatusCharged:
+		return true
+	case RideExtraStatusDue:
+		return true
+	case RideExtraStatusNone:
+		return true
+	case RideExtraStatusPaid:
 		return true
 	default:
 		return false
@@ -162,9 +222,33 @@ func (e RideRefundStatus) Valid() bool {
 	}
 }
 
+// Defines values for RideDetailCapture.
+const (
+	RideDetailCaptureBooking RideDetailCapture = "booking"
+	RideDetailCaptureTrip    RideDetailCapture = "trip"
+)
+
+// Valid indicates whether the value is a known member of the RideDetailCapture enum.
+func (e RideDetailCapture) Valid() bool {
+	switch e {
+	case RideDetailCaptureBooking:
+		return true
+	case RideDetailCaptureTrip:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for RideDetailChargeStatus.
 const (
+	RideDetailChargeStatusAuthorized     RideDetailChargeStatus = "authorized"
+	RideDetailChargeStatusCancelled      RideDetailChargeStatus = "cancelled"
+	RideDetailChargeStatusCancelling     RideDetailChargeStatus = "cancelling"
+	RideDetailChargeStatusCaptureFailed  RideDetailChargeStatus = "capture_failed"
+	RideDetailChargeStatusCapturing      RideDetailChargeStatus = "capturing"
 	RideDetailChargeStatusCharged        RideDetailChargeStatus = "charged"
+	RideDetailChargeStatusCompleted      RideDetailChargeStatus = "completed"
 	RideDetailChargeStatusDeclined       RideDetailChargeStatus = "declined"
 	RideDetailChargeStatusExpired        RideDetailChargeStatus = "expired"
 	RideDetailChargeStatusPending        RideDetailChargeStatus = "pending"
@@ -174,7 +258,19 @@ const (
 // Valid indicates whether the value is a known member of the RideDetailChargeStatus enum.
 func (e RideDetailChargeStatus) Valid() bool {
 	switch e {
+	case RideDetailChargeStatusAuthorized:
+		return true
+	case RideDetailChargeStatusCancelled:
+		return true
+	case RideDetailChargeStatusCancelling:
+		return true
+	case RideDetailChargeStatusCaptureFailed:
+		return true
+	case RideDetailChargeStatusCapturing:
+		return true
 	case RideDetailChargeStatusCharged:
+		return true
+	case RideDetailChargeStatusCompleted:
 		return true
 	case RideDetailChargeStatusDeclined:
 		return true
@@ -207,6 +303,30 @@ func (e RideDetailDisputeStatus) Valid() bool {
 	case RideDetailDisputeStatusNone:
 		return true
 	case RideDetailDisputeStatusWon:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RideDetailExtraStatus.
+const (
+	RideDetailExtraStatusCharged RideDetailExtraStatus = "charged"
+	RideDetailExtraStatusDue     RideDetailExtraStatus = "due"
+	RideDetailExtraStatusNone    RideDetailExtraStatus = "none"
+	RideDetailExtraStatusPaid    RideDetailExtraStatus = "paid"
+)
+
+// Valid indicates whether the value is a known member of the RideDetailExtraStatus enum.
+func (e RideDetailExtraStatus) Valid() bool {
+	switch e {
+	case RideDetailExtraStatusCharged:
+		return true
+	case RideDetailExtraStatusDue:
+		return true
+	case RideDetailExtraStatusNone:
+		return true
+	case RideDetailExtraStatusPaid:
 		return true
 	default:
 		return false
@@ -437,15 +557,29 @@ type RegistrationStatus string
 
 // Ride defines model for Ride.
 type Ride struct {
-	AmountCents int64 `json:"amount_cents"`
+	// AmountCapturedCents What the processor captured of the hold: the fare, or the whole hold when the fare is above it. Null until the processor confirms the capture.
+	AmountCapturedCents *int64 `json:"amount_captured_cents"`
+	AmountCents         int64  `json:"amount_cents"`
+
+	// BalanceDueCents What the rider owes for this ride (extra_cents while extra_status is due); 0 otherwise.
+	BalanceDueCents int64 `json:"balance_due_cents"`
+
+	// Capture booking: the ride was charged in full when booked (amount_cents). trip: amount_cents was held when booked, and the final fare is captured when the trip is completed (POST /rides/{id}/complete), or the hold released when the ride is cancelled (POST /rides/{id}/cancel) or its hold expires.
+	Capture RideCapture `json:"capture"`
+
+	// CaptureFailure While charge_status is capture_failed: the processor's reason. Null otherwise.
+	CaptureFailure *string `json:"capture_failure"`
 
 	// ChargeID The processor's charge, once the ride is charged: a Stripe charge (ch_…, the PaymentIntent's latest_charge), an Adyen pspReference. Null otherwise.
 	ChargeID *string `json:"charge_id"`
 
-	// ChargeStatus pending until the charge is decided; requires_action while the rider's bank asks the rider to authenticate the payment (next_action says how), then charged, declined, or expired when the rider did not authenticate before next_action.expires_at (the payment is cancelled, nothing is charged)
+	// ChargeStatus pending until the payment is decided; requires_action while the rider's bank asks the rider to authenticate the payment (next_action says how); declined; expired when the rider did not authenticate before next_action.expires_at, or when a trip's hold was released unended (nothing is charged). A ride with capture booking is then charged. A ride with capture trip is authorized (amount_cents is held), then capturing once completed (the fare is being captured), completed (captured), or capture_failed; or cancelling, then cancelled (the hold released).
 	ChargeStatus RideChargeStatus `json:"charge_status"`
-	CreatedAt    time.Time        `json:"created_at"`
-	Currency     string           `json:"currency"`
+
+	// CompletedAt When the trip's fare was captured (charge_status completed). Null otherwise.
+	CompletedAt *time.Time `json:"completed_at"`
+	CreatedAt   time.Time  `json:"created_at"`
+	Currency    string     `json:"currency"`
 
 	// DeclineCode Why the charge was declined, while charge_status is declined: the processor's code (e.g. card_declined), or payment_rejected when the processor refused the charge for a reason other than the card. Null otherwise (and for rides declined before the service recorded it).
 	//
@@ -459,6 +593,21 @@ type Ride struct {
 
 	// DisputeStatus none unless the rider's bank disputes the charge; disputed while the dispute is open; won or lost once decided
 	DisputeStatus RideDisputeStatus `json:"dispute_status"`
+
+	// ExtraCents The part of the fare above the hold, charged as a payment of its own after the trip. Null when the fare is within the hold.
+	ExtraCents *int64 `json:"extra_cents"`
+
+	// ExtraChargeID The processor's payment of extra_cents, once charged or paid. Null otherwise.
+	ExtraChargeID *string `json:"extra_charge_id"`
+
+	// ExtraStatus none: the fare was within the hold; charged: extra_cents was charged; due: that payment failed and the rider owes balance_due_cents (no booking until it is paid, POST /rides/{id}/balance); paid: the rider paid it. Null until the completion decided it.
+	ExtraStatus *RideExtraStatus `json:"extra_status"`
+
+	// FareCents The trip's final fare, in the currency's minor unit, once completed. Null before.
+	FareCents *int64 `json:"fare_cents"`
+
+	// HoldExpiresAt While charge_status is authorized: when the hold is released and the ride expires unless completed or cancelled before. Null otherwise.
+	HoldExpiresAt *time.Time `json:"hold_expires_at"`
 
 	// ID Drawn at random (1 to 2^53 - 1) when the ride is booked; never names another ride, even after a restore.
 	ID int64 `json:"id"`
@@ -495,6 +644,9 @@ type Ride struct {
 	// RefundStatus none until a refund is asked for; pending until the processor's answer is recorded; failed when the processor refused it
 	RefundStatus RideRefundStatus `json:"refund_status"`
 
+	// ReleasedAt When the hold was released (charge_status cancelled, or expired after a hold). Null otherwise.
+	ReleasedAt *time.Time `json:"released_at"`
+
 	// StripeChargeID Deprecated: read charge_id, which holds the same value whatever the processor (this field held Adyen's pspReference too).
 	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 	StripeChargeID *string `json:"stripe_charge_id"`
@@ -506,11 +658,17 @@ type Ride struct {
 	TargetLon      float64 `json:"target_lon"`
 }
 
-// RideChargeStatus pending until the charge is decided; requires_action while the rider's bank asks the rider to authenticate the payment (next_action says how), then charged, declined, or expired when the rider did not authenticate before next_action.expires_at (the payment is cancelled, nothing is charged)
+// RideCapture booking: the ride was charged in full when booked (amount_cents). trip: amount_cents was held when booked, and the final fare is captured when the trip is completed (POST /rides/{id}/complete), or the hold released when the ride is cancelled (POST /rides/{id}/cancel) or its hold expires.
+type RideCapture string
+
+// RideChargeStatus pending until the payment is decided; requires_action while the rider's bank asks the rider to authenticate the payment (next_action says how); declined; expired when the rider did not authenticate before next_action.expires_at, or when a trip's hold was released unended (nothing is charged). A ride with capture booking is then charged. A ride with capture trip is authorized (amount_cents is held), then capturing once completed (the fare is being captured), completed (captured), or capture_failed; or cancelling, then cancelled (the hold released).
 type RideChargeStatus string
 
 // RideDisputeStatus none unless the rider's bank disputes the charge; disputed while the dispute is open; won or lost once decided
 type RideDisputeStatus string
+
+// RideExtraStatus none: the fare was within the hold; charged: extra_cents was charged; due: that payment failed and the rider owes balance_due_cents (no booking until it is paid, POST /rides/{id}/balance); paid: the rider paid it. Null until the completion decided it.
+type RideExtraStatus string
 
 // RideNextActionType redirect_to_url: send the rider to redirect_url; their bank asks them to authenticate the payment, then sends them back to the service.
 type RideNextActionType string
@@ -520,6 +678,19 @@ type RideProcessor string
 
 // RideRefundStatus none until a refund is asked for; pending until the processor's answer is recorded; failed when the processor refused it
 type RideRefundStatus string
+
+// RideCompleteInputBody defines model for RideCompleteInputBody.
+type RideCompleteInputBody struct {
+	// Currency The ride's currency (ISO 4217, lower case).
+	//
+	// Examples: usd
+	Currency string `json:"currency"`
+
+	// FareCents The trip's final fare in the currency's minor unit (cents): a positive integer, at most 5 times the ride's hold (amount_cents).
+	//
+	// Examples: 1850
+	FareCents int64 `json:"fare_cents"`
+}
 
 // RideCreateBody defines model for RideCreateBody.
 type RideCreateBody struct {
@@ -538,15 +709,29 @@ type RideCreateBody struct {
 
 // RideDetail defines model for RideDetail.
 type RideDetail struct {
-	AmountCents int64 `json:"amount_cents"`
+	// AmountCapturedCents What the processor captured of the hold: the fare, or the whole hold when the fare is above it. Null until the processor confirms the capture.
+	AmountCapturedCents *int64 `json:"amount_captured_cents"`
+	AmountCents         int64  `json:"amount_cents"`
+
+	// BalanceDueCents What the rider owes for this ride (extra_cents while extra_status is due); 0 otherwise.
+	BalanceDueCents int64 `json:"balance_due_cents"`
+
+	// Capture booking: the ride was charged in full when booked (amount_cents). trip: amount_cents was held when booked, and the final fare is captured when the trip is completed (POST /rides/{id}/complete), or the hold released when the ride is cancelled (POST /rides/{id}/cancel) or its hold expires.
+	Capture RideDetailCapture `json:"capture"`
+
+	// CaptureFailure While charge_status is capture_failed: the processor's reason. Null otherwise.
+	CaptureFailure *string `json:"capture_failure"`
 
 	// ChargeID The processor's charge, once the ride is charged: a Stripe charge (ch_…, the PaymentIntent's latest_charge), an Adyen pspReference. Null otherwise.
 	ChargeID *string `json:"charge_id"`
 
-	// ChargeStatus pending until the charge is decided; requires_action while the rider's bank asks the rider to authenticate the payment (next_action says how), then charged, declined, or expired when the rider did not authenticate before next_action.expires_at (the payment is cancelled, nothing is charged)
+	// ChargeStatus pending until the payment is decided; requires_action while the rider's bank asks the rider to authenticate the payment (next_action says how); declined; expired when the rider did not authenticate before next_action.expires_at, or when a trip's hold was released unended (nothing is charged). A ride with capture booking is then charged. A ride with capture trip is authorized (amount_cents is held), then capturing once completed (the fare is being captured), completed (captured), or capture_failed; or cancelling, then cancelled (the hold released).
 	ChargeStatus RideDetailChargeStatus `json:"charge_status"`
-	CreatedAt    time.Time              `json:"created_at"`
-	Currency     string                 `json:"currency"`
+
+	// CompletedAt When the trip's fare was captured (charge_status completed). Null otherwise.
+	CompletedAt *time.Time `json:"completed_at"`
+	CreatedAt   time.Time  `json:"created_at"`
+	Currency    string     `json:"currency"`
 
 	// DeclineCode Why the charge was declined, while charge_status is declined: the processor's code (e.g. card_declined), or payment_rejected when the processor refused the charge for a reason other than the card. Null otherwise (and for rides declined before the service recorded it).
 	//
@@ -560,6 +745,21 @@ type RideDetail struct {
 
 	// DisputeStatus none unless the rider's bank disputes the charge; disputed while the dispute is open; won or lost once decided
 	DisputeStatus RideDetailDisputeStatus `json:"dispute_status"`
+
+	// ExtraCents The part of the fare above the hold, charged as a payment of its own after the trip. Null when the fare is within the hold.
+	ExtraCents *int64 `json:"extra_cents"`
+
+	// ExtraChargeID The processor's payment of extra_cents, once charged or paid. Null otherwise.
+	ExtraChargeID *string `json:"extra_charge_id"`
+
+	// ExtraStatus none: the fare was within the hold; charged: extra_cents was charged; due: that payment failed and the rider owes balance_due_cents (no booking until it is paid, POST /rides/{id}/balance); paid: the rider paid it. Null until the completion decided it.
+	ExtraStatus *RideDetailExtraStatus `json:"extra_status"`
+
+	// FareCents The trip's final fare, in the currency's minor unit, once completed. Null before.
+	FareCents *int64 `json:"fare_cents"`
+
+	// HoldExpiresAt While charge_status is authorized: when the hold is released and the ride expires unless completed or cancelled before. Null otherwise.
+	HoldExpiresAt *time.Time `json:"hold_expires_at"`
 
 	// ID Drawn at random (1 to 2^53 - 1) when the ride is booked; never names another ride, even after a restore.
 	ID int64 `json:"id"`
@@ -596,6 +796,9 @@ type RideDetail struct {
 	// RefundStatus none until a refund is asked for; pending until the processor's answer is recorded; failed when the processor refused it
 	RefundStatus RideDetailRefundStatus `json:"refund_status"`
 
+	// ReleasedAt When the hold was released (charge_status cancelled, or expired after a hold). Null otherwise.
+	ReleasedAt *time.Time `json:"released_at"`
+
 	// Settlement What the bank settled of the ride: null until a settlement file of the acquirer's settles its charge. Fees and net amounts are the merchant's and are not shown.
 	Settlement *struct {
 		// PayoutID The acquirer's payout that settles the charge.
@@ -624,11 +827,17 @@ type RideDetail struct {
 	TargetLon      float64 `json:"target_lon"`
 }
 
-// RideDetailChargeStatus pending until the charge is decided; requires_action while the rider's bank asks the rider to authenticate the payment (next_action says how), then charged, declined, or expired when the rider did not authenticate before next_action.expires_at (the payment is cancelled, nothing is charged)
+// RideDetailCapture booking: the ride was charged in full when booked (amount_cents). trip: amount_cents was held when booked, and the final fare is captured when the trip is completed (POST /rides/{id}/complete), or the hold released when the ride is cancelled (POST /rides/{id}/cancel) or its hold expires.
+type RideDetailCapture string
+
+// RideDetailChargeStatus pending until the payment is decided; requires_action while the rider's bank asks the rider to authenticate the payment (next_action says how); declined; expired when the rider did not authenticate before next_action.expires_at, or when a trip's hold was released unended (nothing is charged). A ride with capture booking is then charged. A ride with capture trip is authorized (amount_cents is held), then capturing once completed (the fare is being captured), completed (captured), or capture_failed; or cancelling, then cancelled (the hold released).
 type RideDetailChargeStatus string
 
 // RideDetailDisputeStatus none unless the rider's bank disputes the charge; disputed while the dispute is open; won or lost once decided
 type RideDetailDisputeStatus string
+
+// RideDetailExtraStatus none: the fare was within the hold; charged: extra_cents was charged; due: that payment failed and the rider owes balance_due_cents (no booking until it is paid, POST /rides/{id}/balance); paid: the rider paid it. Null until the completion decided it.
+type RideDetailExtraStatus string
 
 // RideDetailNextActionType redirect_to_url: send the rider to redirect_url; their bank asks them to authenticate the payment, then sends them back to the service.
 type RideDetailNextActionType string
@@ -745,6 +954,24 @@ type RideCreateParams struct {
 	IdempotencyKey string `json:"Idempotency-Key"`
 }
 
+// RideBalancePayParams defines parameters for RideBalancePay.
+type RideBalancePayParams struct {
+	// IdempotencyKey 20 to 255 printable ASCII characters, bare or as a quoted structured-field string. Retry with the same key; any other key acting on the same ride gets the same outcome.
+	IdempotencyKey string `json:"Idempotency-Key"`
+}
+
+// RideCancelParams defines parameters for RideCancel.
+type RideCancelParams struct {
+	// IdempotencyKey 20 to 255 printable ASCII characters, bare or as a quoted structured-field string. Retry with the same key; any other key acting on the same ride gets the same outcome.
+	IdempotencyKey string `json:"Idempotency-Key"`
+}
+
+// RideCompleteParams defines parameters for RideComplete.
+type RideCompleteParams struct {
+	// IdempotencyKey 20 to 255 printable ASCII characters, bare or as a quoted structured-field string. Retry with the same key; any other key acting on the same ride gets the same outcome.
+	IdempotencyKey string `json:"Idempotency-Key"`
+}
+
 // RideRefundParams defines parameters for RideRefund.
 type RideRefundParams struct {
 	// IdempotencyKey 20 to 255 printable ASCII characters, bare or as a quoted structured-field string. Retry with the same key; any other key refunding the same ride gets the same refund.
@@ -765,6 +992,9 @@ type WebhookStripeParams struct {
 
 // RideCreateJSONRequestBody defines body for RideCreate for application/json ContentType.
 type RideCreateJSONRequestBody = RideCreateBody
+
+// RideCompleteJSONRequestBody defines body for RideComplete for application/json ContentType.
+type RideCompleteJSONRequestBody = RideCompleteInputBody
 
 // UserPutJSONRequestBody defines body for UserPut for application/json ContentType.
 type UserPutJSONRequestBody = UserPutBody
@@ -894,6 +1124,38 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /rides/{id} (the `RideGet` operationId).
 	RideGet(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RideBalancePay Pay the balance the rider owes for a ride
+	//
+	// Charges balance_due_cents (a fare above the ride's hold whose payment failed) to the rider's current payment source; register another with PUT /users/{email} first if the card was declined. 201 with the ride once paid, 200 when it was paid already, 402 when the payment is declined (the balance stays due: pay again under a new key); all stored and replayed. A ride that owes nothing is 409 (/problems/no-balance-due, not stored).
+	//
+	// Corresponds with POST /rides/{id}/balance (the `RideBalancePay` operationId).
+	RideBalancePay(ctx context.Context, id int64, params *RideBalancePayParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RideCancel Cancel a trip before it is completed and release its hold
+	//
+	// Releases the ride's hold; nothing is captured. A rider cancels their own ride with their API key; the dispatch side any ride with its token. A ride is cancelled once whatever the keys: the request that cancelled it gets 201, any other 200 with the same ride; both are stored and replayed. A completed ride is 409 (/problems/ride-not-cancellable): refund it instead. A cancellation racing a completion: exactly one wins.
+	//
+	// Corresponds with POST /rides/{id}/cancel (the `RideCancel` operationId).
+	RideCancel(ctx context.Context, id int64, params *RideCancelParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RideCompleteWithBody Complete a trip with its final fare (the dispatch side)
+	//
+	// Captures the trip's final fare from its hold, once per ride whatever the keys. A fare within the hold is captured and the rest released; a fare above it captures the whole hold and charges the difference as a payment of its own, without the rider: if that payment fails, the ride is completed with a balance due (balance_due_cents) and the rider's next booking is refused (402, /problems/balance-due) until it is paid (POST /rides/{id}/balance). The receipt, with the final fare, is sent once the fare is captured. The request that completed the ride gets 201, any other key with the same fare 200; at a processor that confirms captures later (adyen) the answer is 202 with the ride capturing. 200, 201 and 202 are stored and replayed byte for byte. A ride that holds nothing to capture, or was completed with another fare, is 409 (/problems/ride-not-completable, not stored). 503 leaves the ride at its recovery point: retry with the same key.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /rides/{id}/complete (the `RideComplete` operationId).
+	RideCompleteWithBody(ctx context.Context, id int64, params *RideCompleteParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RideComplete Complete a trip with its final fare (the dispatch side)
+	//
+	// Captures the trip's final fare from its hold, once per ride whatever the keys. A fare within the hold is captured and the rest released; a fare above it captures the whole hold and charges the difference as a payment of its own, without the rider: if that payment fails, the ride is completed with a balance due (balance_due_cents) and the rider's next booking is refused (402, /problems/balance-due) until it is paid (POST /rides/{id}/balance). The receipt, with the final fare, is sent once the fare is captured. The request that completed the ride gets 201, any other key with the same fare 200; at a processor that confirms captures later (adyen) the answer is 202 with the ride capturing. 200, 201 and 202 are stored and replayed byte for byte. A ride that holds nothing to capture, or was completed with another fare, is 409 (/problems/ride-not-completable, not stored). 503 leaves the ride at its recovery point: retry with the same key.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /rides/{id}/complete (the `RideComplete` operationId).
+	RideComplete(ctx context.Context, id int64, params *RideCompleteParams, body RideCompleteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RideRefund Refund a charged ride in full, at most once per ride
 	//
@@ -1081,6 +1343,78 @@ func (c *Client) RideCreate(ctx context.Context, params *RideCreateParams, body 
 // Corresponds with GET /rides/{id} (the `RideGet` operationId).
 func (c *Client) RideGet(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRideGetRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RideBalancePay Pay the balance the rider owes for a ride
+//
+// Charges balance_due_cents (a fare above the ride's hold whose payment failed) to the rider's current payment source; register another with PUT /users/{email} first if the card was declined. 201 with the ride once paid, 200 when it was paid already, 402 when the payment is declined (the balance stays due: pay again under a new key); all stored and replayed. A ride that owes nothing is 409 (/problems/no-balance-due, not stored).
+//
+// Corresponds with POST /rides/{id}/balance (the `RideBalancePay` operationId).
+func (c *Client) RideBalancePay(ctx context.Context, id int64, params *RideBalancePayParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRideBalancePayRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RideCancel Cancel a trip before it is completed and release its hold
+//
+// Releases the ride's hold; nothing is captured. A rider cancels their own ride with their API key; the dispatch side any ride with its token. A ride is cancelled once whatever the keys: the request that cancelled it gets 201, any other 200 with the same ride; both are stored and replayed. A completed ride is 409 (/problems/ride-not-cancellable): refund it instead. A cancellation racing a completion: exactly one wins.
+//
+// Corresponds with POST /rides/{id}/cancel (the `RideCancel` operationId).
+func (c *Client) RideCancel(ctx context.Context, id int64, params *RideCancelParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRideCancelRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RideCompleteWithBody Complete a trip with its final fare (the dispatch side)
+//
+// Captures the trip's final fare from its hold, once per ride whatever the keys. A fare within the hold is captured and the rest released; a fare above it captures the whole hold and charges the difference as a payment of its own, without the rider: if that payment fails, the ride is completed with a balance due (balance_due_cents) and the rider's next booking is refused (402, /problems/balance-due) until it is paid (POST /rides/{id}/balance). The receipt, with the final fare, is sent once the fare is captured. The request that completed the ride gets 201, any other key with the same fare 200; at a processor that confirms captures later (adyen) the answer is 202 with the ride capturing. 200, 201 and 202 are stored and replayed byte for byte. A ride that holds nothing to capture, or was completed with another fare, is 409 (/problems/ride-not-completable, not stored). 503 leaves the ride at its recovery point: retry with the same key.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /rides/{id}/complete (the `RideComplete` operationId).
+func (c *Client) RideCompleteWithBody(ctx context.Context, id int64, params *RideCompleteParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRideCompleteRequestWithBody(c.Server, id, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RideComplete Complete a trip with its final fare (the dispatch side)
+//
+// Captures the trip's final fare from its hold, once per ride whatever the keys. A fare within the hold is captured and the rest released; a fare above it captures the whole hold and charges the difference as a payment of its own, without the rider: if that payment fails, the ride is completed with a balance due (balance_due_cents) and the rider's next booking is refused (402, /problems/balance-due) until it is paid (POST /rides/{id}/balance). The receipt, with the final fare, is sent once the fare is captured. The request that completed the ride gets 201, any other key with the same fare 200; at a processor that confirms captures later (adyen) the answer is 202 with the ride capturing. 200, 201 and 202 are stored and replayed byte for byte. A ride that holds nothing to capture, or was completed with another fare, is 409 (/problems/ride-not-completable, not stored). 503 leaves the ride at its recovery point: retry with the same key.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /rides/{id}/complete (the `RideComplete` operationId).
+func (c *Client) RideComplete(ctx context.Context, id int64, params *RideCompleteParams, body RideCompleteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRideCompleteRequest(c.Server, id, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1569,6 +1903,160 @@ func NewRideGetRequest(server string, id int64) (*http.Request, error) {
 	return req, nil
 }
 
+// NewRideBalancePayRequest constructs an http.Request for the RideBalancePay method
+func NewRideBalancePayRequest(server string, id int64, params *RideBalancePayParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/rides/%s/balance", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("Idempotency-Key", headerParam0)
+
+	}
+
+	return req, nil
+}
+
+// NewRideCancelRequest constructs an http.Request for the RideCancel method
+func NewRideCancelRequest(server string, id int64, params *RideCancelParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/rides/%s/cancel", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("Idempotency-Key", headerParam0)
+
+	}
+
+	return req, nil
+}
+
+// NewRideCompleteRequest calls the generic RideComplete builder with application/json body
+func NewRideCompleteRequest(server string, id int64, params *RideCompleteParams, body RideCompleteJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRideCompleteRequestWithBody(server, id, params, "application/json", bodyReader)
+}
+
+// NewRideCompleteRequestWithBody constructs an http.Request for the RideComplete method, with any body, and a specified content type
+func NewRideCompleteRequestWithBody(server string, id int64, params *RideCompleteParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/rides/%s/complete", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("Idempotency-Key", headerParam0)
+
+	}
+
+	return req, nil
+}
+
 // NewRideRefundRequest constructs an http.Request for the RideRefund method
 func NewRideRefundRequest(server string, id int64, params *RideRefundParams) (*http.Request, error) {
 	var err error
@@ -1998,6 +2486,42 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /rides/{id} (the `RideGet` operationId).
 	RideGetWithResponse(ctx context.Context, id int64, reqEditors ...RequestEditorFn) (*RideGetReply, error)
+
+	// RideBalancePayWithResponse Pay the balance the rider owes for a ride
+	//
+	// Charges balance_due_cents (a fare above the ride's hold whose payment failed) to the rider's current payment source; register another with PUT /users/{email} first if the card was declined. 201 with the ride once paid, 200 when it was paid already, 402 when the payment is declined (the balance stays due: pay again under a new key); all stored and replayed. A ride that owes nothing is 409 (/problems/no-balance-due, not stored).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /rides/{id}/balance (the `RideBalancePay` operationId).
+	RideBalancePayWithResponse(ctx context.Context, id int64, params *RideBalancePayParams, reqEditors ...RequestEditorFn) (*RideBalancePayReply, error)
+
+	// RideCancelWithResponse Cancel a trip before it is completed and release its hold
+	//
+	// Releases the ride's hold; nothing is captured. A rider cancels their own ride with their API key; the dispatch side any ride with its token. A ride is cancelled once whatever the keys: the request that cancelled it gets 201, any other 200 with the same ride; both are stored and replayed. A completed ride is 409 (/problems/ride-not-cancellable): refund it instead. A cancellation racing a completion: exactly one wins.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /rides/{id}/cancel (the `RideCancel` operationId).
+	RideCancelWithResponse(ctx context.Context, id int64, params *RideCancelParams, reqEditors ...RequestEditorFn) (*RideCancelReply, error)
+
+	// RideCompleteWithBodyWithResponse Complete a trip with its final fare (the dispatch side)
+	//
+	// Captures the trip's final fare from its hold, once per ride whatever the keys. A fare within the hold is captured and the rest released; a fare above it captures the whole hold and charges the difference as a payment of its own, without the rider: if that payment fails, the ride is completed with a balance due (balance_due_cents) and the rider's next booking is refused (402, /problems/balance-due) until it is paid (POST /rides/{id}/balance). The receipt, with the final fare, is sent once the fare is captured. The request that completed the ride gets 201, any other key with the same fare 200; at a processor that confirms captures later (adyen) the answer is 202 with the ride capturing. 200, 201 and 202 are stored and replayed byte for byte. A ride that holds nothing to capture, or was completed with another fare, is 409 (/problems/ride-not-completable, not stored). 503 leaves the ride at its recovery point: retry with the same key.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /rides/{id}/complete (the `RideComplete` operationId).
+	RideCompleteWithBodyWithResponse(ctx context.Context, id int64, params *RideCompleteParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RideCompleteReply, error)
+
+	// RideCompleteWithResponse Complete a trip with its final fare (the dispatch side)
+	//
+	// Captures the trip's final fare from its hold, once per ride whatever the keys. A fare within the hold is captured and the rest released; a fare above it captures the whole hold and charges the difference as a payment of its own, without the rider: if that payment fails, the ride is completed with a balance due (balance_due_cents) and the rider's next booking is refused (402, /problems/balance-due) until it is paid (POST /rides/{id}/balance). The receipt, with the final fare, is sent once the fare is captured. The request that completed the ride gets 201, any other key with the same fare 200; at a processor that confirms captures later (adyen) the answer is 202 with the ride capturing. 200, 201 and 202 are stored and replayed byte for byte. A ride that holds nothing to capture, or was completed with another fare, is 409 (/problems/ride-not-completable, not stored). 503 leaves the ride at its recovery point: retry with the same key.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /rides/{id}/complete (the `RideComplete` operationId).
+	RideCompleteWithResponse(ctx context.Context, id int64, params *RideCompleteParams, body RideCompleteJSONRequestBody, reqEditors ...RequestEditorFn) (*RideCompleteReply, error)
 
 	// RideRefundWithResponse Refund a charged ride in full, at most once per ride
 	//
@@ -2543,6 +3067,478 @@ func (r RideGetReply) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r RideGetReply) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RideBalancePayReply200Headers the declared response headers of an HTTP 200 response for RideBalancePay
+type RideBalancePayReply200Headers struct {
+	ContentType        *string
+	IdempotentReplayed *string
+}
+
+// RideBalancePayReply201Headers the declared response headers of an HTTP 201 response for RideBalancePay
+type RideBalancePayReply201Headers struct {
+	ContentType        *string
+	IdempotentReplayed *string
+}
+
+// RideBalancePayReply409Headers the declared response headers of an HTTP 409 response for RideBalancePay
+type RideBalancePayReply409Headers struct {
+	RetryAfter *int
+}
+
+// RideBalancePayReply429Headers the declared response headers of an HTTP 429 response for RideBalancePay
+type RideBalancePayReply429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
+// RideBalancePayReply500Headers the declared response headers of an HTTP 500 response for RideBalancePay
+type RideBalancePayReply500Headers struct {
+	RetryAfter *int
+}
+
+// RideBalancePayReply503Headers the declared response headers of an HTTP 503 response for RideBalancePay
+type RideBalancePayReply503Headers struct {
+	RetryAfter *int
+}
+
+type RideBalancePayReply struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Ride
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Ride
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *ErrorModel
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *ErrorModel
+	// ApplicationProblemJSON402 the response for an HTTP 402 `application/problem+json` response
+	ApplicationProblemJSON402 *ErrorModel
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *ErrorModel
+	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationProblemJSON409 *ErrorModel
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *ErrorModel
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *ErrorModel
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *ErrorModel
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *ErrorModel
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *RideBalancePayReply200Headers
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *RideBalancePayReply201Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *RideBalancePayReply409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RideBalancePayReply429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *RideBalancePayReply500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RideBalancePayReply503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RideBalancePayReply) GetJSON200() *Ride {
+	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r RideBalancePayReply) GetJSON201() *Ride {
+	return r.JSON201
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RideBalancePayReply) GetApplicationProblemJSON400() *ErrorModel {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RideBalancePayReply) GetApplicationProblemJSON401() *ErrorModel {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON402 returns the response for an HTTP 402 `application/problem+json` response
+func (r RideBalancePayReply) GetApplicationProblemJSON402() *ErrorModel {
+	return r.ApplicationProblemJSON402
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RideBalancePayReply) GetApplicationProblemJSON404() *ErrorModel {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RideBalancePayReply) GetApplicationProblemJSON409() *ErrorModel {
+	return r.ApplicationProblemJSON409
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r RideBalancePayReply) GetApplicationProblemJSON422() *ErrorModel {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r RideBalancePayReply) GetApplicationProblemJSON429() *ErrorModel {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r RideBalancePayReply) GetApplicationProblemJSON500() *ErrorModel {
+	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RideBalancePayReply) GetApplicationProblemJSON503() *ErrorModel {
+	return r.ApplicationProblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r RideBalancePayReply) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RideBalancePayReply) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RideBalancePayReply) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RideBalancePayReply) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RideCancelReply200Headers the declared response headers of an HTTP 200 response for RideCancel
+type RideCancelReply200Headers struct {
+	ContentType        *string
+	IdempotentReplayed *string
+}
+
+// RideCancelReply201Headers the declared response headers of an HTTP 201 response for RideCancel
+type RideCancelReply201Headers struct {
+	ContentType        *string
+	IdempotentReplayed *string
+}
+
+// RideCancelReply409Headers the declared response headers of an HTTP 409 response for RideCancel
+type RideCancelReply409Headers struct {
+	RetryAfter *int
+}
+
+// RideCancelReply429Headers the declared response headers of an HTTP 429 response for RideCancel
+type RideCancelReply429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
+// RideCancelReply500Headers the declared response headers of an HTTP 500 response for RideCancel
+type RideCancelReply500Headers struct {
+	RetryAfter *int
+}
+
+// RideCancelReply503Headers the declared response headers of an HTTP 503 response for RideCancel
+type RideCancelReply503Headers struct {
+	RetryAfter *int
+}
+
+type RideCancelReply struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Ride
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Ride
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *ErrorModel
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *ErrorModel
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *ErrorModel
+	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationProblemJSON409 *ErrorModel
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *ErrorModel
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *ErrorModel
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *ErrorModel
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *ErrorModel
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *RideCancelReply200Headers
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *RideCancelReply201Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *RideCancelReply409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RideCancelReply429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *RideCancelReply500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RideCancelReply503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RideCancelReply) GetJSON200() *Ride {
+	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r RideCancelReply) GetJSON201() *Ride {
+	return r.JSON201
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RideCancelReply) GetApplicationProblemJSON400() *ErrorModel {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RideCancelReply) GetApplicationProblemJSON401() *ErrorModel {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RideCancelReply) GetApplicationProblemJSON404() *ErrorModel {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RideCancelReply) GetApplicationProblemJSON409() *ErrorModel {
+	return r.ApplicationProblemJSON409
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r RideCancelReply) GetApplicationProblemJSON422() *ErrorModel {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r RideCancelReply) GetApplicationProblemJSON429() *ErrorModel {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r RideCancelReply) GetApplicationProblemJSON500() *ErrorModel {
+	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RideCancelReply) GetApplicationProblemJSON503() *ErrorModel {
+	return r.ApplicationProblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r RideCancelReply) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RideCancelReply) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RideCancelReply) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RideCancelReply) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RideCompleteReply200Headers the declared response headers of an HTTP 200 response for RideComplete
+type RideCompleteReply200Headers struct {
+	ContentType        *string
+	IdempotentReplayed *string
+}
+
+// RideCompleteReply201Headers the declared response headers of an HTTP 201 response for RideComplete
+type RideCompleteReply201Headers struct {
+	ContentType        *string
+	IdempotentReplayed *string
+}
+
+// RideCompleteReply202Headers the declared response headers of an HTTP 202 response for RideComplete
+type RideCompleteReply202Headers struct {
+	ContentType        *string
+	IdempotentReplayed *string
+}
+
+// RideCompleteReply409Headers the declared response headers of an HTTP 409 response for RideComplete
+type RideCompleteReply409Headers struct {
+	RetryAfter *int
+}
+
+// RideCompleteReply429Headers the declared response headers of an HTTP 429 response for RideComplete
+type RideCompleteReply429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
+// RideCompleteReply500Headers the declared response headers of an HTTP 500 response for RideComplete
+type RideCompleteReply500Headers struct {
+	RetryAfter *int
+}
+
+// RideCompleteReply503Headers the declared response headers of an HTTP 503 response for RideComplete
+type RideCompleteReply503Headers struct {
+	RetryAfter *int
+}
+
+type RideCompleteReply struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Ride
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Ride
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *Ride
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *ErrorModel
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *ErrorModel
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *ErrorModel
+	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationProblemJSON409 *ErrorModel
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *ErrorModel
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *ErrorModel
+	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationProblemJSON500 *ErrorModel
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *ErrorModel
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *RideCompleteReply200Headers
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *RideCompleteReply201Headers
+	// Headers202 the parsed response headers for an HTTP 202 response
+	Headers202 *RideCompleteReply202Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *RideCompleteReply409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RideCompleteReply429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *RideCompleteReply500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RideCompleteReply503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RideCompleteReply) GetJSON200() *Ride {
+	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r RideCompleteReply) GetJSON201() *Ride {
+	return r.JSON201
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r RideCompleteReply) GetJSON202() *Ride {
+	return r.JSON202
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RideCompleteReply) GetApplicationProblemJSON400() *ErrorModel {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RideCompleteReply) GetApplicationProblemJSON401() *ErrorModel {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RideCompleteReply) GetApplicationProblemJSON404() *ErrorModel {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RideCompleteReply) GetApplicationProblemJSON409() *ErrorModel {
+	return r.ApplicationProblemJSON409
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r RideCompleteReply) GetApplicationProblemJSON422() *ErrorModel {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r RideCompleteReply) GetApplicationProblemJSON429() *ErrorModel {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r RideCompleteReply) GetApplicationProblemJSON500() *ErrorModel {
+	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RideCompleteReply) GetApplicationProblemJSON503() *ErrorModel {
+	return r.ApplicationProblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r RideCompleteReply) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RideCompleteReply) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RideCompleteReply) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RideCompleteReply) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -3456,6 +4452,66 @@ func (c *ClientWithResponses) RideGetWithResponse(ctx context.Context, id int64,
 	return ParseRideGetReply(rsp)
 }
 
+// RideBalancePayWithResponse Pay the balance the rider owes for a ride
+//
+// Charges balance_due_cents (a fare above the ride's hold whose payment failed) to the rider's current payment source; register another with PUT /users/{email} first if the card was declined. 201 with the ride once paid, 200 when it was paid already, 402 when the payment is declined (the balance stays due: pay again under a new key); all stored and replayed. A ride that owes nothing is 409 (/problems/no-balance-due, not stored).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /rides/{id}/balance (the `RideBalancePay` operationId).
+func (c *ClientWithResponses) RideBalancePayWithResponse(ctx context.Context, id int64, params *RideBalancePayParams, reqEditors ...RequestEditorFn) (*RideBalancePayReply, error) {
+	rsp, err := c.RideBalancePay(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRideBalancePayReply(rsp)
+}
+
+// RideCancelWithResponse Cancel a trip before it is completed and release its hold
+//
+// Releases the ride's hold; nothing is captured. A rider cancels their own ride with their API key; the dispatch side any ride with its token. A ride is cancelled once whatever the keys: the request that cancelled it gets 201, any other 200 with the same ride; both are stored and replayed. A completed ride is 409 (/problems/ride-not-cancellable): refund it instead. A cancellation racing a completion: exactly one wins.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /rides/{id}/cancel (the `RideCancel` operationId).
+func (c *ClientWithResponses) RideCancelWithResponse(ctx context.Context, id int64, params *RideCancelParams, reqEditors ...RequestEditorFn) (*RideCancelReply, error) {
+	rsp, err := c.RideCancel(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRideCancelReply(rsp)
+}
+
+// RideCompleteWithBodyWithResponse Complete a trip with its final fare (the dispatch side)
+//
+// Captures the trip's final fare from its hold, once per ride whatever the keys. A fare within the hold is captured and the rest released; a fare above it captures the whole hold and charges the difference as a payment of its own, without the rider: if that payment fails, the ride is completed with a balance due (balance_due_cents) and the rider's next booking is refused (402, /problems/balance-due) until it is paid (POST /rides/{id}/balance). The receipt, with the final fare, is sent once the fare is captured. The request that completed the ride gets 201, any other key with the same fare 200; at a processor that confirms captures later (adyen) the answer is 202 with the ride capturing. 200, 201 and 202 are stored and replayed byte for byte. A ride that holds nothing to capture, or was completed with another fare, is 409 (/problems/ride-not-completable, not stored). 503 leaves the ride at its recovery point: retry with the same key.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /rides/{id}/complete (the `RideComplete` operationId).
+func (c *ClientWithResponses) RideCompleteWithBodyWithResponse(ctx context.Context, id int64, params *RideCompleteParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RideCompleteReply, error) {
+	rsp, err := c.RideCompleteWithBody(ctx, id, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRideCompleteReply(rsp)
+}
+
+// RideCompleteWithResponse Complete a trip with its final fare (the dispatch side)
+//
+// Captures the trip's final fare from its hold, once per ride whatever the keys. A fare within the hold is captured and the rest released; a fare above it captures the whole hold and charges the difference as a payment of its own, without the rider: if that payment fails, the ride is completed with a balance due (balance_due_cents) and the rider's next booking is refused (402, /problems/balance-due) until it is paid (POST /rides/{id}/balance). The receipt, with the final fare, is sent once the fare is captured. The request that completed the ride gets 201, any other key with the same fare 200; at a processor that confirms captures later (adyen) the answer is 202 with the ride capturing. 200, 201 and 202 are stored and replayed byte for byte. A ride that holds nothing to capture, or was completed with another fare, is 409 (/problems/ride-not-completable, not stored). 503 leaves the ride at its recovery point: retry with the same key.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /rides/{id}/complete (the `RideComplete` operationId).
+func (c *ClientWithResponses) RideCompleteWithResponse(ctx context.Context, id int64, params *RideCompleteParams, body RideCompleteJSONRequestBody, reqEditors ...RequestEditorFn) (*RideCompleteReply, error) {
+	rsp, err := c.RideComplete(ctx, id, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRideCompleteReply(rsp)
+}
+
 // RideRefundWithResponse Refund a charged ride in full, at most once per ride
 //
 // Refunds the ride's whole charge and queues the refund receipt. A ride is refunded at most once, whatever idempotency keys are used: Stripe is called with a key derived from the ride's charge, so requests under different keys converge on one refund. The request that asked for the refund first gets 201; a request under any other key gets the same refund with 200. 200, 201 and a refusal by the payment processor (409, /problems/refund-rejected) are stored and replayed byte for byte for every later request with the same key. A ride that does not exist or is not the rider's (404) or not charged (409, /problems/ride-not-refundable) is refused without storing anything: a pending ride can be refunded once it is charged. 500 and 503 are not stored: retry with the same key. Ride ids are never given to another ride, even by a database restored from a backup: a ride lost with a restore stays unknown (404), so a retried refund never refunds another ride.
@@ -4067,6 +5123,577 @@ func ParseRideGetReply(rsp *http.Response) (*RideGetReply, error) {
 		response.Headers500 = &headers
 	case rsp.StatusCode == 503:
 		var headers RideGetReply503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRideBalancePayReply parses an HTTP response from a RideBalancePayWithResponse call
+func ParseRideBalancePayReply(rsp *http.Response) (*RideBalancePayReply, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RideBalancePayReply{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Ride
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Ride
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 402:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON402 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers RideBalancePayReply200Headers
+		if values := rsp.Header.Values("Content-Type"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Content-Type", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ContentType = &value
+		}
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 201:
+		var headers RideBalancePayReply201Headers
+		if values := rsp.Header.Values("Content-Type"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Content-Type", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ContentType = &value
+		}
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 409:
+		var headers RideBalancePayReply409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers RideBalancePayReply429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers RideBalancePayReply500Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers RideBalancePayReply503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRideCancelReply parses an HTTP response from a RideCancelWithResponse call
+func ParseRideCancelReply(rsp *http.Response) (*RideCancelReply, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RideCancelReply{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Ride
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Ride
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers RideCancelReply200Headers
+		if values := rsp.Header.Values("Content-Type"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Content-Type", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ContentType = &value
+		}
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 201:
+		var headers RideCancelReply201Headers
+		if values := rsp.Header.Values("Content-Type"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Content-Type", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ContentType = &value
+		}
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 409:
+		var headers RideCancelReply409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers RideCancelReply429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers RideCancelReply500Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers RideCancelReply503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRideCompleteReply parses an HTTP response from a RideCompleteWithResponse call
+func ParseRideCompleteReply(rsp *http.Response) (*RideCompleteReply, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RideCompleteReply{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Ride
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Ride
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest Ride
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers RideCompleteReply200Headers
+		if values := rsp.Header.Values("Content-Type"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Content-Type", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ContentType = &value
+		}
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 201:
+		var headers RideCompleteReply201Headers
+		if values := rsp.Header.Values("Content-Type"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Content-Type", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ContentType = &value
+		}
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 202:
+		var headers RideCompleteReply202Headers
+		if values := rsp.Header.Values("Content-Type"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Content-Type", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ContentType = &value
+		}
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		response.Headers202 = &headers
+	case rsp.StatusCode == 409:
+		var headers RideCompleteReply409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers RideCompleteReply429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers RideCompleteReply500Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers RideCompleteReply503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

@@ -30,6 +30,8 @@ const (
 	EventAuthorisation           = "AUTHORISATION"
 	EventRefund                  = "REFUND"
 	EventCancellation            = "CANCELLATION"
+	EventCapture                 = "CAPTURE"
+	EventCaptureFailed           = "CAPTURE_FAILED"
 	EventNotificationOfChargebck = "NOTIFICATION_OF_CHARGEBACK"
 	EventRequestForInformation   = "REQUEST_FOR_INFORMATION"
 	EventChargeback              = "CHARGEBACK"
@@ -290,6 +292,20 @@ func (n *Notifications) parse(it *NotificationRequestItem) (*service.InboundEven
 		ev.Kind = service.InboundPayment
 		ev.Charge = &service.Charge{PaymentID: it.OriginalReference, Status: status, Created: ev.Created,
 			Tag: service.Tag{Key: it.MerchantReference}}
+	case code == EventCapture || code == EventCaptureFailed:
+		// The outcome of a capture of a hold (originalReference is the
+		// payment): captured, or failed (CAPTURE with success false, or
+		// CAPTURE_FAILED when the capture failed after it was made).
+		if it.OriginalReference == "" {
+			return nil, errors.New(code + " without originalReference")
+		}
+		ev.Kind = service.InboundCapture
+		ev.Charge = &service.Charge{ID: it.PSPReference, PaymentID: it.OriginalReference, Status: service.ChargeSucceeded,
+			CapturedCents: it.Amount.Value, AmountCents: it.Amount.Value, Currency: strings.ToLower(it.Amount.Currency),
+			Created: ev.Created, Tag: service.Tag{Key: it.MerchantReference}}
+		if code == EventCaptureFailed || !success {
+			ev.Charge.Status, ev.Charge.FailureCode, ev.Charge.FailureMessage = service.ChargeFailed, code, it.Reason
+		}
 	case code == EventRefund && success:
 		if it.OriginalReference == "" {
 			return nil, errors.New("REFUND without originalReference")

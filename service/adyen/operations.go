@@ -17,6 +17,7 @@ const (
 	opRefund  = "refund"
 	opDetails = "details"
 	opCancel  = "cancel"
+	opCapture = "capture"
 )
 
 // Request constants of a ride's payment: a card stored by the service and
@@ -91,8 +92,11 @@ func (c *Client) ChargeCreate(ctx context.Context, params service.ChargeCreatePa
 			metaNamespace: params.Tag.Namespace, metaRider: params.Tag.Rider, metaKey: params.Tag.Key,
 		},
 	}
-	if params.API == service.PaymentAPIIntents {
+	if params.API == service.PaymentAPIIntents && !params.OffSession {
 		req.ShopperInteraction, req.Channel, req.ReturnURL = interactionEcommerce, channelWeb, params.ReturnURL
+	}
+	if params.ManualCapture {
+		req.AdditionalData = map[string]string{"manualCapture": "true"}
 	}
 	var out paymentResponse
 	if err := c.post(ctx, opPayment, "/payments", params.IdempotencyKey, req, &out); err != nil {
@@ -113,7 +117,11 @@ func (c *Client) ChargeCreate(ctx context.Context, params service.ChargeCreatePa
 		}
 		return ch, nil
 	}
-	return paymentOutcome(out, params.Tag, params.AmountCents, params.Currency)
+	ch, err := paymentOutcome(out, params.Tag, params.AmountCents, params.Currency)
+	if err == nil && params.ManualCapture {
+		ch.Status, ch.CapturedCents = service.ChargeAuthorized, 0
+	}
+	return ch, err
 }
 
 // paymentOutcome is a decided payment as the service sees it: Authorised
@@ -125,7 +133,7 @@ func paymentOutcome(out paymentResponse, tag service.Tag, amount int64, currency
 		return &service.Charge{
 			ID: out.PSPReference, PaymentID: out.PSPReference, AmountCents: amount, Currency: currency,
 			Status: service.ChargeSucceeded, Created: time.Now().UTC(),
-			Tag: tag,
+			Tag: tag, CapturedCents: amount,
 		}, nil
 	case resultRefused:
 		return nil, &service.PaymentError{
@@ -175,6 +183,9 @@ func (c *Client) PaymentDetails(ctx context.Context, params service.PaymentDetai
 // pspReference yet). Adyen takes it on; its outcome comes in a
 // CANCELLATION notification.
 func (c *Client) PaymentCancel(ctx context.Context, params service.PaymentCancelParams) (*service.Charge, error) {
+	if params.Hold && params.PaymentID != "" {
+		return c.holdCancel(ctx, params)
+	}
 	var out cancelResponse
 	err := c.post(ctx, opCancel, "/cancels", params.IdempotencyKey, cancelRequest{
 		MerchantAccount: c.merchant, PaymentReference: params.Reference, Reference: params.Reference,
@@ -183,6 +194,43 @@ func (c *Client) PaymentCancel(ctx context.Context, params service.PaymentCancel
 		return nil, err
 	}
 	return &service.Charge{PaymentID: params.PaymentID, Status: service.ChargeCancelRequested, Tag: service.Tag{Key: params.Reference}}, nil
+}
+
+// holdCancel releases the authorized hold params.PaymentID (POST
+// /payments/{pspReference}/cancels). Adyen takes it on; its outcome comes
+// in a CANCELLATION notification.
+func (c *Client) holdCancel(ctx context.Context, params service.PaymentCancelParams) (*service.Charge, error) {
+	var out cancelResponse
+	path := "/payments/" + url.PathEscape(params.PaymentID) + "/cancels"
+	if err := c.post(ctx, opCancel, path, params.IdempotencyKey, modificationRequest{
+		MerchantAccount: c.merchant, Reference: params.Reference,
+	}, &out); err != nil {
+		return nil, err
+	}
+	return &service.Charge{PaymentID: params.PaymentID, Status: service.ChargeCancelRequested, Tag: service.Tag{Key: params.Reference}}, nil
+}
+
+// PaymentCapture asks Adyen to capture params.AmountCents of the
+// authorized hold params.PaymentID (POST /payments/{pspReference}/captures;
+// the rest of the hold is released). Adyen takes it on
+// (service.ChargeCaptureRequested, with the capture's pspReference as ID);
+// its outcome comes in a CAPTURE notification.
+func (c *Client) PaymentCapture(ctx context.Context, params service.PaymentCaptureParams) (*service.Charge, error) {
+	var out refundResponse
+	path := "/payments/" + url.PathEscape(params.PaymentID) + "/captures"
+	if err := c.post(ctx, opCapture, path, params.IdempotencyKey, modificationRequest{
+		MerchantAccount: c.merchant, Reference: params.Reference,
+		Amount: &Amount{Currency: strings.ToUpper(params.Currency), Value: params.AmountCents},
+	}, &out); err != nil {
+		return nil, err
+	}
+	if out.PSPReference == "" {
+		return nil, unavailable("adyen capture of "+params.PaymentID+": answer without a pspReference", 201, errNotAuthorised)
+	}
+	return &service.Charge{
+		ID: out.PSPReference, PaymentID: params.PaymentID, AmountCents: params.AmountCents, Currency: params.Currency,
+		Status: service.ChargeCaptureRequested, Created: time.Now().UTC(), Tag: service.Tag{Key: params.Reference},
+	}, nil
 }
 
 // RefundCreate asks Adyen to refund the payment params.ChargeID in full.

@@ -47,6 +47,8 @@ type paymentRequest struct {
 	// be sent to authenticate and comes back to ReturnURL.
 	Channel   string `json:"channel,omitempty"`
 	ReturnURL string `json:"returnUrl,omitempty"`
+	// AdditionalData carries manualCapture "true": a hold, captured later.
+	AdditionalData map[string]string `json:"additionalData,omitempty"`
 }
 
 // Result codes of POST /payments that the service reads.
@@ -82,6 +84,14 @@ type cancelRequest struct {
 	MerchantAccount  string `json:"merchantAccount"`
 	PaymentReference string `json:"paymentReference"`
 	Reference        string `json:"reference"`
+}
+
+// modificationRequest is the body of POST /payments/{pspReference}/cancels
+// and /captures (Amount: a capture's).
+type modificationRequest struct {
+	MerchantAccount string  `json:"merchantAccount"`
+	Reference       string  `json:"reference"`
+	Amount          *Amount `json:"amount,omitempty"`
 }
 
 // cancelResponse is the answer of POST /cancels: taken on ("received"),

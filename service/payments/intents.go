@@ -38,8 +38,14 @@ func (c *Client) intentCreate(ctx context.Context, params service.ChargeCreatePa
 	if params.Description != "" {
 		p.Description = stripe.String(params.Description)
 	}
-	if params.ReturnURL != "" {
+	if params.ReturnURL != "" && !params.OffSession {
 		p.ReturnURL = stripe.String(params.ReturnURL)
+	}
+	if params.OffSession {
+		p.OffSession = stripe.Bool(true)
+	}
+	if params.ManualCapture {
+		p.CaptureMethod = stripe.String(string(stripe.PaymentIntentCaptureMethodManual))
 	}
 	tagMetadata(p.AddMetadata, params.Tag)
 	pi, err := c.intents.New(p)
@@ -48,7 +54,7 @@ func (c *Client) intentCreate(ctx context.Context, params service.ChargeCreatePa
 	}
 	ch := fromIntent(pi)
 	switch ch.Status {
-	case service.ChargeSucceeded, service.ChargeRequiresAction:
+	case service.ChargeSucceeded, service.ChargeRequiresAction, service.ChargeAuthorized:
 		return ch, nil
 	case service.ChargeFailed:
 		return nil, &service.PaymentError{
@@ -113,6 +119,9 @@ func (c *Client) PaymentCancel(ctx context.Context, params service.PaymentCancel
 	ctx, cancel := c.bound(ctx)
 	defer cancel()
 	p := &stripe.PaymentIntentCancelParams{CancellationReason: stripe.String(string(stripe.PaymentIntentCancellationReasonAbandoned))}
+	if params.Hold {
+		p.CancellationReason = stripe.String(string(stripe.PaymentIntentCancellationReasonRequestedByCustomer))
+	}
 	p.Context = ctx
 	p.SetIdempotencyKey(params.IdempotencyKey)
 	pi, err := c.intents.Cancel(params.PaymentID, p)
@@ -120,6 +129,31 @@ func (c *Client) PaymentCancel(ctx context.Context, params service.PaymentCancel
 		return nil, translateError(err)
 	}
 	return fromIntent(pi), nil
+}
+
+// PaymentCapture captures params.AmountCents of the PaymentIntent
+// params.PaymentID, held with capture_method manual, under
+// params.IdempotencyKey; Stripe releases the rest. One that can no longer be
+// captured is a PaymentClassRefusal with Code
+// service.PaymentCodeUnexpectedState.
+func (c *Client) PaymentCapture(ctx context.Context, params service.PaymentCaptureParams) (*service.Charge, error) {
+	if err := checkKey(params.IdempotencyKey); err != nil {
+		return nil, err
+	}
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	p := &stripe.PaymentIntentCaptureParams{AmountToCapture: stripe.Int64(params.AmountCents)}
+	p.Context = ctx
+	p.SetIdempotencyKey(params.IdempotencyKey)
+	pi, err := c.intents.Capture(params.PaymentID, p)
+	if err != nil {
+		return nil, translateError(err)
+	}
+	ch := fromIntent(pi)
+	if ch.Status != service.ChargeSucceeded {
+		return nil, unavailable("payment intent "+pi.ID+" is "+string(pi.Status)+" after its capture", statusOf(pi.LastResponse), errIntentNotSucceeded)
+	}
+	return ch, nil
 }
 
 // PaymentDetails is Adyen's: a PaymentIntent needs nothing from the
@@ -150,7 +184,9 @@ func fromIntent(pi *stripe.PaymentIntent) *service.Charge {
 	}
 	switch pi.Status {
 	case stripe.PaymentIntentStatusSucceeded:
-		ch.Status = service.ChargeSucceeded
+		ch.Status, ch.CapturedCents = service.ChargeSucceeded, pi.AmountReceived
+	case stripe.PaymentIntentStatusRequiresCapture:
+		ch.Status = service.ChargeAuthorized
 	case stripe.PaymentIntentStatusRequiresAction:
 		ch.Status = service.ChargeRequiresAction
 		ch.Action = &service.PaymentAction{Type: "redirect_to_url", ClientSecret: pi.ClientSecret}

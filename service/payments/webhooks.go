@@ -108,7 +108,25 @@ func (e *Events) parse(payload []byte, bad error) (*service.InboundEvent, error)
 			out.Kind, out.Charge, out.ChargeID = service.InboundChargeOutcome, toCharge(&ch), ch.ID
 			out.Namespace = out.Charge.Tag.Namespace
 		}
-	case t == "payment_intent.succeeded" || t == "payment_intent.payment_failed" || t == "payment_intent.canceled":
+	case t == "charge.expired" || t == "charge.captured":
+		// A hold released by Stripe itself (its expiry), or captured: the
+		// charge names its PaymentIntent, whose tag it carries.
+		var ch stripe.Charge
+		if err = json.Unmarshal(raw, &ch); err == nil {
+			c := toCharge(&ch)
+			if ch.PaymentIntent != nil {
+				c.PaymentID = ch.PaymentIntent.ID
+			}
+			out.Kind, out.ChargeID, out.Namespace = service.InboundPayment, ch.ID, c.Tag.Namespace
+			if t == "charge.expired" {
+				c.Status = service.ChargeCanceled
+			} else {
+				out.Kind, c.Status, c.CapturedCents = service.InboundCapture, service.ChargeSucceeded, ch.AmountCaptured
+			}
+			out.Charge = c
+		}
+	case t == "payment_intent.succeeded" || t == "payment_intent.payment_failed" || t == "payment_intent.canceled" ||
+		t == "payment_intent.amount_capturable_updated":
 		var pi stripe.PaymentIntent
 		if err = json.Unmarshal(raw, &pi); err == nil {
 			if pi.ID == "" {

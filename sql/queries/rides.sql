@@ -70,17 +70,18 @@ SELECT * FROM rides WHERE id = @id AND user_id = @user_id FOR UPDATE;
 -- name: RideCreateAudited :one
 -- Books a ride and writes its audit record in one statement, and returns the
 -- ride with its rider (whom the charge needs): the ride phase in one round
--- trip.
+-- trip. A rider who owes the balance of a ride books nothing: no row.
 WITH ride AS (
     INSERT INTO rides (
         idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon,
-        amount_cents, currency, user_id, processor, payment_api, payment_source
-    ) VALUES (
+        amount_cents, currency, user_id, processor, payment_api, capture, payment_source
+    )
+    SELECT
         @idempotency_key_id, @origin_lat, @origin_lon, @target_lat, @target_lon,
-        @amount_cents, @currency, @user_id, @processor, @payment_api,
+        @amount_cents, @currency, @user_id, @processor, @payment_api, @capture,
         -- the source the ride is charged with, whatever the rider's later
         (SELECT payment_source FROM users WHERE id = @user_id)
-    )
+    WHERE NOT EXISTS (SELECT 1 FROM rides owed WHERE owed.user_id = @user_id AND owed.extra_status = 'due')
     RETURNING *
 ), audit AS (
     INSERT INTO audit_records (action, data, origin_ip, resource_id, resource_type, user_id)

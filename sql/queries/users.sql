@@ -45,13 +45,13 @@ LIMIT 1;
 
 -- name: UserListWithoutStripeCustomer :many
 -- Users whose customer is not recorded (a lost commit may have held it).
-SELECT id, email FROM users WHERE stripe_customer_id IS NULL ORDER BY id;
+SELECT id, email FROM users WHERE stripe_customer_id IS NULL AND role = 'rider' ORDER BY id;
 
 -- name: UserListAll :many
 -- Every user's id and email: the orphan policy looks for the rider of a
 -- charge at a processor whose charges name no customer of ours (rare:
 -- once per orphan).
-SELECT id, email FROM users ORDER BY id;
+SELECT id, email FROM users WHERE role = 'rider' ORDER BY id;
 
 -- name: ProcessorRegistrationList :many
 -- The rider's registrations of its current payment source.
@@ -86,3 +86,7 @@ VALUES (@user_id, @processor, @payment_source, 'refused', @reason::text)
 ON CONFLICT (user_id, payment_source, processor) DO UPDATE
 SET reason = EXCLUDED.reason, updated_at = now()
 WHERE processor_registrations.status = 'refused';
+
+-- name: UserGetDispatch :one
+-- The dispatch side's account: its idempotency keys are its own.
+SELECT * FROM users WHERE role = 'dispatch';

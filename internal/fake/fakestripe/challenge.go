@@ -200,3 +200,33 @@ func formatAmount(amount int64, currency string) string {
 	}
 	return fmt.Sprintf("%d.%02d %s", amount/100, amount%100, code)
 }
+
+// ExpireHold lets the uncaptured hold of the PaymentIntent id lapse, as a
+// card network does after its window: the PaymentIntent is canceled and its
+// charge released in full, with a charge.expired event (and
+// payment_intent.canceled).
+func (s *Server) ExpireHold(id string) error {
+	l := &s.ledger
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	pi, ok := l.paymentIntentLocked(id)
+	if !ok {
+		return fmt.Errorf("%w: %s", errNoSuchPaymentIntent, id)
+	}
+	if pi.Status != PaymentIntentRequiresCapture {
+		return fmt.Errorf("fakestripe: %s has a status of %s, not requires_capture", id, pi.Status)
+	}
+	ch, ok := l.chargeLocked(pi.LatestCharge)
+	if !ok {
+		return fmt.Errorf("fakestripe: %s has no charge", id)
+	}
+	ch.AmountReleased = ch.Amount
+	ch.AmountRefunded, ch.Refunded = ch.Amount, true
+	pi.AmountCapturable = 0
+	pi.Status = PaymentIntentCanceled
+	pi.CancellationReason = "automatic"
+	pi.CanceledAt = s.Now()
+	s.emit("charge.expired", ch.object())
+	s.emit("payment_intent.canceled", pi.object())
+	return nil
+}

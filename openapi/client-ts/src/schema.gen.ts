@@ -88,6 +88,66 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/rides/{id}/balance": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Pay the balance the rider owes for a ride
+         * @description Charges balance_due_cents (a fare above the ride's hold whose payment failed) to the rider's current payment source; register another with PUT /users/{email} first if the card was declined. 201 with the ride once paid, 200 when it was paid already, 402 when the payment is declined (the balance stays due: pay again under a new key); all stored and replayed. A ride that owes nothing is 409 (/problems/no-balance-due, not stored).
+         */
+        post: operations["ride-balance-pay"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/rides/{id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancel a trip before it is completed and release its hold
+         * @description Releases the ride's hold; nothing is captured. A rider cancels their own ride with their API key; the dispatch side any ride with its token. A ride is cancelled once whatever the keys: the request that cancelled it gets 201, any other 200 with the same ride; both are stored and replayed. A completed ride is 409 (/problems/ride-not-cancellable): refund it instead. A cancellation racing a completion: exactly one wins.
+         */
+        post: operations["ride-cancel"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/rides/{id}/complete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Complete a trip with its final fare (the dispatch side)
+         * @description Captures the trip's final fare from its hold, once per ride whatever the keys. A fare within the hold is captured and the rest released; a fare above it captures the whole hold and charges the difference as a payment of its own, without the rider: if that payment fails, the ride is completed with a balance due (balance_due_cents) and the rider's next booking is refused (402, /problems/balance-due) until it is paid (POST /rides/{id}/balance). The receipt, with the final fare, is sent once the fare is captured. The request that completed the ride gets 201, any other key with the same fare 200; at a processor that confirms captures later (adyen) the answer is 202 with the ride capturing. 200, 201 and 202 are stored and replayed byte for byte. A ride that holds nothing to capture, or was completed with another fare, is 409 (/problems/ride-not-completable, not stored). 503 leaves the ride at its recovery point: retry with the same key.
+         */
+        post: operations["ride-complete"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/rides/{id}/refund": {
         parameters: {
             query?: never;
@@ -341,15 +401,37 @@ export interface components {
             updated_at: string;
         };
         Ride: {
+            /**
+             * Format: int64
+             * @description What the processor captured of the hold: the fare, or the whole hold when the fare is above it. Null until the processor confirms the capture.
+             */
+            amount_captured_cents: number | null;
             /** Format: int64 */
             amount_cents: number;
+            /**
+             * Format: int64
+             * @description What the rider owes for this ride (extra_cents while extra_status is due); 0 otherwise.
+             */
+            balance_due_cents: number;
+            /**
+             * @description booking: the ride was charged in full when booked (amount_cents). trip: amount_cents was held when booked, and the final fare is captured when the trip is completed (POST /rides/{id}/complete), or the hold released when the ride is cancelled (POST /rides/{id}/cancel) or its hold expires.
+             * @enum {string}
+             */
+            capture: "booking" | "trip";
+            /** @description While charge_status is capture_failed: the processor's reason. Null otherwise. */
+            capture_failure: string | null;
             /** @description The processor's charge, once the ride is charged: a Stripe charge (ch_…, the PaymentIntent's latest_charge), an Adyen pspReference. Null otherwise. */
             charge_id: string | null;
             /**
-             * @description pending until the charge is decided; requires_action while the rider's bank asks the rider to authenticate the payment (next_action says how), then charged, declined, or expired when the rider did not authenticate before next_action.expires_at (the payment is cancelled, nothing is charged)
+             * @description pending until the payment is decided; requires_action while the rider's bank asks the rider to authenticate the payment (next_action says how); declined; expired when the rider did not authenticate before next_action.expires_at, or when a trip's hold was released unended (nothing is charged). A ride with capture booking is then charged. A ride with capture trip is authorized (amount_cents is held), then capturing once completed (the fare is being captured), completed (captured), or capture_failed; or cancelling, then cancelled (the hold released).
              * @enum {string}
              */
-            charge_status: "pending" | "requires_action" | "charged" | "declined" | "expired";
+            charge_status: "pending" | "requires_action" | "charged" | "declined" | "expired" | "authorized" | "capturing" | "completed" | "capture_failed" | "cancelling" | "cancelled";
+            /**
+             * Format: date-time
+             * @description When the trip's fare was captured (charge_status completed). Null otherwise.
+             */
+            completed_at: string | null;
             /** Format: date-time */
             created_at: string;
             currency: string;
@@ -368,6 +450,28 @@ export interface components {
              * @enum {string}
              */
             dispute_status: "none" | "disputed" | "won" | "lost";
+            /**
+             * Format: int64
+             * @description The part of the fare above the hold, charged as a payment of its own after the trip. Null when the fare is within the hold.
+             */
+            extra_cents: number | null;
+            /** @description The processor's payment of extra_cents, once charged or paid. Null otherwise. */
+            extra_charge_id: string | null;
+            /**
+             * @description none: the fare was within the hold; charged: extra_cents was charged; due: that payment failed and the rider owes balance_due_cents (no booking until it is paid, POST /rides/{id}/balance); paid: the rider paid it. Null until the completion decided it.
+             * @enum {string|null}
+             */
+            extra_status: "none" | "charged" | "due" | "paid" | null;
+            /**
+             * Format: int64
+             * @description The trip's final fare, in the currency's minor unit, once completed. Null before.
+             */
+            fare_cents: number | null;
+            /**
+             * Format: date-time
+             * @description While charge_status is authorized: when the hold is released and the ride expires unless completed or cancelled before. Null otherwise.
+             */
+            hold_expires_at: string | null;
             /**
              * Format: int64
              * @description Drawn at random (1 to 2^53 - 1) when the ride is booked; never names another ride, even after a restore.
@@ -411,6 +515,11 @@ export interface components {
              */
             refund_status: "none" | "pending" | "refunded" | "failed";
             /**
+             * Format: date-time
+             * @description When the hold was released (charge_status cancelled, or expired after a hold). Null otherwise.
+             */
+            released_at: string | null;
+            /**
              * @deprecated
              * @description Deprecated: read charge_id, which holds the same value whatever the processor (this field held Adyen's pspReference too).
              */
@@ -424,6 +533,19 @@ export interface components {
             target_lat: number;
             /** Format: double */
             target_lon: number;
+        };
+        RideCompleteInputBody: {
+            /**
+             * @description The ride's currency (ISO 4217, lower case).
+             * @example usd
+             */
+            currency: string;
+            /**
+             * Format: int64
+             * @description The trip's final fare in the currency's minor unit (cents): a positive integer, at most 5 times the ride's hold (amount_cents).
+             * @example 1850
+             */
+            fare_cents: number;
         };
         RideCreateBody: {
             /**
@@ -448,15 +570,37 @@ export interface components {
             target_lon: number;
         };
         RideDetail: {
+            /**
+             * Format: int64
+             * @description What the processor captured of the hold: the fare, or the whole hold when the fare is above it. Null until the processor confirms the capture.
+             */
+            amount_captured_cents: number | null;
             /** Format: int64 */
             amount_cents: number;
+            /**
+             * Format: int64
+             * @description What the rider owes for this ride (extra_cents while extra_status is due); 0 otherwise.
+             */
+            balance_due_cents: number;
+            /**
+             * @description booking: the ride was charged in full when booked (amount_cents). trip: amount_cents was held when booked, and the final fare is captured when the trip is completed (POST /rides/{id}/complete), or the hold released when the ride is cancelled (POST /rides/{id}/cancel) or its hold expires.
+             * @enum {string}
+             */
+            capture: "booking" | "trip";
+            /** @description While charge_status is capture_failed: the processor's reason. Null otherwise. */
+            capture_failure: string | null;
             /** @description The processor's charge, once the ride is charged: a Stripe charge (ch_…, the PaymentIntent's latest_charge), an Adyen pspReference. Null otherwise. */
             charge_id: string | null;
             /**
-             * @description pending until the charge is decided; requires_action while the rider's bank asks the rider to authenticate the payment (next_action says how), then charged, declined, or expired when the rider did not authenticate before next_action.expires_at (the payment is cancelled, nothing is charged)
+             * @description pending until the payment is decided; requires_action while the rider's bank asks the rider to authenticate the payment (next_action says how); declined; expired when the rider did not authenticate before next_action.expires_at, or when a trip's hold was released unended (nothing is charged). A ride with capture booking is then charged. A ride with capture trip is authorized (amount_cents is held), then capturing once completed (the fare is being captured), completed (captured), or capture_failed; or cancelling, then cancelled (the hold released).
              * @enum {string}
              */
-            charge_status: "pending" | "requires_action" | "charged" | "declined" | "expired";
+            charge_status: "pending" | "requires_action" | "charged" | "declined" | "expired" | "authorized" | "capturing" | "completed" | "capture_failed" | "cancelling" | "cancelled";
+            /**
+             * Format: date-time
+             * @description When the trip's fare was captured (charge_status completed). Null otherwise.
+             */
+            completed_at: string | null;
             /** Format: date-time */
             created_at: string;
             currency: string;
@@ -475,6 +619,28 @@ export interface components {
              * @enum {string}
              */
             dispute_status: "none" | "disputed" | "won" | "lost";
+            /**
+             * Format: int64
+             * @description The part of the fare above the hold, charged as a payment of its own after the trip. Null when the fare is within the hold.
+             */
+            extra_cents: number | null;
+            /** @description The processor's payment of extra_cents, once charged or paid. Null otherwise. */
+            extra_charge_id: string | null;
+            /**
+             * @description none: the fare was within the hold; charged: extra_cents was charged; due: that payment failed and the rider owes balance_due_cents (no booking until it is paid, POST /rides/{id}/balance); paid: the rider paid it. Null until the completion decided it.
+             * @enum {string|null}
+             */
+            extra_status: "none" | "charged" | "due" | "paid" | null;
+            /**
+             * Format: int64
+             * @description The trip's final fare, in the currency's minor unit, once completed. Null before.
+             */
+            fare_cents: number | null;
+            /**
+             * Format: date-time
+             * @description While charge_status is authorized: when the hold is released and the ride expires unless completed or cancelled before. Null otherwise.
+             */
+            hold_expires_at: string | null;
             /**
              * Format: int64
              * @description Drawn at random (1 to 2^53 - 1) when the ride is booked; never names another ride, even after a restore.
@@ -517,6 +683,11 @@ export interface components {
              * @enum {string}
              */
             refund_status: "none" | "pending" | "refunded" | "failed";
+            /**
+             * Format: date-time
+             * @description When the hold was released (charge_status cancelled, or expired after a hold). Null otherwise.
+             */
+            released_at: string | null;
             /** @description What the bank settled of the ride: null until a settlement file of the acquirer's settles its charge. Fees and net amounts are the merchant's and are not shown. */
             settlement: {
                 /**
@@ -982,6 +1153,417 @@ export interface operations {
             /** @description No such resource for this caller. */
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Invalid input (the errors name the field), or an idempotency key reused with a different request. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description A budget is spent: the rider's writes or reads, or the failed authentications of the client's address. Nothing was done and the idempotency key is unused: retry after Retry-After. */
+            429: {
+                headers: {
+                    /** @description What is left of the budget, e.g. "writes";r=0;t=10: 0 requests left, full again in 10 seconds. Absent on a refusal for failed authentications. */
+                    RateLimit?: string;
+                    /** @description The rider's budget of this kind of request (draft-ietf-httpapi-ratelimit-headers), e.g. "writes";q=50;w=10: 50 requests per 10 seconds. Absent on a refusal for failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal error. Not stored: retry with the same idempotency key. */
+            500: {
+                headers: {
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description The payment processor gave no definitive answer, or the service is shedding load. Not stored: retry with the same idempotency key after Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "ride-balance-pay": {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description 20 to 255 printable ASCII characters, bare or as a quoted structured-field string. Retry with the same key; any other key acting on the same ride gets the same outcome.
+                 * @example CANCEL7W2HXN5TBY4MVC8PLDA
+                 */
+                "Idempotency-Key": string;
+            };
+            path: {
+                /**
+                 * @description The ride's id.
+                 * @example 5351843670591273
+                 */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The balance was paid already. Stored. */
+            200: {
+                headers: {
+                    "Content-Type"?: string;
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Ride"];
+                };
+            };
+            /** @description The balance is paid by this request. Stored. */
+            201: {
+                headers: {
+                    "Content-Type"?: string;
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Ride"];
+                };
+            };
+            /** @description Malformed request: a missing or invalid header, or a body that is not JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Missing or invalid credentials. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description The card was declined, or the processor rejected the charge; ride_id names the ride the booking created (declined). Stored: replayed for every retry with the same key. */
+            402: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description No such resource for this caller. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Another request with the same idempotency key is in progress. */
+            409: {
+                headers: {
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Invalid input (the errors name the field), or an idempotency key reused with a different request. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description A budget is spent: the rider's writes or reads, or the failed authentications of the client's address. Nothing was done and the idempotency key is unused: retry after Retry-After. */
+            429: {
+                headers: {
+                    /** @description What is left of the budget, e.g. "writes";r=0;t=10: 0 requests left, full again in 10 seconds. Absent on a refusal for failed authentications. */
+                    RateLimit?: string;
+                    /** @description The rider's budget of this kind of request (draft-ietf-httpapi-ratelimit-headers), e.g. "writes";q=50;w=10: 50 requests per 10 seconds. Absent on a refusal for failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal error. Not stored: retry with the same idempotency key. */
+            500: {
+                headers: {
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description The payment processor gave no definitive answer, or the service is shedding load. Not stored: retry with the same idempotency key after Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "ride-cancel": {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description 20 to 255 printable ASCII characters, bare or as a quoted structured-field string. Retry with the same key; any other key acting on the same ride gets the same outcome.
+                 * @example CANCEL7W2HXN5TBY4MVC8PLDA
+                 */
+                "Idempotency-Key": string;
+            };
+            path: {
+                /**
+                 * @description The ride's id.
+                 * @example 5351843670591273
+                 */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The ride was cancelled by a request under another key. Stored. */
+            200: {
+                headers: {
+                    "Content-Type"?: string;
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Ride"];
+                };
+            };
+            /** @description The ride is cancelled by this request; its hold is released. Stored. */
+            201: {
+                headers: {
+                    "Content-Type"?: string;
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Ride"];
+                };
+            };
+            /** @description Malformed request: a missing or invalid header, or a body that is not JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Missing or invalid credentials. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description No such resource for this caller. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Another request with the same idempotency key is in progress. */
+            409: {
+                headers: {
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Invalid input (the errors name the field), or an idempotency key reused with a different request. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description A budget is spent: the rider's writes or reads, or the failed authentications of the client's address. Nothing was done and the idempotency key is unused: retry after Retry-After. */
+            429: {
+                headers: {
+                    /** @description What is left of the budget, e.g. "writes";r=0;t=10: 0 requests left, full again in 10 seconds. Absent on a refusal for failed authentications. */
+                    RateLimit?: string;
+                    /** @description The rider's budget of this kind of request (draft-ietf-httpapi-ratelimit-headers), e.g. "writes";q=50;w=10: 50 requests per 10 seconds. Absent on a refusal for failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal error. Not stored: retry with the same idempotency key. */
+            500: {
+                headers: {
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description The payment processor gave no definitive answer, or the service is shedding load. Not stored: retry with the same idempotency key after Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "ride-complete": {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description 20 to 255 printable ASCII characters, bare or as a quoted structured-field string. Retry with the same key; any other key acting on the same ride gets the same outcome.
+                 * @example TRIP4K7W2HXN5TBY4MVC8PLDA
+                 */
+                "Idempotency-Key": string;
+            };
+            path: {
+                /**
+                 * @description The ride's id.
+                 * @example 5351843670591273
+                 */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RideCompleteInputBody"];
+            };
+        };
+        responses: {
+            /** @description The trip was completed by a request under another key, with the same fare. Stored. */
+            200: {
+                headers: {
+                    "Content-Type"?: string;
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Ride"];
+                };
+            };
+            /** @description The trip is completed by this request: the fare is captured. Stored. */
+            201: {
+                headers: {
+                    "Content-Type"?: string;
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Ride"];
+                };
+            };
+            /** @description The processor took the capture on and confirms it later (adyen): the ride is capturing. Stored. */
+            202: {
+                headers: {
+                    "Content-Type"?: string;
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Ride"];
+                };
+            };
+            /** @description Malformed request: a missing or invalid header, or a body that is not JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Missing or invalid credentials. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description No such resource for this caller. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Another request with the same idempotency key is in progress. */
+            409: {
+                headers: {
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {

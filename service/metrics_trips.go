@@ -1,0 +1,97 @@
+package service
+
+import (
+	"context"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// tripMetrics are the trips' (trips.go, ride_cancel.go, balances.go):
+// trips ended by how, captures failed, extra payments by outcome, and the
+// gauges of holds outstanding and balances due the completer measures.
+type tripMetrics struct {
+	tripsEnded     *prometheus.CounterVec
+	capturesFailed *prometheus.CounterVec
+	tripExtras     *prometheus.CounterVec
+	holds          prometheus.Gauge
+	oldestHold     prometheus.Gauge
+	capturing      prometheus.Gauge
+	captureFailed  prometheus.Gauge
+	balancesDue    prometheus.Gauge
+	balanceDue     prometheus.Gauge
+}
+
+func newTripMetrics() tripMetrics {
+	return tripMetrics{
+		tripsEnded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "atomicrides_trips_ended_total",
+			Help: "Trips whose hold ended, by processor and how: completed (the fare captured), cancelled or expired (the hold released).",
+		}, []string{"processor", "status"}),
+		capturesFailed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "atomicrides_captures_failed_total",
+			Help: "Captures of a completed trip's fare that the processor failed (Adyen's CAPTURE_FAILED, or a hold gone before its capture), by processor: each is an operator's to follow up (docs/runbooks.md#capture-failed).",
+		}, []string{"processor"}),
+		tripExtras: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "atomicrides_trip_extra_payments_total",
+			Help: "Fares above their hold charged as a payment of their own, by processor and outcome: charged, due (declined: the rider owes a balance), paid (a balance paid later).",
+		}, []string{"processor", "outcome"}),
+		holds: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "atomicrides_holds_outstanding",
+			Help: "Trips holding their rider's money (authorized, or being cancelled), as of the last completer pass.",
+		}),
+		oldestHold: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "atomicrides_hold_oldest_age_seconds",
+			Help: "Age of the oldest outstanding hold (since its booking), as of the last completer pass; 0 when none.",
+		}),
+		capturing: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "atomicrides_trips_capturing",
+			Help: "Completed trips whose capture the processor has not confirmed yet, as of the last completer pass.",
+		}),
+		captureFailed: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "atomicrides_trips_capture_failed",
+			Help: "Rides whose capture the processor failed, as of the last completer pass.",
+		}),
+		balancesDue: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "atomicrides_balances_due",
+			Help: "Rides whose rider owes the fare above the hold, as of the last completer pass.",
+		}),
+		balanceDue: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "atomicrides_balance_due_cents",
+			Help: "What riders owe in all, in minor units of their rides' currencies, as of the last completer pass.",
+		}),
+	}
+}
+
+func (t tripMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{t.tripsEnded, t.capturesFailed, t.tripExtras, t.holds, t.oldestHold,
+		t.capturing, t.captureFailed, t.balancesDue, t.balanceDue}
+}
+
+// initSeries makes every labelled series of proc exist from the start.
+func (t tripMetrics) initSeries(proc string) {
+	for _, st := range []RideChargeStatus{RideChargeCompleted, RideChargeCancelled, RideChargeExpired} {
+		t.tripsEnded.WithLabelValues(proc, string(st))
+	}
+	t.capturesFailed.WithLabelValues(proc)
+	for _, o := range []string{ExtraCharged, ExtraDue, ExtraPaid} {
+		t.tripExtras.WithLabelValues(proc, o)
+	}
+}
+
+// TripsMeasure reads the trips' gauges (holds outstanding and the oldest's
+// age, captures waiting and failed, balances due) into their metrics. The
+// completer runs it on every pass.
+func (s *Service) TripsMeasure(ctx context.Context) error {
+	g, err := s.queries.RideTripGauges(ctx, s.pool)
+	if err != nil {
+		return internal(err)
+	}
+	t := s.metrics.tripMetrics
+	t.holds.Set(float64(g.Holds))
+	t.oldestHold.Set(g.OldestHoldSeconds)
+	t.capturing.Set(float64(g.Capturing))
+	t.captureFailed.Set(float64(g.CaptureFailed))
+	t.balancesDue.Set(float64(g.BalancesDue))
+	t.balanceDue.Set(float64(g.BalanceDueCents))
+	return nil
+}

@@ -1,0 +1,644 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/atomicrides/atomicrides/dbgen"
+	"github.com/atomicrides/atomicrides/service/idem"
+)
+
+// Capture is when a ride's money is taken (Config.Capture, CAPTURE).
+type Capture string
+
+const (
+	// CaptureBooking: the ride is charged in full when it is booked; its
+	// trip has no end in the service.
+	CaptureBooking Capture = "booking"
+	// CaptureTrip: the quoted fare is held when the ride is booked; the
+	// final fare is captured when the dispatch side completes the trip,
+	// and the hold is released when the ride is cancelled or its hold
+	// expires.
+	CaptureTrip Capture = "trip"
+)
+
+// Holds last days at the card networks (Stripe documents 7 days for most
+// cards, 4 days 18 hours for Visa's merchant-initiated ones): a ride neither
+// completed nor cancelled releases its hold well before.
+const (
+	// DefaultHoldExpiry is how long a hold is kept by default.
+	DefaultHoldExpiry = 24 * time.Hour
+	// MaxHoldExpiry is the longest Config.HoldExpiry: inside the shortest
+	// window a card network keeps a hold.
+	MaxHoldExpiry = 4 * 24 * time.Hour
+)
+
+// MaxFareMultiple bounds a trip's final fare: at most this many times its
+// hold. A fare above it is refused (422) as a mistake of the dispatch side
+// rather than charged.
+const MaxFareMultiple = 5
+
+// RecoveryPointCaptureRequested: the ride is capturing, with its fare
+// recorded; the processor's capture (and the payment of a fare above the
+// hold) comes next.
+const RecoveryPointCaptureRequested RecoveryPoint = "capture_requested"
+
+// The route of a trip's completion, POST /rides/{id}/complete.
+const (
+	RideCompleteMethod = http.MethodPost
+	RideCompletePath   = "/rides/{id}/complete"
+)
+
+// Extra statuses: what became of the fare above a trip's hold.
+const (
+	// ExtraNone: the fare was within the hold.
+	ExtraNone = "none"
+	// ExtraCharged: the fare above the hold was charged as a payment of
+	// its own.
+	ExtraCharged = "charged"
+	// ExtraDue: that payment failed; the rider owes it (the ride's
+	// balance) and books nothing until it is paid.
+	ExtraDue = "due"
+	// ExtraPaid: the rider paid the balance.
+	ExtraPaid = "paid"
+)
+
+// CaptureFailureHoldGone is a completion's capture failure when the
+// processor had released the hold before the capture (its own expiry).
+const CaptureFailureHoldGone = "hold_released_before_capture"
+
+// Trip is the part of a Ride that follows its trip: null fields for a ride
+// charged at booking.
+type Trip struct {
+	// Capture is when the ride's money is taken.
+	Capture Capture `json:"capture" enum:"booking,trip" doc:"booking: the ride was charged in full when booked (amount_cents). trip: amount_cents was held when booked, and the final fare is captured when the trip is completed (POST /rides/{id}/complete), or the hold released when the ride is cancelled (POST /rides/{id}/cancel) or its hold expires."`
+	// HoldExpiresAt is when an unended trip's hold is released.
+	HoldExpiresAt *time.Time `json:"hold_expires_at" nullable:"true" doc:"While charge_status is authorized: when the hold is released and the ride expires unless completed or cancelled before. Null otherwise."`
+	// FareCents is the final fare the dispatch side completed the trip
+	// with.
+	FareCents *int64 `json:"fare_cents" nullable:"true" doc:"The trip's final fare, in the currency's minor unit, once completed. Null before."`
+	// CapturedCents is what the processor captured of the hold.
+	CapturedCents *int64 `json:"amount_captured_cents" nullable:"true" doc:"What the processor captured of the hold: the fare, or the whole hold when the fare is above it. Null until the processor confirms the capture."`
+	// ExtraCents is the fare above the hold, charged as a payment of its
+	// own.
+	ExtraCents *int64 `json:"extra_cents" nullable:"true" doc:"The part of the fare above the hold, charged as a payment of its own after the trip. Null when the fare is within the hold."`
+	// ExtraStatus is what became of ExtraCents.
+	ExtraStatus *string `json:"extra_status" nullable:"true" enum:"none,charged,due,paid" doc:"none: the fare was within the hold; charged: extra_cents was charged; due: that payment failed and the rider owes balance_due_cents (no booking until it is paid, POST /rides/{id}/balance); paid: the rider paid it. Null until the completion decided it."`
+	// ExtraChargeID is the payment of ExtraCents.
+	ExtraChargeID *string `json:"extra_charge_id" nullable:"true" doc:"The processor's payment of extra_cents, once charged or paid. Null otherwise."`
+	// BalanceDueCents is what the rider owes for this ride.
+	BalanceDueCents int64 `json:"balance_due_cents" doc:"What the rider owes for this ride (extra_cents while extra_status is due); 0 otherwise."`
+	// CompletedAt is when the fare was captured.
+	CompletedAt *time.Time `json:"completed_at" nullable:"true" doc:"When the trip's fare was captured (charge_status completed). Null otherwise."`
+	// ReleasedAt is when the hold was released.
+	ReleasedAt *time.Time `json:"released_at" nullable:"true" doc:"When the hold was released (charge_status cancelled, or expired after a hold). Null otherwise."`
+	// CaptureFailure is the processor's reason for failing the capture.
+	CaptureFailure *string `json:"capture_failure" nullable:"true" doc:"While charge_status is capture_failed: the processor's reason. Null otherwise."`
+}
+
+func tripOf(r *dbgen.Ride) Trip {
+	t := Trip{
+		Capture: Capture(r.Capture), HoldExpiresAt: utcPtr(r.HoldExpiresAt), FareCents: r.FareCents, CapturedCents: r.CapturedCents,
+		ExtraCents: r.ExtraCents, ExtraStatus: r.ExtraStatus, ExtraChargeID: r.ExtraChargeID,
+		CompletedAt: utcPtr(r.CompletedAt), ReleasedAt: utcPtr(r.ReleasedAt), CaptureFailure: r.CaptureFailure,
+	}
+	if RideChargeStatus(r.ChargeStatus) != RideChargeAuthorized {
+		t.HoldExpiresAt = nil
+	}
+	if r.ExtraStatus != nil && *r.ExtraStatus == ExtraDue && r.ExtraCents != nil {
+		t.BalanceDueCents = *r.ExtraCents
+	}
+	return t
+}
+
+// Processor keys of a trip's calls: pure functions of the booking's
+// processor key (itself a function of the client's booking request).
+func captureKey(pkey string) string { return processorKeyCapture + digest("capture", pkey) }
+func extraKey(pkey string) string   { return processorKeyExtra + digest("extra", pkey) }
+func releaseKey(pkey string) string { return processorKeyRelease + digest("release", pkey) }
+func balanceKey(pkey string, attempt int32) string {
+	return processorKeyBalance + digest("balance", pkey, strconv.FormatInt(int64(attempt), 10))
+}
+
+// RideCompleteParams is the input of a trip's completion.
+type RideCompleteParams struct {
+	RideID    int64  `json:"ride_id"`
+	FareCents int64  `json:"fare_cents"`
+	Currency  string `json:"currency"`
+}
+
+// Validate checks what can be checked without the ride.
+func (p RideCompleteParams) Validate() error {
+	if p.RideID < 1 {
+		return invalid("path.id", "must be a ride id (1 or more)")
+	}
+	if p.FareCents < 1 {
+		return invalid("body.fare_cents", "must be a positive whole number of the currency's minor unit (cents)")
+	}
+	if !isCurrency(p.Currency) {
+		return invalid("body.currency", "must be a three-letter ISO 4217 code in lower case, like usd")
+	}
+	return nil
+}
+
+func isCurrency(c string) bool {
+	if len(c) != 3 {
+		return false
+	}
+	for i := 0; i < 3; i++ {
+		if c[i] < 'a' || c[i] > 'z' {
+			return false
+		}
+	}
+	return true
+}
+
+// RideComplete completes a trip with its final fare, for the dispatch side,
+// under the dispatch side's idempotency key. A ride completes once, whatever
+// the keys: the request that completed it gets 201, any other with the same
+// fare 200 with the same ride, and one with another fare CodeNotCompletable.
+// At a processor that captures asynchronously (Adyen) the answer is 202 with
+// the ride capturing; the processor's notification completes it. A ride that
+// holds nothing (charged at booking, not authorized yet, cancelled,
+// expired, declined) is CodeNotCompletable; none of these refusals writes
+// anything.
+func (s *Service) RideComplete(ctx context.Context, idempotencyKey string, params RideCompleteParams, ip *netip.Addr) (*Response, error) {
+	if err := params.Validate(); err != nil {
+		return nil, err
+	}
+	return run(ctx, s, s.completions, idem.Request{
+		UserID: s.dispatchID,
+		Key:    idempotencyKey,
+		Method: RideCompleteMethod,
+		Path:   idem.RequestPath(RideCompletePath, params.RideID),
+		Params: params,
+		IP:     ip,
+	})
+}
+
+// completionState is what the completion flow knows while it runs.
+type completionState struct {
+	params RideCompleteParams
+	ride   *dbgen.Ride
+	rider  *dbgen.User
+
+	// Results of the call: the capture (nil when none was made now), or
+	// why the processor could not capture; the extra payment, or its
+	// decline.
+	capture        *Charge
+	captureFailure string
+	extra          *Charge
+	extraFailure   *PaymentError
+}
+
+func (s *Service) completionFlow() *idem.Flow[completionState] {
+	return &idem.Flow[completionState]{
+		Name:   "ride.complete",
+		Method: RideCompleteMethod,
+		Path:   RideCompletePath,
+		Load: func(ctx context.Context, tx pgx.Tx, key *idem.Key) (*completionState, error) {
+			st := &completionState{}
+			if err := json.Unmarshal(key.Params, &st.params); err != nil {
+				return nil, fmt.Errorf("completion params of key %d: %w", key.ID, err)
+			}
+			if key.Point == RecoveryPointStarted {
+				return st, nil
+			}
+			var err error
+			st.ride, st.rider, err = s.rideWithRider(ctx, tx, st.params.RideID)
+			return st, err
+		},
+		Steps: map[RecoveryPoint]idem.Step[completionState]{
+			RecoveryPointStarted:          {Phase: s.completionRequestPhase},
+			RecoveryPointCaptureRequested: {Call: s.captureCall, Phase: s.captureRecordPhase},
+		},
+	}
+}
+
+// rideWithRider reads a ride and its rider.
+func (s *Service) rideWithRider(ctx context.Context, db dbgen.DBTX, rideID int64) (*dbgen.Ride, *dbgen.User, error) {
+	ride, err := s.queries.RideGet(ctx, db, rideID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("ride %d: %w", rideID, err)
+	}
+	rider, err := s.queries.UserGet(ctx, db, ride.UserID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("rider of ride %d: %w", rideID, err)
+	}
+	return ride, rider, nil
+}
+
+// completionRequestPhase, in the claim's transaction: the ride, locked (a
+// cancellation or another completion takes its turn), moves from
+// authorized to capturing with its fare; a ride completed already is joined
+// or answered; anything else is refused.
+func (s *Service) completionRequestPhase(ctx context.Context, tx pgx.Tx, key *idem.Key, st *completionState) (idem.Outcome, error) {
+	ride, err := s.queries.RideLock(ctx, tx, st.params.RideID)
+	if isNoRows(err) {
+		return idem.Outcome{}, &Error{Code: CodeNotFound, Message: "no such ride"}
+	}
+	if err != nil {
+		return idem.Outcome{}, err
+	}
+	if st.rider, err = s.queries.UserGet(ctx, tx, ride.UserID); err != nil {
+		return idem.Outcome{}, err
+	}
+	if st.params.Currency != ride.Currency {
+		return idem.Outcome{}, invalid("body.currency", "must be the ride's currency, %s", ride.Currency)
+	}
+	if st.params.FareCents > MaxFareMultiple*ride.AmountCents {
+		return idem.Outcome{}, invalid("body.fare_cents", "must be at most %d times the ride's hold (%d): %d is taken for a mistake",
+			MaxFareMultiple, ride.AmountCents, st.params.FareCents)
+	}
+	switch status := RideChargeStatus(ride.ChargeStatus); {
+	case status == RideChargeAuthorized:
+		var extra *int64
+		if e := st.params.FareCents - ride.AmountCents; e > 0 {
+			extra = &e
+		}
+		if ride, err = s.queries.RideCompletionStart(ctx, tx, dbgen.RideCompletionStartParams{
+			FareCents: st.params.FareCents, CompletionKeyID: key.ID, ExtraCents: extra, ID: ride.ID,
+		}); err != nil {
+			return idem.Outcome{}, err
+		}
+		if err := s.audit(ctx, tx, "ride.completion_requested", "ride", ride.ID, ride.UserID, key.IP, map[string]any{
+			"fare_cents": st.params.FareCents, "held_cents": ride.AmountCents, "extra_cents": extra,
+		}); err != nil {
+			return idem.Outcome{}, err
+		}
+		st.ride = ride
+		return idem.MoveTo(RecoveryPointCaptureRequested), nil
+	case status == RideChargeCapturing || status == RideChargeCompleted || status == RideChargeCaptureFailed:
+		if ride.FareCents == nil || *ride.FareCents != st.params.FareCents {
+			return idem.Outcome{}, &Error{Code: CodeNotCompletable, RideID: ride.ID, Message: fmt.Sprintf(
+				"the ride was completed with a fare of %d; a trip completes once", derefInt(ride.FareCents))}
+		}
+		st.ride = ride
+		if status == RideChargeCapturing && (ride.CaptureID == nil || ride.ExtraStatus == nil) {
+			// Completed under another key whose request has not finished:
+			// this one drives the same calls, under the same keys.
+			return idem.MoveTo(RecoveryPointCaptureRequested), nil
+		}
+		return completionAnswer(key, ride), nil
+	default:
+		return idem.Outcome{}, notCompletable(ride)
+	}
+}
+
+func derefInt(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+// notCompletable is why a ride that holds nothing cannot be completed.
+func notCompletable(ride *dbgen.Ride) *Error {
+	msg := "the ride holds nothing to capture"
+	switch RideChargeStatus(ride.ChargeStatus) {
+	case RideChargeCharged:
+		msg = "the ride was charged in full when booked (capture booking); there is nothing to capture"
+	case RideChargePending, RideChargeRequiresAction:
+		msg = "the ride's hold is not placed yet; complete it once charge_status is authorized"
+	case RideChargeDeclined:
+		msg = "the ride's payment was declined; there is nothing to capture"
+	case RideChargeCancelling, RideChargeCancelled:
+		msg = "the ride was cancelled and its hold released"
+	case RideChargeExpired:
+		msg = "the ride expired and its hold was released (or never placed); nothing can be captured"
+	}
+	return &Error{Code: CodeNotCompletable, RideID: ride.ID, Message: msg}
+}
+
+// completionAnswer finishes a completion request with the ride: 201 for
+// the request that completed it, 200 for any other, 202 while the
+// processor has not confirmed the capture.
+func completionAnswer(key *idem.Key, ride *dbgen.Ride) idem.Outcome {
+	status := http.StatusOK
+	if ride.CompletionKeyID != nil && *ride.CompletionKeyID == key.ID {
+		status = http.StatusCreated
+	}
+	if RideChargeStatus(ride.ChargeStatus) == RideChargeCapturing {
+		status = http.StatusAccepted
+	}
+	return idem.Finish(status, rideFromRow(ride))
+}
+
+// captureCall captures the fare (at most the hold) and charges the fare
+// above the hold as a payment of its own, without the rider. No
+// transaction is open here. Both go under keys derived from the booking's
+// processor key, so a retry after a lost answer gets the same capture and
+// the same payment. A capture or a payment already recorded is not made
+// again.
+func (s *Service) captureCall(ctx context.Context, key *idem.Key, st *completionState) error {
+	st.capture, st.captureFailure, st.extra, st.extraFailure = nil, "", nil, nil
+	ride := st.ride
+	if RideChargeStatus(ride.ChargeStatus) != RideChargeCapturing {
+		return nil
+	}
+	if ride.ChargeKey == nil || ride.PaymentID == nil || ride.FareCents == nil {
+		return fmt.Errorf("ride %d: capturing without its payment or fare", ride.ID)
+	}
+	pkey := *ride.ChargeKey
+	proc, err := s.proc(ride.Processor)
+	if err != nil {
+		return err
+	}
+	if ride.CaptureID == nil && ride.CapturedCents == nil {
+		ch, err := proc.pay.PaymentCapture(ctx, PaymentCaptureParams{
+			IdempotencyKey: captureKey(pkey), PaymentID: *ride.PaymentID, Reference: pkey,
+			AmountCents: min(*ride.FareCents, ride.AmountCents), Currency: ride.Currency,
+		})
+		if pe := PaymentFinal(err); pe != nil && pe.Code == PaymentCodeUnexpectedState {
+			// Captured already (a capture whose answer was lost, past the
+			// key's window), or released by the processor: its state says.
+			p, gerr := s.paymentNow(ctx, proc, ride)
+			switch {
+			case gerr != nil:
+				return gerr
+			case p != nil && p.Status == ChargeSucceeded && p.CapturedCents > 0:
+				ch, err = p, nil
+			case p != nil && p.Status == ChargeCanceled:
+				st.captureFailure, err = CaptureFailureHoldGone, nil
+			}
+		}
+		if err != nil {
+			return err
+		}
+		st.capture = ch
+	}
+	if ride.ExtraCents != nil && ride.ExtraStatus == nil {
+		customerID, err := s.rideCustomer(ctx, ride)
+		if err != nil {
+			return err
+		}
+		ekey := extraKey(pkey)
+		ch, err := proc.pay.ChargeCreate(ctx, ChargeCreateParams{
+			IdempotencyKey: chargeIdempotencyKey(ekey, customerID), CustomerID: customerID,
+			AmountCents: *ride.ExtraCents, Currency: ride.Currency, Description: rideExtraDescription,
+			Tag: s.tag(st.rider.Email, ekey), API: PaymentAPI(ride.PaymentAPI), OffSession: true,
+		})
+		if pe := PaymentFinal(err); pe != nil {
+			st.extraFailure = pe
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if ch.Status != ChargeSucceeded {
+			// Asked to authenticate without the rider: the rider pays it
+			// later, present.
+			st.extraFailure = &PaymentError{Class: PaymentClassDecline, Kind: PaymentDeclined, Code: "authentication_required",
+				Message: "the bank asks the rider to authenticate this payment"}
+			return nil
+		}
+		st.extra = ch
+	}
+	return nil
+}
+
+// rideExtraDescription is the description of a fare's payment above its
+// hold: a constant, like every parameter of the payment.
+const rideExtraDescription = "Atomic Rides fare above the hold"
+
+// rideCustomer is the processor's customer the ride was booked with: its
+// registration of the ride's payment source at the ride's processor.
+func (s *Service) rideCustomer(ctx context.Context, ride *dbgen.Ride) (string, error) {
+	regs, err := s.queries.ProcessorRegistrationListForSource(ctx, s.pool, ride.UserID, ride.PaymentSource)
+	if err != nil {
+		return "", internal(err)
+	}
+	for _, r := range regs {
+		if r.Processor == ride.Processor && r.CustomerID != nil {
+			return *r.CustomerID, nil
+		}
+	}
+	if ride.Processor == ProcessorStripe {
+		if u, err := s.queries.UserGet(ctx, s.pool, ride.UserID); err == nil && u.StripeCustomerID != nil && u.PaymentSource == ride.PaymentSource {
+			return *u.StripeCustomerID, nil
+		}
+	}
+	return "", internal(fmt.Errorf("ride %d: no customer of its payment source at %s", ride.ID, ride.Processor))
+}
+
+// captureRecordPhase records what the processor did, and completes the
+// ride when both its capture and its extra payment are decided.
+func (s *Service) captureRecordPhase(ctx context.Context, tx pgx.Tx, key *idem.Key, st *completionState) (idem.Outcome, error) {
+	rideID := st.ride.ID
+	if st.captureFailure != "" {
+		if _, err := s.tripCaptureFailed(ctx, tx, rideID, st.captureFailure); err != nil {
+			return idem.Outcome{}, err
+		}
+	}
+	if c := st.capture; c != nil {
+		switch c.Status {
+		case ChargeSucceeded:
+			if _, err := s.tripCaptured(ctx, tx, rideID, c.CapturedCents, c.ID); err != nil {
+				return idem.Outcome{}, err
+			}
+		case ChargeCaptureRequested:
+			if _, err := s.queries.RideCaptureRequested(ctx, tx, c.ID, rideID); err != nil {
+				return idem.Outcome{}, err
+			}
+		}
+	}
+	if err := s.tripExtraRecord(ctx, tx, st); err != nil {
+		return idem.Outcome{}, err
+	}
+	ride, err := s.queries.RideGet(ctx, tx, rideID)
+	if err != nil {
+		return idem.Outcome{}, err
+	}
+	return completionAnswer(key, ride), nil
+}
+
+// tripExtraRecord records what became of the fare above the hold, and
+// completes the ride if its capture is recorded.
+func (s *Service) tripExtraRecord(ctx context.Context, tx pgx.Tx, st *completionState) error {
+	if st.ride.ExtraStatus != nil {
+		return nil
+	}
+	params := dbgen.RideExtraRecordParams{ExtraStatus: ExtraNone, ID: st.ride.ID}
+	switch {
+	case st.extra != nil:
+		params.ExtraStatus, params.ExtraChargeID = ExtraCharged, &st.extra.ID
+	case st.extraFailure != nil:
+		code := cmpOr(st.extraFailure.Code, string(st.extraFailure.Kind))
+		params.ExtraStatus, params.ExtraFailureCode = ExtraDue, &code
+	case st.ride.ExtraCents != nil:
+		return fmt.Errorf("ride %d: its fare above the hold was not decided", st.ride.ID)
+	}
+	ride, err := s.queries.RideExtraRecord(ctx, tx, params)
+	if isNoRows(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if params.ExtraStatus != ExtraNone {
+		if err := s.audit(ctx, tx, "ride.extra_"+params.ExtraStatus, "ride", ride.ID, ride.UserID, nil, map[string]any{
+			"extra_cents": ride.ExtraCents, "charge_id": params.ExtraChargeID, "code": params.ExtraFailureCode,
+		}); err != nil {
+			return err
+		}
+		s.metrics.tripExtras.WithLabelValues(ride.Processor, params.ExtraStatus).Inc()
+	}
+	_, err = s.tripFinish(ctx, tx, ride.ID)
+	return err
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// tripCaptured records that the processor captured captured cents of the
+// ride's hold (capture captureID), once, and completes the ride if its
+// extra payment is decided. It returns the outcome for an inbound event.
+func (s *Service) tripCaptured(ctx context.Context, tx pgx.Tx, rideID, captured int64, captureID string) (string, error) {
+	ride, err := s.queries.RideCaptured(ctx, tx, dbgen.RideCapturedParams{CapturedCents: captured, CaptureID: nonEmpty(captureID), ID: rideID})
+	if isNoRows(err) {
+		return InboxOutcomeAlreadyRecorded, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	if err := s.audit(ctx, tx, "ride.captured", "ride", ride.ID, ride.UserID, nil, map[string]any{
+		"captured_cents": captured, "capture_id": captureID,
+	}); err != nil {
+		return "", err
+	}
+	if _, err := s.tripFinish(ctx, tx, ride.ID); err != nil {
+		return "", err
+	}
+	return InboxOutcomeTripCaptured, nil
+}
+
+// tripFinish completes a capturing ride whose capture and extra payment are
+// both recorded, once, with its receipt (the final fare). It reports
+// whether it did.
+func (s *Service) tripFinish(ctx context.Context, tx pgx.Tx, rideID int64) (bool, error) {
+	ride, err := s.queries.RideCompletionFinish(ctx, tx, rideID)
+	if isNoRows(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if err := s.audit(ctx, tx, "ride.completed", "ride", ride.ID, ride.UserID, nil, map[string]any{
+		"fare_cents": ride.FareCents, "captured_cents": ride.CapturedCents, "extra_status": ride.ExtraStatus,
+	}); err != nil {
+		return false, err
+	}
+	if _, err := s.jobs.InsertTx(ctx, tx, RideReceiptArgs{RideID: ride.ID}, nil); err != nil {
+		return false, err
+	}
+	s.metrics.tripsEnded.WithLabelValues(ride.Processor, string(RideChargeCompleted)).Inc()
+	return true, nil
+}
+
+// tripCaptureFailed records that the processor failed the ride's capture,
+// once. It returns the outcome for an inbound event.
+func (s *Service) tripCaptureFailed(ctx context.Context, tx pgx.Tx, rideID int64, reason string) (string, error) {
+	ride, err := s.queries.RideCaptureFailed(ctx, tx, truncateDeclineMessage(cmpOr(reason, "capture_failed")), rideID)
+	if isNoRows(err) {
+		return InboxOutcomeAlreadyRecorded, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	if err := s.audit(ctx, tx, "ride.capture_failed", "ride", ride.ID, ride.UserID, nil, map[string]any{"reason": reason}); err != nil {
+		return "", err
+	}
+	s.metrics.capturesFailed.WithLabelValues(ride.Processor).Inc()
+	s.logger.ErrorContext(ctx, "the processor failed a ride's capture: follow docs/runbooks.md#capture-failed",
+		"ride_id", ride.ID, "processor", ride.Processor, "reason", reason)
+	return InboxOutcomeCaptureFailed, nil
+}
+
+// writeTripReceipt writes a completed trip's money: its fare, what was held
+// and captured, and the fare above the hold.
+func writeTripReceipt(b *strings.Builder, ride *dbgen.Ride) {
+	fmt.Fprintf(b, "Fare:    %s\n", formatAmount(*ride.FareCents, ride.Currency))
+	fmt.Fprintf(b, "Held:    %s (the rest released)\n", formatAmount(ride.AmountCents, ride.Currency))
+	if ride.CapturedCents != nil {
+		fmt.Fprintf(b, "Charged: %s\n", formatAmount(*ride.CapturedCents, ride.Currency))
+	}
+	fmt.Fprintf(b, "Charge:  %s\n", *ride.StripeChargeID)
+	if ride.ExtraCents != nil && ride.ExtraStatus != nil {
+		switch *ride.ExtraStatus {
+		case ExtraCharged:
+			fmt.Fprintf(b, "Extra:   %s, charged (%s)\n", formatAmount(*ride.ExtraCents, ride.Currency), derefStr(ride.ExtraChargeID))
+		case ExtraDue:
+			fmt.Fprintf(b, "Extra:   %s, due: your card declined it; pay it in the app before your next ride\n", formatAmount(*ride.ExtraCents, ride.Currency))
+		}
+	}
+}
+
+// rideAuthorizedRecord records, in the booking's charge phase, that the
+// ride's hold is placed: its payment and charge, and until when the hold is
+// kept. No receipt yet: the receipt, with the final fare, comes with the
+// capture. It answers 201 with the ride.
+func (s *Service) rideAuthorizedRecord(ctx context.Context, tx pgx.Tx, key *idem.Key, st *rideState, pkey string) (idem.Outcome, error) {
+	if st.charge.ID == "" {
+		return idem.Outcome{}, fmt.Errorf("ride %d: hold %s without a charge", st.ride.ID, st.charge.PaymentID)
+	}
+	expires := key.ClaimedAt.Add(s.holdExpiry)
+	params := dbgen.RideSetAuthorizedParams{
+		StripeChargeID: st.charge.ID, PaymentID: nonEmpty(st.charge.PaymentID), ChargeKey: &pkey,
+		HoldExpiresAt: expires, ID: st.ride.ID,
+	}
+	n, err := s.queries.RideSetAuthorized(ctx, tx, params)
+	if err != nil {
+		return idem.Outcome{}, err
+	}
+	if n != 1 {
+		return idem.Outcome{}, fmt.Errorf("ride %d: not pending when recording its hold %s", st.ride.ID, st.charge.ID)
+	}
+	if err := s.audit(ctx, tx, "ride.authorized", "ride", st.ride.ID, key.UserID, key.IP, map[string]any{
+		"payment_id": st.charge.PaymentID, "charge_id": st.charge.ID, "held_cents": st.ride.AmountCents, "hold_expires_at": expires,
+	}); err != nil {
+		return idem.Outcome{}, err
+	}
+	r := *st.ride
+	r.ChargeStatus, r.StripeChargeID, r.PaymentID, r.ChargeKey, r.HoldExpiresAt = string(RideChargeAuthorized), &st.charge.ID, params.PaymentID, &pkey, &expires
+	return idem.Finish(http.StatusCreated, rideFromRow(&r)), nil
+}
+
+// prepareCapture: the processor captured a trip's hold, or failed to
+// (Adyen's CAPTURE and CAPTURE_FAILED; Stripe's charge.captured). The ride
+// of the payment records it once; a ride that recorded it already, or
+// none of this deployment's, needs nothing.
+func (s *Service) prepareCapture(ctx context.Context, ev *InboundEvent) (effect, error) {
+	c := ev.Charge
+	if c.Tag.Namespace != "" && c.Tag.Namespace != s.namespace {
+		return constant(InboxOutcomeForeign), nil
+	}
+	processor := cmpOr(ev.Processor, ProcessorStripe)
+	ride, err := s.queries.RideGetByPayment(ctx, s.pool, processor, &c.PaymentID)
+	if isNoRows(err) {
+		return constant(InboxOutcomeUnknownCharge), nil
+	}
+	if err != nil {
+		return nil, internal(err)
+	}
+	if Capture(ride.Capture) != CaptureTrip {
+		return constant(InboxOutcomeAlreadyRecorded), nil
+	}
+	return func(ctx context.Context, tx pgx.Tx) (string, error) {
+		if c.Status == ChargeFailed {
+			return s.tripCaptureFailed(ctx, tx, ride.ID, cmpOr(c.FailureMessage, c.FailureCode))
+		}
+		return s.tripCaptured(ctx, tx, ride.ID, c.CapturedCents, c.ID)
+	}, nil
+}

@@ -1,0 +1,145 @@
+-- The trip of a ride booked with capture 'trip' (0020_trips.sql): its hold,
+-- its completion, its cancellation or expiry, and the balance a rider owes.
+-- Every move is one conditional update: two paths racing apply once.
+
+-- name: RideSetAuthorized :execrows
+-- The booking's hold was placed: the payment is authorized, nothing is
+-- captured, and the hold is kept until hold_expires_at.
+UPDATE rides
+SET charge_status = 'authorized', stripe_charge_id = @stripe_charge_id::text,
+    payment_id = sqlc.narg(payment_id), charge_key = sqlc.narg(charge_key),
+    hold_expires_at = @hold_expires_at::timestamptz
+WHERE id = @id AND charge_status = 'pending';
+
+-- name: RideActionAuthorized :one
+-- The rider authenticated the waiting ride's hold: authorized, once.
+UPDATE rides
+SET charge_status = 'authorized', stripe_charge_id = @stripe_charge_id::text,
+    payment_id = coalesce(sqlc.narg(payment_id), payment_id), action_decided_at = now(),
+    hold_expires_at = now() + make_interval(secs => @hold_seconds::float8)
+WHERE id = @id AND charge_status = 'requires_action'
+RETURNING *;
+
+-- name: RideLock :one
+-- Any rider's ride, locked: the dispatch side's completions and
+-- cancellations take turns on it with the rider's.
+SELECT * FROM rides WHERE id = @id FOR UPDATE;
+
+-- name: RideCompletionStart :one
+-- The dispatch side completed the trip with its fare: the ride waits at
+-- capturing for the processor's capture (and the payment of any fare above
+-- the hold).
+UPDATE rides
+SET charge_status = 'capturing', fare_cents = @fare_cents::bigint, completion_key_id = @completion_key_id::bigint,
+    completion_requested_at = now(), extra_cents = sqlc.narg(extra_cents)
+WHERE id = @id AND charge_status = 'authorized'
+RETURNING *;
+
+-- name: RideCaptureRequested :execrows
+-- The processor took the capture on (Adyen answers received): its
+-- reference, once.
+UPDATE rides SET capture_id = @capture_id::text
+WHERE id = @id AND charge_status IN ('capturing', 'completed') AND capture_id IS NULL;
+
+-- name: RideCaptured :one
+-- The processor captured captured_cents of the hold, once.
+UPDATE rides
+SET captured_cents = @captured_cents::bigint, capture_id = coalesce(capture_id, sqlc.narg(capture_id))
+WHERE id = @id AND charge_status = 'capturing' AND captured_cents IS NULL
+RETURNING *;
+
+-- name: RideExtraRecord :one
+-- The completion decided the fare above the hold: none, charged, or due.
+UPDATE rides
+SET extra_status = @extra_status::text, extra_charge_id = sqlc.narg(extra_charge_id),
+    extra_failure_code = sqlc.narg(extra_failure_code)
+WHERE id = @id AND charge_status IN ('capturing', 'completed', 'capture_failed') AND extra_status IS NULL
+RETURNING *;
+
+-- name: RideCompletionFinish :one
+-- A capturing ride whose capture and extra payment are both decided is
+-- completed, once: whichever write decided the last of them finishes it.
+UPDATE rides SET charge_status = 'completed', completed_at = now()
+WHERE id = @id AND charge_status = 'capturing' AND captured_cents IS NOT NULL AND extra_status IS NOT NULL
+RETURNING *;
+
+-- name: RideCaptureFailed :one
+-- The processor failed the capture (Adyen's CAPTURE with success false, or
+-- CAPTURE_FAILED after it): the ride shows it, once.
+UPDATE rides SET charge_status = 'capture_failed', capture_failure = @capture_failure::text
+WHERE id = @id AND charge_status IN ('capturing', 'completed')
+RETURNING *;
+
+-- name: RideReleaseStart :one
+-- The hold is to be released: cancelled by a request (cancel_key_id), or
+-- expired. The ride waits at cancelling for the processor's answer.
+UPDATE rides
+SET charge_status = 'cancelling', release_reason = @release_reason::text, cancel_key_id = sqlc.narg(cancel_key_id)
+WHERE id = @id AND charge_status = 'authorized'
+RETURNING *;
+
+-- name: RideReleaseFinish :one
+-- The processor released the hold: cancelled or expired, by the reason the
+-- release started with, once.
+UPDATE rides SET charge_status = release_reason, released_at = now()
+WHERE id = @id AND charge_status = 'cancelling'
+RETURNING *;
+
+-- name: RideHoldExpired :one
+-- The processor released the hold by itself (its expiry): a ride still
+-- holding it is expired, one being cancelled is cancelled, once.
+UPDATE rides
+SET charge_status = coalesce(release_reason, 'expired'), release_reason = coalesce(release_reason, 'expired'),
+    released_at = now()
+WHERE id = @id AND charge_status IN ('authorized', 'cancelling')
+RETURNING *;
+
+-- name: RideHoldsToRelease :many
+-- Holds past their expiry, and expiries whose release did not finish, the
+-- oldest first.
+SELECT * FROM rides
+WHERE charge_status IN ('authorized', 'cancelling') AND hold_expires_at <= now()
+  AND (charge_status = 'authorized' OR release_reason = 'expired')
+ORDER BY hold_expires_at
+LIMIT @row_limit;
+
+-- name: RideBalanceDue :one
+-- The oldest ride whose balance the rider owes.
+SELECT id, extra_cents::bigint AS extra_cents, currency FROM rides
+WHERE user_id = @user_id AND extra_status = 'due'
+ORDER BY created_at, id
+LIMIT 1;
+
+-- name: RideBalanceAttempt :one
+-- A request to pay the ride's balance: its processor key's attempt.
+UPDATE rides SET balance_attempt = balance_attempt + 1
+WHERE id = @id AND extra_status = 'due'
+RETURNING *;
+
+-- name: RideBalancePaid :one
+-- The rider paid the ride's balance, once.
+UPDATE rides SET extra_status = 'paid', extra_charge_id = @extra_charge_id::text, extra_failure_code = NULL
+WHERE id = @id AND extra_status = 'due'
+RETURNING *;
+
+-- name: RideBalanceFailed :execrows
+-- A payment of the ride's balance was declined: why, on the ride.
+UPDATE rides SET extra_failure_code = @extra_failure_code::text
+WHERE id = @id AND extra_status = 'due';
+
+-- name: RideGetByPayment :one
+-- The ride of a processor's payment (Adyen's modifications name it).
+SELECT * FROM rides WHERE processor = @processor AND payment_id = @payment_id;
+
+-- name: RideTripGauges :one
+-- The operators' gauges of trips: holds outstanding and the oldest's age,
+-- completions waiting for the processor, captures failed, balances due.
+SELECT
+    count(*) FILTER (WHERE charge_status IN ('authorized', 'cancelling'))::bigint AS holds,
+    coalesce(extract(epoch FROM now() - min(created_at) FILTER (WHERE charge_status IN ('authorized', 'cancelling'))), 0)::float8 AS oldest_hold_seconds,
+    count(*) FILTER (WHERE charge_status = 'capturing')::bigint AS capturing,
+    count(*) FILTER (WHERE charge_status = 'capture_failed')::bigint AS capture_failed,
+    count(*) FILTER (WHERE extra_status = 'due')::bigint AS balances_due,
+    coalesce(sum(extra_cents) FILTER (WHERE extra_status = 'due'), 0)::bigint AS balance_due_cents
+FROM rides
+WHERE charge_status IN ('authorized', 'cancelling', 'capturing', 'capture_failed') OR extra_status = 'due';
