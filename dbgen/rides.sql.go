@@ -788,7 +788,7 @@ SELECT rides.id, rides.processor, rides.stripe_charge_id::text AS charge_id,
 FROM rides
 JOIN users ON users.id = rides.user_id
 JOIN idempotency_keys ON idempotency_keys.id = rides.idempotency_key_id
-WHERE rides.charge_status = 'charged'
+WHERE rides.charge_status IN ('charged', 'authorized', 'capturing', 'completed')
   AND rides.processor <> $1
   AND rides.created_at >= now() - make_interval(secs => $2::float8)
 `
@@ -833,7 +833,7 @@ func (q *Queries) RideListChargedElsewhere(ctx context.Context, db DBTX, process
 
 const rideListChargedSince = `-- name: RideListChargedSince :many
 SELECT id, stripe_charge_id::text AS stripe_charge_id, created_at, processor FROM rides
-WHERE charge_status = 'charged'
+WHERE charge_status IN ('charged', 'completed')
   AND created_at >= now() - make_interval(secs => $1::float8)
 ORDER BY id
 `
@@ -1089,9 +1089,14 @@ func (q *Queries) RideListForUserAscending(ctx context.Context, db DBTX, arg Rid
 const rideListRecordedCharges = `-- name: RideListRecordedCharges :many
 SELECT stripe_charge_id::text FROM rides
 WHERE stripe_charge_id = ANY($1::text[])
+UNION ALL
+SELECT extra_charge_id::text FROM rides
+WHERE extra_charge_id = ANY($1::text[])
 `
 
-// Of the given processor charge ids, those a ride records (reconciliation).
+// Of the given processor charge ids, those a ride records (reconciliation):
+// its charge (a trip's hold included), or the payment of its fare above
+// the hold.
 func (q *Queries) RideListRecordedCharges(ctx context.Context, db DBTX, stripeChargeIds []string) ([]string, error) {
 	rows, err := db.Query(ctx, rideListRecordedCharges, stripeChargeIds)
 	if err != nil {

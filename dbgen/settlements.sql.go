@@ -651,9 +651,10 @@ WITH bounds AS (
            now() - make_interval(0, 0, 0, 0, 0, 0, $2::float8) AS before
 )
 SELECT 'charge'::text AS type, r.stripe_charge_id::text AS processor_reference, r.id AS ride_id,
-       r.amount_cents, r.currency, r.created_at
+       -- a completed trip settles what was captured of its hold
+       coalesce(r.captured_cents, r.amount_cents)::bigint AS amount_cents, r.currency, r.created_at
 FROM rides r, bounds b
-WHERE r.charge_status = 'charged' AND r.created_at >= b.since AND r.created_at < b.before
+WHERE r.charge_status IN ('charged', 'completed') AND r.created_at >= b.since AND r.created_at < b.before
   AND NOT EXISTS (SELECT 1 FROM settlement_lines l
                   WHERE l.processor_reference = r.stripe_charge_id AND l.type = 'charge')
 UNION ALL
@@ -800,8 +801,12 @@ func (q *Queries) SettlementRefundByProcessorID(ctx context.Context, db DBTX, st
 }
 
 const settlementRideByCharge = `-- name: SettlementRideByCharge :one
-SELECT r.id AS ride_id, r.amount_cents, r.currency, r.charge_status
+SELECT r.id AS ride_id, coalesce(r.captured_cents, r.amount_cents)::bigint AS amount_cents, r.currency, r.charge_status
 FROM rides r WHERE r.stripe_charge_id = $1::text
+UNION ALL
+SELECT r.id, r.extra_cents::bigint, r.currency, r.charge_status
+FROM rides r WHERE r.extra_charge_id = $1::text
+LIMIT 1
 `
 
 type SettlementRideByChargeRow struct {
@@ -812,6 +817,8 @@ type SettlementRideByChargeRow struct {
 }
 
 // The ride, and its refund if any, that a charge or refund line names.
+// A completed trip's charge settles what was captured of its hold; the
+// payment of its fare above the hold settles that part.
 func (q *Queries) SettlementRideByCharge(ctx context.Context, db DBTX, stripeChargeID string) (*SettlementRideByChargeRow, error) {
 	row := db.QueryRow(ctx, settlementRideByCharge, stripeChargeID)
 	var i SettlementRideByChargeRow

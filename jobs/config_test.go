@@ -19,7 +19,7 @@ func TestRiverConfigDefaults(t *testing.T) {
 	svc := testkit.New(t).Service
 	cfg := jobs.RiverConfig(jobs.Config{}, svc)
 	require.Equal(t, jobs.DefaultMaxWorkers, cfg.Queues[river.QueueDefault].MaxWorkers)
-	require.Len(t, cfg.PeriodicJobs, 5) // completer, reaper, reconcile, orphan pass, events pass
+	require.Len(t, cfg.PeriodicJobs, 6) // completer, hold release, reaper, reconcile, orphan pass, events pass
 	require.NotNil(t, cfg.Workers)
 	require.Zero(t, cfg.JobTimeout)
 

@@ -40,6 +40,7 @@ func exampleRide(refunded bool) *service.Ride {
 		ChargeStatus: "charged", PaymentID: &examplePaymentID, ChargeID: &exampleChargeID, StripeChargeID: &exampleChargeID,
 		RefundStatus: "none", Processor: service.ProcessorStripe,
 	}
+	r.Capture = service.CaptureBooking
 	if refunded {
 		r.RefundStatus, r.RefundID, r.StripeRefundID = "refunded", &exampleRefundID, &exampleRefundID
 	}

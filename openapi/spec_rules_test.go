@@ -60,7 +60,7 @@ func TestSpecStatesTheServiceRules(t *testing.T) {
 	r := rand.New(rand.NewPCG(26, 8))
 
 	keys := paramSchemas(t, spec, "Idempotency-Key")
-	require.Len(t, keys, 2, "POST /rides and POST /rides/{id}/refund")
+	require.Len(t, keys, 5, "POST /rides, and /rides/{id}/refund, /complete, /cancel and /balance")
 	for op, schema := range keys {
 		re := regexp.MustCompile(schema["pattern"].(string))
 		corpus := []string{

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"reflect"
+	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -47,9 +48,11 @@ type rideTripInput struct {
 func (h *handlers) registerTrips() {
 	ride := h.api.OpenAPI().Components.Schemas.Schema(reflect.TypeOf(service.Ride{}), true, "Ride")
 	replay := replayHeaders()
-	rideResponse := func(desc string) *huma.Response {
+	rideResponse := func(desc string, r *service.Ride) *huma.Response {
 		return &huma.Response{Description: desc, Headers: replay,
-			Content: map[string]*huma.MediaType{"application/json": {Schema: ride}}}
+			Content: map[string]*huma.MediaType{"application/json": {Schema: ride, Examples: map[string]*huma.Example{
+				string(r.ChargeStatus): example("The ride (the same bytes on every replay)", r),
+			}}}}
 	}
 
 	complete := huma.Operation{
@@ -71,11 +74,13 @@ func (h *handlers) registerTrips() {
 		Security:      []map[string][]string{{schemeDispatch: {}}},
 		Middlewares:   huma.Middlewares{h.requireDispatch},
 		Responses: map[string]*huma.Response{
-			"201": rideResponse("The trip is completed by this request: the fare is captured. Stored."),
-			"200": rideResponse("The trip was completed by a request under another key, with the same fare. Stored."),
-			"202": rideResponse("The processor took the capture on and confirms it later (adyen): the ride is capturing. Stored."),
+			"201": rideResponse("The trip is completed by this request: the fare is captured. Stored.", exampleTrip(service.RideChargeCompleted)),
+			"200": rideResponse("The trip was completed by a request under another key, with the same fare. Stored.", exampleTrip(service.RideChargeCompleted)),
+			"202": rideResponse("The processor took the capture on and confirms it later (adyen): the ride is capturing. Stored.", exampleTrip(service.RideChargeCapturing)),
 		},
 	}
+	jsonRequestExamples(&complete, map[string]*huma.Example{"fare": example("A fare below the hold: the rest is released",
+		map[string]any{"fare_cents": 1850, "currency": "usd"})})
 	h.errorResponses(&complete, 400, 401, 404, 409, 422, 429, 500, 503)
 	withExamples(&complete, "409", map[string]*huma.Example{
 		"key-in-use": problemExamples[http.StatusConflict]["key-in-use"],
@@ -104,15 +109,16 @@ func (h *handlers) registerTrips() {
 		Summary:     "Cancel a trip before it is completed and release its hold",
 		Description: "Releases the ride's hold; nothing is captured. A rider cancels their own ride with their API key; " +
 			"the dispatch side any ride with its token. A ride is cancelled once whatever the keys: the request that " +
-			"cancelled it gets 201, any other 200 with the same ride; both are stored and replayed. A completed ride is " +
+			"cancelled it gets 201, any other 200 with the same ride; both are stored and replayed byte for byte for a retry " +
+			"with the same idempotency key. A completed ride is " +
 			"409 (/problems/ride-not-cancellable): refund it instead. A cancellation racing a completion: exactly one wins.",
 		Tags:          []string{"trips"},
 		DefaultStatus: http.StatusCreated,
 		Security:      []map[string][]string{{schemeRider: {}}, {schemeDispatch: {}}},
 		Middlewares:   huma.Middlewares{h.requireRiderOrDispatch},
 		Responses: map[string]*huma.Response{
-			"201": rideResponse("The ride is cancelled by this request; its hold is released. Stored."),
-			"200": rideResponse("The ride was cancelled by a request under another key. Stored."),
+			"201": rideResponse("The ride is cancelled by this request; its hold is released. Stored.", exampleTrip(service.RideChargeCancelled)),
+			"200": rideResponse("The ride was cancelled by a request under another key. Stored.", exampleTrip(service.RideChargeCancelled)),
 		},
 	}
 	h.errorResponses(&cancel, 400, 401, 404, 409, 422, 429, 500, 503)
@@ -146,14 +152,15 @@ func (h *handlers) registerTrips() {
 		Description: "Charges balance_due_cents (a fare above the ride's hold whose payment failed) to the rider's current " +
 			"payment source; register another with PUT /users/{email} first if the card was declined. 201 with the ride " +
 			"once paid, 200 when it was paid already, 402 when the payment is declined (the balance stays due: pay again " +
-			"under a new key); all stored and replayed. A ride that owes nothing is 409 (/problems/no-balance-due, not stored).",
+			"under a new key); all stored and replayed byte for byte for a retry with the same idempotency key. A ride that " +
+			"owes nothing is 409 (/problems/no-balance-due, not stored).",
 		Tags:          []string{"trips"},
 		DefaultStatus: http.StatusCreated,
 		Security:      []map[string][]string{{schemeRider: {}}},
 		Middlewares:   huma.Middlewares{h.requireRider},
 		Responses: map[string]*huma.Response{
-			"201": rideResponse("The balance is paid by this request. Stored."),
-			"200": rideResponse("The balance was paid already. Stored."),
+			"201": rideResponse("The balance is paid by this request. Stored.", exampleBalancePaid()),
+			"200": rideResponse("The balance was paid already. Stored.", exampleBalancePaid()),
 		},
 	}
 	h.errorResponses(&balance, 400, 401, 402, 404, 409, 422, 429, 500, 503)
@@ -200,4 +207,30 @@ func (h *handlers) requireRiderOrDispatch(ctx huma.Context, next func(huma.Conte
 		return
 	}
 	h.requireRider(ctx, next)
+}
+
+// exampleTrip is a ride booked with capture trip, in status.
+func exampleTrip(status service.RideChargeStatus) *service.Ride {
+	r := exampleRide(false)
+	r.Capture, r.ChargeStatus = service.CaptureTrip, status
+	fare, captured, none := int64(1850), int64(1850), service.ExtraNone
+	done, released := exampleTime.Add(25*time.Minute), exampleTime.Add(3*time.Minute)
+	switch status {
+	case service.RideChargeCompleted:
+		r.FareCents, r.CapturedCents, r.ExtraStatus, r.CompletedAt = &fare, &captured, &none, &done
+	case service.RideChargeCapturing:
+		r.FareCents, r.ExtraStatus = &fare, &none
+	case service.RideChargeCancelled:
+		r.ReleasedAt = &released
+	}
+	return r
+}
+
+// exampleBalancePaid is a completed trip whose fare above the hold was
+// declined, then paid by its rider.
+func exampleBalancePaid() *service.Ride {
+	r := exampleTrip(service.RideChargeCompleted)
+	fare, captured, extra, paid, id := int64(2600), int64(2000), int64(600), service.ExtraPaid, "ch_3QAbCdEfGhIjKlMn1XyZaBcD"
+	r.FareCents, r.CapturedCents, r.ExtraCents, r.ExtraStatus, r.ExtraChargeID = &fare, &captured, &extra, &paid, &id
+	return r
 }

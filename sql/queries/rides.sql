@@ -97,15 +97,20 @@ SELECT sqlc.embed(rides), sqlc.embed(users),
 FROM ride AS rides JOIN users ON users.id = rides.user_id;
 
 -- name: RideListRecordedCharges :many
--- Of the given processor charge ids, those a ride records (reconciliation).
+-- Of the given processor charge ids, those a ride records (reconciliation):
+-- its charge (a trip's hold included), or the payment of its fare above
+-- the hold.
 SELECT stripe_charge_id::text FROM rides
-WHERE stripe_charge_id = ANY(@stripe_charge_ids::text[]);
+WHERE stripe_charge_id = ANY(@stripe_charge_ids::text[])
+UNION ALL
+SELECT extra_charge_id::text FROM rides
+WHERE extra_charge_id = ANY(@stripe_charge_ids::text[]);
 
 -- name: RideListChargedSince :many
 -- Rides recorded as charged that were created within since_seconds by the
 -- database's clock (reconciliation).
 SELECT id, stripe_charge_id::text AS stripe_charge_id, created_at, processor FROM rides
-WHERE charge_status = 'charged'
+WHERE charge_status IN ('charged', 'completed')
   AND created_at >= now() - make_interval(secs => @since_seconds::float8)
 ORDER BY id;
 
@@ -126,7 +131,7 @@ SELECT rides.id, rides.processor, rides.stripe_charge_id::text AS charge_id,
 FROM rides
 JOIN users ON users.id = rides.user_id
 JOIN idempotency_keys ON idempotency_keys.id = rides.idempotency_key_id
-WHERE rides.charge_status = 'charged'
+WHERE rides.charge_status IN ('charged', 'authorized', 'capturing', 'completed')
   AND rides.processor <> @processor
   AND rides.created_at >= now() - make_interval(secs => @since_seconds::float8);
 
