@@ -1127,14 +1127,14 @@ type ClientInterface interface {
 
 	// RideBalancePay Pay the balance the rider owes for a ride
 	//
-	// Charges balance_due_cents (a fare above the ride's hold whose payment failed) to the rider's current payment source; register another with PUT /users/{email} first if the card was declined. 201 with the ride once paid, 200 when it was paid already, 402 when the payment is declined (the balance stays due: pay again under a new key); all stored and replayed. A ride that owes nothing is 409 (/problems/no-balance-due, not stored).
+	// Charges balance_due_cents (a fare above the ride's hold whose payment failed) to the rider's current payment source; register another with PUT /users/{email} first if the card was declined. 201 with the ride once paid, 200 when it was paid already, 402 when the payment is declined (the balance stays due: pay again under a new key); all stored and replayed byte for byte for a retry with the same idempotency key. A ride that owes nothing is 409 (/problems/no-balance-due, not stored).
 	//
 	// Corresponds with POST /rides/{id}/balance (the `RideBalancePay` operationId).
 	RideBalancePay(ctx context.Context, id int64, params *RideBalancePayParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RideCancel Cancel a trip before it is completed and release its hold
 	//
-	// Releases the ride's hold; nothing is captured. A rider cancels their own ride with their API key; the dispatch side any ride with its token. A ride is cancelled once whatever the keys: the request that cancelled it gets 201, any other 200 with the same ride; both are stored and replayed. A completed ride is 409 (/problems/ride-not-cancellable): refund it instead. A cancellation racing a completion: exactly one wins.
+	// Releases the ride's hold; nothing is captured. A rider cancels their own ride with their API key; the dispatch side any ride with its token. A ride is cancelled once whatever the keys: the request that cancelled it gets 201, any other 200 with the same ride; both are stored and replayed byte for byte for a retry with the same idempotency key. A completed ride is 409 (/problems/ride-not-cancellable): refund it instead. A cancellation racing a completion: exactly one wins.
 	//
 	// Corresponds with POST /rides/{id}/cancel (the `RideCancel` operationId).
 	RideCancel(ctx context.Context, id int64, params *RideCancelParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1355,7 +1355,7 @@ func (c *Client) RideGet(ctx context.Context, id int64, reqEditors ...RequestEdi
 
 // RideBalancePay Pay the balance the rider owes for a ride
 //
-// Charges balance_due_cents (a fare above the ride's hold whose payment failed) to the rider's current payment source; register another with PUT /users/{email} first if the card was declined. 201 with the ride once paid, 200 when it was paid already, 402 when the payment is declined (the balance stays due: pay again under a new key); all stored and replayed. A ride that owes nothing is 409 (/problems/no-balance-due, not stored).
+// Charges balance_due_cents (a fare above the ride's hold whose payment failed) to the rider's current payment source; register another with PUT /users/{email} first if the card was declined. 201 with the ride once paid, 200 when it was paid already, 402 when the payment is declined (the balance stays due: pay again under a new key); all stored and replayed byte for byte for a retry with the same idempotency key. A ride that owes nothing is 409 (/problems/no-balance-due, not stored).
 //
 // Corresponds with POST /rides/{id}/balance (the `RideBalancePay` operationId).
 func (c *Client) RideBalancePay(ctx context.Context, id int64, params *RideBalancePayParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1372,7 +1372,7 @@ func (c *Client) RideBalancePay(ctx context.Context, id int64, params *RideBalan
 
 // RideCancel Cancel a trip before it is completed and release its hold
 //
-// Releases the ride's hold; nothing is captured. A rider cancels their own ride with their API key; the dispatch side any ride with its token. A ride is cancelled once whatever the keys: the request that cancelled it gets 201, any other 200 with the same ride; both are stored and replayed. A completed ride is 409 (/problems/ride-not-cancellable): refund it instead. A cancellation racing a completion: exactly one wins.
+// Releases the ride's hold; nothing is captured. A rider cancels their own ride with their API key; the dispatch side any ride with its token. A ride is cancelled once whatever the keys: the request that cancelled it gets 201, any other 200 with the same ride; both are stored and replayed byte for byte for a retry with the same idempotency key. A completed ride is 409 (/problems/ride-not-cancellable): refund it instead. A cancellation racing a completion: exactly one wins.
 //
 // Corresponds with POST /rides/{id}/cancel (the `RideCancel` operationId).
 func (c *Client) RideCancel(ctx context.Context, id int64, params *RideCancelParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2489,7 +2489,7 @@ type ClientWithResponsesInterface interface {
 
 	// RideBalancePayWithResponse Pay the balance the rider owes for a ride
 	//
-	// Charges balance_due_cents (a fare above the ride's hold whose payment failed) to the rider's current payment source; register another with PUT /users/{email} first if the card was declined. 201 with the ride once paid, 200 when it was paid already, 402 when the payment is declined (the balance stays due: pay again under a new key); all stored and replayed. A ride that owes nothing is 409 (/problems/no-balance-due, not stored).
+	// Charges balance_due_cents (a fare above the ride's hold whose payment failed) to the rider's current payment source; register another with PUT /users/{email} first if the card was declined. 201 with the ride once paid, 200 when it was paid already, 402 when the payment is declined (the balance stays due: pay again under a new key); all stored and replayed byte for byte for a retry with the same idempotency key. A ride that owes nothing is 409 (/problems/no-balance-due, not stored).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -2498,7 +2498,7 @@ type ClientWithResponsesInterface interface {
 
 	// RideCancelWithResponse Cancel a trip before it is completed and release its hold
 	//
-	// Releases the ride's hold; nothing is captured. A rider cancels their own ride with their API key; the dispatch side any ride with its token. A ride is cancelled once whatever the keys: the request that cancelled it gets 201, any other 200 with the same ride; both are stored and replayed. A completed ride is 409 (/problems/ride-not-cancellable): refund it instead. A cancellation racing a completion: exactly one wins.
+	// Releases the ride's hold; nothing is captured. A rider cancels their own ride with their API key; the dispatch side any ride with its token. A ride is cancelled once whatever the keys: the request that cancelled it gets 201, any other 200 with the same ride; both are stored and replayed byte for byte for a retry with the same idempotency key. A completed ride is 409 (/problems/ride-not-cancellable): refund it instead. A cancellation racing a completion: exactly one wins.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -4454,7 +4454,7 @@ func (c *ClientWithResponses) RideGetWithResponse(ctx context.Context, id int64,
 
 // RideBalancePayWithResponse Pay the balance the rider owes for a ride
 //
-// Charges balance_due_cents (a fare above the ride's hold whose payment failed) to the rider's current payment source; register another with PUT /users/{email} first if the card was declined. 201 with the ride once paid, 200 when it was paid already, 402 when the payment is declined (the balance stays due: pay again under a new key); all stored and replayed. A ride that owes nothing is 409 (/problems/no-balance-due, not stored).
+// Charges balance_due_cents (a fare above the ride's hold whose payment failed) to the rider's current payment source; register another with PUT /users/{email} first if the card was declined. 201 with the ride once paid, 200 when it was paid already, 402 when the payment is declined (the balance stays due: pay again under a new key); all stored and replayed byte for byte for a retry with the same idempotency key. A ride that owes nothing is 409 (/problems/no-balance-due, not stored).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -4469,7 +4469,7 @@ func (c *ClientWithResponses) RideBalancePayWithResponse(ctx context.Context, id
 
 // RideCancelWithResponse Cancel a trip before it is completed and release its hold
 //
-// Releases the ride's hold; nothing is captured. A rider cancels their own ride with their API key; the dispatch side any ride with its token. A ride is cancelled once whatever the keys: the request that cancelled it gets 201, any other 200 with the same ride; both are stored and replayed. A completed ride is 409 (/problems/ride-not-cancellable): refund it instead. A cancellation racing a completion: exactly one wins.
+// Releases the ride's hold; nothing is captured. A rider cancels their own ride with their API key; the dispatch side any ride with its token. A ride is cancelled once whatever the keys: the request that cancelled it gets 201, any other 200 with the same ride; both are stored and replayed byte for byte for a retry with the same idempotency key. A completed ride is 409 (/problems/ride-not-cancellable): refund it instead. A cancellation racing a completion: exactly one wins.
 //
 // Returns a wrapper object for the known response body format(s).
 //

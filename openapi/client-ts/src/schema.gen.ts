@@ -99,7 +99,7 @@ export interface paths {
         put?: never;
         /**
          * Pay the balance the rider owes for a ride
-         * @description Charges balance_due_cents (a fare above the ride's hold whose payment failed) to the rider's current payment source; register another with PUT /users/{email} first if the card was declined. 201 with the ride once paid, 200 when it was paid already, 402 when the payment is declined (the balance stays due: pay again under a new key); all stored and replayed. A ride that owes nothing is 409 (/problems/no-balance-due, not stored).
+         * @description Charges balance_due_cents (a fare above the ride's hold whose payment failed) to the rider's current payment source; register another with PUT /users/{email} first if the card was declined. 201 with the ride once paid, 200 when it was paid already, 402 when the payment is declined (the balance stays due: pay again under a new key); all stored and replayed byte for byte for a retry with the same idempotency key. A ride that owes nothing is 409 (/problems/no-balance-due, not stored).
          */
         post: operations["ride-balance-pay"];
         delete?: never;
@@ -119,7 +119,7 @@ export interface paths {
         put?: never;
         /**
          * Cancel a trip before it is completed and release its hold
-         * @description Releases the ride's hold; nothing is captured. A rider cancels their own ride with their API key; the dispatch side any ride with its token. A ride is cancelled once whatever the keys: the request that cancelled it gets 201, any other 200 with the same ride; both are stored and replayed. A completed ride is 409 (/problems/ride-not-cancellable): refund it instead. A cancellation racing a completion: exactly one wins.
+         * @description Releases the ride's hold; nothing is captured. A rider cancels their own ride with their API key; the dispatch side any ride with its token. A ride is cancelled once whatever the keys: the request that cancelled it gets 201, any other 200 with the same ride; both are stored and replayed byte for byte for a retry with the same idempotency key. A completed ride is 409 (/problems/ride-not-cancellable): refund it instead. A cancellation racing a completion: exactly one wins.
          */
         post: operations["ride-cancel"];
         delete?: never;
