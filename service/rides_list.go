@@ -49,9 +49,10 @@ func (p RideListParams) Validate() error {
 		return invalid("query.ending_before", "starting_after and ending_before exclude each other")
 	}
 	switch p.ChargeStatus {
-	case "", RideChargePending, RideChargeRequiresAction, RideChargeCharged, RideChargeDeclined, RideChargeExpired:
+	case "", RideChargePending, RideChargeRequiresAction, RideChargeCharged, RideChargeDeclined, RideChargeExpired,
+		RideChargeAuthorized, RideChargeCapturing, RideChargeCompleted, RideChargeCaptureFailed, RideChargeCancelling, RideChargeCancelled:
 	default:
-		return invalid("query.charge_status", "must be pending, requires_action, charged, declined or expired")
+		return invalid("query.charge_status", "must be pending, requires_action, charged, declined, expired, authorized, capturing, completed, capture_failed, cancelling or cancelled")
 	}
 	return nil
 }

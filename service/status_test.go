@@ -22,8 +22,12 @@ func TestStatusEnums(t *testing.T) {
 	join := func(values ...string) string { return strings.Join(values, ",") }
 
 	require.Equal(t, join(string(service.RideChargePending), string(service.RideChargeRequiresAction), string(service.RideChargeCharged),
-		string(service.RideChargeDeclined), string(service.RideChargeExpired)),
+		string(service.RideChargeDeclined), string(service.RideChargeExpired),
+		string(service.RideChargeAuthorized), string(service.RideChargeCapturing), string(service.RideChargeCompleted),
+		string(service.RideChargeCaptureFailed), string(service.RideChargeCancelling), string(service.RideChargeCancelled)),
 		enum(service.Ride{}, "ChargeStatus"))
+	require.Equal(t, join(string(service.CaptureBooking), string(service.CaptureTrip)), enum(service.Trip{}, "Capture"))
+	require.Equal(t, join(service.ExtraNone, service.ExtraCharged, service.ExtraDue, service.ExtraPaid), enum(service.Trip{}, "ExtraStatus"))
 	require.Equal(t, join(string(service.RideRefundNone), string(service.RideRefundPending), string(service.RideRefundRefunded), string(service.RideRefundFailed)),
 		enum(service.Ride{}, "RefundStatus"))
 	require.Equal(t, string(service.RideRefundRefunded), enum(service.RideRefundResult{}, "Status"))

@@ -407,7 +407,13 @@ func (e RideRefundResultStatus) Valid() bool {
 
 // Defines values for RideListParamsChargeStatus.
 const (
+	RideListParamsChargeStatusAuthorized     RideListParamsChargeStatus = "authorized"
+	RideListParamsChargeStatusCancelled      RideListParamsChargeStatus = "cancelled"
+	RideListParamsChargeStatusCancelling     RideListParamsChargeStatus = "cancelling"
+	RideListParamsChargeStatusCaptureFailed  RideListParamsChargeStatus = "capture_failed"
+	RideListParamsChargeStatusCapturing      RideListParamsChargeStatus = "capturing"
 	RideListParamsChargeStatusCharged        RideListParamsChargeStatus = "charged"
+	RideListParamsChargeStatusCompleted      RideListParamsChargeStatus = "completed"
 	RideListParamsChargeStatusDeclined       RideListParamsChargeStatus = "declined"
 	RideListParamsChargeStatusExpired        RideListParamsChargeStatus = "expired"
 	RideListParamsChargeStatusPending        RideListParamsChargeStatus = "pending"
@@ -417,7 +423,19 @@ const (
 // Valid indicates whether the value is a known member of the RideListParamsChargeStatus enum.
 func (e RideListParamsChargeStatus) Valid() bool {
 	switch e {
+	case RideListParamsChargeStatusAuthorized:
+		return true
+	case RideListParamsChargeStatusCancelled:
+		return true
+	case RideListParamsChargeStatusCancelling:
+		return true
+	case RideListParamsChargeStatusCaptureFailed:
+		return true
+	case RideListParamsChargeStatusCapturing:
+		return true
 	case RideListParamsChargeStatusCharged:
+		return true
+	case RideListParamsChargeStatusCompleted:
 		return true
 	case RideListParamsChargeStatusDeclined:
 		return true

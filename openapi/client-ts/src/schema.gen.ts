@@ -893,7 +893,7 @@ export interface operations {
                  * @description Only the rides whose charge is in this status.
                  * @example declined
                  */
-                charge_status?: "pending" | "requires_action" | "charged" | "declined" | "expired";
+                charge_status?: "pending" | "requires_action" | "charged" | "declined" | "expired" | "authorized" | "capturing" | "completed" | "capture_failed" | "cancelling" | "cancelled";
                 /**
                  * @description Only the rides created after this time (RFC 3339). The created[…] bounds combine into one range; an empty range lists no ride.
                  * @example 2026-11-21T23:59:59Z
