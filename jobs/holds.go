@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"errors"
 
 	"github.com/riverqueue/river"
 
@@ -32,10 +33,9 @@ type HoldReleaseWorker struct {
 	svc *service.Service
 }
 
-// Work releases the expired holds and measures the trips.
+// Work releases the expired holds and measures the trips, whether or not
+// every release succeeded (a stuck release shows as an aging hold).
 func (w *HoldReleaseWorker) Work(ctx context.Context, _ *river.Job[HoldReleaseArgs]) error {
-	if _, err := w.svc.HoldsRelease(ctx, HoldReleaseBatch); err != nil {
-		return err
-	}
-	return w.svc.TripsMeasure(ctx)
+	_, err := w.svc.HoldsRelease(ctx, HoldReleaseBatch)
+	return errors.Join(err, w.svc.TripsMeasure(ctx))
 }

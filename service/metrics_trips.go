@@ -29,7 +29,7 @@ func newTripMetrics() tripMetrics {
 		}, []string{"processor", "status"}),
 		capturesFailed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "atomicrides_captures_failed_total",
-			Help: "Captures of a completed trip's fare that the processor failed (Adyen's CAPTURE_FAILED, or a hold gone before its capture), by processor: each is an operator's to follow up (docs/runbooks.md#capture-failed).",
+			Help: "Captures of a completed trip's fare that the processor failed (Adyen's CAPTURE_FAILED, or a hold gone before its capture), by processor: each is an operator's to follow up (docs/operations.md#capture-failed).",
 		}, []string{"processor"}),
 		tripExtras: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "atomicrides_trip_extra_payments_total",

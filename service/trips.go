@@ -561,7 +561,7 @@ func (s *Service) tripCaptureFailed(ctx context.Context, tx pgx.Tx, rideID int64
 		return "", err
 	}
 	s.metrics.capturesFailed.WithLabelValues(ride.Processor).Inc()
-	s.logger.ErrorContext(ctx, "the processor failed a ride's capture: follow docs/runbooks.md#capture-failed",
+	s.logger.ErrorContext(ctx, "the processor failed a ride's capture: follow docs/operations.md#capture-failed",
 		"ride_id", ride.ID, "processor", ride.Processor, "reason", reason)
 	return InboxOutcomeCaptureFailed, nil
 }
