@@ -293,18 +293,37 @@ func (s *Service) HoldsRelease(ctx context.Context, limit int32) (int, error) {
 // expires; one being cancelled is cancelled. nil when the event is about no
 // such ride.
 func (s *Service) holdExpiredEffect(ctx context.Context, processor string, p *Charge) (effect, error) {
-	if p.Status != ChargeCanceled || p.Tag.Key == "" {
+	if p.Status != ChargeCanceled || (p.Tag.Key == "" && p.PaymentID == "") {
 		return nil, nil
-	}
-	ride, err := s.queries.RideGetByChargeKey(ctx, s.pool, &p.Tag.Key)
-	if isNoRows(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, internal(err)
 	}
 	if processor == "" {
 		processor = ProcessorStripe
+	}
+	var ride *dbgen.Ride
+	if p.Tag.Key != "" {
+		r, err := s.queries.RideGetByChargeKey(ctx, s.pool, &p.Tag.Key)
+		switch {
+		case err == nil:
+			ride = r
+		case !isNoRows(err):
+			return nil, internal(err)
+		}
+	}
+	if ride == nil && p.PaymentID != "" {
+		// A cancel the service did not ask for carries the reference its
+		// maker gave it (Adyen's CANCELLATION: the cancel's own
+		// merchantReference), not the ride's key: the payment it names
+		// (originalReference) finds the ride.
+		r, err := s.queries.RideGetByPayment(ctx, s.pool, processor, &p.PaymentID)
+		switch {
+		case err == nil:
+			ride = r
+		case !isNoRows(err):
+			return nil, internal(err)
+		}
+	}
+	if ride == nil {
+		return nil, nil
 	}
 	switch RideChargeStatus(ride.ChargeStatus) {
 	case RideChargeAuthorized, RideChargeCancelling:

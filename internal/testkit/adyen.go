@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/atomicrides/atomicrides/internal/fake/fakeadyen"
@@ -69,10 +70,26 @@ type TwoProcessors struct {
 	Adyen *Adyen
 	Mail  *mailsink.Sink
 
-	mailer     service.Mailer
-	adyenFirst bool
-	failures   uint32
-	openFor    time.Duration
+	mailer service.Mailer
+	opts   TwoProcessorsOptions
+}
+
+// TwoProcessorsOptions configure a TwoProcessors world
+// (NewTwoProcessorsWith).
+type TwoProcessorsOptions struct {
+	// Failures and OpenFor: a processor's circuit opens after Failures
+	// consecutive indeterminate outcomes and stays open for OpenFor.
+	Failures uint32
+	OpenFor  time.Duration
+	// AdyenFirst prefers Adyen to Stripe.
+	AdyenFirst bool
+	// Capture is when bookings take their money (service.Config.Capture);
+	// HoldExpiry how long a trip's hold is kept.
+	Capture    service.Capture
+	HoldExpiry time.Duration
+	// Registerer receives the collectors of the world's own Service (not
+	// those of its other Instances). Nil: a private registry.
+	Registerer prometheus.Registerer
 }
 
 // NewTwoProcessors builds a fresh world whose service routes to the fake
@@ -80,16 +97,18 @@ type TwoProcessors struct {
 // consecutive indeterminate outcomes and stays open for openFor.
 func NewTwoProcessors(t testing.TB, failures uint32, openFor time.Duration) *TwoProcessors {
 	t.Helper()
-	return newTwoProcessors(t, failures, openFor, false)
+	return NewTwoProcessorsWith(t, TwoProcessorsOptions{Failures: failures, OpenFor: openFor})
 }
 
 // NewAdyenFirst is NewTwoProcessors with Adyen preferred to Stripe.
 func NewAdyenFirst(t testing.TB, failures uint32, openFor time.Duration) *TwoProcessors {
 	t.Helper()
-	return newTwoProcessors(t, failures, openFor, true)
+	return NewTwoProcessorsWith(t, TwoProcessorsOptions{Failures: failures, OpenFor: openFor, AdyenFirst: true})
 }
 
-func newTwoProcessors(t testing.TB, failures uint32, openFor time.Duration, adyenFirst bool) *TwoProcessors {
+// NewTwoProcessorsWith builds a fresh world of the two processors with
+// opts.
+func NewTwoProcessorsWith(t testing.TB, opts TwoProcessorsOptions) *TwoProcessors {
 	t.Helper()
 	stripe := NewStripe(t)
 	ady := NewAdyen(t)
@@ -102,9 +121,8 @@ func newTwoProcessors(t testing.TB, failures uint32, openFor time.Duration, adye
 		Sink:     sink,
 		Clock:    &Clock{},
 	}
-	w := &TwoProcessors{Env: e, Adyen: ady, Mail: sink, mailer: mailer, adyenFirst: adyenFirst,
-		failures: failures, openFor: openFor}
-	e.Service = w.Instance(t)
+	w := &TwoProcessors{Env: e, Adyen: ady, Mail: sink, mailer: mailer, opts: opts}
+	e.Service = w.instance(t, opts.Registerer)
 	return w
 }
 
@@ -112,11 +130,18 @@ func newTwoProcessors(t testing.TB, failures uint32, openFor time.Duration, adye
 // on the same database, fakes and mail sink, with circuits of its own.
 func (w *TwoProcessors) Instance(t testing.TB) *service.Service {
 	t.Helper()
+	return w.instance(t, nil)
+}
+
+// instance is Instance with its collectors registered with reg (nil: a
+// private registry).
+func (w *TwoProcessors) instance(t testing.TB, reg prometheus.Registerer) *service.Service {
+	t.Helper()
 	procs := []service.Processor{
 		{Name: service.ProcessorStripe, Payments: w.Payments},
 		{Name: service.ProcessorAdyen, Payments: w.Adyen.Client()},
 	}
-	if w.adyenFirst {
+	if w.opts.AdyenFirst {
 		procs[0], procs[1] = procs[1], procs[0]
 	}
 	notes, err := adyen.NewNotifications([]string{AdyenHMACKey}, AdyenMerchantAccount)
@@ -125,8 +150,11 @@ func (w *TwoProcessors) Instance(t testing.TB) *service.Service {
 		Pool:                    w.Pool,
 		Processors:              procs,
 		Inbound:                 map[string]service.EventSource{service.InboxSourceAdyen: notes},
-		BreakerFailures:         w.failures,
-		BreakerOpenFor:          w.openFor,
+		BreakerFailures:         w.opts.Failures,
+		BreakerOpenFor:          w.opts.OpenFor,
+		Capture:                 w.opts.Capture,
+		HoldExpiry:              w.opts.HoldExpiry,
+		Registerer:              reg,
 		Mailer:                  w.mailer,
 		Clock:                   w.Clock.Now,
 		AbandonedAfter:          AbandonedAfter,

@@ -60,6 +60,8 @@
 // manual-capture authorisation (additionalData.manualCapture "true") not
 // yet captured: either becomes Cancelled. A capture succeeds once on a
 // manual-capture authorisation, for at most the authorised amount.
+// FailCapture fails a capture after its CAPTURE (success true), as a card
+// scheme's rejection does: a CAPTURE_FAILED notification follows.
 //
 // # Faults
 //

@@ -1,6 +1,7 @@
 package fakeadyen
 
 import (
+	"fmt"
 	"net/http"
 	"time"
 )
@@ -27,6 +28,8 @@ const (
 	reasonNotAuthorised          = "Payment not authorised"
 	reasonCurrencyMismatch       = "Currency of the capture does not match the payment's"
 	reasonInsufficientAuthorised = "Insufficient balance on payment"
+	// ReasonCaptureRejected is FailCapture's reason when it is given none.
+	ReasonCaptureRejected = "Capture rejected by the card scheme"
 )
 
 // Modification is a cancel or a capture in the ledger, with its outcome.
@@ -182,4 +185,44 @@ func (s *Server) captureRequestLocked(req *request, pspRef string, now time.Time
 	return jsonAnswer(http.StatusCreated, map[string]any{"status": "received", "pspReference": m.PSPReference,
 		"paymentPspReference": pspRef, "reference": req.Reference, "merchantAccount": m.MerchantAccount,
 		"amount": map[string]any{"currency": m.Currency, "value": m.AmountValue}})
+}
+
+// FailCapture fails, after the fact, a capture that succeeded, as a card
+// scheme's rejection does at Adyen: pspRef names the capture (its own
+// pspReference) or its payment. The capture is recorded as failed
+// (Success false, with reason; an empty reason is ReasonCaptureRejected),
+// nothing of the payment stays captured (CapturedValue 0: the
+// authorisation is held again), and a CAPTURE_FAILED notification
+// (EventCaptureFailed, success "true" as Adyen sends it) names the capture
+// (pspReference) and the payment (originalReference), with the capture's
+// amount and reason. It returns the capture as recorded now; an error when
+// no successful capture matches pspRef.
+func (s *Server) FailCapture(pspRef, reason string) (Modification, error) {
+	if reason == "" {
+		reason = ReasonCaptureRejected
+	}
+	s.mu.Lock()
+	var m *Modification
+	for _, c := range s.mods {
+		if c.Kind == ModificationCapture && c.Success && (c.PSPReference == pspRef || c.PaymentPSPReference == pspRef) {
+			m = c
+		}
+	}
+	if m == nil {
+		s.mu.Unlock()
+		return Modification{}, fmt.Errorf("fakeadyen: no successful capture %s", pspRef)
+	}
+	if pay := s.paymentByPSPLocked(m.PaymentPSPReference); pay != nil {
+		pay.CapturedValue = 0
+	}
+	m.Success, m.Reason = false, reason
+	out := *m
+	s.mu.Unlock()
+	s.notifier().notify(NotificationItem{
+		Amount: NotifiedAmount{Currency: out.Currency, Value: out.AmountValue}, EventCode: EventCaptureFailed,
+		EventDate: s.Now().UTC().Format(time.RFC3339), MerchantAccountCode: out.MerchantAccount,
+		MerchantReference: out.Reference, OriginalReference: out.PaymentPSPReference, PSPReference: out.PSPReference,
+		Reason: reason, Success: "true",
+	})
+	return out, nil
 }

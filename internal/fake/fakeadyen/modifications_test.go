@@ -191,3 +191,66 @@ func TestFaultsOnNewOperations(t *testing.T) {
 	require.Equal(t, http.StatusInternalServerError, status)
 	require.Empty(t, e.fake.Modifications(), "an injected error executes nothing")
 }
+
+// TestFailCapture: a capture that succeeded fails after the fact, named by
+// its own pspReference or its payment's: CAPTURE_FAILED follows its
+// CAPTURE, the ledger shows the capture failed and nothing captured, and
+// the authorisation is held again. A payment without a successful capture
+// has nothing to fail.
+func TestFailCapture(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{})
+	card := e.store("shopper-1", "tok_visa")
+	hold := func(reference string) string {
+		body := payment("shopper-1", card, reference, InteractionContAuth, "")
+		body["additionalData"] = map[string]any{"manualCapture": "true"}
+		status, out := e.post("/v71/payments", "pay-"+reference, body)
+		require.Equal(t, http.StatusOK, status, "%v", out)
+		return out["pspReference"].(string)
+	}
+	capture := func(psp, key string) string {
+		status, out := e.post("/v71/payments/"+psp+"/captures", key, map[string]any{
+			"merchantAccount": testMerchant, "reference": key, "amount": map[string]any{"currency": "USD", "value": 1500},
+		})
+		require.Equal(t, http.StatusCreated, status, "%v", out)
+		require.Equal(t, "true", e.notes.await(EventCapture, out["pspReference"].(string)).Success)
+		return out["pspReference"].(string)
+	}
+
+	byPayment := hold("ar-ch-1")
+	_, err := e.fake.FailCapture(byPayment, "")
+	require.Error(t, err, "nothing captured yet")
+	captureRef := capture(byPayment, "capture-1")
+	m, err := e.fake.FailCapture(byPayment, "")
+	require.NoError(t, err)
+	require.Equal(t, captureRef, m.PSPReference)
+	require.False(t, m.Success)
+	require.Equal(t, ReasonCaptureRejected, m.Reason)
+	note := e.notes.await(EventCaptureFailed, captureRef)
+	require.Equal(t, "true", note.Success)
+	require.Equal(t, captureRef, note.PSPReference)
+	require.Equal(t, byPayment, note.OriginalReference)
+	require.Equal(t, "capture-1", note.MerchantReference)
+	require.Equal(t, ReasonCaptureRejected, note.Reason)
+	require.Equal(t, NotifiedAmount{Currency: "USD", Value: 1500}, note.Amount)
+	pay := e.paymentOf("ar-ch-1")
+	require.True(t, pay.Authorised())
+	require.Zero(t, pay.CapturedValue, "nothing stays captured")
+	l := e.fake.Snapshot()
+	require.Len(t, l.Modifications, 1)
+	require.False(t, l.Modifications[0].Success)
+	require.Equal(t, ReasonCaptureRejected, l.Modifications[0].Reason)
+	_, err = e.fake.FailCapture(captureRef, "")
+	require.Error(t, err, "a failed capture fails once")
+
+	// Named by the capture's own reference, with a reason.
+	byCapture := hold("ar-ch-2")
+	captureRef = capture(byCapture, "capture-2")
+	_, err = e.fake.FailCapture(captureRef, "Rejected by issuer")
+	require.NoError(t, err)
+	require.Equal(t, "Rejected by issuer", e.notes.await(EventCaptureFailed, captureRef).Reason)
+
+	_, err = e.fake.FailCapture("NOPE", "")
+	require.Error(t, err)
+	require.Len(t, e.fake.NotificationItems(), 2+2+2, "two AUTHORISATIONs, two CAPTUREs, two CAPTURE_FAILEDs")
+}

@@ -40,6 +40,9 @@ const (
 	EventCancellation = "CANCELLATION"
 	// EventCapture is the outcome of a capture.
 	EventCapture = "CAPTURE"
+	// EventCaptureFailed is a capture that failed after Adyen reported it
+	// captured (the card scheme rejected it): FailCapture notifies it.
+	EventCaptureFailed = "CAPTURE_FAILED"
 )
 
 // NotificationEndpoint is where the server sends its standard
