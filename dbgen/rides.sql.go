@@ -492,9 +492,13 @@ func (q *Queries) RideGet(ctx context.Context, db DBTX, id int64) (*Ride, error)
 }
 
 const rideGetByCharge = `-- name: RideGetByCharge :one
-SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id FROM rides WHERE stripe_charge_id = $1
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id FROM rides
+WHERE rides.stripe_charge_id = $1 OR rides.extra_charge_id = $1
+LIMIT 1
 `
 
+// The ride that records a charge: its own (a trip's hold included), or the
+// payment of its fare above the hold.
 func (q *Queries) RideGetByCharge(ctx context.Context, db DBTX, stripeChargeID *string) (*Ride, error) {
 	row := db.QueryRow(ctx, rideGetByCharge, stripeChargeID)
 	var i Ride

@@ -82,6 +82,9 @@ ALTER TABLE rides
 CREATE INDEX rides_holds ON rides (hold_expires_at) WHERE charge_status IN ('authorized', 'cancelling');
 -- Rides whose completion waits for the processor (Adyen's CAPTURE).
 CREATE INDEX rides_capturing ON rides (completion_requested_at) WHERE charge_status = 'capturing';
+-- The ride of a fare's payment above its hold (events and reconciliation
+-- find it by its charge).
+CREATE UNIQUE INDEX rides_extra_charge_id ON rides (extra_charge_id) WHERE extra_charge_id IS NOT NULL;
 -- A rider's balances due: the booking phase's check.
 CREATE INDEX rides_balance_due ON rides (user_id) WHERE extra_status = 'due';
 -- The ride of a capture (Adyen's CAPTURE notification names it).

@@ -149,7 +149,11 @@ WHERE id = @id AND (
 );
 
 -- name: RideGetByCharge :one
-SELECT * FROM rides WHERE stripe_charge_id = @stripe_charge_id;
+-- The ride that records a charge: its own (a trip's hold included), or the
+-- payment of its fare above the hold.
+SELECT * FROM rides
+WHERE rides.stripe_charge_id = sqlc.arg(stripe_charge_id) OR rides.extra_charge_id = sqlc.arg(stripe_charge_id)
+LIMIT 1;
 
 -- name: RideSetRequiresAction :execrows
 -- A pending ride whose rider's bank asked for authentication: it waits for
