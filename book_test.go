@@ -177,3 +177,246 @@ func TestBookListCommand(t *testing.T) {
 	require.Equal(t, 1, noKey.exit)
 	require.Contains(t, noKey.stderr, "401")
 }
+
+// tripDispatchToken is the dispatch side's token of the trip worlds.
+const tripDispatchToken = "book-test-dispatch-token-5TQ2W"
+
+// tripWorld is a real server whose bookings hold their fare
+// (CAPTURE=trip), with the dispatch side's token, in front of its own fake
+// Stripe.
+func tripWorld(t *testing.T) (*testkit.Env, string) {
+	t.Helper()
+	env := testkit.NewWith(t, testkit.Options{Capture: service.CaptureTrip})
+	return env, testkit.Serve(t, openapi.NewHandler(openapi.Config{
+		Service: env.Service, DispatchToken: tripDispatchToken, Logger: slog.New(slog.DiscardHandler),
+	}))
+}
+
+// tripRun is what `book complete` and `book cancel` print on success.
+type tripRun struct {
+	Ride struct {
+		ID              int64   `json:"id"`
+		ChargeStatus    string  `json:"charge_status"`
+		FareCents       *int64  `json:"fare_cents"`
+		CapturedCents   *int64  `json:"amount_captured_cents"`
+		ExtraStatus     *string `json:"extra_status"`
+		BalanceDueCents int64   `json:"balance_due_cents"`
+		ReleasedAt      *string `json:"released_at"`
+		CompletedAt     *string `json:"completed_at"`
+	} `json:"ride"`
+	Status         int    `json:"status"`
+	IdempotencyKey string `json:"idempotency_key"`
+	Replayed       bool   `json:"replayed"`
+	Attempts       int    `json:"attempts"`
+}
+
+func decodeTrip(t *testing.T, r bookRun) tripRun {
+	t.Helper()
+	require.Equal(t, 0, r.exit, r.stderr)
+	var out tripRun
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &out), r.stdout)
+	return out
+}
+
+// bookTripCLI books a trip through `book` and returns its id: the booking
+// holds the fare.
+func bookTripCLI(t *testing.T, env []string) int64 {
+	t.Helper()
+	r := runBook(t, env, "--from", "37.7749,-122.4194", "--to", "37.8044,-122.2712")
+	require.Equal(t, 0, r.exit, r.stderr)
+	var out struct {
+		Ride struct {
+			ID           int64  `json:"id"`
+			ChargeStatus string `json:"charge_status"`
+			Capture      string `json:"capture"`
+		} `json:"ride"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &out), r.stdout)
+	require.Equal(t, "authorized", out.Ride.ChargeStatus)
+	require.Equal(t, "trip", out.Ride.Capture)
+	return out.Ride.ID
+}
+
+// executed counts the requests of op the fake Stripe executed (not
+// replays).
+func executed(fake *testkit.Stripe, op string) int {
+	n := 0
+	for _, r := range fake.Requests() {
+		if r.Op == op && !r.Replayed && r.Status == http.StatusOK {
+			n++
+		}
+	}
+	return n
+}
+
+// TestBookCompleteCommand runs the real binary's `book complete` against a
+// trip server: the first capture fails at Stripe, the command retries with
+// its one key and the fare is captured once; --key replays the completion,
+// another key gets the same one (200), another fare is refused. The token
+// comes from DISPATCH_TOKEN or --dispatch-token, and nothing else will do.
+// A fare above the hold whose payment is declined leaves a balance due,
+// and the rider's next `book` is refused naming the ride.
+func TestBookCompleteCommand(t *testing.T) {
+	t.Parallel()
+	world, url := tripWorld(t)
+	rider := world.Rider(t, "trip-cli@example.com", "tok_visa")
+	riderEnv := []string{"ATOMICRIDES_URL=" + url, "ATOMICRIDES_API_KEY=" + rider.APIKey, "DISPATCH_TOKEN="}
+	dispatchEnv := []string{"ATOMICRIDES_URL=" + url, "ATOMICRIDES_API_KEY=", "DISPATCH_TOKEN=" + tripDispatchToken}
+	id := bookTripCLI(t, riderEnv)
+	rideID := strconv.FormatInt(id, 10)
+
+	world.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpPaymentIntentCapture, Kind: fakestripe.FaultStatus, Status: http.StatusServiceUnavailable, Times: 1})
+	first := runBook(t, dispatchEnv, "complete", rideID, "1850")
+	require.Contains(t, first.stderr, "attempt 1: 503; retrying")
+	done := decodeTrip(t, first)
+	require.Equal(t, id, done.Ride.ID)
+	require.Equal(t, "completed", done.Ride.ChargeStatus)
+	require.Equal(t, int64(1850), *done.Ride.FareCents)
+	require.Equal(t, "none", *done.Ride.ExtraStatus)
+	require.Equal(t, http.StatusCreated, done.Status)
+	require.Equal(t, 2, done.Attempts)
+	require.False(t, done.Replayed)
+	require.GreaterOrEqual(t, len(done.IdempotencyKey), 20)
+	require.Equal(t, 1, executed(world.Stripe, fakestripe.OpPaymentIntentCapture))
+
+	// The key of the first run, after the arguments: the stored answer.
+	again := decodeTrip(t, runBook(t, dispatchEnv, "complete", rideID, "1850", "--key", done.IdempotencyKey))
+	require.True(t, again.Replayed)
+	require.Equal(t, done.Ride, again.Ride)
+	// Another key, the token from the flag: the same completion, 200.
+	other := decodeTrip(t, runBook(t, riderEnv, "complete", "--dispatch-token", tripDispatchToken, rideID, "1850"))
+	require.Equal(t, http.StatusOK, other.Status)
+	require.Equal(t, done.Ride.CompletedAt, other.Ride.CompletedAt)
+	// Another fare: refused, not retried.
+	refused := runBook(t, dispatchEnv, "complete", rideID, "1900")
+	require.Equal(t, 1, refused.exit)
+	require.Contains(t, refused.stderr, "409")
+	require.Contains(t, refused.stderr, "1850", "the refusal names the completion's fare")
+	require.NotContains(t, refused.stderr, "retrying")
+	require.Equal(t, 1, executed(world.Stripe, fakestripe.OpPaymentIntentCapture), "captured once")
+
+	// No token, or a rider's key for one: refused before or by the server.
+	noToken := runBook(t, riderEnv, "complete", rideID, "1850")
+	require.Equal(t, 1, noToken.exit)
+	require.Contains(t, noToken.stderr, "DISPATCH_TOKEN")
+	riderKey := runBook(t, riderEnv, "complete", "--dispatch-token", rider.APIKey, rideID, "1850")
+	require.Equal(t, 1, riderKey.exit)
+	require.Contains(t, riderKey.stderr, "401")
+
+	// A fare above the hold whose own payment is declined: completed, with
+	// a balance due that blocks the rider's next booking.
+	owing := bookTripCLI(t, riderEnv)
+	world.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpPaymentIntentCreate, Kind: fakestripe.FaultRefuse, Status: http.StatusPaymentRequired, Times: 1})
+	due := runBook(t, dispatchEnv, "complete", strconv.FormatInt(owing, 10), strconv.Itoa(service.RideAmountCents+500))
+	dueRide := decodeTrip(t, due)
+	require.Equal(t, "completed", dueRide.Ride.ChargeStatus)
+	require.Equal(t, "due", *dueRide.Ride.ExtraStatus)
+	require.Equal(t, int64(500), dueRide.Ride.BalanceDueCents)
+	require.Contains(t, due.stderr, "owes 5.00 USD")
+	blocked := runBook(t, riderEnv, "--from", "1,1", "--to", "2,2")
+	require.Equal(t, 1, blocked.exit)
+	require.Contains(t, blocked.stderr, "402")
+	require.Contains(t, blocked.stderr, "ride "+strconv.FormatInt(owing, 10), "the refusal names the ride that owes")
+}
+
+// TestBookCancelCommand runs the real binary's `book cancel` against a
+// trip server: the rider cancels through a failed release at Stripe, with
+// one key, and the hold is released once; --key replays it, the dispatch
+// side's cancellation under another key gets the same ride (200), another
+// rider's is not found, and a completed trip is refused.
+func TestBookCancelCommand(t *testing.T) {
+	t.Parallel()
+	world, url := tripWorld(t)
+	rider := world.Rider(t, "cancel-cli@example.com", "tok_visa")
+	stranger := world.Rider(t, "stranger-cli@example.com", "tok_visa")
+	riderEnv := []string{"ATOMICRIDES_URL=" + url, "ATOMICRIDES_API_KEY=" + rider.APIKey, "DISPATCH_TOKEN="}
+	id := bookTripCLI(t, riderEnv)
+	rideID := strconv.FormatInt(id, 10)
+
+	world.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpPaymentIntentCancel, Kind: fakestripe.FaultStatus, Status: http.StatusServiceUnavailable, Times: 1})
+	first := runBook(t, riderEnv, "cancel", rideID)
+	require.Contains(t, first.stderr, "attempt 1: 503; retrying")
+	cancelled := decodeTrip(t, first)
+	require.Equal(t, id, cancelled.Ride.ID)
+	require.Equal(t, "cancelled", cancelled.Ride.ChargeStatus)
+	require.NotNil(t, cancelled.Ride.ReleasedAt)
+	require.Equal(t, http.StatusCreated, cancelled.Status)
+	require.Equal(t, 2, cancelled.Attempts)
+	require.Equal(t, 1, executed(world.Stripe, fakestripe.OpPaymentIntentCancel))
+
+	again := decodeTrip(t, runBook(t, riderEnv, "cancel", "--key", cancelled.IdempotencyKey, rideID))
+	require.True(t, again.Replayed)
+	require.Equal(t, cancelled.Ride, again.Ride)
+
+	// The dispatch side, under another key: the same ride, 200.
+	byDispatch := decodeTrip(t, runBook(t, []string{"ATOMICRIDES_URL=" + url, "ATOMICRIDES_API_KEY=", "DISPATCH_TOKEN=" + tripDispatchToken}, "cancel", rideID, "--dispatch"))
+	require.Equal(t, http.StatusOK, byDispatch.Status)
+	require.Equal(t, cancelled.Ride.ReleasedAt, byDispatch.Ride.ReleasedAt)
+	require.Equal(t, 1, executed(world.Stripe, fakestripe.OpPaymentIntentCancel), "released once")
+	noToken := runBook(t, riderEnv, "cancel", rideID, "--dispatch")
+	require.Equal(t, 1, noToken.exit)
+	require.Contains(t, noToken.stderr, "DISPATCH_TOKEN")
+
+	notTheirs := runBook(t, []string{"ATOMICRIDES_URL=" + url, "ATOMICRIDES_API_KEY=" + stranger.APIKey}, "cancel", rideID)
+	require.Equal(t, 1, notTheirs.exit)
+	require.Contains(t, notTheirs.stderr, "404")
+
+	// A completed trip: refused (refund it instead), not retried.
+	completed := bookTripCLI(t, riderEnv)
+	decodeTrip(t, runBook(t, riderEnv, "complete", "--dispatch-token", tripDispatchToken, strconv.FormatInt(completed, 10), "1400"))
+	refused := runBook(t, riderEnv, "cancel", strconv.FormatInt(completed, 10))
+	require.Equal(t, 1, refused.exit)
+	require.Contains(t, refused.stderr, "409")
+	require.Contains(t, refused.stderr, "refund")
+	require.NotContains(t, refused.stderr, "retrying")
+}
+
+// TestBookTripCommandLine: `book complete` and `book cancel` print their
+// usage on --help, and a malformed command line is one line on stderr
+// naming the bad argument, exit status 2, before anything is read or sent.
+func TestBookTripCommandLine(t *testing.T) {
+	t.Parallel()
+	env := []string{unreachableDB, "ATOMICRIDES_API_KEY=", "DISPATCH_TOKEN="}
+	for _, c := range []struct {
+		args []string
+		says []string
+	}{
+		{[]string{"help", "book"}, []string{"usage: atomicrides book --from", "book complete RIDE-ID FARE-CENTS", "book cancel RIDE-ID"}},
+		{[]string{"book", "complete", "--help"}, []string{"usage: atomicrides book complete RIDE-ID FARE-CENTS", "DISPATCH_TOKEN", "-key", "-currency", "-dispatch-token"}},
+		{[]string{"book", "cancel", "-h"}, []string{"usage: atomicrides book cancel RIDE-ID", "ATOMICRIDES_API_KEY", "-key", "-dispatch"}},
+	} {
+		r := binrun.RunT(t, env, c.args...)
+		require.Equal(t, 0, r.ExitCode, "%v: %s", c.args, r.Stderr)
+		require.Empty(t, r.Stderr, c.args)
+		for _, says := range c.says {
+			require.Contains(t, r.Stdout, says, c.args)
+		}
+	}
+
+	for _, c := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"book", "complete"}, "book complete: missing RIDE-ID"},
+		{[]string{"book", "complete", "42"}, "book complete: missing FARE-CENTS"},
+		{[]string{"book", "complete", "ride-42", "1850"}, `book complete: ride id "ride-42": want a positive integer`},
+		{[]string{"book", "complete", "0", "1850"}, `book complete: ride id "0"`},
+		{[]string{"book", "complete", "42", "18.50"}, `book complete: fare "18.50": want a positive whole number of cents`},
+		{[]string{"book", "complete", "42", "-5"}, `book complete: fare "-5"`},
+		{[]string{"book", "complete", "42", "1850", "7"}, `book complete: unexpected argument "7"`},
+		{[]string{"book", "complete", "42", "1850", "--currency", "USD"}, `book complete: --currency "USD"`},
+		{[]string{"book", "complete", "42", "1850", "--fare", "1"}, "book complete: flag provided but not defined: -fare"},
+		{[]string{"book", "complete", "42", "1850", "--key"}, "book complete: flag needs an argument: -key"},
+		{[]string{"book", "cancel"}, "book cancel: missing RIDE-ID"},
+		{[]string{"book", "cancel", "-7"}, `book cancel: ride id "-7"`},
+		{[]string{"book", "cancel", "42", "43"}, `book cancel: unexpected argument "43"`},
+		{[]string{"book", "cancel", "--dispatch=maybe", "42"}, "book cancel: invalid boolean value"},
+	} {
+		r := binrun.RunT(t, env, c.args...)
+		require.Equal(t, 2, r.ExitCode, "%v: %s", c.args, r.Stderr)
+		require.Empty(t, r.Stdout, c.args)
+		require.Equal(t, 1, strings.Count(r.Stderr, "\n"), "%v: one line: %q", c.args, r.Stderr)
+		require.True(t, strings.HasPrefix(r.Stderr, "atomicrides: "), "%v: %q", c.args, r.Stderr)
+		require.Contains(t, r.Stderr, c.says, c.args)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 )
 
@@ -15,7 +16,7 @@ var commandSummaries = []struct{ name, summary string }{
 	{"openapi", "print the OpenAPI spec (YAML)"},
 	{"keys", "list, show and complete stuck requests; reconcile with Stripe (operators)"},
 	{"settlements", "list the bank's settlement files and discrepancies; show one file (operators)"},
-	{"book", "book a ride through the API (client side)"},
+	{"book", "book, list, complete or cancel rides through the API (client side)"},
 	{"fakestripe", "serve the built-in fake Stripe on its own address"},
 	{"fakeadyen", "serve the built-in fake Adyen on its own address"},
 	{"mailsink", "serve an SMTP server that keeps what it receives"},
@@ -97,6 +98,41 @@ func (c *command) parse(args []string, maxArgs int) error {
 		return usagef("%s: unexpected argument %q (see atomicrides %s --help)", c.fs.Name(), c.fs.Arg(maxArgs), c.fs.Name())
 	}
 	return nil
+}
+
+// parseArgs parses args, whose flags may come before, between or after
+// the command's positional arguments, and returns those: exactly one for
+// each of names (as the usage calls them). "--" ends the flags, and an
+// argument that reads as a negative number is an argument, not a flag. A
+// missing or unexpected argument is a usage error naming it.
+func (c *command) parseArgs(args []string, names ...string) ([]string, error) {
+	var pos []string
+	for len(args) > 0 {
+		if _, err := strconv.ParseFloat(args[0], 64); err == nil && strings.HasPrefix(args[0], "-") {
+			pos, args = append(pos, args[0]), args[1:]
+			continue
+		}
+		if err := c.parse(args, len(args)); err != nil {
+			return nil, err
+		}
+		rest := c.fs.Args()
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			pos = append(pos, rest...)
+			break
+		}
+		if len(rest) == 0 {
+			break
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
+	}
+	name := c.fs.Name()
+	if len(pos) < len(names) {
+		return nil, usagef("%s: missing %s (see atomicrides %s --help)", name, names[len(pos)], name)
+	}
+	if len(pos) > len(names) {
+		return nil, usagef("%s: unexpected argument %q (see atomicrides %s --help)", name, pos[len(names)], name)
+	}
+	return pos, nil
 }
 
 func (c *command) printUsage() {

@@ -1,7 +1,9 @@
 // Package clientts_test runs the TypeScript client's tests (node --test)
 // against the real server, on its own database, in front of the fake
-// Stripe, and checks the charges at the fake afterwards. The client itself
-// is TypeScript; this package holds only that test.
+// Stripe, and checks the charges at the fake afterwards: the booking tests
+// against a server that charges at booking, the trip tests against one
+// whose bookings hold their fare (CAPTURE=trip). The client itself is
+// TypeScript; this package holds only that test.
 package clientts_test
 
 import (
@@ -27,7 +29,10 @@ import (
 	"github.com/atomicrides/atomicrides/sql/dbtest"
 )
 
-const adminToken = "ts-client-admin-token"
+const (
+	adminToken    = "ts-client-admin-token"
+	dispatchToken = "ts-client-dispatch-token"
+)
 
 // testBundle is the real server (handler, service, its own database) in
 // front of its own fake Stripe, both on loopback ports.
@@ -40,9 +45,9 @@ type testBundle struct {
 	packages string
 }
 
-func setup(t *testing.T) *testBundle {
+func setup(t *testing.T, node, packages string) *testBundle {
 	t.Helper()
-	b := &testBundle{node: nodePath(t), packages: nodeModules(t)}
+	b := &testBundle{node: node, packages: packages}
 	stripe := testkit.NewStripe(t)
 	b.fake, b.stripe = stripe.Server, stripe.URL
 	// No keep-alives towards Stripe: a dropped answer must reach the service
@@ -101,27 +106,59 @@ func (b *testBundle) run(t *testing.T, ctx context.Context, dir string, env []st
 	t.Logf("node %v:\n%s", args, out)
 }
 
-// The TypeScript client's tests pass against the real server, and the fake
-// Stripe holds exactly one succeeded charge for each charged ride: the
-// booking through injected 503s, the one whose connections dropped after
-// the charge, the one two clients sent at once, the refunded one, and the
-// five that rideAll lists.
+// tripBundle is the real server whose bookings hold their fare
+// (CAPTURE=trip), with the dispatch side's token, in front of its own fake
+// Stripe.
+type tripBundle struct {
+	*testkit.Env
+	url string
+}
+
+func setupTrips(t *testing.T) *tripBundle {
+	t.Helper()
+	env := testkit.NewWith(t, testkit.Options{Capture: service.CaptureTrip})
+	return &tripBundle{Env: env, url: testkit.Serve(t, openapi.NewHandler(openapi.Config{
+		Service: env.Service, AdminToken: adminToken, DispatchToken: dispatchToken, Logger: slog.New(slog.DiscardHandler),
+	}))}
+}
+
+// The TypeScript client's tests pass against the real servers. The client
+// and its tests are compiled once; the booking tests then run against a
+// server that charges at booking, the trip tests against one that holds
+// the fare, each world with its own database and fake Stripe.
 func TestTypeScriptClient(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
+	compiler := &testBundle{node: nodePath(t), packages: nodeModules(t)}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
 
 	// Compile the client and its tests into a temporary directory, an ES
 	// module package that finds the installed packages beside it.
 	out := t.TempDir()
-	b.run(t, ctx, ".", nil, filepath.Join(b.packages, "typescript", "bin", "tsc"), "-p", "tsconfig.test.json", "--outDir", out)
+	compiler.run(t, ctx, ".", nil, filepath.Join(compiler.packages, "typescript", "bin", "tsc"), "-p", "tsconfig.test.json", "--outDir", out)
 	require.NoError(t, os.WriteFile(filepath.Join(out, "package.json"), []byte(`{"type":"module"}`), 0o644))
-	require.NoError(t, os.Symlink(b.packages, filepath.Join(out, "node_modules")))
+	require.NoError(t, os.Symlink(compiler.packages, filepath.Join(out, "node_modules")))
 	tests, err := filepath.Glob(filepath.Join(out, "test", "*.test.js"))
 	require.NoError(t, err)
-	require.Len(t, tests, 2)
+	require.Len(t, tests, 3)
+	file := func(name string) string { return filepath.Join(out, "test", name+".test.js") }
 
+	t.Run("Bookings", func(t *testing.T) {
+		t.Parallel()
+		bookings(t, ctx, setup(t, compiler.node, compiler.packages), out, file("booking"), file("retry"))
+	})
+	t.Run("Trips", func(t *testing.T) {
+		t.Parallel()
+		trips(t, ctx, compiler, setupTrips(t), out, file("trips"))
+	})
+}
+
+// bookings runs the booking tests, and checks that the fake Stripe holds
+// exactly one succeeded charge for each charged ride: the booking through
+// injected 503s, the one whose connections dropped after the charge, the
+// one two clients sent at once, the refunded one, and the five that
+// rideAll lists.
+func bookings(t *testing.T, ctx context.Context, b *testBundle, out string, tests ...string) {
 	b.run(t, ctx, out, []string{
 		"ATOMICRIDES_URL=" + b.url,
 		"ATOMICRIDES_ADMIN_TOKEN=" + adminToken,
@@ -158,6 +195,51 @@ func TestTypeScriptClient(t *testing.T) {
 		require.Equal(t, []string{chargeID}, perKey[key], "ride %s: one charge at Stripe", rideID)
 	}
 	require.Len(t, b.fake.SucceededCharges(), len(charged), "no charge without its ride")
+}
+
+// trips runs the trip tests, and checks the holds at the fake Stripe: each
+// completed ride's hold captured once, by the fare up to the hold, and each
+// cancelled ride's released with nothing captured.
+func trips(t *testing.T, ctx context.Context, node *testBundle, b *tripBundle, out string, tests ...string) {
+	node.run(t, ctx, out, []string{
+		"ATOMICRIDES_URL=" + b.url,
+		"ATOMICRIDES_ADMIN_TOKEN=" + adminToken,
+		"ATOMICRIDES_DISPATCH_TOKEN=" + dispatchToken,
+		"FAKESTRIPE_URL=" + b.Stripe.URL,
+	}, append([]string{"--test", "--test-reporter=spec"}, tests...)...)
+
+	rows, err := b.Pool.Query(ctx, `SELECT id, charge_status, payment_id, coalesce(captured_cents, 0) FROM rides WHERE capture = 'trip' AND charge_status IN ('completed', 'cancelled')`)
+	require.NoError(t, err)
+	counts := map[string]int{}
+	for rows.Next() {
+		var (
+			id              int64
+			status, payment string
+			captured        int64
+		)
+		require.NoError(t, rows.Scan(&id, &status, &payment, &captured))
+		counts[status]++
+		pi, ok := b.Stripe.PaymentIntent(payment)
+		require.True(t, ok, "ride %d: its hold is at Stripe", id)
+		switch status {
+		case "completed":
+			require.Equal(t, fakestripe.PaymentIntentSucceeded, pi.Status, "ride %d", id)
+			require.Equal(t, captured, pi.AmountReceived, "ride %d: captured what the ride says", id)
+		case "cancelled":
+			require.Equal(t, fakestripe.PaymentIntentCanceled, pi.Status, "ride %d", id)
+			require.Zero(t, pi.AmountReceived, "ride %d: nothing captured", id)
+		}
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, map[string]int{"completed": 3, "cancelled": 1}, counts,
+		"the node tests complete three trips (one with a balance due) and cancel one")
+	captures := 0
+	for _, r := range b.Stripe.Requests() {
+		if r.Op == fakestripe.OpPaymentIntentCapture && !r.Replayed && r.Status == http.StatusOK {
+			captures++
+		}
+	}
+	require.Equal(t, counts["completed"], captures, "one capture per completed trip")
 }
 
 func itoa(i int64) string { return strconv.FormatInt(i, 10) }

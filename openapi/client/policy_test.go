@@ -64,8 +64,9 @@ type scripted struct {
 }
 
 type scriptedAnswer struct {
-	status     int
-	retryAfter string
+	status      int
+	retryAfter  string
+	problemType string
 }
 
 func (s *scripted) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -91,6 +92,10 @@ func (s *scripted) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(a.status)
+	if a.problemType != "" {
+		_, _ = w.Write([]byte(`{"status":` + strconv.Itoa(a.status) + `,"type":"` + a.problemType + `"}`))
+		return
+	}
 	_, _ = w.Write([]byte(`{"status":` + strconv.Itoa(a.status) + `}`))
 }
 
@@ -174,6 +179,34 @@ func TestDoNeverRetriesOtherStatuses(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, 1, res.Attempts, "status %d", status)
 		require.Equal(t, status, res.StatusCode)
+		require.Len(t, s.sent(), 1)
+		require.Empty(t, clock.waits)
+	}
+}
+
+// A 409 is retried while another request holds the key (or the answer
+// says nothing of its problem); a 409 that refuses the request (a ride not
+// refundable, not cancellable, …) is final: a retry is refused the same way.
+func TestDoRetriesA409OnlyWhileTheKeyIsInUse(t *testing.T) {
+	t.Parallel()
+	clock := &fakeTime{now: time.Unix(1_000_000, 0)}
+	res, s, err := book(t, clock.policy(Policy{}),
+		scriptedAnswer{status: 409, retryAfter: "1", problemType: ProblemKeyInUse},
+		scriptedAnswer{status: 409, problemType: "about:blank"},
+		scriptedAnswer{status: 201},
+	)
+	require.NoError(t, err)
+	require.Equal(t, 3, res.Attempts)
+	require.Equal(t, http.StatusCreated, res.StatusCode)
+	require.Len(t, s.sent(), 3)
+
+	for _, problem := range []string{"/problems/ride-not-cancellable", "/problems/ride-not-completable",
+		"/problems/no-balance-due", "/problems/ride-not-refundable", "/problems/refund-rejected"} {
+		clock := &fakeTime{now: time.Unix(1_000_000, 0)}
+		res, s, err := book(t, clock.policy(Policy{}), scriptedAnswer{status: 409, problemType: problem}, scriptedAnswer{status: 201})
+		require.NoError(t, err)
+		require.Equal(t, 1, res.Attempts, problem)
+		require.Equal(t, http.StatusConflict, res.StatusCode)
 		require.Len(t, s.sent(), 1)
 		require.Empty(t, clock.waits)
 	}

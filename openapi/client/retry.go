@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -126,7 +127,10 @@ type Result[T any] struct {
 // attempt with the key, parse reads its answer. It retries network errors and
 // the statuses retryable says so of (409, 429, 500, 502, 503, 504), never
 // another status, with full-jitter exponential backoff that honours
-// Retry-After, within the policy's attempts and time.
+// Retry-After, within the policy's attempts and time. A 409 whose problem
+// is a refusal of the request (a ride not refundable, not cancellable, …)
+// rather than another request holding the key is final too: a retry would
+// be refused the same way.
 //
 // The error is non-nil only when there is no answer to report: every
 // attempt failed on the network, ctx ended first, or an answer could not be
@@ -141,8 +145,8 @@ func Do[T any](ctx context.Context, p Policy, key string, send func(ctx context.
 	res := &Result[T]{Key: key}
 	for {
 		res.Attempts++
-		status, retryAfter, err := attempt(ctx, p, res, send, parse)
-		if err == nil && !retryable(status) {
+		status, retry, retryAfter, err := attempt(ctx, p, res, send, parse)
+		if err == nil && !retry {
 			return res, nil
 		}
 		if err != nil && (ctx.Err() != nil || !transient(err)) {
@@ -174,36 +178,38 @@ func finalAnswer[T any](res *Result[T], err error) (*Result[T], error) {
 }
 
 // attempt sends one request and, when an answer came back whole, records it
-// in res. It reports the status, the server's Retry-After on retryable
-// statuses, and the error that left it without an answer.
-func attempt[T any](ctx context.Context, p Policy, res *Result[T], send func(context.Context, string) (*http.Response, error), parse func(*http.Response) (T, error)) (int, time.Duration, error) {
+// in res. It reports the status, whether the answer may change on a retry
+// (retryableAnswer), the server's Retry-After on such answers, and the
+// error that left it without an answer.
+func attempt[T any](ctx context.Context, p Policy, res *Result[T], send func(context.Context, string) (*http.Response, error), parse func(*http.Response) (T, error)) (int, bool, time.Duration, error) {
 	resp, err := send(ctx, res.Key)
 	if err != nil {
-		return 0, 0, err
+		return 0, false, 0, err
 	}
 	// Read the body here, so that an answer cut short counts as the network
 	// error it is rather than as a parse failure.
 	body, err := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
 	if err != nil {
-		return 0, 0, &lostAnswerError{status: resp.StatusCode, err: err}
+		return 0, false, 0, &lostAnswerError{status: resp.StatusCode, err: err}
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(body))
+	retry := retryableAnswer(resp.StatusCode, body)
 	var retryAfter time.Duration
-	if retryable(resp.StatusCode) {
+	if retry {
 		retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), p.Now())
 	}
 	reply, err := parse(resp)
 	if err != nil {
-		if retryable(resp.StatusCode) {
+		if retry {
 			// A gateway's answer in another shape: still worth a retry.
-			return resp.StatusCode, retryAfter, &lostAnswerError{status: resp.StatusCode, err: err}
+			return resp.StatusCode, true, retryAfter, &lostAnswerError{status: resp.StatusCode, err: err}
 		}
-		return resp.StatusCode, 0, fmt.Errorf("parse the %d answer: %w", resp.StatusCode, err)
+		return resp.StatusCode, false, 0, fmt.Errorf("parse the %d answer: %w", resp.StatusCode, err)
 	}
 	res.Reply, res.StatusCode = reply, resp.StatusCode
 	res.Replayed = resp.Header.Get("Idempotent-Replayed") == "true"
-	return resp.StatusCode, retryAfter, nil
+	return resp.StatusCode, retry, retryAfter, nil
 }
 
 // lostAnswerError is an answer that arrived but could not be read whole.
@@ -227,6 +233,34 @@ func retryable(status int) bool {
 	case http.StatusConflict, http.StatusTooManyRequests,
 		http.StatusInternalServerError, http.StatusBadGateway,
 		http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
+}
+
+// ProblemKeyInUse is the problem type of the 409 that answers a request
+// while another request holds its idempotency key, or holds the ride it
+// acts on: the one 409 a retry may see otherwise.
+const ProblemKeyInUse = "/problems/idempotency-key-in-use"
+
+// retryableAnswer reports whether an answer with status and body may change
+// on a retry with the same key: a retryable status, except a 409 whose
+// problem+json type names a refusal of the request (a ride not refundable,
+// not completable, not cancellable, owing nothing, a refund the processor
+// rejected) rather than the key in use. A 409 without a problem type (a
+// gateway's) is retried, as before.
+func retryableAnswer(status int, body []byte) bool {
+	if status != http.StatusConflict {
+		return retryable(status)
+	}
+	var p struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(body, &p) != nil {
+		return true
+	}
+	switch p.Type {
+	case "", "about:blank", ProblemKeyInUse:
 		return true
 	}
 	return false

@@ -49,23 +49,37 @@ type RideOutcome string
 const (
 	// RideOutcomeCharged: 201, the ride is booked and charged.
 	RideOutcomeCharged RideOutcome = "charged"
+	// RideOutcomeAuthorized: 201, the ride is booked and its fare held
+	// (capture trip): the dispatch side completes it with the final fare
+	// (RideComplete), or it is cancelled (RideCancel).
+	RideOutcomeAuthorized RideOutcome = "authorized"
 	// RideOutcomeRequiresAction: 202, the rider's bank asks the rider to
 	// authenticate the payment: send them to the ride's
 	// NextAction.RedirectUrl; the ride then moves by itself (RideAwait).
 	RideOutcomeRequiresAction RideOutcome = "requires_action"
 	// RideOutcomeDeclined: 402, nothing was charged.
 	RideOutcomeDeclined RideOutcome = "declined"
+	// RideOutcomeBalanceDue: 402, nothing was booked: the rider owes the
+	// balance of an earlier ride, which RideCreateReply.Problem().RideID()
+	// names. Pay it (RideBalancePay), then book again: the key is free.
+	RideOutcomeBalanceDue RideOutcome = "balance_due"
 )
 
 // Outcome reads a booking's final answer as what it means: the ride,
-// charged or waiting for its rider, or declined (the 402's problem names
-// the declined ride). Any other answer is an error with its status.
+// charged, held or waiting for its rider; declined (the 402's problem names
+// the declined ride); or refused until the rider pays a balance (the 402's
+// problem names the ride that owes it). Any other answer is an error with
+// its status.
 func (r *RideCreateReply) Outcome() (RideOutcome, *Ride, error) {
 	switch {
+	case r.JSON201 != nil && r.JSON201.ChargeStatus == RideChargeStatusAuthorized:
+		return RideOutcomeAuthorized, r.JSON201, nil
 	case r.JSON201 != nil:
 		return RideOutcomeCharged, r.JSON201, nil
 	case r.JSON202 != nil:
 		return RideOutcomeRequiresAction, r.JSON202, nil
+	case r.StatusCode() == http.StatusPaymentRequired && r.Problem().Type == ProblemBalanceDue:
+		return RideOutcomeBalanceDue, nil, nil
 	case r.StatusCode() == http.StatusPaymentRequired:
 		return RideOutcomeDeclined, nil, nil
 	}
@@ -73,9 +87,10 @@ func (r *RideCreateReply) Outcome() (RideOutcome, *Ride, error) {
 }
 
 // RideAwait reads ride id every interval (a second when zero) until its
-// charge is decided — charged, declined or expired — and returns it as it
-// is then. It stops when ctx ends. A ride waits for its rider at most until
-// its next_action.expires_at.
+// booking's charge is decided — charged, authorized (a trip's fare held),
+// declined or expired; no longer pending or requires_action — and returns
+// it as it is then. It stops when ctx ends. A ride waits for its rider at
+// most until its next_action.expires_at.
 func RideAwait(ctx context.Context, c ClientInterface, id int64, interval time.Duration) (*RideDetail, error) {
 	if interval <= 0 {
 		interval = time.Second
@@ -95,7 +110,8 @@ func RideAwait(ctx context.Context, c ClientInterface, id int64, interval time.D
 			return nil, fmt.Errorf("client: ride %d answered %d: %s", id, reply.StatusCode(), reply.Body)
 		}
 		switch reply.JSON200.ChargeStatus {
-		case RideDetailChargeStatusCharged, RideDetailChargeStatusDeclined, RideDetailChargeStatusExpired:
+		case RideDetailChargeStatusPending, RideDetailChargeStatusRequiresAction:
+		default:
 			return reply.JSON200, nil
 		}
 		select {

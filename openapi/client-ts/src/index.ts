@@ -28,12 +28,33 @@ export type RideListQuery = NonNullable<operations["ride-list"]["parameters"]["q
 export type DeclinedProblem = components["schemas"]["Problem"];
 /** An RFC 9457 problem, the body of every error. */
 export type Problem = components["schemas"]["ErrorModel"];
+/** The body of POST /rides/{id}/complete: the trip's final fare and its currency. */
+export type RideCompleteBody = components["schemas"]["RideCompleteInputBody"];
+
+/** Problem types of a trip's refusals (RFC 9457 "type"). */
+export const problemTypes = {
+  /**
+   * A booking refused (402, nothing booked, not stored): the rider owes the
+   * balance of the ride the problem's instance names (/rides/{id}). Pay it
+   * (Retrier.rideBalancePay), then book again; the key is free.
+   */
+  balanceDue: "/problems/balance-due",
+  /** The ride holds nothing to capture, or was completed with another fare (409, final). */
+  rideNotCompletable: "/problems/ride-not-completable",
+  /** The trip was completed (refund it instead), or holds nothing to release (409, final). */
+  rideNotCancellable: "/problems/ride-not-cancellable",
+  /** The ride owes nothing (409, final). */
+  noBalanceDue: "/problems/no-balance-due",
+} as const;
 
 /** How to reach the API. */
 export interface ClientOptions {
   /** The service's base URL, e.g. http://127.0.0.1:8080. */
   baseUrl: string;
-  /** A rider's API key, or the operator token for the admin operations. */
+  /**
+   * A rider's API key, the operator token for the admin operations, or the
+   * dispatch side's token (DISPATCH_TOKEN) to complete and cancel trips.
+   */
   token: string;
   /** Replaces the global fetch (a proxy, a test double). */
   fetch?: (request: Request) => Promise<Response>;
@@ -104,12 +125,144 @@ export class Retrier {
       options.signal,
     );
   }
+
+  /**
+   * Completes a trip with its final fare: the dispatch side's operation
+   * (the client's token is DISPATCH_TOKEN). Every attempt carries the one
+   * key; a 503 leaves the ride at its recovery point and the retry carries
+   * it on. 201 (this request completed the ride), 200 (another key did,
+   * with the same fare) and 202 (the processor confirms the capture later)
+   * are the final, stored answers; a 409 refusal (ride-not-completable) is
+   * final and not stored. tripRide reads the answer.
+   */
+  rideComplete(rideId: number, body: RideCompleteBody, options: OperationOptions = {}) {
+    return withRetries(
+      options.key ?? newIdempotencyKey(),
+      (key, signal) =>
+        this.client.POST("/rides/{id}/complete", {
+          params: { path: { id: rideId }, header: { "Idempotency-Key": key } },
+          body,
+          signal,
+        }),
+      this.policy,
+      options.signal,
+    );
+  }
+
+  /**
+   * Cancels a trip and releases its hold: the rider their own ride (their
+   * API key), the dispatch side any ride (its token). Every attempt carries
+   * the one key. 201 (this request cancelled the ride) and 200 (another key
+   * did) are the final, stored answers; a 409 refusal (ride-not-cancellable:
+   * the trip was completed, refund it) is final and not stored. tripRide
+   * reads the answer.
+   */
+  rideCancel(rideId: number, options: OperationOptions = {}) {
+    return withRetries(
+      options.key ?? newIdempotencyKey(),
+      (key, signal) =>
+        this.client.POST("/rides/{id}/cancel", {
+          params: { path: { id: rideId }, header: { "Idempotency-Key": key } },
+          signal,
+        }),
+      this.policy,
+      options.signal,
+    );
+  }
+
+  /**
+   * Pays the balance the rider owes for a ride (its balance_due_cents)
+   * with the rider's current payment source. Every attempt carries the one
+   * key. 201 (paid by this request), 200 (paid already) and 402 (declined:
+   * the balance stays due; register another card, then pay again under a
+   * new key) are the final, stored answers; a 409 refusal (no-balance-due)
+   * is final and not stored. tripRide reads the answer.
+   */
+  rideBalancePay(rideId: number, options: OperationOptions = {}) {
+    return withRetries(
+      options.key ?? newIdempotencyKey(),
+      (key, signal) =>
+        this.client.POST("/rides/{id}/balance", {
+          params: { path: { id: rideId }, header: { "Idempotency-Key": key } },
+          signal,
+        }),
+      this.policy,
+      options.signal,
+    );
+  }
 }
 
 /** The result of Retrier.rideCreate. */
 export type RideCreateResult = Awaited<ReturnType<Retrier["rideCreate"]>>;
 /** The result of Retrier.rideRefund. */
 export type RideRefundOutcome = Awaited<ReturnType<Retrier["rideRefund"]>>;
+/** The result of Retrier.rideComplete. */
+export type RideCompleteResult = Awaited<ReturnType<Retrier["rideComplete"]>>;
+/** The result of Retrier.rideCancel. */
+export type RideCancelResult = Awaited<ReturnType<Retrier["rideCancel"]>>;
+/** The result of Retrier.rideBalancePay. */
+export type RideBalancePayResult = Awaited<ReturnType<Retrier["rideBalancePay"]>>;
+
+/**
+ * An answer other than an operation's success: its status and its RFC 9457
+ * problem (undefined when the body was none).
+ */
+export class ProblemError extends Error {
+  constructor(
+    readonly status: number,
+    readonly problem: Problem | undefined,
+  ) {
+    const type = problem?.type && problem.type !== "about:blank" ? ` (${problem.type})` : "";
+    const text = problem?.detail ?? problem?.title;
+    super(`answered ${status}${type}${text ? `: ${text}` : ""}`);
+    this.name = "ProblemError";
+  }
+
+  /** The problem type; undefined when it has none. */
+  get type(): string | undefined {
+    return this.problem?.type;
+  }
+
+  /**
+   * The ride the problem is about: the one its instance names (/rides/{id}:
+   * the ride whose balance is due, the ride not cancellable), else its
+   * ride_id member (a declined payment's ride); undefined when none.
+   */
+  get rideId(): number | undefined {
+    return problemRideId(this.problem);
+  }
+}
+
+/** The ride a problem names: its instance /rides/{id}, else its ride_id member. */
+function problemRideId(problem: unknown): number | undefined {
+  if (typeof problem !== "object" || problem === null) {
+    return undefined;
+  }
+  const { instance, ride_id } = problem as { instance?: unknown; ride_id?: unknown };
+  const m = typeof instance === "string" ? /^\/rides\/(\d+)$/.exec(instance) : null;
+  if (m) {
+    return Number(m[1]);
+  }
+  return typeof ride_id === "number" ? ride_id : undefined;
+}
+
+/**
+ * Reads the final answer of a trip's action as its ride: completed (201 by
+ * this request, 200 by another key with the same fare) or capturing (202)
+ * for rideComplete; cancelled (201, 200) for rideCancel; its balance paid
+ * (201, 200) for rideBalancePay. A completed ride may still say its
+ * capture failed (charge_status capture_failed) or that the rider owes the
+ * fare above the hold (extra_status due, balance_due_cents). Throws
+ * ProblemError for any other answer: a refusal (409), a declined balance
+ * payment (402), a status the retries gave up on.
+ */
+export function tripRide(result: RideCompleteResult | RideCancelResult | RideBalancePayResult): Ride {
+  const { data, error } = result.answer as { data?: Ride; error?: unknown };
+  if ((result.status === 200 || result.status === 201 || result.status === 202) && data !== undefined) {
+    return data;
+  }
+  throw new ProblemError(result.status, error as Problem | undefined);
+}
 
 /** An answer to a list request other than 200: its status and problem. */
 export class ListError extends Error {
@@ -161,13 +314,25 @@ export type RideOutcome =
   /** 201: booked and charged. */
   | { kind: "charged"; ride: Ride }
   /**
+   * 201: booked and its fare held (capture trip): the dispatch side
+   * completes it with the final fare (rideComplete), or it is cancelled
+   * (rideCancel).
+   */
+  | { kind: "authorized"; ride: Ride }
+  /**
    * 202: the rider's bank asks the rider to authenticate the payment. Send
    * them to nextAction.redirect_url (or give nextAction.client_secret to
    * Stripe's SDK); the ride then moves by itself (awaitRide).
    */
   | { kind: "requires_action"; ride: Ride; nextAction: RideNextAction }
   /** 402: declined, nothing charged; problem.ride_id names the ride. */
-  | { kind: "declined"; problem: DeclinedProblem };
+  | { kind: "declined"; problem: DeclinedProblem }
+  /**
+   * 402: nothing booked: the rider owes the balance of ride rideId (the
+   * problem's instance). Pay it (rideBalancePay), then book again: the key
+   * is free.
+   */
+  | { kind: "balance_due"; problem: Problem; rideId: number };
 
 /**
  * Reads the final answer of Retrier.rideCreate as what it means. Throws
@@ -176,12 +341,16 @@ export type RideOutcome =
 export function rideOutcome(result: RideCreateResult): RideOutcome {
   const { data, error } = result.answer;
   if (result.status === 201 && data !== undefined) {
-    return { kind: "charged", ride: data };
+    return data.charge_status === "authorized" ? { kind: "authorized", ride: data } : { kind: "charged", ride: data };
   }
   if (result.status === 202 && data !== undefined && data.next_action) {
     return { kind: "requires_action", ride: data, nextAction: data.next_action };
   }
   if (result.status === 402 && error !== undefined) {
+    const rideId = problemRideId(error);
+    if (error.type === problemTypes.balanceDue && rideId !== undefined) {
+      return { kind: "balance_due", problem: error as Problem, rideId };
+    }
     return { kind: "declined", problem: error as DeclinedProblem };
   }
   throw new Error(`booking answered ${result.status}: ${JSON.stringify(error ?? data)}`);
@@ -191,10 +360,11 @@ export function rideOutcome(result: RideCreateResult): RideOutcome {
 export type RideDetail = components["schemas"]["RideDetail"];
 
 /**
- * Reads ride id every intervalMs (default 1000) until its charge is
- * decided — charged, declined or expired — and returns it then. A ride
- * waits for its rider at most until its next_action.expires_at. Throws on
- * an answer other than 200, and when signal ends the wait.
+ * Reads ride id every intervalMs (default 1000) until its booking's charge
+ * is decided — charged, authorized (a trip's fare held), declined or
+ * expired; no longer pending or requires_action — and returns it then. A
+ * ride waits for its rider at most until its next_action.expires_at.
+ * Throws on an answer other than 200, and when signal ends the wait.
  */
 export async function awaitRide(
   client: AtomicRidesClient,
@@ -206,7 +376,7 @@ export async function awaitRide(
     if (data === undefined) {
       throw new Error(`ride ${id} answered ${response.status}: ${JSON.stringify(error)}`);
     }
-    if (data.charge_status === "charged" || data.charge_status === "declined" || data.charge_status === "expired") {
+    if (data.charge_status !== "pending" && data.charge_status !== "requires_action") {
       return data;
     }
     await new Promise<void>((resolve, reject) => {

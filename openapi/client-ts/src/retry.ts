@@ -4,9 +4,11 @@
 // One logical operation carries one idempotency key through every attempt,
 // so however many attempts reach the server it does the work at most once.
 // Only a missing answer and the statuses that promise nothing was stored
-// (409, 429, 500, 502, 503, 504) are retried, with exponential backoff and
-// full jitter, never sooner than the server's Retry-After (spread by up to a
-// fifth more), within a bounded number of attempts and a bounded time.
+// (409, 429, 500, 502, 503, 504) are retried — a 409 only while another
+// request holds the key, not one that refuses the request — with
+// exponential backoff and full jitter, never sooner than the server's
+// Retry-After (spread by up to a fifth more), within a bounded number of
+// attempts and a bounded time.
 
 /** Defaults of an empty {@link Policy}. */
 export const defaults = {
@@ -55,6 +57,8 @@ export interface Policy {
 /** The shape of an answer of openapi-fetch: the parsed body and the response. */
 export interface Answer {
   response: Response;
+  /** The parsed body of an error status (a problem+json document). */
+  error?: unknown;
 }
 
 /** The outcome of one logical operation. */
@@ -107,6 +111,30 @@ export class NoAnswerError extends Error {
  */
 export function retryable(status: number): boolean {
   return [409, 429, 500, 502, 503, 504].includes(status);
+}
+
+/**
+ * The problem type of the 409 that answers a request while another request
+ * holds its idempotency key, or holds the ride it acts on: the one 409 a
+ * retry may see otherwise.
+ */
+export const problemKeyInUse = "/problems/idempotency-key-in-use";
+
+/**
+ * Reports whether an answer with this status and problem (openapi-fetch's
+ * error) may change on a retry with the same key: a retryable status,
+ * except a 409 whose problem type names a refusal of the request (a ride
+ * not refundable, not completable, not cancellable, owing nothing, a refund
+ * the processor rejected) rather than the key in use: it is refused the
+ * same way on every retry. A 409 without a problem type (a gateway's) is
+ * retried.
+ */
+export function retryableAnswer(status: number, problem?: unknown): boolean {
+  if (status !== 409) {
+    return retryable(status);
+  }
+  const type = typeof problem === "object" && problem !== null ? (problem as { type?: unknown }).type : undefined;
+  return typeof type !== "string" || type === "" || type === "about:blank" || type === problemKeyInUse;
 }
 
 /**
@@ -174,8 +202,9 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
  * Runs one logical operation under one idempotency key: send makes one
  * attempt with the key (and the signal that bounds it), typically an
  * openapi-fetch call. It retries a missing answer and the retryable
- * statuses, never another status, with full-jitter exponential backoff that
- * honours Retry-After, within the policy's attempts and time.
+ * statuses (retryableAnswer), never another status, with full-jitter
+ * exponential backoff that honours Retry-After, within the policy's attempts
+ * and time.
  *
  * It throws NoAnswerError only when there is no answer to report; a final
  * answer is returned as it is, whatever its status.
@@ -203,7 +232,7 @@ export async function withRetries<A extends Answer>(
       const answer = await send(key, bounded);
       last = answer;
       status = answer.response.status;
-      if (!retryable(status)) {
+      if (!retryableAnswer(status, answer.error)) {
         return result(answer, key, attempt);
       }
       retryAfterMs = parseRetryAfter(answer.response.headers.get("Retry-After"), now());

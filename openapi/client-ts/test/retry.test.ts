@@ -4,10 +4,10 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { backoff, NoAnswerError, parseRetryAfter, retryable, withRetries, type Policy } from "../src/retry.js";
+import { backoff, NoAnswerError, parseRetryAfter, problemKeyInUse, retryable, retryableAnswer, withRetries, type Policy } from "../src/retry.js";
 
-/** A scripted attempt: a status (with headers) or a thrown error. */
-type Step = { status: number; headers?: Record<string, string> } | { throws: unknown };
+/** A scripted attempt: a status (with headers and a problem) or a thrown error. */
+type Step = { status: number; headers?: Record<string, string>; problem?: unknown } | { throws: unknown };
 
 /** Runs withRetries over steps and records the keys sent and the waits. */
 async function run(steps: Step[], policy: Policy = {}) {
@@ -24,7 +24,7 @@ async function run(steps: Step[], policy: Policy = {}) {
       if ("throws" in step) {
         throw step.throws;
       }
-      return { response: new Response(null, { status: step.status, headers: step.headers }) };
+      return { response: new Response(null, { status: step.status, headers: step.headers }), error: step.problem };
     },
     {
       now: () => clock,
@@ -73,6 +73,37 @@ test("one key for every attempt, through lost answers and retryable statuses", a
   assert.equal(waits.length, 4);
   assert.ok(waits[1]! >= 2000, "Retry-After is a floor");
   assert.ok(waits[2]! >= 1000, "Retry-After is a floor");
+});
+
+test("a 409 is retried while the key is in use, and final when it refuses the request", async () => {
+  const { result, keys } = await run([
+    { status: 409, headers: { "Retry-After": "1" }, problem: { status: 409, type: problemKeyInUse } },
+    { status: 409, problem: { status: 409 } },
+    { status: 409 },
+    { status: 200 },
+  ]);
+  const r = await result;
+  assert.equal(r.status, 200);
+  assert.equal(r.attempts, 4);
+  assert.equal(keys.length, 4);
+
+  for (const type of [
+    "/problems/ride-not-cancellable",
+    "/problems/ride-not-completable",
+    "/problems/no-balance-due",
+    "/problems/ride-not-refundable",
+    "/problems/refund-rejected",
+  ]) {
+    assert.equal(retryableAnswer(409, { status: 409, type }), false, type);
+    const { result, keys, waits } = await run([{ status: 409, problem: { status: 409, type } }, { status: 201 }]);
+    const r = await result;
+    assert.equal(r.status, 409, type);
+    assert.equal(r.attempts, 1);
+    assert.equal(keys.length, 1);
+    assert.equal(waits.length, 0);
+  }
+  assert.equal(retryableAnswer(503, { type: "/problems/processor-unavailable" }), true);
+  assert.equal(retryableAnswer(402, { type: "/problems/card-declined" }), false);
 });
 
 test("full jitter: uniform under an exponential ceiling, capped", () => {
