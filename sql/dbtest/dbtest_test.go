@@ -37,7 +37,7 @@ func TestNewGivesEachTestItsOwnMigratedDatabase(t *testing.T) {
 				email := sub + "@example.com"
 				_, err := pool.Exec(ctx, "INSERT INTO users (email, payment_source) VALUES ($1, 'tok_visa')", email)
 				require.NoError(t, err)
-				emails, err := pgx.CollectRows(must(pool.Query(ctx, "SELECT email FROM users")), pgx.RowTo[string])
+				emails, err := pgx.CollectRows(must(pool.Query(ctx, "SELECT email FROM users WHERE role = 'rider'")), pgx.RowTo[string])
 				require.NoError(t, err)
 				require.Equal(t, []string{email}, emails, "only this test's writes are visible")
 
@@ -65,8 +65,8 @@ func TestWritesAreInvisibleAcrossDatabases(t *testing.T) {
 	_, err := a.Exec(ctx, "INSERT INTO users (email, payment_source) VALUES ('x@example.com', 'tok_visa')")
 	require.NoError(t, err)
 	var inA, inB int
-	require.NoError(t, a.QueryRow(ctx, "SELECT count(*) FROM users").Scan(&inA))
-	require.NoError(t, b.QueryRow(ctx, "SELECT count(*) FROM users").Scan(&inB))
+	require.NoError(t, a.QueryRow(ctx, "SELECT count(*) FROM users WHERE role = 'rider'").Scan(&inA))
+	require.NoError(t, b.QueryRow(ctx, "SELECT count(*) FROM users WHERE role = 'rider'").Scan(&inB))
 	require.Equal(t, 1, inA)
 	require.Equal(t, 0, inB)
 }
