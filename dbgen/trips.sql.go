@@ -432,6 +432,74 @@ func (q *Queries) RideCompletionFinish(ctx context.Context, db DBTX, id int64) (
 	return &i, err
 }
 
+const rideCompletionRecognised = `-- name: RideCompletionRecognised :one
+UPDATE rides
+SET charge_status = 'completed', fare_cents = $1::bigint, captured_cents = $1::bigint,
+    capture_id = $2, extra_status = 'none', completion_requested_at = now(), completed_at = now()
+WHERE id = $3 AND charge_status IN ('authorized', 'cancelling')
+RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id
+`
+
+type RideCompletionRecognisedParams struct {
+	CapturedCents int64
+	CaptureID     *string
+	ID            int64
+}
+
+// A hold the processor shows captured while the ride still holds it: its
+// completion was lost (a restore) or made outside the service. The ride is
+// completed with what was captured as its fare, once.
+func (q *Queries) RideCompletionRecognised(ctx context.Context, db DBTX, arg RideCompletionRecognisedParams) (*Ride, error) {
+	row := db.QueryRow(ctx, rideCompletionRecognised, arg.CapturedCents, arg.CaptureID, arg.ID)
+	var i Ride
+	err := row.Scan(
+		&i.ID,
+		&i.CreatedAt,
+		&i.IdempotencyKeyID,
+		&i.OriginLat,
+		&i.OriginLon,
+		&i.TargetLat,
+		&i.TargetLon,
+		&i.ChargeStatus,
+		&i.StripeChargeID,
+		&i.AmountCents,
+		&i.Currency,
+		&i.UserID,
+		&i.DeclineCode,
+		&i.DeclineMessage,
+		&i.Processor,
+		&i.ChargeAttempt,
+		&i.DisputeStatus,
+		&i.StripeDisputeID,
+		&i.PaymentSource,
+		&i.PaymentAPI,
+		&i.PaymentID,
+		&i.ChargeKey,
+		&i.ActionURL,
+		&i.ActionClientSecret,
+		&i.ActionExpiresAt,
+		&i.ActionDecidedAt,
+		&i.Capture,
+		&i.HoldExpiresAt,
+		&i.FareCents,
+		&i.CompletionKeyID,
+		&i.CompletionRequestedAt,
+		&i.CapturedCents,
+		&i.CaptureID,
+		&i.CaptureFailure,
+		&i.CompletedAt,
+		&i.ExtraCents,
+		&i.ExtraStatus,
+		&i.ExtraChargeID,
+		&i.ExtraFailureCode,
+		&i.BalanceAttempt,
+		&i.ReleaseReason,
+		&i.ReleasedAt,
+		&i.CancelKeyID,
+	)
+	return &i, err
+}
+
 const rideCompletionStart = `-- name: RideCompletionStart :one
 UPDATE rides
 SET charge_status = 'capturing', fare_cents = $1::bigint, completion_key_id = $2::bigint,

@@ -38,12 +38,22 @@ func newRestoreWorld(t *testing.T, email string, setup func(w *restoreWorld), lo
 	return newRestoreWorldOf(t, nil, email, setup, lost)
 }
 
+// newTripRestoreWorld is newRestoreWorld whose services hold a booking's
+// fare (service.CaptureTrip).
+func newTripRestoreWorld(t *testing.T, email string, setup func(w *restoreWorld), lost func(w *restoreWorld)) *restoreWorld {
+	t.Helper()
+	return newRestoreWorldOf(t, nil, email, setup, lost, func(w *restoreWorld) { w.capture = service.CaptureTrip })
+}
+
 // newRestoreWorldOf is newRestoreWorld with services made by mk (nil: on
 // the world's fake Stripe).
 func newRestoreWorldOf(t *testing.T, mk func(t *testing.T, pool *pgxpool.Pool, reg prometheus.Registerer) *service.Service,
-	email string, setup func(w *restoreWorld), lost func(w *restoreWorld)) *restoreWorld {
+	email string, setup func(w *restoreWorld), lost func(w *restoreWorld), opts ...func(w *restoreWorld)) *restoreWorld {
 	t.Helper()
 	w := &restoreWorld{moneyWorld: newMoneyWorld(t), reg: prometheus.NewRegistry()}
+	for _, o := range opts {
+		o(w)
+	}
 	if mk == nil {
 		mk = w.service
 	}

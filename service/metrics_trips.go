@@ -13,12 +13,15 @@ type tripMetrics struct {
 	tripsEnded     *prometheus.CounterVec
 	capturesFailed *prometheus.CounterVec
 	tripExtras     *prometheus.CounterVec
-	holds          prometheus.Gauge
-	oldestHold     prometheus.Gauge
-	capturing      prometheus.Gauge
-	captureFailed  prometheus.Gauge
-	balancesDue    prometheus.Gauge
-	balanceDue     prometheus.Gauge
+	// holdsOrphanReleased: holds whose booking was lost, released by the
+	// orphan pass.
+	holdsOrphanReleased *prometheus.CounterVec
+	holds               prometheus.Gauge
+	oldestHold          prometheus.Gauge
+	capturing           prometheus.Gauge
+	captureFailed       prometheus.Gauge
+	balancesDue         prometheus.Gauge
+	balanceDue          prometheus.Gauge
 }
 
 func newTripMetrics() tripMetrics {
@@ -35,6 +38,10 @@ func newTripMetrics() tripMetrics {
 			Name: "atomicrides_trip_extra_payments_total",
 			Help: "Fares above their hold charged as a payment of their own, by processor and outcome: charged, due (declined: the rider owes a balance), paid (a balance paid later).",
 		}, []string{"processor", "outcome"}),
+		holdsOrphanReleased: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "atomicrides_holds_orphan_released_total",
+			Help: "Holds whose booking the database lost (a restore), released by the orphan pass, by processor: they took no money.",
+		}, []string{"processor"}),
 		holds: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "atomicrides_holds_outstanding",
 			Help: "Trips holding their rider's money (authorized, or being cancelled), as of the last completer pass.",
@@ -63,7 +70,7 @@ func newTripMetrics() tripMetrics {
 }
 
 func (t tripMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{t.tripsEnded, t.capturesFailed, t.tripExtras, t.holds, t.oldestHold,
+	return []prometheus.Collector{t.tripsEnded, t.capturesFailed, t.tripExtras, t.holdsOrphanReleased, t.holds, t.oldestHold,
 		t.capturing, t.captureFailed, t.balancesDue, t.balanceDue}
 }
 
@@ -73,6 +80,7 @@ func (t tripMetrics) initSeries(proc string) {
 		t.tripsEnded.WithLabelValues(proc, string(st))
 	}
 	t.capturesFailed.WithLabelValues(proc)
+	t.holdsOrphanReleased.WithLabelValues(proc)
 	for _, o := range []string{ExtraCharged, ExtraDue, ExtraPaid} {
 		t.tripExtras.WithLabelValues(proc, o)
 	}

@@ -22,6 +22,8 @@ import (
 type moneyWorld struct {
 	ctx  context.Context
 	fake *testkit.Stripe
+	// capture is when the world's services take a booking's money.
+	capture service.Capture
 }
 
 func newMoneyWorld(t *testing.T) *moneyWorld {
@@ -32,7 +34,7 @@ func newMoneyWorld(t *testing.T) *moneyWorld {
 // service is a fresh service over pool on the world's Stripe account.
 func (w *moneyWorld) service(t *testing.T, pool *pgxpool.Pool, reg prometheus.Registerer) *service.Service {
 	t.Helper()
-	svc, err := service.New(service.Config{DevDefaultPaymentSource: true, Pool: pool, Registerer: reg, Payments: w.fake.Payments()})
+	svc, err := service.New(service.Config{DevDefaultPaymentSource: true, Pool: pool, Registerer: reg, Payments: w.fake.Payments(), Capture: w.capture})
 	require.NoError(t, err)
 	return svc
 }

@@ -152,6 +152,17 @@ func (s *Service) OrphanRefundsSchedule(ctx context.Context, grace time.Duration
 		}
 		scheduled += n
 	}
+	// A hold no ride records: its booking was lost. It took no money, so it
+	// is released, not refunded, once no retry of its request can claim
+	// it any more (the same grace).
+	for _, o := range rep.OrphanHolds {
+		if !o.Created.Before(now.Add(-grace)) {
+			continue
+		}
+		if err := s.orphanHoldRelease(ctx, o); err != nil {
+			return scheduled, err
+		}
+	}
 	// A refund no ride records whose charge a ride records: the ride's
 	// refund commit was lost (or the event was applied before the ride was
 	// recorded again). It is recorded on the ride as its event would
@@ -540,4 +551,32 @@ func (s *Service) OrphanReceiptSend(ctx context.Context, chargeID string, record
 		return true, internal(err)
 	}
 	return true, nil
+}
+
+// orphanHoldRelease releases the hold o whose booking was lost, under the
+// release key of its booking's processor key (the key a ride of it would
+// release it under): once, however many passes see it before the
+// processor lists it released.
+func (s *Service) orphanHoldRelease(ctx context.Context, o ReconcileOrphan) error {
+	if o.PaymentID == "" || o.ProcessorKey == "" {
+		return nil
+	}
+	proc, err := s.proc(o.processor)
+	if err != nil {
+		return err
+	}
+	_, err = proc.pay.PaymentCancel(ctx, PaymentCancelParams{
+		IdempotencyKey: releaseKey(o.ProcessorKey), PaymentID: o.PaymentID, Reference: o.ProcessorKey, Hold: true,
+	})
+	if pe := PaymentFinal(err); pe != nil && pe.Code == PaymentCodeUnexpectedState {
+		// Captured or released meanwhile: nothing is held any more.
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	s.metrics.holdsOrphanReleased.WithLabelValues(o.processor).Inc()
+	s.logger.InfoContext(ctx, "orphan pass: released the hold of a booking the database lost",
+		"charge", o.ID, "payment", o.PaymentID, "processor", o.processor)
+	return nil
 }

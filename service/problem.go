@@ -29,4 +29,8 @@ const (
 	// ProblemRefundRejected: the payment processor refused the refund
 	// definitively (409).
 	ProblemRefundRejected = "/problems/refund-rejected"
+	// ProblemTripCaptured: a cancellation found the trip's hold captured
+	// already (its completion was lost with a restore, or made outside the
+	// service): the ride is completed, not cancelled (409).
+	ProblemTripCaptured = "/problems/trip-captured"
 )

@@ -13,8 +13,10 @@ import (
 // recording commit was lost (a restored backup, a promoted standby) and
 // whose client never retried.
 type ReconcileOrphan struct {
-	ID          string    `json:"id"`
-	ChargeID    string    `json:"charge_id,omitempty"`
+	ID       string `json:"id"`
+	ChargeID string `json:"charge_id,omitempty"`
+	// PaymentID is a hold's payment (its PaymentIntent), which releases it.
+	PaymentID   string    `json:"payment_id,omitempty"`
 	AmountCents int64     `json:"amount_cents"`
 	Status      string    `json:"status"`
 	Created     time.Time `json:"created"`
@@ -62,6 +64,11 @@ type ReconcileReport struct {
 	MissingCharges []ReconcileMissing `json:"missing_charges"`
 	// DoubleCharges are rides charged at two processors.
 	DoubleCharges []ReconcileDouble `json:"double_charges"`
+	// OrphanHolds are holds (authorized, uncaptured payments of trips)
+	// that no ride records and no request in flight will: their booking
+	// was lost with a restore. They took no money; the orphan pass
+	// releases them.
+	OrphanHolds []ReconcileOrphan `json:"orphan_holds"`
 	// Processors are the processors listed; Notified those whose API
 	// offers no listing (Adyen's Checkout API) and whose charges were read
 	// from their notifications (notified_charges); Unlisted those with
@@ -82,7 +89,7 @@ type ReconcileReport struct {
 // Clean reports whether the reconciliation found nothing to look at.
 func (r *ReconcileReport) Clean() bool {
 	return len(r.OrphanCharges) == 0 && len(r.OrphanRefunds) == 0 && len(r.MissingCharges) == 0 &&
-		len(r.DoubleCharges) == 0
+		len(r.DoubleCharges) == 0 && len(r.OrphanHolds) == 0
 }
 
 // Orphans counts the findings by the kind labels of
@@ -205,14 +212,21 @@ func (s *Service) reconcileAt(ctx context.Context, proc *processor, rep *Reconci
 	if err != nil {
 		return false, err
 	}
-	var ours []*Charge
+	var ours, holds []*Charge
 	for _, ch := range charges {
 		listedIDs[ch.ID] = true
-		if ch.Tag.Namespace == s.namespace && ch.Status == ChargeSucceeded {
+		switch {
+		case ch.Tag.Namespace != s.namespace:
+		case ch.Status == ChargeSucceeded:
 			ours = append(ours, ch)
+		case ch.Status == ChargeAuthorized:
+			holds = append(holds, ch)
 		}
 	}
 	if err := s.classifyCharges(ctx, proc.name, ours, rep, inFlight, window); err != nil {
+		return false, err
+	}
+	if err := s.classifyHolds(ctx, proc.name, holds, rep, inFlight); err != nil {
 		return false, err
 	}
 
@@ -290,6 +304,33 @@ func (s *Service) classifyCharges(ctx context.Context, name string, ours []*Char
 				Rider: ch.Tag.Rider, ProcessorKey: ch.Tag.Key, processor: name,
 			})
 		}
+	}
+	return nil
+}
+
+// classifyHolds adds to rep the holds of this deployment at the processor
+// name that no ride records and no request in flight will.
+func (s *Service) classifyHolds(ctx context.Context, name string, holds []*Charge, rep *ReconcileReport, inFlight map[string]bool) error {
+	if len(holds) == 0 {
+		return nil
+	}
+	ids := make([]string, len(holds))
+	for i, ch := range holds {
+		ids[i] = ch.ID
+	}
+	recorded, err := s.recordedSet(ctx, ids, s.queries.RideListRecordedCharges)
+	if err != nil {
+		return err
+	}
+	for _, ch := range holds {
+		if recorded[ch.ID] || inFlight[ch.Tag.Key] {
+			continue
+		}
+		rep.unrecorded = append(rep.unrecorded, ch.Created)
+		rep.OrphanHolds = append(rep.OrphanHolds, ReconcileOrphan{
+			ID: ch.ID, PaymentID: ch.PaymentID, AmountCents: ch.AmountCents, Status: ch.Status, Created: ch.Created.UTC(),
+			Rider: ch.Tag.Rider, ProcessorKey: ch.Tag.Key, processor: name,
+		})
 	}
 	return nil
 }

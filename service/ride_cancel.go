@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/netip"
@@ -67,6 +68,9 @@ func (s *Service) RideCancel(ctx context.Context, userID int64, idempotencyKey s
 type cancelState struct {
 	params RideCancelParams
 	ride   *dbgen.Ride
+	// captured is the hold's payment when the processor shows it
+	// captured: the cancellation lost to a completion it did not see.
+	captured *Charge
 }
 
 func (s *Service) cancelFlow() *idem.Flow[cancelState] {
@@ -92,12 +96,25 @@ func (s *Service) cancelFlow() *idem.Flow[cancelState] {
 			RecoveryPointStarted: {Phase: s.cancelRequestPhase},
 			RecoveryPointReleaseRequested: {
 				Call: func(ctx context.Context, _ *idem.Key, st *cancelState) error {
+					st.captured = nil
 					if RideChargeStatus(st.ride.ChargeStatus) != RideChargeCancelling {
 						return nil
 					}
-					return s.holdRelease(ctx, st.ride)
+					err := s.holdRelease(ctx, st.ride)
+					if st.captured = capturedNow(err); st.captured != nil {
+						return nil
+					}
+					return err
 				},
 				Phase: func(ctx context.Context, tx pgx.Tx, key *idem.Key, st *cancelState) (idem.Outcome, error) {
+					if p := st.captured; p != nil {
+						if _, err := s.tripRecognised(ctx, tx, st.ride.ID, p.CapturedCents, p.ID); err != nil {
+							return idem.Outcome{}, err
+						}
+						return idem.Finish(http.StatusConflict, Problem{Type: ProblemTripCaptured, Title: "Trip captured",
+							Status: http.StatusConflict, RideID: st.ride.ID,
+							Detail: "the trip's fare was captured already; the ride is completed, not cancelled: refund it instead"}), nil
+					}
 					if _, err := s.holdReleased(ctx, tx, st.ride.ID, "request"); err != nil {
 						return idem.Outcome{}, err
 					}
@@ -215,6 +232,9 @@ func (s *Service) holdRelease(ctx context.Context, ride *dbgen.Ride) error {
 		if p != nil && p.Status == ChargeCanceled {
 			return nil
 		}
+		if p != nil && p.Status == ChargeSucceeded && p.CapturedCents > 0 {
+			return &holdCapturedError{payment: p}
+		}
 		return internal(fmt.Errorf("ride %d: its hold cannot be released: %w", ride.ID, pe))
 	}
 	return err
@@ -271,6 +291,16 @@ func (s *Service) HoldsRelease(ctx context.Context, limit int32) (int, error) {
 			}
 		}
 		if err := s.holdRelease(ctx, ride); err != nil {
+			if p := capturedNow(err); p != nil {
+				// Captured: the completion was lost; it is recognised.
+				if err := s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
+					_, err := s.tripRecognised(ctx, tx, ride.ID, p.CapturedCents, p.ID)
+					return err
+				}); err != nil {
+					return expired, internal(err)
+				}
+				continue
+			}
 			return expired, err
 		}
 		var moved bool
@@ -359,4 +389,21 @@ func (s *Service) holdExpiredEffect(ctx context.Context, processor string, p *Ch
 		s.metrics.tripsEnded.WithLabelValues(r.Processor, r.ChargeStatus).Inc()
 		return InboxOutcomeHoldReleased, nil
 	}, nil
+}
+
+// holdCapturedError: a hold to release was captured already (a completion
+// lost with a restore, or a capture outside the service).
+type holdCapturedError struct{ payment *Charge }
+
+func (e *holdCapturedError) Error() string {
+	return "the hold of payment " + e.payment.PaymentID + " was captured"
+}
+
+// capturedNow is the captured payment err reports, nil for any other error.
+func capturedNow(err error) *Charge {
+	var hc *holdCapturedError
+	if errors.As(err, &hc) {
+		return hc.payment
+	}
+	return nil
 }

@@ -639,6 +639,39 @@ func (s *Service) prepareCapture(ctx context.Context, ev *InboundEvent) (effect,
 		if c.Status == ChargeFailed {
 			return s.tripCaptureFailed(ctx, tx, ride.ID, cmpOr(c.FailureMessage, c.FailureCode))
 		}
-		return s.tripCaptured(ctx, tx, ride.ID, c.CapturedCents, c.ID)
+		if out, err := s.tripCaptured(ctx, tx, ride.ID, c.CapturedCents, c.ID); err != nil || out != InboxOutcomeAlreadyRecorded {
+			return out, err
+		}
+		return s.tripRecognised(ctx, tx, ride.ID, c.CapturedCents, c.ID)
 	}, nil
+}
+
+// tripRecognised records a capture the processor made of a ride that still
+// holds its fare: its completion was lost with a restore (or the hold was
+// captured outside the service). The ride is completed with what was
+// captured, once, with its receipt. A ride that moved on is
+// InboxOutcomeAlreadyRecorded.
+func (s *Service) tripRecognised(ctx context.Context, tx pgx.Tx, rideID, captured int64, captureID string) (string, error) {
+	if captured <= 0 {
+		return InboxOutcomeAlreadyRecorded, nil
+	}
+	ride, err := s.queries.RideCompletionRecognised(ctx, tx, dbgen.RideCompletionRecognisedParams{
+		CapturedCents: captured, CaptureID: nonEmpty(captureID), ID: rideID,
+	})
+	if isNoRows(err) {
+		return InboxOutcomeAlreadyRecorded, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	if err := s.audit(ctx, tx, "ride.completion_recognised", "ride", ride.ID, ride.UserID, nil, map[string]any{
+		"captured_cents": captured, "capture_id": captureID,
+	}); err != nil {
+		return "", err
+	}
+	if _, err := s.jobs.InsertTx(ctx, tx, RideReceiptArgs{RideID: ride.ID}, nil); err != nil {
+		return "", err
+	}
+	s.metrics.tripsEnded.WithLabelValues(ride.Processor, string(RideChargeCompleted)).Inc()
+	return InboxOutcomeTripCaptured, nil
 }

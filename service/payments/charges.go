@@ -140,7 +140,7 @@ func succeeded(ch *stripe.Charge) (*service.Charge, error) {
 }
 
 func toCharge(ch *stripe.Charge) *service.Charge {
-	return &service.Charge{
+	c := &service.Charge{
 		ID:          ch.ID,
 		AmountCents: ch.Amount,
 		Currency:    string(ch.Currency),
@@ -150,6 +150,15 @@ func toCharge(ch *stripe.Charge) *service.Charge {
 		CustomerID:  customerIDOf(ch),
 		PaymentID:   paymentIntentOf(ch),
 	}
+	if ch.Status == stripe.ChargeStatusSucceeded && !ch.Captured {
+		// A hold took no money: authorized while it stands; released (its
+		// whole amount shown as refunded) once cancelled or expired.
+		c.Status = service.ChargeAuthorized
+		if ch.Refunded {
+			c.Status = service.ChargeCanceled
+		}
+	}
+	return c
 }
 
 // paymentIntentOf is the id of the PaymentIntent ch belongs to, or "" for a

@@ -143,3 +143,13 @@ SELECT
     coalesce(sum(extra_cents) FILTER (WHERE extra_status = 'due'), 0)::bigint AS balance_due_cents
 FROM rides
 WHERE charge_status IN ('authorized', 'cancelling', 'capturing', 'capture_failed') OR extra_status = 'due';
+
+-- name: RideCompletionRecognised :one
+-- A hold the processor shows captured while the ride still holds it: its
+-- completion was lost (a restore) or made outside the service. The ride is
+-- completed with what was captured as its fare, once.
+UPDATE rides
+SET charge_status = 'completed', fare_cents = @captured_cents::bigint, captured_cents = @captured_cents::bigint,
+    capture_id = sqlc.narg(capture_id), extra_status = 'none', completion_requested_at = now(), completed_at = now()
+WHERE id = @id AND charge_status IN ('authorized', 'cancelling')
+RETURNING *;

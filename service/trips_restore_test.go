@@ -1,0 +1,148 @@
+package service_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/atomicrides/atomicrides/internal/fake/fakestripe"
+	"github.com/atomicrides/atomicrides/internal/testkit"
+	"github.com/atomicrides/atomicrides/service"
+)
+
+// bookHold books testkit.SomeRide under key and returns its hold's
+// PaymentIntent.
+func (w *restoreWorld) bookHold(t *testing.T, svc *service.Service, key string) string {
+	t.Helper()
+	resp, err := svc.RideCreate(w.ctx, w.uid, key, testkit.SomeRide, nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)
+	ride := testkit.DecodeRide(t, resp.Body)
+	require.Equal(t, service.RideChargeAuthorized, ride.ChargeStatus)
+	return *ride.PaymentID
+}
+
+func TestRestoreLostAHoldTheOrphanPassReleasesIt(t *testing.T) {
+	t.Parallel()
+	var lost, kept string
+	w := newTripRestoreWorld(t, "lost-hold@example.com", func(w *restoreWorld) {
+		kept = w.bookHold(t, w.before, testkit.NewKey())
+	}, func(w *restoreWorld) {
+		lost = w.bookHold(t, w.before, testkit.NewKey())
+	})
+	_, err := w.restored.Heartbeat(w.ctx)
+	require.NoError(t, err)
+
+	// Within the grace a retry of the lost booking may still claim its
+	// hold: nothing is released.
+	rep, err := w.restored.Reconcile(w.ctx, time.Hour)
+	require.NoError(t, err)
+	require.Len(t, rep.OrphanHolds, 1)
+	require.Equal(t, lost, rep.OrphanHolds[0].PaymentID)
+	require.Empty(t, rep.OrphanCharges, "a hold is no charge to refund")
+	_, err = w.restored.OrphanRefundsSchedule(w.ctx, service.DefaultOrphanRefundAfter)
+	require.NoError(t, err)
+	pi, _ := w.fake.PaymentIntent(lost)
+	require.Equal(t, fakestripe.PaymentIntentRequiresCapture, pi.Status)
+
+	// Past the grace: released, not refunded; the kept ride's hold stays.
+	_, err = w.restored.OrphanRefundsSchedule(w.ctx, time.Millisecond)
+	require.NoError(t, err)
+	pi, _ = w.fake.PaymentIntent(lost)
+	require.Equal(t, fakestripe.PaymentIntentCanceled, pi.Status)
+	require.Zero(t, pi.AmountReceived)
+	keptPI, _ := w.fake.PaymentIntent(kept)
+	require.Equal(t, fakestripe.PaymentIntentRequiresCapture, keptPI.Status)
+	require.Empty(t, w.fake.Refunds(), "nothing refunded: the hold took no money")
+	require.Equal(t, 1.0, counter(t, w.reg, "atomicrides_holds_orphan_released_total", map[string]string{"processor": service.ProcessorStripe}))
+
+	// The next pass sees it released: nothing more.
+	_, err = w.restored.OrphanRefundsSchedule(w.ctx, time.Millisecond)
+	require.NoError(t, err)
+	require.Equal(t, 1.0, counter(t, w.reg, "atomicrides_holds_orphan_released_total", map[string]string{"processor": service.ProcessorStripe}))
+	rep, err = w.restored.Reconcile(w.ctx, time.Hour)
+	require.NoError(t, err)
+	require.Empty(t, rep.OrphanHolds)
+}
+
+func TestRestoreLostACompletion(t *testing.T) {
+	t.Parallel()
+	const fare = 1500
+	setup := func(ride *service.Ride) func(w *restoreWorld) {
+		return func(w *restoreWorld) {
+			resp, err := w.before.RideCreate(w.ctx, w.uid, testkit.NewKey(), testkit.SomeRide, nil)
+			require.NoError(t, err)
+			*ride = testkit.DecodeRide(t, resp.Body)
+		}
+	}
+	lose := func(ride *service.Ride, key string) func(w *restoreWorld) {
+		return func(w *restoreWorld) {
+			resp, err := w.before.RideComplete(w.ctx, key, service.RideCompleteParams{RideID: ride.ID, FareCents: fare, Currency: "usd"}, nil)
+			require.NoError(t, err)
+			require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)
+		}
+	}
+	captures := func(w *restoreWorld) int {
+		n := 0
+		for _, r := range w.fake.Requests() {
+			if r.Op == fakestripe.OpPaymentIntentCapture && !r.Replayed && r.Status == http.StatusOK {
+				n++
+			}
+		}
+		return n
+	}
+
+	t.Run("TheDispatchSidesRetryGetsTheSameCapture", func(t *testing.T) {
+		t.Parallel()
+		var ride service.Ride
+		key := testkit.NewKey()
+		w := newTripRestoreWorld(t, "lost-completion@example.com", setup(&ride), lose(&ride, key))
+		now, err := w.restored.RideGet(w.ctx, w.uid, ride.ID)
+		require.NoError(t, err)
+		require.Equal(t, service.RideChargeAuthorized, now.ChargeStatus, "the restore lost the completion")
+		resp, err := w.restored.RideComplete(w.ctx, key, service.RideCompleteParams{RideID: ride.ID, FareCents: fare, Currency: "usd"}, nil)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)
+		require.Equal(t, int64(fare), *testkit.DecodeRide(t, resp.Body).CapturedCents)
+		require.Equal(t, 1, captures(w), "captured once")
+	})
+
+	t.Run("AnExpiryOrACancellationRecognisesIt", func(t *testing.T) {
+		t.Parallel()
+		var ride, other service.Ride
+		w := newTripRestoreWorld(t, "lost-completion-2@example.com", func(w *restoreWorld) {
+			setup(&ride)(w)
+			setup(&other)(w)
+		}, func(w *restoreWorld) {
+			lose(&ride, testkit.NewKey())(w)
+			lose(&other, testkit.NewKey())(w)
+		})
+		// The rider cancels one: the processor shows it captured, so the
+		// ride is completed and the cancellation answers 409 (stored).
+		resp, err := w.restored.RideCancel(w.ctx, w.uid, testkit.NewKey(), other.ID, nil)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusConflict, resp.Status, "%s", resp.Body)
+		require.Contains(t, string(resp.Body), service.ProblemTripCaptured)
+		got, err := w.restored.RideGet(w.ctx, w.uid, other.ID)
+		require.NoError(t, err)
+		require.Equal(t, service.RideChargeCompleted, got.ChargeStatus)
+		require.Equal(t, int64(fare), *got.CapturedCents)
+
+		// The other reaches its hold's expiry: recognised, not released.
+		_, err = w.restoredPool.Exec(w.ctx, `UPDATE rides SET hold_expires_at = now() - interval '1 second' WHERE id = $1`, ride.ID)
+		require.NoError(t, err)
+		n, err := w.restored.HoldsRelease(w.ctx, 10)
+		require.NoError(t, err)
+		require.Zero(t, n, "nothing expired")
+		got, err = w.restored.RideGet(w.ctx, w.uid, ride.ID)
+		require.NoError(t, err)
+		require.Equal(t, service.RideChargeCompleted, got.ChargeStatus)
+		require.Equal(t, int64(fare), *got.FareCents)
+		require.Equal(t, 2, captures(w), "no capture made again")
+		var receipts int
+		require.NoError(t, w.restoredPool.QueryRow(w.ctx, `SELECT count(*) FROM river_job WHERE kind = 'ride_receipt'`).Scan(&receipts))
+		require.Equal(t, 2, receipts, "each recognised completion has its receipt")
+	})
+}
