@@ -111,7 +111,9 @@ func (h *handlers) registerTrips() {
 			"the dispatch side any ride with its token. A ride is cancelled once whatever the keys: the request that " +
 			"cancelled it gets 201, any other 200 with the same ride; both are stored and replayed byte for byte for a retry " +
 			"with the same idempotency key. A completed ride is " +
-			"409 (/problems/ride-not-cancellable): refund it instead. A cancellation racing a completion: exactly one wins.",
+			"409 (/problems/ride-not-cancellable, not stored): refund it instead. A cancellation racing a completion: exactly one wins. " +
+			"A hold the processor shows captured already (a completion lost with a database restore) completes the ride, and the " +
+			"cancellation answers 409 /problems/trip-captured (stored).",
 		Tags:          []string{"trips"},
 		DefaultStatus: http.StatusCreated,
 		Security:      []map[string][]string{{schemeRider: {}}, {schemeDispatch: {}}},
@@ -126,7 +128,10 @@ func (h *handlers) registerTrips() {
 		"key-in-use": problemExamples[http.StatusConflict]["key-in-use"],
 		"not-cancellable": example("The trip was completed (not stored)",
 			problem(409, ProblemRideNotCancellable, "the trip was completed and its fare captured; refund the ride instead (POST /rides/{id}/refund)")),
+		"trip-captured": example("The hold was captured already: the ride is completed (stored, replayed)",
+			problem(409, service.ProblemTripCaptured, "the trip's fare was captured already; the ride is completed, not cancelled: refund it instead")),
 	})
+	cancel.Responses["409"].Headers["Idempotent-Replayed"] = replay["Idempotent-Replayed"]
 	withExamples(&cancel, "422", map[string]*huma.Example{"key-reused": keyReusedExample})
 	huma.Register(h.api, cancel, func(ctx context.Context, in *rideTripInput) (*storedOutput, error) {
 		key, err := service.ParseIdempotencyKey(in.IdempotencyKey)

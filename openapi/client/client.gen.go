@@ -1152,7 +1152,7 @@ type ClientInterface interface {
 
 	// RideCancel Cancel a trip before it is completed and release its hold
 	//
-	// Releases the ride's hold; nothing is captured. A rider cancels their own ride with their API key; the dispatch side any ride with its token. A ride is cancelled once whatever the keys: the request that cancelled it gets 201, any other 200 with the same ride; both are stored and replayed byte for byte for a retry with the same idempotency key. A completed ride is 409 (/problems/ride-not-cancellable): refund it instead. A cancellation racing a completion: exactly one wins.
+	// Releases the ride's hold; nothing is captured. A rider cancels their own ride with their API key; the dispatch side any ride with its token. A ride is cancelled once whatever the keys: the request that cancelled it gets 201, any other 200 with the same ride; both are stored and replayed byte for byte for a retry with the same idempotency key. A completed ride is 409 (/problems/ride-not-cancellable, not stored): refund it instead. A cancellation racing a completion: exactly one wins. A hold the processor shows captured already (a completion lost with a database restore) completes the ride, and the cancellation answers 409 /problems/trip-captured (stored).
 	//
 	// Corresponds with POST /rides/{id}/cancel (the `RideCancel` operationId).
 	RideCancel(ctx context.Context, id int64, params *RideCancelParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1390,7 +1390,7 @@ func (c *Client) RideBalancePay(ctx context.Context, id int64, params *RideBalan
 
 // RideCancel Cancel a trip before it is completed and release its hold
 //
-// Releases the ride's hold; nothing is captured. A rider cancels their own ride with their API key; the dispatch side any ride with its token. A ride is cancelled once whatever the keys: the request that cancelled it gets 201, any other 200 with the same ride; both are stored and replayed byte for byte for a retry with the same idempotency key. A completed ride is 409 (/problems/ride-not-cancellable): refund it instead. A cancellation racing a completion: exactly one wins.
+// Releases the ride's hold; nothing is captured. A rider cancels their own ride with their API key; the dispatch side any ride with its token. A ride is cancelled once whatever the keys: the request that cancelled it gets 201, any other 200 with the same ride; both are stored and replayed byte for byte for a retry with the same idempotency key. A completed ride is 409 (/problems/ride-not-cancellable, not stored): refund it instead. A cancellation racing a completion: exactly one wins. A hold the processor shows captured already (a completion lost with a database restore) completes the ride, and the cancellation answers 409 /problems/trip-captured (stored).
 //
 // Corresponds with POST /rides/{id}/cancel (the `RideCancel` operationId).
 func (c *Client) RideCancel(ctx context.Context, id int64, params *RideCancelParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2516,7 +2516,7 @@ type ClientWithResponsesInterface interface {
 
 	// RideCancelWithResponse Cancel a trip before it is completed and release its hold
 	//
-	// Releases the ride's hold; nothing is captured. A rider cancels their own ride with their API key; the dispatch side any ride with its token. A ride is cancelled once whatever the keys: the request that cancelled it gets 201, any other 200 with the same ride; both are stored and replayed byte for byte for a retry with the same idempotency key. A completed ride is 409 (/problems/ride-not-cancellable): refund it instead. A cancellation racing a completion: exactly one wins.
+	// Releases the ride's hold; nothing is captured. A rider cancels their own ride with their API key; the dispatch side any ride with its token. A ride is cancelled once whatever the keys: the request that cancelled it gets 201, any other 200 with the same ride; both are stored and replayed byte for byte for a retry with the same idempotency key. A completed ride is 409 (/problems/ride-not-cancellable, not stored): refund it instead. A cancellation racing a completion: exactly one wins. A hold the processor shows captured already (a completion lost with a database restore) completes the ride, and the cancellation answers 409 /problems/trip-captured (stored).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -3262,7 +3262,8 @@ type RideCancelReply201Headers struct {
 
 // RideCancelReply409Headers the declared response headers of an HTTP 409 response for RideCancel
 type RideCancelReply409Headers struct {
-	RetryAfter *int
+	IdempotentReplayed *string
+	RetryAfter         *int
 }
 
 // RideCancelReply429Headers the declared response headers of an HTTP 429 response for RideCancel
@@ -4487,7 +4488,7 @@ func (c *ClientWithResponses) RideBalancePayWithResponse(ctx context.Context, id
 
 // RideCancelWithResponse Cancel a trip before it is completed and release its hold
 //
-// Releases the ride's hold; nothing is captured. A rider cancels their own ride with their API key; the dispatch side any ride with its token. A ride is cancelled once whatever the keys: the request that cancelled it gets 201, any other 200 with the same ride; both are stored and replayed byte for byte for a retry with the same idempotency key. A completed ride is 409 (/problems/ride-not-cancellable): refund it instead. A cancellation racing a completion: exactly one wins.
+// Releases the ride's hold; nothing is captured. A rider cancels their own ride with their API key; the dispatch side any ride with its token. A ride is cancelled once whatever the keys: the request that cancelled it gets 201, any other 200 with the same ride; both are stored and replayed byte for byte for a retry with the same idempotency key. A completed ride is 409 (/problems/ride-not-cancellable, not stored): refund it instead. A cancellation racing a completion: exactly one wins. A hold the processor shows captured already (a completion lost with a database restore) completes the ride, and the cancellation answers 409 /problems/trip-captured (stored).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -5464,6 +5465,13 @@ func ParseRideCancelReply(rsp *http.Response) (*RideCancelReply, error) {
 		response.Headers201 = &headers
 	case rsp.StatusCode == 409:
 		var headers RideCancelReply409Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

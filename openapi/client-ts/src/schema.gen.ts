@@ -119,7 +119,7 @@ export interface paths {
         put?: never;
         /**
          * Cancel a trip before it is completed and release its hold
-         * @description Releases the ride's hold; nothing is captured. A rider cancels their own ride with their API key; the dispatch side any ride with its token. A ride is cancelled once whatever the keys: the request that cancelled it gets 201, any other 200 with the same ride; both are stored and replayed byte for byte for a retry with the same idempotency key. A completed ride is 409 (/problems/ride-not-cancellable): refund it instead. A cancellation racing a completion: exactly one wins.
+         * @description Releases the ride's hold; nothing is captured. A rider cancels their own ride with their API key; the dispatch side any ride with its token. A ride is cancelled once whatever the keys: the request that cancelled it gets 201, any other 200 with the same ride; both are stored and replayed byte for byte for a retry with the same idempotency key. A completed ride is 409 (/problems/ride-not-cancellable, not stored): refund it instead. A cancellation racing a completion: exactly one wins. A hold the processor shows captured already (a completion lost with a database restore) completes the ride, and the cancellation answers 409 /problems/trip-captured (stored).
          */
         post: operations["ride-cancel"];
         delete?: never;
@@ -1418,6 +1418,7 @@ export interface operations {
             /** @description Another request with the same idempotency key is in progress. */
             409: {
                 headers: {
+                    "Idempotent-Replayed"?: string;
                     /** @description Seconds to wait before retrying with the same idempotency key. */
                     "Retry-After"?: number;
                     [name: string]: unknown;
