@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/netip"
@@ -67,14 +66,8 @@ func (s *Service) balanceFlow() *idem.Flow[balanceState] {
 		Path:   RideBalancePath,
 		Load: func(ctx context.Context, tx pgx.Tx, key *idem.Key) (*balanceState, error) {
 			st := &balanceState{}
-			if err := json.Unmarshal(key.Params, &st.params); err != nil {
-				return nil, fmt.Errorf("balance params of key %d: %w", key.ID, err)
-			}
-			if key.Point == RecoveryPointStarted {
-				return st, nil
-			}
 			var err error
-			st.ride, st.rider, err = s.rideWithRider(ctx, tx, st.params.RideID)
+			st.ride, st.rider, err = s.tripLoad(ctx, tx, key, &st.params, &st.params.RideID)
 			return st, err
 		},
 		Steps: map[RecoveryPoint]idem.Step[balanceState]{

@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -80,17 +79,9 @@ func (s *Service) cancelFlow() *idem.Flow[cancelState] {
 		Path:   RideCancelPath,
 		Load: func(ctx context.Context, tx pgx.Tx, key *idem.Key) (*cancelState, error) {
 			st := &cancelState{}
-			if err := json.Unmarshal(key.Params, &st.params); err != nil {
-				return nil, fmt.Errorf("cancel params of key %d: %w", key.ID, err)
-			}
-			if key.Point == RecoveryPointStarted {
-				return st, nil
-			}
 			var err error
-			if st.ride, err = s.queries.RideGet(ctx, tx, st.params.RideID); err != nil {
-				return nil, fmt.Errorf("ride %d of key %d: %w", st.params.RideID, key.ID, err)
-			}
-			return st, nil
+			st.ride, _, err = s.tripLoad(ctx, tx, key, &st.params, &st.params.RideID)
+			return st, err
 		},
 		Steps: map[RecoveryPoint]idem.Step[cancelState]{
 			RecoveryPointStarted: {Phase: s.cancelRequestPhase},

@@ -206,14 +206,8 @@ func (s *Service) completionFlow() *idem.Flow[completionState] {
 		Path:   RideCompletePath,
 		Load: func(ctx context.Context, tx pgx.Tx, key *idem.Key) (*completionState, error) {
 			st := &completionState{}
-			if err := json.Unmarshal(key.Params, &st.params); err != nil {
-				return nil, fmt.Errorf("completion params of key %d: %w", key.ID, err)
-			}
-			if key.Point == RecoveryPointStarted {
-				return st, nil
-			}
 			var err error
-			st.ride, st.rider, err = s.rideWithRider(ctx, tx, st.params.RideID)
+			st.ride, st.rider, err = s.tripLoad(ctx, tx, key, &st.params, &st.params.RideID)
 			return st, err
 		},
 		Steps: map[RecoveryPoint]idem.Step[completionState]{
@@ -221,6 +215,19 @@ func (s *Service) completionFlow() *idem.Flow[completionState] {
 			RecoveryPointCaptureRequested: {Call: s.captureCall, Phase: s.captureRecordPhase},
 		},
 	}
+}
+
+// tripLoad is the Load of a trip's flows: the key's stored params into
+// params (whose ride is *rideID), and past the first phase, which reads
+// them itself, the ride and its rider.
+func (s *Service) tripLoad(ctx context.Context, tx pgx.Tx, key *idem.Key, params any, rideID *int64) (*dbgen.Ride, *dbgen.User, error) {
+	if err := json.Unmarshal(key.Params, params); err != nil {
+		return nil, nil, fmt.Errorf("params of key %d: %w", key.ID, err)
+	}
+	if key.Point == RecoveryPointStarted {
+		return nil, nil, nil
+	}
+	return s.rideWithRider(ctx, tx, *rideID)
 }
 
 // rideWithRider reads a ride and its rider.

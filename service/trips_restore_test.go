@@ -84,16 +84,6 @@ func TestRestoreLostACompletion(t *testing.T) {
 			require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)
 		}
 	}
-	captures := func(w *restoreWorld) int {
-		n := 0
-		for _, r := range w.fake.Requests() {
-			if r.Op == fakestripe.OpPaymentIntentCapture && !r.Replayed && r.Status == http.StatusOK {
-				n++
-			}
-		}
-		return n
-	}
-
 	t.Run("TheDispatchSidesRetryGetsTheSameCapture", func(t *testing.T) {
 		t.Parallel()
 		var ride service.Ride
@@ -106,7 +96,7 @@ func TestRestoreLostACompletion(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)
 		require.Equal(t, int64(fare), *testkit.DecodeRide(t, resp.Body).CapturedCents)
-		require.Equal(t, 1, captures(w), "captured once")
+		require.Equal(t, 1, w.fake.Executed(fakestripe.OpPaymentIntentCapture), "captured once")
 	})
 
 	t.Run("AnExpiryOrACancellationRecognisesIt", func(t *testing.T) {
@@ -140,7 +130,7 @@ func TestRestoreLostACompletion(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, service.RideChargeCompleted, got.ChargeStatus)
 		require.Equal(t, int64(fare), *got.FareCents)
-		require.Equal(t, 2, captures(w), "no capture made again")
+		require.Equal(t, 2, w.fake.Executed(fakestripe.OpPaymentIntentCapture), "no capture made again")
 		var receipts int
 		require.NoError(t, w.restoredPool.QueryRow(w.ctx, `SELECT count(*) FROM river_job WHERE kind = 'ride_receipt'`).Scan(&receipts))
 		require.Equal(t, 2, receipts, "each recognised completion has its receipt")

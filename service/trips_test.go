@@ -54,17 +54,6 @@ func intentOf(t *testing.T, b *testBundle, ride service.Ride) fakestripe.Payment
 	return pi
 }
 
-// ops counts the requests of op the fake Stripe executed (not replays).
-func (b *testBundle) ops(op string) int {
-	n := 0
-	for _, r := range b.Stripe.Requests() {
-		if r.Op == op && !r.Replayed && r.Status == http.StatusOK {
-			n++
-		}
-	}
-	return n
-}
-
 // dispatchID is the dispatch side's account.
 func (b *testBundle) dispatchID(t *testing.T) int64 {
 	t.Helper()
@@ -142,7 +131,7 @@ func TestTripComplete(t *testing.T) {
 			pi := intentOf(t, b, ride)
 			require.Equal(t, fakestripe.PaymentIntentSucceeded, pi.Status)
 			require.Equal(t, captured, pi.AmountReceived)
-			require.Equal(t, 1, b.ops(fakestripe.OpPaymentIntentCapture))
+			require.Equal(t, 1, b.Stripe.Executed(fakestripe.OpPaymentIntentCapture))
 			if tc.extra > 0 {
 				require.Equal(t, service.ExtraCharged, *done.ExtraStatus)
 				require.Equal(t, tc.extra, *done.ExtraCents)
@@ -170,7 +159,7 @@ func TestTripComplete(t *testing.T) {
 			other, same := complete(t, b, testkit.NewKey(), ride.ID, tc.fare)
 			require.Equal(t, http.StatusOK, other.Status)
 			require.Equal(t, done.CompletedAt, same.CompletedAt)
-			require.Equal(t, 1, b.ops(fakestripe.OpPaymentIntentCapture))
+			require.Equal(t, 1, b.Stripe.Executed(fakestripe.OpPaymentIntentCapture))
 			require.Equal(t, 1, b.receipts(t, ride.ID))
 		})
 	}
@@ -260,7 +249,7 @@ func TestTripComplete(t *testing.T) {
 			}
 		}
 		require.Equal(t, 1, created)
-		require.Equal(t, 1, b.ops(fakestripe.OpPaymentIntentCapture))
+		require.Equal(t, 1, b.Stripe.Executed(fakestripe.OpPaymentIntentCapture))
 		require.Equal(t, int64(1700), intentOf(t, b, ride).AmountReceived)
 		require.Equal(t, 1, b.receipts(t, ride.ID))
 	})
@@ -288,7 +277,7 @@ func TestTripComplete(t *testing.T) {
 		requireCode(t, err, service.CodeNotFound)
 		require.Zero(t, b.Count(t, `SELECT count(*) FROM idempotency_keys WHERE flow = 'ride.complete'`))
 		require.Equal(t, service.RideChargeAuthorized, rideNow(t, b.Env, uid, ride.ID).ChargeStatus)
-		require.Zero(t, b.ops(fakestripe.OpPaymentIntentCapture))
+		require.Zero(t, b.Stripe.Executed(fakestripe.OpPaymentIntentCapture))
 
 		// The same key with another fare is the key reused; another key
 		// with another fare is refused, naming the completion's fare.
@@ -300,7 +289,7 @@ func TestTripComplete(t *testing.T) {
 		_, err = b.Service.RideComplete(b.Ctx, testkit.NewKey(), service.RideCompleteParams{RideID: ride.ID, FareCents: 1600, Currency: "usd"}, nil)
 		e := requireCode(t, err, service.CodeNotCompletable)
 		require.Contains(t, e.Message, "1500")
-		require.Equal(t, 1, b.ops(fakestripe.OpPaymentIntentCapture))
+		require.Equal(t, 1, b.Stripe.Executed(fakestripe.OpPaymentIntentCapture))
 	})
 
 	t.Run("DuringAnOutageThe503LeavesTheRideCapturingAndTheRetryCapturesOnce", func(t *testing.T) {
@@ -367,7 +356,7 @@ func TestTripCancel(t *testing.T) {
 		again, err := b.Service.RideCancel(b.Ctx, 0, testkit.NewKey(), ride.ID, nil)
 		require.NoError(t, err)
 		require.Equal(t, http.StatusOK, again.Status)
-		require.Equal(t, 1, b.ops(fakestripe.OpPaymentIntentCancel))
+		require.Equal(t, 1, b.Stripe.Executed(fakestripe.OpPaymentIntentCancel))
 
 		// Completing it now is refused; so is refunding it.
 		_, err = b.Service.RideComplete(b.Ctx, testkit.NewKey(), service.RideCompleteParams{RideID: ride.ID, FareCents: 100, Currency: "usd"}, nil)
@@ -481,7 +470,7 @@ func TestTripExpiry(t *testing.T) {
 		n, err = b.Service.HoldsRelease(b.Ctx, 100)
 		require.NoError(t, err)
 		require.Zero(t, n)
-		require.Equal(t, 1, b.ops(fakestripe.OpPaymentIntentCancel))
+		require.Equal(t, 1, b.Stripe.Executed(fakestripe.OpPaymentIntentCancel))
 		_, err = b.Service.RideCancel(b.Ctx, uid, testkit.NewKey(), ride.ID, nil)
 		requireCode(t, err, service.CodeNotCancellable)
 	})
@@ -499,7 +488,7 @@ func TestTripExpiry(t *testing.T) {
 		// Completing it now is refused, and nothing is captured.
 		_, err := b.Service.RideComplete(b.Ctx, testkit.NewKey(), service.RideCompleteParams{RideID: ride.ID, FareCents: 100, Currency: "usd"}, nil)
 		requireCode(t, err, service.CodeNotCompletable)
-		require.Zero(t, b.ops(fakestripe.OpPaymentIntentCapture))
+		require.Zero(t, b.Stripe.Executed(fakestripe.OpPaymentIntentCapture))
 	})
 
 	t.Run("AHoldGoneBeforeItsCaptureIsACaptureFailure", func(t *testing.T) {

@@ -41,3 +41,15 @@ func (s *Stripe) Payments() *payments.Client {
 		HTTPClient:        &http.Client{Transport: transport},
 	})
 }
+
+// Executed counts the requests of op (fakestripe.Op…) the fake executed
+// and answered 200: replays of a saved answer are not counted.
+func (s *Stripe) Executed(op string) int {
+	n := 0
+	for _, r := range s.Requests() {
+		if r.Op == op && !r.Replayed && r.Status == http.StatusOK {
+			n++
+		}
+	}
+	return n
+}

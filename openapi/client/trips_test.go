@@ -52,17 +52,6 @@ func bookTrip(t *testing.T, b *testBundle, c client.ClientInterface) *client.Rid
 	return ride
 }
 
-// ops counts the requests of op the fake Stripe executed (not replays).
-func (b *testBundle) ops(op string) int {
-	n := 0
-	for _, r := range b.Stripe.Requests() {
-		if r.Op == op && !r.Replayed && r.Status == http.StatusOK {
-			n++
-		}
-	}
-	return n
-}
-
 // keyRecorder records the Idempotency-Key of every request it passes on
 // and, once armed, throws the next answer away: the request was served,
 // the client never heard.
@@ -136,7 +125,7 @@ func TestRideCompleteRetriesThroughAStripeOutage(t *testing.T) {
 	require.Equal(t, fare.FareCents, *done.FareCents)
 	require.Equal(t, client.RideExtraStatusNone, *done.ExtraStatus)
 	require.Zero(t, done.BalanceDueCents)
-	require.Equal(t, 1, b.ops(fakestripe.OpPaymentIntentCapture))
+	require.Equal(t, 1, b.Stripe.Executed(fakestripe.OpPaymentIntentCapture))
 	pi, ok := b.Stripe.PaymentIntent(*ride.PaymentID)
 	require.True(t, ok)
 	require.Equal(t, fare.FareCents, pi.AmountReceived)
@@ -169,7 +158,7 @@ func TestRideCompleteRetriesThroughAStripeOutage(t *testing.T) {
 	require.Equal(t, client.ProblemRideNotCompletable, pe.Type)
 	require.Equal(t, ride.ID, pe.RideID())
 	require.Contains(t, pe.Detail, strconv.FormatInt(fare.FareCents, 10), "the refusal names the completion's fare")
-	require.Equal(t, 1, b.ops(fakestripe.OpPaymentIntentCapture), "captured once")
+	require.Equal(t, 1, b.Stripe.Executed(fakestripe.OpPaymentIntentCapture), "captured once")
 }
 
 // Completion is the dispatch side's: a rider's key is refused, as is a
@@ -191,7 +180,7 @@ func TestRideCompleteNeedsTheDispatchToken(t *testing.T) {
 		require.ErrorAs(t, err, &pe)
 		require.Equal(t, http.StatusUnauthorized, pe.Status)
 	}
-	require.Zero(t, b.ops(fakestripe.OpPaymentIntentCapture))
+	require.Zero(t, b.Stripe.Executed(fakestripe.OpPaymentIntentCapture))
 }
 
 // Five dispatchers complete one trip at once, each under its own key: the
@@ -226,7 +215,7 @@ func TestRideCompleteUnderManyKeysCapturesOnce(t *testing.T) {
 		}
 	}
 	require.Equal(t, 1, created)
-	require.Equal(t, 1, b.ops(fakestripe.OpPaymentIntentCapture))
+	require.Equal(t, 1, b.Stripe.Executed(fakestripe.OpPaymentIntentCapture))
 }
 
 // A rider cancels their trip and the answer is lost: the retry with the one
@@ -253,7 +242,7 @@ func TestRideCancelSurvivesALostAnswer(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, client.RideChargeStatusCancelled, cancelled.ChargeStatus)
 	require.NotNil(t, cancelled.ReleasedAt)
-	require.Equal(t, 1, b.ops(fakestripe.OpPaymentIntentCancel))
+	require.Equal(t, 1, b.Stripe.Executed(fakestripe.OpPaymentIntentCancel))
 
 	byDispatch, err := (&client.Retrier{Client: b.dispatch(t)}).RideCancel(b.Ctx, "", ride.ID)
 	require.NoError(t, err)
@@ -261,7 +250,7 @@ func TestRideCancelSurvivesALostAnswer(t *testing.T) {
 	same, err := byDispatch.Reply.Ride()
 	require.NoError(t, err)
 	require.Equal(t, cancelled.ReleasedAt, same.ReleasedAt)
-	require.Equal(t, 1, b.ops(fakestripe.OpPaymentIntentCancel))
+	require.Equal(t, 1, b.Stripe.Executed(fakestripe.OpPaymentIntentCancel))
 
 	noRetry := client.Policy{OnRetry: func(int, int, error, time.Duration) { t.Error("retried a final answer") }}
 	stranger, err := (&client.Retrier{Client: b.rider(t, "stranger@example.com", "tok_visa"), Policy: noRetry}).RideCancel(b.Ctx, "", ride.ID)
