@@ -19,6 +19,7 @@ import (
 
 	"github.com/atomicrides/atomicrides/internal/fake/fakestripe"
 	"github.com/atomicrides/atomicrides/internal/testkit"
+	"github.com/atomicrides/atomicrides/service"
 )
 
 // newBrowser starts a headless Chromium for this test only; extra options
@@ -328,11 +329,17 @@ func evaluateCenter(ctx context.Context, t *testing.T, id string) (x, y float64)
 // holdNextCharge holds the next charge at the fake Stripe until release is
 // called (or the test ends); fired tells when the charge is being held.
 func holdNextCharge(t *testing.T, b *testBundle) (fired <-chan struct{}, release func()) {
+	return holdNext(t, b, fakestripe.OpPaymentIntentCreate)
+}
+
+// holdNext holds the next request of op at the fake Stripe until release is
+// called (or the test ends); fired tells when the request is being held.
+func holdNext(t *testing.T, b *testBundle, op string) (fired <-chan struct{}, release func()) {
 	gate, held := make(chan struct{}), make(chan struct{}, 1)
 	var once sync.Once
 	release = func() { once.Do(func() { close(gate) }) }
 	t.Cleanup(release)
-	b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpPaymentIntentCreate, Kind: fakestripe.FaultLatency, Gate: gate, Fired: held, Times: 1})
+	b.Stripe.Inject(fakestripe.Fault{Op: op, Kind: fakestripe.FaultLatency, Gate: gate, Fired: held, Times: 1})
 	return held, release
 }
 
@@ -423,4 +430,169 @@ func waitLocation(ctx context.Context, t *testing.T, prefix string) string {
 		return err == nil && strings.HasPrefix(l, prefix)
 	}, 30*time.Second, 20*time.Millisecond, "never at %s (at %s)", prefix, loc)
 	return loc
+}
+
+// shownRideID reads the id of the ride page the browser shows, which must
+// be at base's /book/rides/{id}, followed by query when not empty.
+func shownRideID(ctx context.Context, t *testing.T, base, query string) int64 {
+	t.Helper()
+	require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(chromedp.ID("ride"))))
+	attr, err := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.ID("ride"), "data-ride-id"))
+	require.NoError(t, err)
+	id, err := strconv.ParseInt(attr.Value, 10, 64)
+	require.NoError(t, err)
+	loc, err := chromedp.Run(ctx, chromedp.Location())
+	require.NoError(t, err)
+	require.Equal(t, base+"/book/rides/"+attr.Value+query, loc)
+	return id
+}
+
+// clickAndLoad clicks the element id and waits for the page it leads to.
+func clickAndLoad(ctx context.Context, t *testing.T, id chromedp.ID) {
+	t.Helper()
+	loaded := nextLoad(ctx, t)
+	require.NoError(t, chromedp.Do(ctx, chromedp.Click(id)))
+	loaded()
+}
+
+// absent says that the page shows no element id.
+func absent(ctx context.Context, t *testing.T, id string) bool {
+	t.Helper()
+	return evaluate[bool](ctx, t, `document.getElementById("`+id+`") === null`)
+}
+
+// TestTripPagesInChromium drives a trip's pages in a real headless
+// Chromium (capture trip): a booking shows its fare held; pressing Cancel
+// ride releases the hold, once however often it is pressed; a completed
+// trip shows its fare; a rider owing a balance is refused a booking by a
+// page that links to the ride, whose Pay the balance button pays it once
+// the card is replaced, and the rider books again.
+func TestTripPagesInChromium(t *testing.T) {
+	t.Parallel()
+	b := setupTrips(t)
+	rider := b.Rider(t, "trip-browser@example.com", "tok_visa")
+	ctx := newBrowser(t)
+	signIn(ctx, t, b, rider.APIKey)
+
+	bookTrip := func(t *testing.T) int64 {
+		t.Helper()
+		scripts(ctx, t, true)
+		freshForm(ctx, t, b.url)
+		clickAndLoad(ctx, t, "book")
+		id := shownRideID(ctx, t, b.url, "")
+		require.Equal(t, "authorized", text(ctx, t, "ride-status"))
+		return id
+	}
+
+	t.Run("booked, its fare held", func(t *testing.T) {
+		id := bookTrip(t)
+		require.Contains(t, text(ctx, t, "notice"), "the fare is held on your card, not charged")
+		require.Regexp(t, `^20\.00 USD is held on your card until \d{4}-\d\d-\d\d \d\d:\d\d UTC`, text(ctx, t, "trip-held"))
+		require.Equal(t, fakestripe.PaymentIntentRequiresCapture, intentOfRide(t, b, rider.ID, id).Status)
+
+		// Cancel ride releases the hold.
+		clickAndLoad(ctx, t, "cancel")
+		require.Equal(t, id, shownRideID(ctx, t, b.url, ""))
+		require.Equal(t, "cancelled", text(ctx, t, "ride-status"))
+		require.Contains(t, text(ctx, t, "trip-released"), "nothing was charged")
+		require.Contains(t, text(ctx, t, "notice"), "Nothing was charged.")
+		require.True(t, absent(ctx, t, "cancel"), "nothing left to cancel")
+		require.Equal(t, fakestripe.PaymentIntentCanceled, intentOfRide(t, b, rider.ID, id).Status)
+	})
+
+	// The rider presses Cancel ride again while the first press waits at
+	// Stripe (scripts off, so that the button stays enabled): both posts
+	// reach the server with the form's one key, and the hold is released
+	// once.
+	t.Run("cancel pressed twice", func(t *testing.T) {
+		id := bookTrip(t)
+		scripts(ctx, t, false)
+		key := value(ctx, t, "cancel_key")
+		fired, release := holdNext(t, b, fakestripe.OpPaymentIntentCancel)
+		x, y := center(ctx, t, "cancel")
+		before, conflicts, cancels := b.ridePosts.Load(), b.Service.Stats().Conflicts, stripeOps(b, fakestripe.OpPaymentIntentCancel)
+		loaded := nextLoad(ctx, t)
+		clickAt(ctx, t, x, y, 1)
+		<-fired
+		clickAt(ctx, t, x, y, 1)
+		require.Eventually(t, func() bool { return b.Service.Stats().Conflicts > conflicts }, 30*time.Second, 10*time.Millisecond)
+		release()
+		loaded()
+		require.Equal(t, id, shownRideID(ctx, t, b.url, ""))
+		require.Equal(t, "cancelled", text(ctx, t, "ride-status"))
+		require.EqualValues(t, 2, b.ridePosts.Load()-before, "both presses submitted the form")
+		require.Equal(t, cancels+1, stripeOps(b, fakestripe.OpPaymentIntentCancel), "one release")
+		require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM idempotency_keys WHERE idempotency_key = $1`, key))
+		require.Equal(t, fakestripe.PaymentIntentCanceled, intentOfRide(t, b, rider.ID, id).Status)
+	})
+
+	t.Run("a completed trip shows its fare", func(t *testing.T) {
+		id := bookTrip(t)
+		completeTrip(t, b, id, 2730)
+		require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(b.url+"/book/rides/"+strconv.FormatInt(id, 10))))
+		require.Equal(t, id, shownRideID(ctx, t, b.url, ""))
+		require.Equal(t, "completed", text(ctx, t, "ride-status"))
+		require.Equal(t, "27.30 USD", text(ctx, t, "trip-fare"))
+		require.Equal(t, "20.00 USD of the 20.00 USD held", text(ctx, t, "trip-captured"))
+		require.Equal(t, "7.30 USD, charged to your card after the trip", text(ctx, t, "trip-extra"))
+		require.True(t, absent(ctx, t, "cancel"))
+		require.True(t, absent(ctx, t, "pay-balance"))
+	})
+
+	// A card whose bank asks for authentication: the hold is authenticated
+	// with the rider present, the fare above it (charged without the rider)
+	// is declined, and the rider owes it.
+	t.Run("a balance due, paid", func(t *testing.T) {
+		const email = "trip-owes@example.com"
+		owes := b.Rider(t, email, fakestripe.TokenAuthenticationRequired)
+		ctx := newBrowser(t)
+		signIn(ctx, t, b, owes.APIKey)
+		scripts(ctx, t, true)
+		freshForm(ctx, t, b.url)
+		require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.ID("book"))))
+		waitLocation(ctx, t, b.Stripe.URL+"/_fake/challenge/pi_")
+		require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(chromedp.ID("complete")), chromedp.Click(chromedp.ID("complete"))))
+		waitLocation(ctx, t, b.url+"/book/rides/")
+		id := shownRideID(ctx, t, b.url, "")
+		sid := strconv.FormatInt(id, 10)
+		require.Equal(t, "authorized", text(ctx, t, "ride-status"))
+		require.Equal(t, int64(500), completeTrip(t, b, id, service.RideAmountCents+500).BalanceDueCents)
+
+		// The next booking is refused: the page names the ride and links
+		// to it.
+		freshForm(ctx, t, b.url)
+		clickAndLoad(ctx, t, "book")
+		require.Contains(t, text(ctx, t, "balance-due"), "Nothing was booked: you owe 5.00 USD for ride #"+sid)
+		clickAndLoad(ctx, t, "balance-due-ride")
+		require.Equal(t, id, shownRideID(ctx, t, b.url, ""))
+		require.Equal(t, "5.00 USD", text(ctx, t, "balance-amount"))
+		require.Equal(t, "5.00 USD, due: it could not be charged to your card", text(ctx, t, "trip-extra"))
+		png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+		require.NoError(t, err)
+		t.Logf("screenshot of a ride whose balance is due: %s", testkit.SaveScreenshot(t, "trip-balance-due.png", png))
+
+		// The same card: declined, the balance still due.
+		clickAndLoad(ctx, t, "pay-balance")
+		require.Contains(t, text(ctx, t, "notice"), "Not paid: your card was declined")
+		require.Equal(t, "5.00 USD", text(ctx, t, "balance-amount"))
+
+		// Another card: the button pays it.
+		_, err = b.Service.UserUpsert(b.Ctx, service.UserUpsertParams{Email: email, PaymentSource: "tok_visa"})
+		require.NoError(t, err)
+		clickAndLoad(ctx, t, "pay-balance")
+		require.Equal(t, id, shownRideID(ctx, t, b.url, "?paid=1"))
+		require.Equal(t, "Balance paid: you can book again.", text(ctx, t, "notice"))
+		require.Equal(t, "5.00 USD, paid by you after the trip", text(ctx, t, "trip-extra"))
+		require.True(t, absent(ctx, t, "pay-balance"))
+		paid, err := b.Service.RideGet(b.Ctx, owes.ID, id)
+		require.NoError(t, err)
+		require.Equal(t, service.ExtraPaid, *paid.ExtraStatus)
+		require.Zero(t, paid.BalanceDueCents)
+
+		// And the rider books again.
+		freshForm(ctx, t, b.url)
+		clickAndLoad(ctx, t, "book")
+		require.NotEqual(t, id, shownRideID(ctx, t, b.url, ""))
+		require.Equal(t, "authorized", text(ctx, t, "ride-status"))
+	})
 }

@@ -19,11 +19,7 @@ var webFiles embed.FS
 // webPages are the booking pages, each a clone of the layout with its own
 // "content".
 var webPages = func() map[string]*template.Template {
-	funcs := template.FuncMap{
-		"amount": func(cents int64, currency string) string {
-			return fmt.Sprintf("%d.%02d %s", cents/100, cents%100, strings.ToUpper(currency))
-		},
-	}
+	funcs := template.FuncMap{"amount": amount}
 	layout := template.Must(template.New("layout").Funcs(funcs).ParseFS(webFiles, "templates/layout.html"))
 	pages := map[string]*template.Template{}
 	for _, name := range []string{"signin", "form", "ride", "message"} {
@@ -31,6 +27,11 @@ var webPages = func() map[string]*template.Template {
 	}
 	return pages
 }()
+
+// amount formats cents of currency for riders: 20.00 USD.
+func amount(cents int64, currency string) string {
+	return fmt.Sprintf("%d.%02d %s", cents/100, cents%100, strings.ToUpper(currency))
+}
 
 // pageData is what a booking page shows.
 type pageData struct {
@@ -45,7 +46,12 @@ type pageData struct {
 	NoticeKind string // info, ok or error
 
 	Form *formData
+	// Owed is the balance that refused the form's booking.
+	Owed *owedView
 	Ride *service.Ride
+	// Trip is the ride's money when it follows its trip (capture trip),
+	// with the ride page's forms.
+	Trip *tripView
 	// Recent are the rider's latest rides, shown under the booking form;
 	// RecentFailed says they could not be read.
 	Recent       []*service.Ride

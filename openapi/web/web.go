@@ -8,7 +8,9 @@
 //	POST /book/signin        sign in with an API key (sets the session cookie)
 //	POST /book/signout       sign out
 //	POST /book               book the form's ride: exactly once per form, however often it is submitted
-//	GET  /book/rides/{id}    one of the rider's rides
+//	GET  /book/rides/{id}    one of the rider's rides: its payment, or its trip's hold, fare and balance
+//	POST /book/rides/{id}/cancel   cancel the ride's trip and release its hold
+//	POST /book/rides/{id}/balance  pay the balance the rider owes for the ride
 //
 // Each booking form carries its own idempotency key in a hidden field,
 // minted when GET /book sends the rider to a new form. Submitting the form
@@ -19,6 +21,10 @@
 // ride. The key is in the form's URL too, so that going back to a submitted
 // form shows that form, key included, whether the browser restores the page
 // or fetches it again.
+//
+// The ride page's own forms (cancelling a trip, paying its balance) follow
+// the same rule: each carries a key minted when the page is rendered, so
+// every submission of one form is one request to the service. See trips.go.
 package web
 
 import (
@@ -100,6 +106,8 @@ func (wb *Pages) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /book/signin", wb.signIn)
 	mux.HandleFunc("POST /book/signout", wb.signOut)
 	mux.HandleFunc("GET /book/rides/{id}", wb.ridePage)
+	mux.HandleFunc("POST /book/rides/{id}/cancel", wb.rideCancel)
+	mux.HandleFunc("POST /book/rides/{id}/balance", wb.balancePay)
 	mux.HandleFunc("GET "+service.ReturnPath, wb.actionReturn)
 }
 
@@ -136,9 +144,12 @@ func (wb *Pages) bookForm(w http.ResponseWriter, r *http.Request) {
 const recentRides = 5
 
 func (wb *Pages) formPage(w http.ResponseWriter, r *http.Request, s *session, status int, f *formData, notice, kind string) {
-	d := &pageData{
-		Title: "Book a ride", Email: s.user.Email, CSRF: s.csrf, Form: f, Notice: notice, NoticeKind: kind,
-	}
+	wb.formPageWith(w, r, s, status, &pageData{Form: f, Notice: notice, NoticeKind: kind})
+}
+
+// formPageWith shows the booking form of d.Form, with d's notices.
+func (wb *Pages) formPageWith(w http.ResponseWriter, r *http.Request, s *session, status int, d *pageData) {
+	d.Title, d.Email, d.CSRF = "Book a ride", s.user.Email, s.csrf
 	// The list is a convenience beside the form: when it cannot be read,
 	// the page says so and the form still books.
 	recent, err := wb.svc.RideList(r.Context(), s.user.ID, service.RideListParams{Limit: recentRides})
@@ -290,6 +301,12 @@ func (wb *Pages) bookFailed(w http.ResponseWriter, r *http.Request, s *session, 
 	case service.CodeKeyReused:
 		wb.message(w, r, s, http.StatusUnprocessableEntity, "This form was already used",
 			"This form already booked a different trip, so it cannot book this one. Start from a fresh form.")
+	case service.CodeBalanceDue:
+		// Nothing was booked and the form's key is free: the same form
+		// books once the balance is paid.
+		var e *service.Error
+		errors.As(err, &e)
+		wb.formPageWith(w, r, s, http.StatusPaymentRequired, &pageData{Form: f, Owed: wb.owedOf(r.Context(), s, e.RideID)})
 	case service.CodeProcessorUnavailable:
 		wb.logger.ErrorContext(r.Context(), "book", "request_id", httpctx.RequestID(r.Context()), "err", err)
 		f.Button = "Try again"
@@ -305,10 +322,19 @@ func (wb *Pages) bookFailed(w http.ResponseWriter, r *http.Request, s *session, 
 // answers with the first one's ride. The service goes on with the work when
 // the browser abandons a submission, so the wait ends.
 func (wb *Pages) rideCreate(ctx context.Context, userID int64, key string, params service.RideCreateParams) (*service.Response, error) {
+	return waitForKey(ctx, func() (*service.Response, error) {
+		return wb.svc.RideCreate(ctx, userID, key, params, httpctx.ClientIP(ctx))
+	})
+}
+
+// waitForKey makes call, and makes it again (bounded) while an earlier
+// submission of the same form holds its key: the later submission then
+// answers as the earlier one did.
+func waitForKey(ctx context.Context, call func() (*service.Response, error)) (*service.Response, error) {
 	deadline := time.Now().Add(bookingWait)
 	poll := bookingPollFirst
 	for {
-		resp, err := wb.svc.RideCreate(ctx, userID, key, params, httpctx.ClientIP(ctx))
+		resp, err := call()
 		if service.ErrorCode(err) != service.CodeKeyInUse || time.Now().Add(poll).After(deadline) {
 			return resp, err
 		}
@@ -381,10 +407,14 @@ func (wb *Pages) ridePage(w http.ResponseWriter, r *http.Request) {
 		wb.internal(w, r, s, "ride page", err)
 		return
 	}
-	data := &pageData{Title: "Ride #" + strconv.FormatInt(ride.ID, 10), Email: s.user.Email, CSRF: s.csrf, Ride: ride}
+	data := &pageData{}
 	switch {
+	case r.URL.Query().Get("again") != "" && ride.Capture == service.CaptureTrip:
+		data.Notice, data.NoticeKind = "This form had already been submitted: it booked this one ride, and held its fare once.", "ok"
 	case r.URL.Query().Get("again") != "":
 		data.Notice, data.NoticeKind = "This form had already been submitted: it booked this one ride, and you were charged once.", "ok"
+	case r.URL.Query().Get("paid") != "" && ride.ExtraStatus != nil && *ride.ExtraStatus == service.ExtraPaid:
+		data.Notice, data.NoticeKind = "Balance paid: you can book again.", "ok"
 	case ride.ChargeStatus == service.RideChargeCharged:
 		data.Notice, data.NoticeKind = "Booked and paid.", "ok"
 	case ride.NextAction != nil:
@@ -392,8 +422,10 @@ func (wb *Pages) ridePage(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("authenticate") != "" {
 			data.Refresh = ride.NextAction.RedirectURL
 		}
+	default:
+		data.Notice, data.NoticeKind = tripNotice(ride)
 	}
-	wb.render(w, r, http.StatusOK, "private, no-cache", "ride", data)
+	wb.showRide(w, r, s, http.StatusOK, ride, data, rideKeys{})
 }
 
 // internal logs err and shows a page that says nothing of it.

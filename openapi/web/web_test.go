@@ -28,6 +28,9 @@ type testBundle struct {
 	*testkit.Env
 	url   string
 	posts atomic.Int64
+	// ridePosts counts the posts of the ride page's forms (cancel, pay
+	// the balance) as they reach the server.
+	ridePosts atomic.Int64
 	// arrived receives one value per POST /book as it reaches the server
 	// (dropped when nobody reads them).
 	arrived chan struct{}
@@ -35,8 +38,20 @@ type testBundle struct {
 
 func setup(t *testing.T) *testBundle {
 	t.Helper()
+	return setupWith(t, "")
+}
+
+// setupTrips is setup in a world whose bookings hold their fare until the
+// trip ends (service.CaptureTrip).
+func setupTrips(t *testing.T) *testBundle {
+	t.Helper()
+	return setupWith(t, service.CaptureTrip)
+}
+
+func setupWith(t *testing.T, capture service.Capture) *testBundle {
+	t.Helper()
 	base, serve := testkit.Listen(t)
-	b := &testBundle{Env: testkit.NewWith(t, testkit.Options{PublicURL: base}), url: base, arrived: make(chan struct{}, 16)}
+	b := &testBundle{Env: testkit.NewWith(t, testkit.Options{PublicURL: base, Capture: capture}), url: base, arrived: make(chan struct{}, 16)}
 	logger := slog.New(slog.DiscardHandler)
 	pages := web.New(web.Config{Service: b.Service, Secret: "test-secret", Logger: logger})
 	h := openapi.NewHandler(openapi.Config{Service: b.Service, Logger: logger, Pages: pages})
@@ -47,6 +62,9 @@ func setup(t *testing.T) *testBundle {
 			case b.arrived <- struct{}{}:
 			default:
 			}
+		}
+		if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/book/rides/") {
+			b.ridePosts.Add(1)
 		}
 		h.ServeHTTP(w, r)
 	}))
@@ -325,4 +343,293 @@ func TestActionReturnPage(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, service.RideChargeCharged, got.ChargeStatus, "Stripe's answer, not the link's redirect_status")
 	require.Len(t, b.Stripe.SucceededCharges(), 1)
+}
+
+// byID is the value of the element whose id is id: one of several forms'
+// hidden fields of the same name.
+func (p htmlPage) byID(t *testing.T, id string) string {
+	t.Helper()
+	m := regexp.MustCompile(`id="` + id + `"[^>]*value="([^"]*)"`).FindStringSubmatch(p.body)
+	require.NotNil(t, m, "field #%s in:\n%s", id, p.body)
+	return m[1]
+}
+
+// rideOfLocation is the ride a redirect to its page names.
+func rideOfLocation(t *testing.T, loc string) int64 {
+	t.Helper()
+	m := regexp.MustCompile(`^/book/rides/(\d+)(\?.*)?$`).FindStringSubmatch(loc)
+	require.NotNil(t, m, "not a ride page: %q", loc)
+	id, err := strconv.ParseInt(m[1], 10, 64)
+	require.NoError(t, err)
+	return id
+}
+
+// bookThroughForm submits a fresh booking form and returns the ride it
+// redirected to.
+func (bl *browserless) bookThroughForm() (id int64, loc string) {
+	bl.t.Helper()
+	form := bl.form()
+	p := bl.do(http.MethodPost, "/book", rideForm(form.hidden(bl.t, "csrf_token"), form.hidden(bl.t, "idempotency_key")), sameSite)
+	require.Equal(bl.t, http.StatusSeeOther, p.status, p.body)
+	loc = p.header.Get("Location")
+	return rideOfLocation(bl.t, loc), loc
+}
+
+// completeTrip completes a trip as the dispatch side does, with fare.
+func completeTrip(t *testing.T, b *testBundle, rideID, fare int64) service.Ride {
+	t.Helper()
+	resp, err := b.Service.RideComplete(b.Ctx, testkit.NewKey(), service.RideCompleteParams{RideID: rideID, FareCents: fare, Currency: "usd"}, nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, resp.Status, string(resp.Body))
+	return testkit.DecodeRide(t, resp.Body)
+}
+
+// intentOfRide is the fake Stripe's PaymentIntent of one of uid's rides.
+func intentOfRide(t *testing.T, b *testBundle, uid, rideID int64) fakestripe.PaymentIntent {
+	t.Helper()
+	ride, err := b.Service.RideGet(b.Ctx, uid, rideID)
+	require.NoError(t, err)
+	require.NotNil(t, ride.PaymentID)
+	pi, ok := b.Stripe.PaymentIntent(*ride.PaymentID)
+	require.True(t, ok, "no payment intent %s", *ride.PaymentID)
+	return pi
+}
+
+// stripeOps counts the requests of op the fake Stripe executed (not
+// replays).
+func stripeOps(b *testBundle, op string) int {
+	n := 0
+	for _, r := range b.Stripe.Requests() {
+		if r.Op == op && !r.Replayed && r.Status == http.StatusOK {
+			n++
+		}
+	}
+	return n
+}
+
+func actionForm(csrf, key string) url.Values {
+	return url.Values{"csrf_token": {csrf}, "idempotency_key": {key}}
+}
+
+// A trip's pages, without a browser: the hold shown while the trip runs,
+// its cancellation (once per form, refused forms changing nothing), a
+// cancellation that comes after the completion, and the fare of a completed
+// trip, within the hold and above it.
+func TestTripPages(t *testing.T) {
+	t.Parallel()
+	b := setupTrips(t)
+	rider := b.Rider(t, "trip-pages@example.com", "tok_visa")
+	bl := newBrowserless(t, b.url)
+	bl.signIn(rider.APIKey)
+
+	form := bl.form()
+	csrf, key := form.hidden(t, "csrf_token"), form.hidden(t, "idempotency_key")
+	first := bl.do(http.MethodPost, "/book", rideForm(csrf, key), sameSite)
+	require.Equal(t, http.StatusSeeOther, first.status, first.body)
+	loc := first.header.Get("Location")
+	id := rideOfLocation(t, loc)
+	sid := strconv.FormatInt(id, 10)
+
+	page := bl.do(http.MethodGet, loc, nil, nil)
+	require.Equal(t, http.StatusOK, page.status)
+	require.Contains(t, page.body, `id="ride-status">authorized<`)
+	require.Regexp(t, `id="trip-held">20\.00 USD is held on your card until \d{4}-\d\d-\d\d \d\d:\d\d UTC`, page.body)
+	require.Contains(t, page.body, "the fare is held on your card, not charged")
+	require.Contains(t, page.body, `action="/book/rides/`+sid+`/cancel"`)
+	require.Contains(t, page.body, ">Cancel ride<")
+	require.NotContains(t, page.body, "Pay the balance")
+	require.Equal(t, fakestripe.PaymentIntentRequiresCapture, intentOfRide(t, b, rider.ID, id).Status)
+
+	again := bl.do(http.MethodPost, "/book", rideForm(csrf, key), sameSite)
+	require.Equal(t, loc+"?again=1", again.header.Get("Location"))
+	require.Contains(t, bl.do(http.MethodGet, loc+"?again=1", nil, nil).body, "it booked this one ride, and held its fare once")
+
+	// The cancel form is protected like the booking form: a refused one
+	// cancels nothing and writes nothing.
+	cancelKey := page.byID(t, "cancel_key")
+	require.GreaterOrEqual(t, len(cancelKey), 20)
+	require.NotEqual(t, key, cancelKey)
+	keysBefore := b.Count(t, `SELECT count(*) FROM idempotency_keys`)
+	for name, attempt := range map[string]struct {
+		form    url.Values
+		headers map[string]string
+		status  int
+	}{
+		"no token":       {actionForm("", cancelKey), sameSite, http.StatusForbidden},
+		"wrong token":    {actionForm(strings.Repeat("x", len(csrf)), cancelKey), sameSite, http.StatusForbidden},
+		"another origin": {actionForm(csrf, cancelKey), map[string]string{"Sec-Fetch-Site": "cross-site"}, http.StatusForbidden},
+		"foreign Origin": {actionForm(csrf, cancelKey), map[string]string{"Origin": "https://evil.example"}, http.StatusForbidden},
+		"no key":         {actionForm(csrf, ""), sameSite, http.StatusBadRequest},
+	} {
+		p := bl.do(http.MethodPost, "/book/rides/"+sid+"/cancel", attempt.form, attempt.headers)
+		require.Equal(t, attempt.status, p.status, name)
+		require.Contains(t, p.body, "Nothing was cancelled", name)
+	}
+	anon := newBrowserless(t, b.url).do(http.MethodPost, "/book/rides/"+sid+"/cancel", actionForm(csrf, cancelKey), sameSite)
+	require.Equal(t, http.StatusUnauthorized, anon.status)
+	require.Equal(t, keysBefore, b.Count(t, `SELECT count(*) FROM idempotency_keys`))
+	require.Equal(t, fakestripe.PaymentIntentRequiresCapture, intentOfRide(t, b, rider.ID, id).Status)
+
+	// Cancelled: every submission of the form ends on the ride, the hold
+	// released once.
+	for range 2 {
+		p := bl.do(http.MethodPost, "/book/rides/"+sid+"/cancel", actionForm(csrf, cancelKey), sameSite)
+		require.Equal(t, http.StatusSeeOther, p.status, p.body)
+		require.Equal(t, loc, p.header.Get("Location"))
+	}
+	cancelled := bl.do(http.MethodGet, loc, nil, nil)
+	require.Contains(t, cancelled.body, `id="ride-status">cancelled<`)
+	require.Contains(t, cancelled.body, "nothing was charged")
+	require.NotContains(t, cancelled.body, `id="cancel"`)
+	require.Equal(t, fakestripe.PaymentIntentCanceled, intentOfRide(t, b, rider.ID, id).Status)
+	require.Equal(t, 1, stripeOps(b, fakestripe.OpPaymentIntentCancel))
+	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM idempotency_keys WHERE idempotency_key = $1`, cancelKey))
+	require.NotEmpty(t, cancelled.header.Get("Content-Security-Policy"))
+
+	// Another rider cannot cancel it, nor see it.
+	other := newBrowserless(t, b.url)
+	other.signIn(b.rider(t, "trip-other@example.com", "tok_visa"))
+	otherForm := other.form()
+	p := other.do(http.MethodPost, "/book/rides/"+sid+"/cancel", actionForm(otherForm.hidden(t, "csrf_token"), testkit.NewKey()), sameSite)
+	require.Equal(t, http.StatusNotFound, p.status)
+
+	// Completed while the page was open: the cancellation is refused, and
+	// the page says why and shows the fare.
+	id2, loc2 := bl.bookThroughForm()
+	page2 := bl.do(http.MethodGet, loc2, nil, nil)
+	completeTrip(t, b, id2, 1350)
+	refused := bl.do(http.MethodPost, "/book/rides/"+strconv.FormatInt(id2, 10)+"/cancel", actionForm(csrf, page2.byID(t, "cancel_key")), sameSite)
+	require.Equal(t, http.StatusConflict, refused.status, refused.body)
+	require.Contains(t, refused.body, "Not cancelled: the trip was completed before your cancellation arrived")
+	require.Contains(t, refused.body, `id="trip-fare">13.50 USD<`)
+	require.Contains(t, refused.body, "13.50 USD of the 20.00 USD held, the rest of the hold released")
+	require.NotContains(t, refused.body, `id="cancel"`)
+	pi2 := intentOfRide(t, b, rider.ID, id2)
+	require.Equal(t, fakestripe.PaymentIntentSucceeded, pi2.Status)
+	require.Equal(t, int64(1350), pi2.AmountReceived)
+
+	// A fare above the hold: the hold captured, the rest charged.
+	id3, loc3 := bl.bookThroughForm()
+	completeTrip(t, b, id3, 2730)
+	done := bl.do(http.MethodGet, loc3, nil, nil)
+	require.Contains(t, done.body, `id="ride-status">completed<`)
+	require.Contains(t, done.body, "Trip completed and paid.")
+	require.Contains(t, done.body, `id="trip-fare">27.30 USD<`)
+	require.Contains(t, done.body, "20.00 USD of the 20.00 USD held")
+	require.Contains(t, done.body, "7.30 USD, charged to your card after the trip")
+	require.NotContains(t, done.body, "Pay the balance")
+	require.NotContains(t, done.body, `id="cancel"`)
+
+	// A hold nobody ended expires: released, nothing charged.
+	id4, loc4 := bl.bookThroughForm()
+	b.Exec(t, `UPDATE rides SET hold_expires_at = now() - interval '1 minute' WHERE id = $1`, id4)
+	n, err := b.Service.HoldsRelease(b.Ctx, 10)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	expired := bl.do(http.MethodGet, loc4, nil, nil)
+	require.Contains(t, expired.body, `id="ride-status">expired<`)
+	require.Contains(t, expired.body, "the hold of 20.00 USD was released, and nothing was charged")
+	require.NotContains(t, expired.body, `id="ride-expired"`, "not the expiry of an unconfirmed payment")
+	require.NotContains(t, expired.body, `id="cancel"`)
+}
+
+// TestTripBalancePages: a rider owing the part of a fare above its hold is
+// refused a booking by a page naming the ride, whose page pays the
+// balance: a declined payment says so and leaves the balance due; paid,
+// the refused form books.
+func TestTripBalancePages(t *testing.T) {
+	t.Parallel()
+	b := setupTrips(t)
+	const email = "owes@example.com"
+	rider := b.Rider(t, email, fakestripe.TokenAuthenticationRequired)
+	bl := newBrowserless(t, b.url)
+	bl.signIn(rider.APIKey)
+
+	// The bank asks to authenticate the hold; the rider does, and comes
+	// back: the fare is held. The fare above it, charged without the
+	// rider, is declined for want of authentication: a balance due.
+	form := bl.form()
+	csrf := form.hidden(t, "csrf_token")
+	booked := bl.do(http.MethodPost, "/book", rideForm(csrf, form.hidden(t, "idempotency_key")), sameSite)
+	require.Equal(t, http.StatusSeeOther, booked.status, booked.body)
+	require.Regexp(t, `\?authenticate=1$`, booked.header.Get("Location"))
+	id := rideOfLocation(t, booked.header.Get("Location"))
+	sid, loc := strconv.FormatInt(id, 10), "/book/rides/"+strconv.FormatInt(id, 10)
+	pi := intentOfRide(t, b, rider.ID, id)
+	require.NoError(t, b.Stripe.Authenticate(pi.ID, true))
+	var pkey string
+	require.NoError(t, b.Pool.QueryRow(b.Ctx, `SELECT charge_key FROM rides WHERE id = $1`, id).Scan(&pkey))
+	back := bl.do(http.MethodGet, "/book/return?key="+url.QueryEscape(pkey), nil, nil)
+	require.Equal(t, http.StatusSeeOther, back.status, back.body)
+	require.Equal(t, loc, back.header.Get("Location"))
+	require.Contains(t, bl.do(http.MethodGet, loc, nil, nil).body, `id="ride-status">authorized<`)
+	done := completeTrip(t, b, id, service.RideAmountCents+500)
+	require.Equal(t, int64(500), done.BalanceDueCents)
+
+	page := bl.do(http.MethodGet, loc, nil, nil)
+	require.Contains(t, page.body, `id="ride-status">completed<`)
+	require.Contains(t, page.body, `id="balance-amount">5.00 USD<`)
+	require.Contains(t, page.body, "5.00 USD, due: it could not be charged to your card")
+	require.Contains(t, page.body, ">Pay the balance<")
+	require.Contains(t, page.body, `action="/book/rides/`+sid+`/balance"`)
+	require.NotContains(t, page.body, `id="cancel"`)
+	payKey := page.byID(t, "balance_key")
+
+	// The next booking is refused, naming the ride, with nothing booked
+	// and the form's key left free.
+	next := bl.form()
+	nextKey := next.hidden(t, "idempotency_key")
+	refused := bl.do(http.MethodPost, "/book", rideForm(csrf, nextKey), sameSite)
+	require.Equal(t, http.StatusPaymentRequired, refused.status, refused.body)
+	require.Contains(t, refused.body, "Nothing was booked: you owe")
+	require.Contains(t, refused.body, `id="balance-due-amount">5.00 USD<`)
+	require.Contains(t, refused.body, `href="`+loc+`" id="balance-due-ride">ride #`+sid+`<`)
+	require.Equal(t, nextKey, refused.hidden(t, "idempotency_key"), "the same form books once the balance is paid")
+	require.Zero(t, b.Count(t, `SELECT count(*) FROM idempotency_keys WHERE idempotency_key = $1`, nextKey))
+	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM rides WHERE user_id = $1`, rider.ID))
+
+	// The same card is declined again: the page says so, the balance
+	// stays due, and the answer carries a new form to pay again; the
+	// declined form replays its decline.
+	declined := bl.do(http.MethodPost, loc+"/balance", actionForm(csrf, payKey), sameSite)
+	require.Equal(t, http.StatusPaymentRequired, declined.status, declined.body)
+	require.Contains(t, declined.body, "Not paid: your card was declined")
+	require.Contains(t, declined.body, "the balance is still due")
+	require.Contains(t, declined.body, `id="balance-amount">5.00 USD<`)
+	newPayKey := declined.byID(t, "balance_key")
+	require.NotEqual(t, payKey, newPayKey)
+	replayed := bl.do(http.MethodPost, loc+"/balance", actionForm(csrf, payKey), sameSite)
+	require.Equal(t, http.StatusPaymentRequired, replayed.status)
+	require.Contains(t, replayed.body, "Not paid: your card was declined")
+	require.Equal(t, http.StatusForbidden, bl.do(http.MethodPost, loc+"/balance", actionForm("nope", newPayKey), sameSite).status)
+
+	// With another card, the new form pays it, once however often it is
+	// submitted.
+	_, err := b.Service.UserUpsert(b.Ctx, service.UserUpsertParams{Email: email, PaymentSource: "tok_visa"})
+	require.NoError(t, err)
+	for range 2 {
+		paid := bl.do(http.MethodPost, loc+"/balance", actionForm(csrf, newPayKey), sameSite)
+		require.Equal(t, http.StatusSeeOther, paid.status, paid.body)
+		require.Equal(t, loc+"?paid=1", paid.header.Get("Location"))
+	}
+	shown := bl.do(http.MethodGet, loc+"?paid=1", nil, nil)
+	require.Contains(t, shown.body, "Balance paid: you can book again.")
+	require.Contains(t, shown.body, "5.00 USD, paid by you after the trip")
+	require.NotContains(t, shown.body, "Pay the balance")
+	var balances int
+	for _, p := range b.Stripe.PaymentIntents() {
+		if p.Status == fakestripe.PaymentIntentSucceeded && p.AmountReceived == 500 {
+			balances++
+		}
+	}
+	require.Equal(t, 1, balances, "the balance is paid once")
+
+	// Paid: the refused form books now. Its ride owes nothing.
+	again := bl.do(http.MethodPost, "/book", rideForm(csrf, nextKey), sameSite)
+	require.Equal(t, http.StatusSeeOther, again.status, again.body)
+	newID := rideOfLocation(t, again.header.Get("Location"))
+	require.NotEqual(t, id, newID)
+	nothing := bl.do(http.MethodPost, "/book/rides/"+strconv.FormatInt(newID, 10)+"/balance", actionForm(csrf, testkit.NewKey()), sameSite)
+	require.Equal(t, http.StatusConflict, nothing.status, nothing.body)
+	require.Contains(t, nothing.body, "There is no balance to pay for this ride.")
 }
