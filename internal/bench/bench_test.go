@@ -78,7 +78,8 @@ func wholeSeconds(d time.Duration) time.Duration {
 // baselines run by pgbench on the same PostgreSQL in the same run: the floor
 // (the least SQL a ride needs, two commits) and the seed's design (four
 // SERIALIZABLE phases). At each concurrency of the sweep it measures new
-// rides, replays of finished keys, and new rides with Stripe latency; then
+// rides, replays of finished keys, trips (book and complete, against the
+// floor of a trip) and new rides with Stripe latency; then
 // it writes report.md, results.json and throughput.png (see -rides.out).
 // Run it with -benchtime 1x: each measurement lasts -rides.duration.
 func BenchmarkRides(b *testing.B) {
@@ -135,6 +136,10 @@ func BenchmarkRides(b *testing.B) {
 				b.ReportMetric(p.Healthz.PerSec(), "healthz/s")
 				b.ReportMetric(p.FirstReplay.PerSec(), "first-replays/s")
 			})
+			b.Run("trip", func(b *testing.B) {
+				e.measureTrip(b, p)
+				reportTrip(b, p)
+			})
 			if cfg.StripeLatency > 0 {
 				b.Run("stripe="+cfg.StripeLatency.String(), func(b *testing.B) {
 					e.measureSlow(b, p)
@@ -171,6 +176,58 @@ func BenchmarkRides(b *testing.B) {
 	b.Logf("report: %s", filepath.Join(cfg.OutDir, "report.md"))
 }
 
+// reportTrip reports the trip's metrics of p.
+func reportTrip(b *testing.B, p *benchPoint) {
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(p.Trip.PerSec(), "trips/s")
+	b.ReportMetric(msf(p.Trip.P50), "p50-ms")
+	b.ReportMetric(msf(p.Trip.P99), "p99-ms")
+	b.ReportMetric(float64(p.Trip.Errors), "errors")
+	b.ReportMetric(float64(p.Trip.Conflicts), "409s")
+	b.ReportMetric(p.Trip.CommitsPerOK, "commits/trip")
+	b.ReportMetric(p.FloorTrip.TPS, "floor-trips/s")
+	b.ReportMetric(p.FloorTrip.CommitsPerRun, "floor-commits/trip")
+	b.ReportMetric(ratio(p.Trip.PerSec(), p.FloorTrip.TPS), "x-trip-floor")
+	b.ReportMetric(msf(p.Trip.CPU.Postgres), "pg-cpu-ms/trip")
+	b.ReportMetric(msf(p.Trip.CPU.Server), "server-cpu-ms/trip")
+	b.ReportMetric(msf(p.Trip.CPU.Stripe), "stripe-cpu-ms/trip")
+	b.ReportMetric(msf(p.Trip.CPU.Mail), "mail-cpu-ms/trip")
+	b.ReportMetric(msf(p.Trip.CPU.Load), "load-cpu-ms/trip")
+	b.ReportMetric(msf(p.Trip.CPU.Total()), "total-cpu-ms/trip")
+	b.ReportMetric(msf(p.FloorTrip.CPU.Postgres), "floor-pg-cpu-ms/trip")
+	b.ReportMetric(msf(p.FloorTrip.CPU.Total()), "floor-total-cpu-ms/trip")
+	b.ReportMetric(p.Trip.RoundTrips, "round-trips/trip")
+	b.ReportMetric(p.Trip.Statements, "statements/trip")
+}
+
+// BenchmarkTrips measures trips alone (CAPTURE=trip: a booking holds the
+// fare, the dispatch side's completion captures it) against the floor of a
+// trip (floor_trip.sql, run by pgbench in the same run), at each
+// concurrency of -rides.clients, and writes report-trips.md (the trips'
+// table and target) to -rides.out. BenchmarkRides measures them too, among
+// everything else; this one is the quick way to measure trips alone:
+//
+//	go test -run '^$' -bench '^BenchmarkTrips$' -benchtime 1x ./internal/bench -args -rides.clients 32
+func BenchmarkTrips(b *testing.B) {
+	cfg := benchConfigFromFlags(b)
+	e := newBenchEnv(b, cfg)
+	var points []*benchPoint
+	for _, c := range cfg.Clients {
+		p := &benchPoint{Clients: c}
+		points = append(points, p)
+		b.Run(fmt.Sprintf("clients=%d/trip", c), func(b *testing.B) {
+			e.measureTrip(b, p)
+			reportTrip(b, p)
+		})
+	}
+	if err := writeTripReport(cfg.OutDir, e.info(), cfg, points); err != nil {
+		b.Fatal(err)
+	}
+	t := tripTarget(points)
+	b.Logf("target %s: judged=%v met=%v: %s", t.Name, t.Judged, t.Met, t.Got)
+	b.Logf("report: %s", filepath.Join(cfg.OutDir, "report-trips.md"))
+}
+
 func msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // TestBenchSmoke runs the whole benchmark harness at one small concurrency
@@ -197,6 +254,7 @@ func TestBenchSmoke(t *testing.T) {
 	e.measurePooled(t, p)
 	e.measureReplay(t, p)
 	e.measureSlow(t, p)
+	e.measureTrip(t, p)
 
 	require.Positive(t, p.New.OK, "new rides: %v", p.New.ErrorSample)
 	require.Zero(t, p.New.Errors, "new rides: %v", p.New.ErrorSample)
@@ -213,7 +271,7 @@ func TestBenchSmoke(t *testing.T) {
 	require.Zero(t, p.FirstReplay.Errors, "first replays: %v", p.FirstReplay.ErrorSample)
 	require.Positive(t, p.Slow.OK, "rides with Stripe latency: %v", p.Slow.ErrorSample)
 	require.GreaterOrEqual(t, p.Slow.P50, cfg.StripeLatency, "the fake Stripe's latency was not applied")
-	for name, r := range map[string]pgbenchRun{"floor": p.Floor, "floor with receipt": p.FloorReceipt, "seed": p.Seed, "seed retrying at once": p.SeedNow, "service's SQL": p.SQL, "select": p.Select} {
+	for name, r := range map[string]pgbenchRun{"floor": p.Floor, "floor with receipt": p.FloorReceipt, "floor of a trip": p.FloorTrip, "seed": p.Seed, "seed retrying at once": p.SeedNow, "service's SQL": p.SQL, "select": p.Select} {
 		require.Positive(t, r.TPS, name)
 		require.Positive(t, r.Done, name)
 		require.Positive(t, r.CPU.Postgres, "%s: PostgreSQL CPU per run", name)
@@ -221,10 +279,12 @@ func TestBenchSmoke(t *testing.T) {
 	}
 	require.InDelta(t, 2, p.Floor.CommitsPerRun, 0.5, "the floor commits twice per ride")
 	require.InDelta(t, 4, p.FloorReceipt.CommitsPerRun, 0.5, "the floor with its receipt commits four times per ride")
+	require.InDelta(t, 4, p.FloorTrip.CommitsPerRun, 0.5, "the floor of a trip commits four times per trip")
+	require.Zero(t, p.FloorTrip.Failed, "the floor of a trip")
 
 	// Where the CPU went, process by process, and what the server sent to
 	// the database.
-	for name, r := range map[string]loadRun{"new rides": p.New, "rides with Stripe latency": p.Slow} {
+	for name, r := range map[string]loadRun{"new rides": p.New, "rides with Stripe latency": p.Slow, "trips": p.Trip} {
 		require.Positive(t, r.CPU.Postgres, "%s: PostgreSQL CPU per ride", name)
 		require.Positive(t, r.CPU.Server, "%s: the server's CPU per ride", name)
 		require.Positive(t, r.CPU.Stripe, "%s: the fake Stripe's CPU per ride", name)
@@ -247,6 +307,26 @@ func TestBenchSmoke(t *testing.T) {
 	require.Equal(t, finished, charged)
 	require.Equal(t, finished, receipts)
 
+	// Trips: each booked, then completed with its fare captured, under two
+	// keys, every request answered as wanted; what they left behind is
+	// whole: every ride completed, with its capture and its receipt job, and
+	// none left holding.
+	require.Positive(t, p.Trip.OK, "trips: %v", p.Trip.ErrorSample)
+	require.Zero(t, p.Trip.Errors, "trips: %v", p.Trip.ErrorSample)
+	require.Zero(t, p.Trip.Conflicts, "trips")
+	require.Positive(t, p.Trip.CommitsPerOK, "trips: commits per trip")
+	var keys, completed, captured, holding int
+	benchQueryRow(t, p.tripDep.url, `
+		SELECT (SELECT count(*) FROM idempotency_keys WHERE recovery_point = 'finished'),
+		       (SELECT count(*) FROM rides WHERE capture = 'trip' AND charge_status = 'completed'),
+		       (SELECT count(*) FROM rides WHERE charge_status = 'completed' AND captured_cents = `+strconv.Itoa(benchTripFare)+`
+		            AND EXISTS (SELECT 1 FROM river_job j WHERE j.kind = 'ride_receipt' AND (j.args->>'ride_id')::bigint = rides.id)),
+		       (SELECT count(*) FROM rides WHERE charge_status <> 'completed')`, &keys, &completed, &captured, &holding)
+	require.GreaterOrEqual(t, completed, p.Trip.OK)
+	require.Equal(t, 2*completed, keys, "a booking's key and a completion's per trip")
+	require.Equal(t, completed, captured, "every completed trip has its fare captured and its receipt job")
+	require.Zero(t, holding, "no ride is left holding or capturing")
+
 	// A few thousand finished keys stand for the millions of the full run.
 	growth := e.measureGrowth(t, cfg.GrowKeys, 3)
 	require.Positive(t, growth.New.OK, "new rides on grown tables: %v", growth.New.ErrorSample)
@@ -266,6 +346,8 @@ func TestBenchSmoke(t *testing.T) {
 	require.Contains(t, string(report), "## Targets")
 	require.Contains(t, string(report), "## New rides through PgBouncer")
 	require.Contains(t, string(report), "## Where the CPU goes")
+	require.Contains(t, string(report), "## Trips")
+	require.Contains(t, string(report), "trips ≥ 0.80 × the floor of a trip")
 	require.Contains(t, string(report), "## Cost as the data grows")
 	require.Contains(t, string(report), "A page of `GET /rides`")
 	img, err := os.ReadFile(filepath.Join(cfg.OutDir, "throughput.png"))

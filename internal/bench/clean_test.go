@@ -13,7 +13,8 @@ type namedRun struct {
 
 // capacityRuns are the runs of p in which every request is expected to
 // succeed on its first attempt: each ride under a key of its own, each
-// replay of a finished key, each GET /healthz. Runs that refuse requests by
+// replay of a finished key, each GET /healthz, each trip's booking and
+// completion. Runs that refuse requests by
 // design (admission, shedding) are not among them.
 func (p *benchPoint) capacityRuns() []namedRun {
 	return []namedRun{
@@ -23,6 +24,7 @@ func (p *benchPoint) capacityRuns() []namedRun {
 		{"first replays", p.FirstReplay},
 		{"GET /healthz", p.Healthz},
 		{"new rides with Stripe latency", p.Slow},
+		{"trips", p.Trip},
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -61,9 +62,13 @@ type benchConfig struct {
 
 const benchAdminToken = "bench-admin-token-0123456789abcdef0123456789"
 
+// benchDispatchToken is the dispatch side's DISPATCH_TOKEN of the trips'
+// serve processes: it completes their rides.
+const benchDispatchToken = "bench-dispatch-token-0123456789abcdef01234567"
+
 // benchEnv is one benchmark run's world: the built binary, the fake Stripe
 // in its own process, and databases on the test server for the pgbench
-// runs (the floor's, the seed's, the service's SQL's). Each measurement of the service
+// runs (the floor's, the seed's, the service's SQL's, the trip's floor's). Each measurement of the service
 // gets a deployment of its own (see newDeployment).
 type benchEnv struct {
 	cfg        benchConfig
@@ -75,7 +80,11 @@ type benchEnv struct {
 	admin                                     *pgxpool.Pool
 	floorURL, seedURL, sqlURL, receiptURL     string
 	floorName, seedName, sqlName, receiptName string
-	stripeBase                                string
+	// tripURL is the database of the trip's floor (floor_trip.sql), whose
+	// completions are keyed by its dispatch account, tripDispatch.
+	tripURL, tripName string
+	tripDispatch      int64
+	stripeBase        string
 	// stripe is the fake Stripe's process, mail the mail sink's (at
 	// mailAddr).
 	stripe, mail *binrun.Process
@@ -114,18 +123,23 @@ func newBenchEnv(tb testing.TB, cfg benchConfig) *benchEnv {
 
 	e.floorURL, e.seedURL, e.sqlURL, e.receiptURL = dbtest.NewURL(tb), dbtest.NewURL(tb), dbtest.NewURL(tb), dbtest.NewURL(tb)
 	e.floorName, e.seedName, e.sqlName, e.receiptName = benchDBName(tb, e.floorURL), benchDBName(tb, e.seedURL), benchDBName(tb, e.sqlURL), benchDBName(tb, e.receiptURL)
+	e.tripURL = dbtest.NewURL(tb)
+	e.tripName = benchDBName(tb, e.tripURL)
 	// The pgbench scripts pick a rider as random(1, :users): these riders
 	// get the ids 1…N explicitly (the service draws its ids at random).
-	for _, url := range []string{e.floorURL, e.seedURL, e.sqlURL, e.receiptURL} {
+	for _, url := range []string{e.floorURL, e.seedURL, e.sqlURL, e.receiptURL, e.tripURL} {
 		benchExec(tb, url, `
 			INSERT INTO users (id, email, payment_source, stripe_customer_id)
 			SELECT i, 'rider' || i || '@bench.example.com', 'tok_visa', 'cus_bench_' || i FROM generate_series(1, $1::int) i`,
 			cfg.Users)
 	}
+	// The trip's completions are the dispatch side's: its account comes
+	// with the migrated database.
+	benchQueryRow(tb, e.tripURL, `SELECT id FROM users WHERE role = 'dispatch'`, &e.tripDispatch)
 
-	// Two deployments per point: new rides (and their replays), and new
-	// rides with Stripe latency; one for the grown tables.
-	for range 2*len(cfg.Clients) + 1 {
+	// Three deployments per point: new rides (and their replays), new
+	// rides with Stripe latency, and trips; one for the grown tables.
+	for range 3*len(cfg.Clients) + 1 {
 		e.spareDBs = append(e.spareDBs, dbtest.NewURL(tb))
 	}
 
@@ -194,6 +208,15 @@ func (d *deployment) viaBouncer() *deployment {
 		"DATABASE_DIRECT_URL=" + d.url,
 	}
 	return &pd
+}
+
+// forTrips is d with its serve processes holding each booking's fare and
+// completing the trip on the dispatch side's request (CAPTURE=trip, with
+// benchDispatchToken).
+func (d *deployment) forTrips() *deployment {
+	td := *d
+	td.env = append(slices.Clone(d.env), "CAPTURE=trip", "DISPATCH_TOKEN="+benchDispatchToken)
+	return &td
 }
 
 // dropServerConns makes PgBouncer close its server connections to db at

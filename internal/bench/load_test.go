@@ -22,16 +22,31 @@ import (
 // key send it again, byte for byte.
 var benchRideBody = []byte(testkit.SomeRideJSON)
 
+// benchTripFare is the final fare every trip is completed with: within the
+// hold of service.RideAmountCents, so that the whole trip is the hold and
+// its capture, nothing above it to charge. benchCompleteBody is the body of
+// the completion.
+const benchTripFare = 1850
+
+var benchCompleteBody = []byte(fmt.Sprintf(`{"fare_cents":%d,"currency":"usd"}`, benchTripFare))
+
+// benchCompleteKeySuffix makes a trip's completion key from its booking's.
+const benchCompleteKeySuffix = "-complete"
+
 // loadRun is what one run of the load generator measured.
 type loadRun struct {
 	Clients int
 	// Requests counts responses and transport errors. OK counts the
 	// responses the run wanted: a fresh 201 for new rides, a replayed 201 for
-	// replays. Conflicts counts 409s; Errors everything else.
+	// replays; for trips, a fresh 201 for the booking and then one for its
+	// completion (a trip counts once, as one request: its completion is sent
+	// only when its booking answered as wanted). Conflicts counts 409s;
+	// Errors everything else.
 	Requests, OK, Conflicts, Errors int
 	// Elapsed runs from the first request to the last response.
 	Elapsed time.Duration
-	// P50 and P99 are latencies of all requests.
+	// P50 and P99 are latencies of all requests; of whole trips (the
+	// booking and the completion) for trips.
 	P50, P99 time.Duration
 	// CommitsPerOK is the database's committed transactions per OK
 	// response (pg_stat_database), when measured.
@@ -80,6 +95,13 @@ type loadSpec struct {
 	// healthz sends GET /healthz instead, the server's answer with no
 	// database work: OK is a 200.
 	healthz bool
+	// trip books a ride under key (the service holding its fare,
+	// CAPTURE=trip), then completes it with benchCompleteBody as the
+	// dispatch side (dispatchToken), under the key with
+	// benchCompleteKeySuffix: OK is a fresh 201 for both, the ride
+	// completed.
+	trip          bool
+	dispatchToken string
 }
 
 // runLoad runs spec and returns what it measured. Each client is one
@@ -106,6 +128,7 @@ func runLoad(ctx context.Context, spec loadSpec) loadRun {
 				err  error
 			)
 			t0 := time.Now()
+			step := ""
 			if spec.healthz {
 				resp, err = c.do(ctx, "GET", "/healthz", "", "", nil)
 			} else {
@@ -113,6 +136,17 @@ func runLoad(ctx context.Context, spec loadSpec) loadRun {
 					break
 				}
 				resp, err = c.do(ctx, "POST", "/rides", apiKey, key, benchRideBody)
+				if spec.trip && err == nil && resp.status == http.StatusCreated && !resp.replayed {
+					// The ride is booked, its fare held: the dispatch side
+					// completes it.
+					step = "complete: "
+					id, ok := jsonID(resp.body)
+					if !ok {
+						err = fmt.Errorf("a booking's 201 without the ride's id: %s", tail(string(resp.body), 300))
+					} else {
+						resp, err = c.do(ctx, "POST", "/rides/"+id+"/complete", spec.dispatchToken, key+benchCompleteKeySuffix, benchCompleteBody)
+					}
+				}
 			}
 			res.latencies = append(res.latencies, time.Since(t0))
 			res.requests++
@@ -120,7 +154,13 @@ func runLoad(ctx context.Context, spec loadSpec) loadRun {
 			case err != nil:
 				res.errors++
 				if len(res.errorSample) < 3 {
-					res.errorSample = append(res.errorSample, err.Error())
+					res.errorSample = append(res.errorSample, step+err.Error())
+				}
+			case spec.trip && step == "" && resp.status == http.StatusCreated:
+				// A booking replayed: its trip was not this run's.
+				res.errors++
+				if len(res.errorSample) < 3 {
+					res.errorSample = append(res.errorSample, "book: a replayed 201 for a new key")
 				}
 			case spec.healthz && resp.status == http.StatusOK:
 				res.ok++
@@ -134,7 +174,7 @@ func runLoad(ctx context.Context, spec loadSpec) loadRun {
 			default:
 				res.errors++
 				if len(res.errorSample) < 3 {
-					res.errorSample = append(res.errorSample, fmt.Sprintf("status %d replayed=%v: %s", resp.status, resp.replayed, tail(string(resp.body), 300)))
+					res.errorSample = append(res.errorSample, fmt.Sprintf("%sstatus %d replayed=%v: %s", step, resp.status, resp.replayed, tail(string(resp.body), 300)))
 				}
 			}
 		}
@@ -156,6 +196,24 @@ func runLoad(ctx context.Context, spec loadSpec) loadRun {
 	slices.Sort(all)
 	run.P50, run.P99 = percentile(all, 0.50), percentile(all, 0.99)
 	return run
+}
+
+// jsonID returns the first "id" member's number of a JSON object (a ride's
+// answer: its id comes first), as written, without decoding the body.
+func jsonID(body []byte) (string, bool) {
+	_, rest, ok := bytes.Cut(body, []byte(`"id":`))
+	if !ok {
+		return "", false
+	}
+	rest = bytes.TrimLeft(rest, " ")
+	n := 0
+	for n < len(rest) && '0' <= rest[n] && rest[n] <= '9' {
+		n++
+	}
+	if n == 0 {
+		return "", false
+	}
+	return string(rest[:n]), true
 }
 
 // leanConn is one keep-alive HTTP/1.1 connection of the load generator: it

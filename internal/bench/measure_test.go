@@ -35,9 +35,16 @@ type benchPoint struct {
 	// Pooled books new rides like New, on the same database, through
 	// PgBouncer in transaction pooling mode (DATABASE_POOLER=pgbouncer).
 	Pooled loadRun
+	// Trip is whole trips on a deployment of their own with CAPTURE=trip:
+	// each client books a ride (its fare held), then completes it as the
+	// dispatch side (the fake Stripe captures the fare). FloorTrip is the
+	// least SQL of a trip (floor_trip.sql), its baseline.
+	Trip      loadRun
+	FloorTrip pgbenchRun
 
-	// dep is the deployment New ran on, where Replay runs.
-	dep *deployment
+	// dep is the deployment New ran on, where Replay runs; tripDep the
+	// one Trip ran on.
+	dep, tripDep *deployment
 }
 
 // measureNew measures new rides at p.Clients: the floor, the seed's design
@@ -127,6 +134,27 @@ func (e *benchEnv) measureReplay(tb testing.TB, p *benchPoint) {
 func (e *benchEnv) measureSlow(tb testing.TB, p *benchPoint) {
 	tb.Helper()
 	p.Slow = e.serviceRides(tb, e.newDeployment(tb), p.Clients, e.cfg.StripeLatency, "slow")
+}
+
+// measureTrip measures trips at p.Clients: the floor of a trip through
+// pgbench, then the service on a deployment of its own with CAPTURE=trip,
+// each client booking a ride and completing it, each trip under keys of its
+// own.
+func (e *benchEnv) measureTrip(tb testing.TB, p *benchPoint) {
+	tb.Helper()
+	p.FloorTrip = e.pgbenchCommits(tb, e.tripName, pgbenchArgs{
+		url: e.tripURL, script: pgbenchScript(tb, "floor_trip.sql"),
+		vars: map[string]string{"users": strconv.Itoa(e.cfg.Users), "dispatch": strconv.FormatInt(e.tripDispatch, 10)},
+	}, p.Clients)
+	p.tripDep = e.newDeployment(tb).forTrips()
+	key := func(prefix string) func(client, n int) string {
+		return func(client, n int) string {
+			return fmt.Sprintf("bench-%s-c%04d-w%04d-n%09d", prefix, p.Clients, client, n)
+		}
+	}
+	p.Trip = e.serviceRun(tb, p.tripDep, 0,
+		loadSpec{clients: p.Clients, key: key("warm-trip"), trip: true, dispatchToken: benchDispatchToken},
+		loadSpec{clients: p.Clients, key: key("trip"), trip: true, dispatchToken: benchDispatchToken})
 }
 
 // serviceRides measures new rides, each under a key of its own.
@@ -245,6 +273,7 @@ func (e *benchEnv) pgbenchCommits(tb testing.TB, db string, a pgbenchArgs, clien
 var startPasses = []string{
 	jobs.KeyCompleterArgs{}.Kind(), jobs.ReconcileArgs{}.Kind(),
 	jobs.OrphanPassArgs{}.Kind(), jobs.EventsPassArgs{}.Kind(),
+	jobs.HoldReleaseArgs{}.Kind(),
 }
 
 // waitJobsDone waits until the deployment's serving process leads its job

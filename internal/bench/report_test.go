@@ -9,6 +9,8 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/atomicrides/atomicrides/service"
 )
 
 // benchInfo describes where and how a benchmark run ran.
@@ -45,6 +47,7 @@ func cpuModel() string {
 const (
 	targetClients           = 32   // new rides and replays are judged at this concurrency
 	targetFloorReceiptRatio = 0.8  // new rides ≥ 0.8 × the floor with its receipt
+	targetTripFloorRatio    = 0.8  // trips (book and complete) ≥ 0.8 × the floor of a trip
 	targetDBCPURatio        = 1.15 // PostgreSQL CPU per ride ≤ 1.15 × the floor-with-receipt's
 	targetServerCPURatio    = 0.3  // the server's CPU per ride ≤ 0.3 × PostgreSQL's per ride
 	targetRoundTrips        = 8    // round trips per ride on the request path, at most
@@ -154,6 +157,8 @@ func benchTargets(cfg benchConfig, points []*benchPoint, growth *growthRun) []be
 			return fmt.Sprintf("%.2f × (%.0f against %.0f/s)", ratio(p.FirstReplay.PerSec(), p.Select.TPS), p.FirstReplay.PerSec(), p.Select.TPS)
 		})
 
+	ts = append(ts, tripTarget(points))
+
 	for _, c := range []struct {
 		clients int
 		x       float64
@@ -201,6 +206,74 @@ func benchTargets(cfg benchConfig, points []*benchPoint, growth *growthRun) []be
 	return append(ts, cleanRunsTarget(points, growth))
 }
 
+// tripTarget judges trips against the floor of a trip at targetClients,
+// once the trips were measured there.
+func tripTarget(points []*benchPoint) benchTarget {
+	t := benchTarget{Name: fmt.Sprintf("%d clients: trips ≥ %.2f × the floor of a trip", targetClients, targetTripFloorRatio)}
+	p := pointAt(points, targetClients)
+	if p == nil || p.Trip.Requests == 0 {
+		return t
+	}
+	x := ratio(p.Trip.PerSec(), p.FloorTrip.TPS)
+	t.Judged, t.Met = true, x >= targetTripFloorRatio && p.Trip.Errors == 0 && p.Trip.Conflicts == 0
+	t.Got = fmt.Sprintf("%.2f × (%.0f against %.0f trips/s; CPU per trip %s ms against %s ms, PostgreSQL's %s against %s ms; %d errors, %d × 409)",
+		x, p.Trip.PerSec(), p.FloorTrip.TPS, cpuMS(p.Trip.CPU.Total()), cpuMS(p.FloorTrip.CPU.Total()),
+		cpuMS(p.Trip.CPU.Postgres), cpuMS(p.FloorTrip.CPU.Postgres), p.Trip.Errors, p.Trip.Conflicts)
+	return t
+}
+
+// writeTripReport writes report-trips.md into dir: the trips' section and
+// their target, for BenchmarkTrips.
+func writeTripReport(dir string, info benchInfo, cfg benchConfig, points []*benchPoint) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Atomic Rides benchmark: trips\n\n")
+	benchConditions(&b, info, cfg)
+	tripMarkdown(&b, points)
+	t := tripTarget(points)
+	fmt.Fprintf(&b, "\n## Target\n\n- %s — %s: %s\n", t.Name, verdict(t), t.Got)
+	return os.WriteFile(filepath.Join(dir, "report-trips.md"), []byte(b.String()), 0o644)
+}
+
+// tripMarkdown writes the trips' section: trips/s against the floor of a
+// trip, and the CPU per trip of every process beside the floor's.
+func tripMarkdown(b *strings.Builder, points []*benchPoint) {
+	fmt.Fprintf(b, "\n## Trips: book, then complete (CAPTURE=trip)\n\n")
+	fmt.Fprintf(b, "Each client books a ride (its fare, %d cents, held at the fake Stripe), then completes it as the dispatch side (`POST /rides/{id}/complete`, its own key, a fare of %d cents: captured, nothing above the hold), then books the next: a trip is both answers, 201 each; its latency is the two requests'. The serve process runs with CAPTURE=trip; the receipts go out meanwhile, in the background. The floor of a trip is `sql/bench/floor_trip.sql` run by pgbench: the least SQL of a trip, four commits, the receipt's delivery left out. CPU in ms per trip (per script run for the floor), from /proc; round trips and statements are the server's on the request path, both requests'.\n\n",
+		service.RideAmountCents, benchTripFare)
+	fmt.Fprintf(b, "| clients | trips/s | p50 ms | p99 ms | errors | 409 | commits/trip | floor trips/s | floor commits/trip | × trip floor | PostgreSQL ms | server ms | fake Stripe ms | mail sink ms | load ms | total ms | floor: PostgreSQL ms | floor: total ms | round trips | statements |\n")
+	fmt.Fprintf(b, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, p := range points {
+		if p.Trip.Requests == 0 {
+			continue
+		}
+		c := p.Trip.CPU
+		fmt.Fprintf(b, "| %d | %.0f | %s | %s | %d | %d | %.2f | %.0f | %.2f | %.2f | %s | %s | %s | %s | %s | %s | %s | %s | %.2f | %.2f |\n",
+			p.Clients, p.Trip.PerSec(), ms(p.Trip.P50), ms(p.Trip.P99), p.Trip.Errors, p.Trip.Conflicts, p.Trip.CommitsPerOK,
+			p.FloorTrip.TPS, p.FloorTrip.CommitsPerRun, ratio(p.Trip.PerSec(), p.FloorTrip.TPS),
+			cpuMS(c.Postgres), cpuMS(c.Server), cpuMS(c.Stripe), cpuMS(c.Mail), cpuMS(c.Load), cpuMS(c.Total()),
+			cpuMS(p.FloorTrip.CPU.Postgres), cpuMS(p.FloorTrip.CPU.Total()), p.Trip.RoundTrips, p.Trip.Statements)
+	}
+}
+
+// verdict is how the report states a target.
+func verdict(t benchTarget) string {
+	if !t.Judged {
+		return "not judged (the sweep lacks its concurrency)"
+	}
+	if t.Met {
+		return "met"
+	}
+	return "**missed**"
+}
+
+// benchConditions writes the line of a report that says where and how the
+// run ran.
+func benchConditions(b *strings.Builder, info benchInfo, cfg benchConfig) {
+	fmt.Fprintf(b, "%s · %s, %d cores · PostgreSQL %s · %s · %s per measurement after a %s warm-up · pool_max_conns=%d · %d riders · pgbench clients capped at %d\n\n",
+		info.Date.Format("2006-01-02 15:04 MST"), info.CPU, info.Cores, info.PostgreSQL, info.GoVersion,
+		cfg.Duration, cfg.Warmup, cfg.PoolMaxConns, cfg.Users, info.PgbenchClients)
+}
+
 // writeBenchReport writes report.md, results.json and throughput.png into
 // dir.
 func writeBenchReport(dir string, info benchInfo, cfg benchConfig, points []*benchPoint, growth *growthRun) error {
@@ -245,9 +318,7 @@ func mb(b int64) string {
 func benchMarkdown(info benchInfo, cfg benchConfig, points []*benchPoint, growth *growthRun) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Atomic Rides benchmark\n\n")
-	fmt.Fprintf(&b, "%s · %s, %d cores · PostgreSQL %s · %s · %s per measurement after a %s warm-up · pool_max_conns=%d · %d riders · pgbench clients capped at %d\n\n",
-		info.Date.Format("2006-01-02 15:04 MST"), info.CPU, info.Cores, info.PostgreSQL, info.GoVersion,
-		cfg.Duration, cfg.Warmup, cfg.PoolMaxConns, cfg.Users, info.PgbenchClients)
+	benchConditions(&b, info, cfg)
 
 	fmt.Fprintf(&b, "## New rides, no Stripe latency\n\n")
 	fmt.Fprintf(&b, "Seed design: retrying at once / with a jittered backoff of up to %s (retries in brackets); × seed is against the faster of the two. Service's SQL: the service's statements for a ride run by pgbench.\n\n", cfg.SeedBackoff)
@@ -284,6 +355,8 @@ func benchMarkdown(info benchInfo, cfg benchConfig, points []*benchPoint, growth
 			p.Select.TPS, ratio(p.Replay.PerSec(), p.Select.TPS), p.FirstReplay.PerSec(), p.FirstReplay.CommitsPerOK, p.Healthz.PerSec())
 	}
 
+	tripMarkdown(&b, points)
+
 	fmt.Fprintf(&b, "\n## Where the CPU goes\n\n")
 	fmt.Fprintf(&b, "CPU milliseconds per ride (per request for replays and GET /healthz; per script run for pgbench) of each process, from /proc: PostgreSQL is the backends of the measured database; the mail sink (its own process, no file written) receives the receipts; load is the harness's load generator for the service, pgbench for the baselines. Round trips and statements are what the server sent to the database per request while serving it (background: River and the receipts, per request).\n\n")
 	fmt.Fprintf(&b, "| clients | run | per s | PostgreSQL ms | server ms | fake Stripe ms | mail sink ms | load ms | total ms | round trips | statements | background round trips |\n")
@@ -306,6 +379,8 @@ func benchMarkdown(info benchInfo, cfg benchConfig, points []*benchPoint, growth
 		row("select (pgbench)", p.Select.TPS, p.Select.CPU, "–", "–", "–")
 		row("service: GET /healthz", p.Healthz.PerSec(), p.Healthz.CPU, "–", "–", "–")
 		row(fmt.Sprintf("service: Stripe latency %s", cfg.StripeLatency), p.Slow.PerSec(), p.Slow.CPU, f2(p.Slow.RoundTrips), f2(p.Slow.Statements), f2(p.Slow.BackgroundRoundTrips))
+		row("service: trips (book + complete)", p.Trip.PerSec(), p.Trip.CPU, f2(p.Trip.RoundTrips), f2(p.Trip.Statements), f2(p.Trip.BackgroundRoundTrips))
+		row("floor of a trip (pgbench)", p.FloorTrip.TPS, p.FloorTrip.CPU, "–", "–", "–")
 	}
 
 	if cfg.StripeLatency > 0 {
@@ -347,18 +422,11 @@ func benchMarkdown(info benchInfo, cfg benchConfig, points []*benchPoint, growth
 
 	fmt.Fprintf(&b, "\n## Targets\n\n")
 	for _, t := range benchTargets(cfg, points, growth) {
-		verdict := "not judged (the sweep lacks its concurrency)"
-		if t.Judged {
-			verdict = "**missed**"
-			if t.Met {
-				verdict = "met"
-			}
-		}
-		fmt.Fprintf(&b, "- %s — %s: %s\n", t.Name, verdict, t.Got)
+		fmt.Fprintf(&b, "- %s — %s: %s\n", t.Name, verdict(t), t.Got)
 	}
 	var samples []string
 	for _, p := range points {
-		for _, r := range []loadRun{p.New, p.Replay, p.FirstReplay, p.Slow, p.Healthz} {
+		for _, r := range []loadRun{p.New, p.Replay, p.FirstReplay, p.Slow, p.Healthz, p.Trip} {
 			for _, s := range r.ErrorSample {
 				samples = append(samples, fmt.Sprintf("%d clients: %s", p.Clients, s))
 			}
