@@ -270,13 +270,16 @@ func printReconcile(out io.Writer, r *service.ReconcileReport) {
 	for _, m := range r.MissingCharges {
 		fmt.Fprintf(tw, "missing charge\t-\t%s\t-\t-\t-\t%d\n", m.ChargeID, m.RideID)
 	}
+	for _, o := range r.OrphanHolds {
+		fmt.Fprintf(tw, "orphan hold\t%s\t-\t%d\t%s\t%s\t-\n", o.ID, o.AmountCents, o.Created.Format(time.RFC3339), o.Rider)
+	}
 	for _, d := range r.DoubleCharges {
 		fmt.Fprintf(tw, "double charge at %s (ride charged at %s)\t%s\t%s\t-\t-\t-\t%d\n",
 			d.OtherProcessor, d.RecordedProcessor, d.OtherChargeID, d.RecordedChargeID, d.RideID)
 	}
 	_ = tw.Flush()
-	fmt.Fprintf(out, "%d orphan charges, %d orphan refunds, %d missing charges\n",
-		len(r.OrphanCharges), len(r.OrphanRefunds), len(r.MissingCharges))
+	fmt.Fprintf(out, "%d orphan charges, %d orphan refunds, %d missing charges, %d orphan holds\n",
+		len(r.OrphanCharges), len(r.OrphanRefunds), len(r.MissingCharges), len(r.OrphanHolds))
 	if len(r.DoubleCharges) > 0 || len(r.Unlisted) > 0 || len(r.Notified) > 0 {
 		fmt.Fprintf(out, "%d rides charged at two processors; listed: %s; from notifications: %s; not listable (see docs/processors.md): %s\n",
 			len(r.DoubleCharges), strings.Join(r.Processors, ","), strings.Join(r.Notified, ","), strings.Join(r.Unlisted, ","))

@@ -37,7 +37,8 @@ type KeyInfo struct {
 	// Attempts are the processors the request was routed to, in order
 	// (KeyGet only).
 	Attempts []KeyAttempt `json:"attempts,omitempty"`
-	// Ride is the ride a booking's key made, as it is now (KeyGet only).
+	// Ride is the ride a booking's key made, or the ride a completion,
+	// cancellation, balance or refund is about, as it is now (KeyGet only).
 	Ride *KeyRide `json:"ride,omitempty"`
 }
 
@@ -266,9 +267,24 @@ func (s *Service) KeyGet(ctx context.Context, keyID int64) (*KeyInfo, error) {
 	if k.Attempts, err = s.keyAttempts(ctx, k); err != nil {
 		return nil, err
 	}
-	if k.Flow == s.rides.Name {
+	switch k.Flow {
+	case s.rides.Name:
 		if k.Ride, err = s.keyRide(ctx, k.ID); err != nil {
 			return nil, err
+		}
+	case s.completions.Name, s.cancellations.Name, s.balances.Name, s.refunds.Name:
+		// A request about a ride names it in its params.
+		var p struct {
+			RideID int64 `json:"ride_id"`
+		}
+		if json.Unmarshal(k.Params, &p) == nil && p.RideID > 0 {
+			ride, err := s.queries.RideGet(ctx, s.pool, p.RideID)
+			switch {
+			case err == nil:
+				k.Ride = &KeyRide{ID: ride.ID, ChargeStatus: RideChargeStatus(ride.ChargeStatus)}
+			case !isNoRows(err):
+				return nil, internal(err)
+			}
 		}
 	}
 	return k, s.attachCompletions(ctx, []*KeyInfo{k})

@@ -33,8 +33,9 @@ var paymentOps = []string{
 // double_charge is a ride charged at two processors: a charge at one
 // processor under the charge key of a ride recorded as charged at another
 // (the commit that routed the ride was lost, and the request was routed
-// anew while its first processor was down).
-var ReconcileOrphanKinds = []string{"charge", "refund", "missing_charge", "double_charge"}
+// anew while its first processor was down). hold is a trip's hold no ride
+// records (its booking was lost): the orphan pass releases it.
+var ReconcileOrphanKinds = []string{"charge", "refund", "missing_charge", "double_charge", "hold"}
 
 func newOpsMetrics() *opsMetrics {
 	return &opsMetrics{

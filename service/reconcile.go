@@ -100,6 +100,7 @@ func (r *ReconcileReport) Orphans() map[string]int {
 		"refund":         len(r.OrphanRefunds),
 		"missing_charge": len(r.MissingCharges),
 		"double_charge":  len(r.DoubleCharges),
+		"hold":           len(r.OrphanHolds),
 	}
 }
 
