@@ -67,10 +67,13 @@ type chaosPlan struct {
 // get the machine's cores.
 func TestChaosShort(t *testing.T) {
 	runChaos(t, chaosPlan{
-		name:           "short: one pass of each fault",
-		users:          5,
-		clients:        8,
-		maxScenarios:   400,
+		name:    "short: one pass of each fault",
+		users:   5,
+		clients: 8,
+		// Enough scenarios to keep traffic through the processor
+		// outages, which start once the crash lanes (28 points since
+		// the trips' flows) are done.
+		maxScenarios:   800,
 		crashWindow:    15 * time.Second,
 		stripeWindow:   10 * time.Second,
 		pgRestartAfter: 6 * time.Second,
@@ -139,7 +142,9 @@ func runChaos(t *testing.T, plan chaosPlan) {
 	}
 	close(points)
 	var lanes, crashLanes sync.WaitGroup
-	laneErrs := make(chan error, 5)
+	// One error from each crash lane, and from the Stripe, PostgreSQL
+	// and outage lanes.
+	laneErrs := make(chan error, len(sys.serves)+3)
 	for _, s := range sys.serves {
 		crashLanes.Go(func() { laneErrs <- crashLane(ctx, s, points, plan.crashWindow, flog) })
 	}
@@ -243,8 +248,10 @@ func startChaosRun(t *testing.T, ctx context.Context, logs string, db chaosDB, n
 // under a fresh run id.
 func newChaosLoad(sys *chaosSystem, users []*chaosUser, maxScenarios int64, scenarios []chaosScenario) (*chaosStats, *chaosLoad) {
 	stats := &chaosStats{}
+	rider := newChaosRider(sys.bases(), stats)
+	rider.tripBases = sys.tripBases()
 	return stats, &chaosLoad{
-		rider:     newChaosRider(sys.bases(), stats),
+		rider:     rider,
 		users:     users,
 		book:      &chaosBook{},
 		run:       fmt.Sprintf("%08x", rand.Uint32()),
@@ -271,6 +278,11 @@ func settleChaos(ctx context.Context, sys *chaosSystem, limit time.Duration, flo
 	// Every webhook delivered (or given up) first: what it records is
 	// work for the settle.
 	err := sys.webhooksIdle(ctx, within)
+	if err == nil && sys.hooks.adyenNotified(sys) {
+		// Adyen's notifications too: a trip's capture there completes
+		// with its CAPTURE.
+		err = sys.adyenNotificationsIdle(ctx, within-time.Since(start))
+	}
 	if err == nil {
 		err = chaosSettle(ctx, sys, within-time.Since(start))
 	}

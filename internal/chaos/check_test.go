@@ -41,7 +41,7 @@ func chaosSettle(ctx context.Context, sys *chaosSystem, within time.Duration) er
 			WHERE state = 'retryable' AND scheduled_at > now() + interval '5 seconds'`); err != nil {
 			return err
 		}
-		var unfinished, waiting int
+		var unfinished, waiting, ending int
 		var jobs []string
 		err := conn.QueryRow(ctx, `
 			SELECT
@@ -54,14 +54,18 @@ func chaosSettle(ctx context.Context, sys *chaosSystem, within time.Duration) er
 				-- the processor's word (Adyen's CANCELLATION, or the
 				-- payment's AUTHORISATION)
 				(SELECT count(*) FROM rides WHERE charge_status = 'requires_action'),
+				-- a trip being completed or cancelled (at Adyen, a capture
+				-- waits for its CAPTURE notification)
+				(SELECT count(*) FROM rides WHERE charge_status IN ('capturing', 'cancelling')),
 				(SELECT coalesce(array_agg(kind || ' ' || state || '×' || n ORDER BY kind, state), '{}')
 				 FROM (SELECT kind, state::text, count(*) AS n FROM river_job
-				       WHERE kind NOT IN ('key_completer', 'key_reaper', 'events_pass', 'orphan_pass')
+				       WHERE kind NOT IN ('key_completer', 'key_reaper', 'events_pass', 'orphan_pass', 'hold_release')
 				         AND state IN ('available', 'pending', 'running', 'retryable', 'scheduled')
 				       GROUP BY 1, 2) pending)`,
-		).Scan(&unfinished, &waiting, &jobs)
-		if err == nil && unfinished+waiting+len(jobs) > 0 {
-			err = fmt.Errorf("%d keys unfinished, %d rides waiting for their rider; jobs to do: %s", unfinished, waiting, strings.Join(jobs, ", "))
+		).Scan(&unfinished, &waiting, &ending, &jobs)
+		if err == nil && unfinished+waiting+ending+len(jobs) > 0 {
+			err = fmt.Errorf("%d keys unfinished, %d rides waiting for their rider, %d trips capturing or cancelling; jobs to do: %s",
+				unfinished, waiting, ending, strings.Join(jobs, ", "))
 		}
 		if err != nil && time.Since(shown) > 5*time.Second {
 			shown = time.Now()
@@ -130,6 +134,20 @@ type chaosRideRow struct {
 	refundI *string
 	// processor is the processor the ride is routed to.
 	processor string
+	// The trip (trips_checks_test.go): capture (booking or trip), the
+	// hold (amount), the fare and what was captured, the fare above the
+	// hold and its payment, the processor's payment, and whether an
+	// authorized ride's hold is kept past its expiry and a pass of the
+	// release.
+	capture     string
+	amount      int64
+	fare        *int64
+	captured    *int64
+	extra       *int64
+	extraStatus *string
+	extraCharge *string
+	paymentID   *string
+	heldPastDue bool
 }
 
 // chaosState is everything the invariants are checked against, read once
@@ -155,6 +173,7 @@ type chaosState struct {
 
 	records       []*chaosRecord
 	auth          []chaosAuthRide
+	trips         []*chaosTrip
 	malformed     []chaosMalformedResult
 	riders        int
 	riderFailures []string
@@ -187,15 +206,23 @@ func chaosReadState(t *testing.T, ctx context.Context, sys *chaosSystem, load *c
 
 	rows, err = conn.Query(ctx, `
 		SELECT r.id, r.user_id, r.charge_status, r.stripe_charge_id, r.idempotency_key_id,
-		       coalesce(f.status, ''), f.stripe_refund_id, r.processor
-		FROM rides r LEFT JOIN refunds f ON f.ride_id = r.id`)
+		       coalesce(f.status, ''), f.stripe_refund_id, r.processor,
+		       r.capture, r.amount_cents, r.fare_cents, r.captured_cents, r.extra_cents, r.extra_status, r.extra_charge_id, r.payment_id,
+		       coalesce(r.charge_status = 'authorized' AND r.hold_expires_at < now() - $1::interval, false)
+		FROM rides r LEFT JOIN refunds f ON f.ride_id = r.id`, chaosHoldReleaseLate)
 	require.NoError(t, err)
 	for rows.Next() {
 		var r chaosRideRow
-		require.NoError(t, rows.Scan(&r.id, &r.user, &r.status, &r.charge, &r.keyID, &r.refund, &r.refundI, &r.processor))
+		require.NoError(t, rows.Scan(&r.id, &r.user, &r.status, &r.charge, &r.keyID, &r.refund, &r.refundI, &r.processor,
+			&r.capture, &r.amount, &r.fare, &r.captured, &r.extra, &r.extraStatus, &r.extraCharge, &r.paymentID, &r.heldPastDue))
 		s.rides[r.id] = &r
 	}
 	require.NoError(t, rows.Err())
+
+	// The dispatch side's keys are the dispatch account's.
+	var dispatchID int64
+	require.NoError(t, conn.QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM users WHERE role = 'dispatch'`).Scan(&dispatchID))
+	load.dispatch().id = dispatchID
 
 	rows, err = conn.Query(ctx, `SELECT message_id FROM receipts`)
 	require.NoError(t, err)
@@ -240,6 +267,9 @@ func chaosReadState(t *testing.T, ctx context.Context, sys *chaosSystem, load *c
 	load.auth.mu.Lock()
 	s.auth = slices.Clone(load.auth.rides)
 	load.auth.mu.Unlock()
+	load.trips.mu.Lock()
+	s.trips = slices.Clone(load.trips.trips)
+	load.trips.mu.Unlock()
 	s.malformed = slices.Clone(load.book.malformed)
 	s.riders, s.riderFailures = load.book.riders, slices.Clone(load.book.riderFailures)
 	load.book.mu.Unlock()
@@ -268,6 +298,11 @@ var chaosInvariants = []struct {
 	{"one_receipt_per_ride", checkOneReceiptPerRide},
 	{"no_key_locked_past_lease", checkNoKeyLockedPastLease},
 	{"malformed_got_4xx", checkMalformedGot4xx},
+	// Trips (trips_checks_test.go).
+	{"trips_ended_as_told", checkTripsEndedAsTold},
+	{"no_double_capture", checkNoDoubleCapture},
+	{"no_hold_left_open", checkNoHoldLeftOpen},
+	{"fare_captured_once", checkFareCapturedOnce},
 }
 
 // chaosCheckAll runs every invariant against s.
@@ -391,12 +426,17 @@ func checkRidersCreated(s *chaosState) chaosCheck {
 		ok:       len(s.riderFailures) == 0}
 }
 
-// rideCharges returns the charge ids stored on rides.
+// rideCharges returns the charge ids stored on rides: each ride's charge
+// (a trip's hold), and the payment of a trip's fare above its hold (or of
+// its balance).
 func (s *chaosState) rideCharges() map[string]bool {
 	charges := map[string]bool{}
 	for _, r := range s.rides {
 		if r.charge != nil {
 			charges[*r.charge] = true
+		}
+		if r.extraCharge != nil {
+			charges[*r.extraCharge] = true
 		}
 	}
 	return charges
@@ -421,6 +461,15 @@ func checkChargesMatch(s *chaosState) chaosCheck {
 				}
 			}
 		}
+		if (k.flow == "ride.complete" || k.flow == "ride.balance") && k.finished &&
+			(*k.code == http.StatusCreated || *k.code == http.StatusOK || *k.code == http.StatusAccepted) {
+			// A trip's fare above its hold, charged by its completion, or
+			// its balance, paid.
+			var ride service.Ride
+			if json.Unmarshal(k.body, &ride) == nil && ride.ExtraChargeID != nil {
+				keyCharges[*ride.ExtraChargeID] = true
+			}
+		}
 		if k.flow == "ride.create" && k.finished && *k.code == http.StatusCreated {
 			var ride service.Ride
 			if json.Unmarshal(k.body, &ride) == nil && ride.StripeChargeID != nil {
@@ -430,7 +479,7 @@ func checkChargesMatch(s *chaosState) chaosCheck {
 			}
 		}
 	}
-	return chaosCheck{name: "succeeded charges at " + s.processorNames() + " = rides with a charge id = ride keys finished 201 (or 202, charged since)",
+	return chaosCheck{name: "succeeded charges (and holds) at " + s.processorNames() + " = charges rides record = charges their keys answered (bookings 201, or 202 charged since; a trip's fare above its hold)",
 		expected: "the same set", actual: fmt.Sprintf("%d = %d = %d", len(stripeCharges), len(rideCharges), len(keyCharges)),
 		ok: sameSet(stripeCharges, rideCharges) && sameSet(rideCharges, keyCharges)}
 }
@@ -537,7 +586,8 @@ func checkOneRefund201PerRide(s *chaosState) chaosCheck {
 func checkOneReceiptPerRide(s *chaosState) chaosCheck {
 	wantMail := map[string]bool{}
 	for _, r := range s.rides {
-		if r.status == "charged" {
+		// A trip's receipt comes with its completion, none with its hold.
+		if r.status == "charged" || r.status == "completed" {
 			wantMail[service.ReceiptMessageID(service.ReceiptRide, r.id, service.DefaultMailFrom)] = true
 		}
 		if r.refund == "refunded" {
@@ -553,7 +603,7 @@ func checkOneReceiptPerRide(s *chaosState) chaosCheck {
 	for id := range s.receipts {
 		recorded[id] = true
 	}
-	return chaosCheck{name: "one receipt (Message-ID) per charged and per refunded ride, each recorded once",
+	return chaosCheck{name: "one receipt (Message-ID) per charged (or completed) and per refunded ride, each recorded once",
 		expected: fmt.Sprintf("%d receipts", len(wantMail)),
 		actual:   fmt.Sprintf("%d Message-IDs at the sink (%d copies), %d recorded", len(gotMail), copies, len(recorded)),
 		ok:       sameSet(wantMail, gotMail) && sameSet(wantMail, recorded)}
@@ -609,6 +659,7 @@ func (s *chaosState) notes() []string {
 	abandoned, _, byCompleter := s.abandonedKeys()
 	return []string{
 		s.authNote(),
+		s.tripsNote(),
 		fmt.Sprintf("Stripe requests hit by a fault (op kind status×n; status 0: no answer): %s", strings.Join(parts, ", ")),
 		fmt.Sprintf("outcome: %d keys, %d rides (%d charged), %d refunds, %d receipts, %d Stripe requests, "+
 			"%d keys abandoned by their clients (%d finished through the completer)",

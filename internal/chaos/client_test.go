@@ -33,8 +33,10 @@ const (
 // balancer without health checks.
 type chaosRider struct {
 	bases []string
-	http  *http.Client
-	stats *chaosStats
+	// tripBases are the instances that book trips (trips_test.go).
+	tripBases []string
+	http      *http.Client
+	stats     *chaosStats
 }
 
 func newChaosRider(bases []string, stats *chaosStats) *chaosRider {
@@ -52,6 +54,9 @@ type chaosRequest struct {
 	key    string // Idempotency-Key; empty: none
 	body   []byte
 	ctype  string // Content-Type; default application/json when body is set
+	// via says which instances take it: "" the booking ones, viaTrip
+	// the ones that book trips, viaAny every one (trips_test.go).
+	via string
 }
 
 // chaosAnswer is the last answer of a logical request.
@@ -71,7 +76,14 @@ type chaosAnswer struct {
 func (r *chaosRider) do(ctx context.Context, req chaosRequest, timeout time.Duration) (status int, body []byte, hdr http.Header) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	base := r.bases[rand.IntN(len(r.bases))]
+	bases := r.bases
+	switch {
+	case req.via == viaTrip && len(r.tripBases) > 0:
+		bases = r.tripBases
+	case req.via == viaAny:
+		bases = append(slices.Clone(r.bases), r.tripBases...)
+	}
+	base := bases[rand.IntN(len(bases))]
 	hr, err := http.NewRequestWithContext(ctx, req.method, base+req.path, bytes.NewReader(req.body))
 	if err != nil {
 		panic(err) // a bug in the harness

@@ -13,7 +13,10 @@
 // Stripe's ledger and the mail sink, and checks that every request
 // happened exactly once: each invariant is a function of its own
 // (chaosInvariants), and both the report's table and the test's subtests
-// (TestChaosShort/keys_finished, …) name the check.
+// (TestChaosShort/keys_finished, …) name the check. The main run also
+// runs whole trips (a third serve instance books with CAPTURE=trip):
+// completed, cancelled and expired under the same faults
+// (trips_test.go, trips_checks_test.go).
 //
 //   - TestChaosShort: one pass of each fault, in turn (part of go tool task
 //     test, about 90 s).

@@ -23,6 +23,10 @@ var chaosCrashPoints = func() []string {
 	for _, f := range []struct{ flow, mid string }{
 		{"ride.create", "ride_created"},
 		{"ride.refund", "refund_created"},
+		// Trips (trips_test.go): the capture of a completion, the
+		// release of a cancellation.
+		{"ride.complete", "capture_requested"},
+		{"ride.cancel", "release_requested"},
 	} {
 		points = append(points,
 			f.flow+":started:before_commit",

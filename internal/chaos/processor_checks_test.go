@@ -34,7 +34,9 @@ func (s *chaosState) processorCharges() map[string]procCharge {
 	}
 	if s.adyen != nil {
 		for _, p := range s.adyen.Payments {
-			if p.ResultCode == "Authorised" {
+			// A trip's hold took the money too until it was released
+			// (Cancelled): its ride records it.
+			if p.ResultCode == "Authorised" || (p.ResultCode == "Cancelled" && p.ManualCapture && p.ChallengeID == "") {
 				out[p.PSPReference] = procCharge{processor: procAdyen, key: p.Metadata["ar_key"]}
 			}
 		}

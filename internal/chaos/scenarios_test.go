@@ -92,6 +92,12 @@ type chaosLoad struct {
 	// auth records the rides that waited for their rider
 	// (authentication_test.go).
 	auth chaosAuthBook
+	// trips records the trips and how their clients ended them
+	// (trips_test.go).
+	trips chaosTripBook
+	// dispatchUser owns the dispatch side's keys (trips_test.go).
+	dispatchOnce sync.Once
+	dispatchUser *chaosUser
 }
 
 // chaosScenario is one kind of client behaviour and its weight in the mix.
@@ -112,6 +118,7 @@ var chaosScenarios = []chaosScenario{
 	{"malformed request", 8, (*chaosLoad).malformed},
 	{"new rider, booking at once", 4, (*chaosLoad).newRider},
 	{"new rider whose bank asks for authentication (3-D Secure)", 6, (*chaosLoad).authenticatedBooking},
+	{chaosTripScenario, 16, (*chaosLoad).trip},
 }
 
 // work runs scenarios until stop is closed or the plan's number of

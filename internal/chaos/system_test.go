@@ -21,6 +21,7 @@ import (
 	"github.com/atomicrides/atomicrides/internal/failpoint"
 	"github.com/atomicrides/atomicrides/internal/fake/mailsink"
 	"github.com/atomicrides/atomicrides/internal/pgenv"
+	"github.com/atomicrides/atomicrides/service"
 )
 
 // Settings of the system under chaos: short enough that leases expire,
@@ -140,6 +141,14 @@ func startChaosSystem(t *testing.T, ctx context.Context, logDir string, db chaos
 
 	for _, name := range []string{"serve-a", "serve-b"} {
 		s := &chaosServe{sys: sys, name: name, addr: binrun.FreeAddr(t)}
+		sys.serves = append(sys.serves, s)
+		t.Cleanup(s.stop)
+	}
+	if procs && db == chaosDBSingle {
+		// The main run's trips (trips_test.go): a third instance books
+		// with CAPTURE=trip; the trips' completions and cancellations go to
+		// every instance.
+		s := &chaosServe{sys: sys, name: "serve-t", addr: binrun.FreeAddr(t), capture: service.CaptureTrip}
 		sys.serves = append(sys.serves, s)
 		t.Cleanup(s.stop)
 	}
@@ -273,6 +282,10 @@ func (sys *chaosSystem) env() []string {
 		"LEASE="+chaosLease.String(),
 		"SMTP_URL="+sys.smtpURL,
 		"COMPLETER_INTERVAL=1s",
+		// Trips (trips_test.go): the dispatch side's token, and holds
+		// released within the run.
+		"DISPATCH_TOKEN="+chaosDispatchToken,
+		"HOLD_EXPIRY="+chaosHoldExpiry.String(),
 		"ACTION_DEADLINE="+chaosActionDeadline,
 		"COMPLETER_IDLE="+chaosCompleterIdle.String(),
 		"JOB_TIMEOUT="+chaosJobTimeout.String(),
@@ -283,12 +296,27 @@ func (sys *chaosSystem) env() []string {
 	), sys.hooks.env()...) // webhooks_test.go
 }
 
-// bases returns the base URLs of the serve instances, as a load balancer
-// without health checks would know them.
+// bases returns the base URLs of the serve instances that book with the
+// default capture (CAPTURE=booking), as a load balancer without health
+// checks would know them.
 func (sys *chaosSystem) bases() []string {
-	out := make([]string, len(sys.serves))
-	for i, s := range sys.serves {
-		out[i] = "http://" + s.addr
+	var out []string
+	for _, s := range sys.serves {
+		if s.capture == "" {
+			out = append(out, "http://"+s.addr)
+		}
+	}
+	return out
+}
+
+// tripBases returns the base URLs of the instances that book trips
+// (CAPTURE=trip): none when the run has no trips.
+func (sys *chaosSystem) tripBases() []string {
+	var out []string
+	for _, s := range sys.serves {
+		if s.capture == service.CaptureTrip {
+			out = append(out, "http://"+s.addr)
+		}
 	}
 	return out
 }
@@ -299,6 +327,8 @@ type chaosServe struct {
 	sys  *chaosSystem
 	name string
 	addr string
+	// capture is the instance's CAPTURE: "" (booking) or trip.
+	capture service.Capture
 
 	mu      sync.Mutex
 	proc    *binrun.Process // the current process; nil before the first start
@@ -332,6 +362,9 @@ func (s *chaosServe) startOnce(ctx context.Context, spec string) error {
 	s.starts++
 	logPath := filepath.Join(s.sys.logDir, fmt.Sprintf("%s.%02d.log", s.name, s.starts))
 	env := append(s.sys.env(), "ADDR="+s.addr)
+	if s.capture != "" {
+		env = append(env, "CAPTURE="+string(s.capture))
+	}
 	if spec != "" {
 		env = append(env, failpoint.EnvVar+"="+spec)
 	}
@@ -453,7 +486,22 @@ type chaosLedger struct {
 		Status   string            `json:"status"`
 		Metadata map[string]string `json:"metadata"`
 		Refunded bool              `json:"refunded"` // webhooks_test.go
+		// Amount and Uncaptured: trips_checks_test.go.
+		Amount     int64 `json:"amount"`
+		Uncaptured bool  `json:"uncaptured"`
 	} `json:"charges"`
+	// PaymentIntents: the trips' holds (capture_method manual) and what
+	// was captured of them (trips_checks_test.go).
+	PaymentIntents []struct {
+		ID               string            `json:"id"`
+		Amount           int64             `json:"amount"`
+		AmountCapturable int64             `json:"amount_capturable"`
+		AmountReceived   int64             `json:"amount_received"`
+		Status           string            `json:"status"`
+		CaptureMethod    string            `json:"capture_method"`
+		LatestCharge     string            `json:"latest_charge"`
+		Metadata         map[string]string `json:"metadata"`
+	} `json:"payment_intents"`
 	Refunds []struct {
 		ID     string `json:"id"`
 		Charge string `json:"charge"`

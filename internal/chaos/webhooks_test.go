@@ -83,10 +83,12 @@ func (h *chaosWebhooks) shortWindow() bool { return h.db == chaosDBRestore }
 // adyenNotified reports whether the run delivers Adyen's notifications:
 // the restore runs, where they are the only way the service learns of the
 // Adyen payments and refunds the lost commits held (resent after the
-// restore). Their delivery under crashes is tested in jobs
+// restore), and the main run, whose trips at Adyen complete only with
+// their CAPTURE notification (trips_test.go). Their delivery under
+// crashes is tested in jobs too
 // (TestAdyenNotificationsDuplicatedAndReorderedAppliedOnce).
 func (h *chaosWebhooks) adyenNotified(sys *chaosSystem) bool {
-	return sys.adyen != "" && h.shortWindow()
+	return sys.adyen != "" && (h.shortWindow() || h.db == chaosDBSingle)
 }
 
 // stripeArgs are the fake Stripe's extra arguments.
@@ -234,7 +236,9 @@ func dashboardLane(ctx context.Context, sys *chaosSystem, interval time.Duration
 		}
 		var candidates []string
 		for _, c := range l.Charges {
-			if c.Status == "succeeded" && !c.Refunded && !disputed[c.ID] && c.Metadata["ar_ns"] != "" {
+			// Rides' charges: not the payment of a trip's fare above its
+			// hold, nor of its balance, which no ride names as its charge.
+			if c.Status == "succeeded" && !c.Refunded && !disputed[c.ID] && c.Metadata["ar_ns"] != "" && !tripExtraKey(c.Metadata["ar_key"]) {
 				candidates = append(candidates, c.ID)
 			}
 		}

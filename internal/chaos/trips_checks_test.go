@@ -1,0 +1,346 @@
+package chaos
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// The trips' invariants, at the database and at both fakes' ledgers.
+
+// tripRides returns the rides booked as trips.
+func (s *chaosState) tripRides() []*chaosRideRow {
+	var out []*chaosRideRow
+	for _, r := range s.rides {
+		if r.capture == "trip" {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// chaosHold is a hold at a processor's ledger: a Stripe PaymentIntent with
+// capture_method manual, or an Adyen manual-capture payment.
+type chaosHold struct {
+	processor string
+	id        string // the PaymentIntent, or the pspReference
+	amount    int64
+	captured  int64 // what was captured of it
+	captures  int   // successful captures of it (Adyen's modifications; at Stripe, 1 once captured)
+	released  bool  // cancelled: the hold released
+	open      bool  // still held: neither captured nor released
+}
+
+// holds returns every hold at both fakes, by payment id.
+func (s *chaosState) holds() map[string]*chaosHold {
+	out := map[string]*chaosHold{}
+	for _, pi := range s.ledger.PaymentIntents {
+		if pi.CaptureMethod != "manual" {
+			continue
+		}
+		h := &chaosHold{processor: procStripe, id: pi.ID, amount: pi.Amount, captured: pi.AmountReceived,
+			released: pi.Status == "canceled", open: pi.Status == "requires_capture"}
+		if pi.Status == "succeeded" {
+			h.captures = 1
+		}
+		out[pi.ID] = h
+	}
+	if s.adyen != nil {
+		captures := map[string]int{}
+		for _, m := range s.adyen.Modifications {
+			if m.Kind == "capture" && m.Success {
+				captures[m.PaymentPSPReference]++
+			}
+		}
+		for _, p := range s.adyen.Payments {
+			if !p.ManualCapture {
+				continue
+			}
+			out[p.PSPReference] = &chaosHold{processor: procAdyen, id: p.PSPReference, amount: p.AmountValue,
+				captured: p.CapturedValue, captures: captures[p.PSPReference], released: p.ResultCode == "Cancelled",
+				open: p.ResultCode == "Authorised" && p.CapturedValue == 0}
+		}
+	}
+	return out
+}
+
+// extraPayment is a payment at a fake of a trip's fare above its hold, or
+// of its balance.
+type extraPayment struct {
+	amount   int64
+	refunded bool
+}
+
+// extraPayments returns the payments that took money under a trip's
+// extra or balance key, at both fakes, by id.
+func (s *chaosState) extraPayments() map[string]extraPayment {
+	refunded := map[string]bool{}
+	for _, r := range s.processorRefunds() {
+		refunded[r.charge] = true
+	}
+	out := map[string]extraPayment{}
+	for _, c := range s.ledger.Charges {
+		if c.Status == "succeeded" && tripExtraKey(c.Metadata["ar_key"]) {
+			out[c.ID] = extraPayment{amount: c.Amount, refunded: refunded[c.ID]}
+		}
+	}
+	if s.adyen != nil {
+		for _, p := range s.adyen.Payments {
+			if p.ResultCode == "Authorised" && tripExtraKey(p.Metadata["ar_key"]) {
+				out[p.PSPReference] = extraPayment{amount: p.AmountValue, refunded: refunded[p.PSPReference]}
+			}
+		}
+	}
+	return out
+}
+
+// checkTripsEndedAsTold: every trip ended as its clients were told, and
+// none is left between two states: a completion answered 201, 200 or 202
+// is a ride completed with that fare, a cancellation answered 201 or 200 a
+// ride cancelled, a trip nobody ended a ride expired (or still authorized
+// while its hold is not due); no ride capturing or cancelling once
+// settled.
+func checkTripsEndedAsTold(s *chaosState) chaosCheck {
+	wrong := 0
+	var first []string
+	for _, t := range s.trips {
+		r := s.rides[t.rideID]
+		status := "missing"
+		if r != nil {
+			status = r.status
+		}
+		ok := true
+		switch {
+		case t.did == tripCompleted && t.answered:
+			ok = status == "completed" && r.fare != nil && *r.fare == t.fare
+		case t.did == tripCancelled && t.answered:
+			ok = status == "cancelled"
+		case t.did == tripLeft:
+			ok = status == "expired" || (status == "authorized" && !r.heldPastDue)
+		default:
+			// An end never answered definitively (the client gave up):
+			// any end of the trip, but an end.
+			ok = status != "missing" && status != "capturing" && status != "cancelling"
+		}
+		if !ok {
+			wrong++
+			if len(first) < 3 {
+				first = append(first, fmt.Sprintf("ride %d %s, %s (fare %d, answered %d)", t.rideID, status, t.did, t.fare, t.status))
+			}
+		}
+	}
+	between := 0
+	for _, r := range s.tripRides() {
+		if r.status == "capturing" || r.status == "cancelling" {
+			between++
+		}
+	}
+	actual := fmt.Sprintf("%d of %d as told, %d capturing or cancelling", len(s.trips)-wrong, len(s.trips), between)
+	if len(first) > 0 {
+		actual += " (" + strings.Join(first, "; ") + ")"
+	}
+	return chaosCheck{name: "every trip ended as its clients were told (completed with its fare, cancelled, or expired when nobody ended it); none left capturing or cancelling",
+		expected: fmt.Sprintf("%d as told, 0", len(s.trips)), actual: actual, ok: wrong == 0 && between == 0}
+}
+
+// checkNoDoubleCapture: no hold captured twice, at either fake: at most
+// one successful capture modification per Adyen payment, and no Stripe
+// PaymentIntent received more than its hold; a hold is captured only for a
+// ride completed (or whose ride the restore lost).
+func checkNoDoubleCapture(s *chaosState) chaosCheck {
+	byPayment := map[string]*chaosRideRow{}
+	for _, r := range s.tripRides() {
+		if r.paymentID != nil {
+			byPayment[*r.paymentID] = r
+		}
+	}
+	twice, over, stray, captured := 0, 0, 0, 0
+	for id, h := range s.holds() {
+		if h.captures > 1 {
+			twice++
+			s.t.Logf("hold %s at %s captured %d times", id, h.processor, h.captures)
+		}
+		if h.captured > h.amount {
+			over++
+		}
+		if h.captured > 0 {
+			captured++
+			if r := byPayment[id]; r != nil && r.status != "completed" {
+				stray++
+				s.t.Logf("hold %s at %s captured %d, its ride %d is %s", id, h.processor, h.captured, r.id, r.status)
+			}
+		}
+	}
+	return chaosCheck{name: "no hold captured twice (Adyen: one capture per payment; Stripe: never more than the hold), and only for a completed ride",
+		expected: "0 twice, 0 over, 0 captured for a ride not completed",
+		actual:   fmt.Sprintf("%d twice, %d over, %d captured for a ride not completed (%d holds captured)", twice, over, stray, captured),
+		ok:       twice == 0 && over == 0 && stray == 0}
+}
+
+// checkNoHoldLeftOpen: every cancelled or expired trip's hold is released
+// at its processor; every hold still open at a fake is the hold of a ride
+// still authorized, and not past its expiry (plus a pass of hold_release);
+// a hold whose ride does not exist (lost with a restore) is released too
+// (the orphan pass's policy), never left open.
+func checkNoHoldLeftOpen(s *chaosState) chaosCheck {
+	holds := s.holds()
+	notReleased, pastDue, openWrong, lostOpen, lostReleased, stillHeld := 0, 0, 0, 0, 0, 0
+	byPayment := map[string]*chaosRideRow{}
+	for _, r := range s.tripRides() {
+		if r.paymentID != nil {
+			byPayment[*r.paymentID] = r
+		}
+		if r.heldPastDue {
+			pastDue++
+		}
+		if (r.status == "cancelled" || r.status == "expired") && r.charge != nil && r.paymentID != nil {
+			if h := holds[*r.paymentID]; h == nil || !h.released {
+				notReleased++
+				s.t.Logf("ride %d %s: its hold %s is not released (%+v)", r.id, r.status, *r.paymentID, h)
+			}
+		}
+	}
+	for id, h := range holds {
+		r := byPayment[id]
+		switch {
+		case r == nil && h.open:
+			lostOpen++
+			s.t.Logf("hold %s at %s is open and no ride records it", id, h.processor)
+		case r == nil && h.released:
+			lostReleased++
+		case h.open && r.status != "authorized":
+			openWrong++
+			s.t.Logf("hold %s at %s is open, its ride %d is %s", id, h.processor, r.id, r.status)
+		case h.open:
+			stillHeld++
+		}
+	}
+	return chaosCheck{name: "no hold left open: cancelled and expired trips released at their processor; open holds only of rides authorized and not past due; holds of lost rides released",
+		expected: "0 not released, 0 past due, 0 open for an ended ride, 0 open for a lost ride",
+		actual: fmt.Sprintf("%d not released, %d past due, %d open for an ended ride, %d open for a lost ride (%d released; %d held, not due)",
+			notReleased, pastDue, openWrong, lostOpen, lostReleased, stillHeld),
+		ok: notReleased == 0 && pastDue == 0 && openWrong == 0 && lostOpen == 0}
+}
+
+// checkFareCapturedOnce: every completed trip captured exactly min(fare,
+// hold), as recorded on the ride and at its processor; a fare above the
+// hold has exactly one payment of fare − hold (extra_status charged or
+// paid), or a balance due recorded on the ride; a fare within the hold has
+// none. Every extra payment at a fake is one a ride records (or was
+// refunded, its ride lost).
+func checkFareCapturedOnce(s *chaosState) chaosCheck {
+	holds, extras := s.holds(), s.extraPayments()
+	completed, wrongCapture, wrongExtra := 0, 0, 0
+	recorded := map[string]bool{}
+	for _, r := range s.tripRides() {
+		if r.extraCharge != nil {
+			recorded[*r.extraCharge] = true
+		}
+		if r.status != "completed" {
+			continue
+		}
+		completed++
+		want := min(deref(r.fare), r.amount)
+		var h *chaosHold
+		if r.paymentID != nil {
+			h = holds[*r.paymentID]
+		}
+		if r.fare == nil || r.captured == nil || *r.captured != want || h == nil || h.captured != want {
+			wrongCapture++
+			s.t.Logf("ride %d: fare %v, hold %d, captured %v, at the processor %+v", r.id, r.fare, r.amount, r.captured, h)
+		}
+		extra, status := deref(r.fare)-r.amount, derefString(r.extraStatus)
+		ok := true
+		switch {
+		case extra <= 0:
+			ok = status == "none" && r.extraCharge == nil
+		case status == "charged" || status == "paid":
+			p, found := extras[derefString(r.extraCharge)]
+			ok = found && p.amount == extra && deref(r.extra) == extra
+		case status == "due":
+			ok = deref(r.extra) == extra
+		default:
+			ok = false
+		}
+		if !ok {
+			wrongExtra++
+			s.t.Logf("ride %d: fare %v above hold %d: extra %v %s %v", r.id, r.fare, r.amount, r.extra, status, r.extraCharge)
+		}
+	}
+	unrecorded := 0
+	for id, p := range extras {
+		if !recorded[id] && !p.refunded {
+			unrecorded++
+			s.t.Logf("extra payment %s (%d) recorded by no ride", id, p.amount)
+		}
+	}
+	return chaosCheck{name: "every completed trip captured min(fare, hold) once, at its processor too; a fare above the hold one payment of the rest (or a balance due); no other such payment",
+		expected: fmt.Sprintf("%d of %d captured right; 0 extras wrong; 0 unrecorded", completed, completed),
+		actual:   fmt.Sprintf("%d of %d captured right; %d extras wrong; %d unrecorded", completed-wrongCapture, completed, wrongExtra, unrecorded),
+		ok:       wrongCapture == 0 && wrongExtra == 0 && unrecorded == 0}
+}
+
+// tripsNote is the report's line on the trips.
+func (s *chaosState) tripsNote() string {
+	ended, by := map[string]int{}, map[string]int{}
+	fares := map[string]int{}
+	balances, paid := 0, 0
+	for _, t := range s.trips {
+		by[t.did]++
+		if t.did == tripCancelled {
+			by["cancelled by "+t.by]++
+		}
+		if t.did == tripCompleted {
+			switch {
+			case t.fare < t.hold:
+				fares["below"]++
+			case t.fare == t.hold:
+				fares["at"]++
+			default:
+				fares["above"]++
+			}
+		}
+		if t.balance {
+			balances++
+			if t.balanceStatus == http.StatusCreated || t.balanceStatus == http.StatusOK {
+				paid++
+			}
+		}
+	}
+	extraCharged, due := 0, 0
+	for _, r := range s.tripRides() {
+		ended[r.status]++
+		switch derefString(r.extraStatus) {
+		case "charged", "paid":
+			extraCharged++
+		case "due":
+			due++
+		}
+	}
+	captures, captured := map[string]int{}, 0
+	for _, h := range s.holds() {
+		if h.captured > 0 {
+			captured++
+			captures[h.processor]++
+		}
+	}
+	return fmt.Sprintf("trips: %d booked as trips by their clients (%d completed: %d below the hold, %d at it, %d above; %d cancelled: %d by the rider, %d by dispatch; %d left to expire); "+
+		"rides: %d completed, %d cancelled, %d expired, %d still authorized; captures %d (stripe %d, adyen %d); extra payments %d; balances due %d (%d left by a completion, %d paid)",
+		len(s.trips), by[tripCompleted], fares["below"], fares["at"], fares["above"], by[tripCancelled], by["cancelled by rider"], by["cancelled by dispatch"], by[tripLeft],
+		ended["completed"], ended["cancelled"], ended["expired"], ended["authorized"], captured, captures[procStripe], captures[procAdyen],
+		extraCharged, due, balances, paid)
+}
+
+func deref(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+func derefString(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
