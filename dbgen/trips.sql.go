@@ -7,6 +7,8 @@ package dbgen
 
 import (
 	"context"
+	"encoding/json"
+	"net/netip"
 	"time"
 )
 
@@ -500,76 +502,182 @@ func (q *Queries) RideCompletionRecognised(ctx context.Context, db DBTX, arg Rid
 	return &i, err
 }
 
-const rideCompletionStart = `-- name: RideCompletionStart :one
-UPDATE rides
-SET charge_status = 'capturing', fare_cents = $1::bigint, completion_key_id = $2::bigint,
-    completion_requested_at = now(), extra_cents = $3
-WHERE id = $4 AND charge_status = 'authorized'
-RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id
+const rideCompletionSettle = `-- name: RideCompletionSettle :one
+WITH ride AS (
+    UPDATE rides
+    SET captured_cents = $1::bigint, capture_id = $2::text,
+        extra_status = $3::text, extra_charge_id = $4,
+        extra_failure_code = $5,
+        charge_status = 'completed', completed_at = now()
+    WHERE rides.id = $6 AND rides.charge_status = 'capturing' AND rides.captured_cents IS NULL
+      AND rides.capture_id IS NULL AND rides.extra_status IS NULL
+    RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id
+), audit AS (
+    INSERT INTO audit_records (action, data, resource_id, resource_type, user_id)
+    SELECT 'ride.completed', $7, ride.id, 'ride', ride.user_id FROM ride
+)
+SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, rides.payment_source, rides.payment_api, rides.payment_id, rides.charge_key, rides.action_url, rides.action_client_secret, rides.action_expires_at, rides.action_decided_at, rides.capture, rides.hold_expires_at, rides.fare_cents, rides.completion_key_id, rides.completion_requested_at, rides.captured_cents, rides.capture_id, rides.capture_failure, rides.completed_at, rides.extra_cents, rides.extra_status, rides.extra_charge_id, rides.extra_failure_code, rides.balance_attempt, rides.release_reason, rides.released_at, rides.cancel_key_id FROM ride AS rides
 `
 
-type RideCompletionStartParams struct {
+type RideCompletionSettleParams struct {
+	CapturedCents    int64
+	CaptureID        string
+	ExtraStatus      string
+	ExtraChargeID    *string
+	ExtraFailureCode *string
+	ID               int64
+	AuditData        json.RawMessage
+}
+
+type RideCompletionSettleRow struct {
+	Ride Ride
+}
+
+// A capturing ride whose capture and fare above the hold were both decided
+// by one call (the capture made at once): captured, the extra recorded and
+// completed, with its audit record, in one statement. No row: another
+// path recorded part of it first (the general path then records the rest).
+func (q *Queries) RideCompletionSettle(ctx context.Context, db DBTX, arg RideCompletionSettleParams) (*RideCompletionSettleRow, error) {
+	row := db.QueryRow(ctx, rideCompletionSettle,
+		arg.CapturedCents,
+		arg.CaptureID,
+		arg.ExtraStatus,
+		arg.ExtraChargeID,
+		arg.ExtraFailureCode,
+		arg.ID,
+		arg.AuditData,
+	)
+	var i RideCompletionSettleRow
+	err := row.Scan(
+		&i.Ride.ID,
+		&i.Ride.CreatedAt,
+		&i.Ride.IdempotencyKeyID,
+		&i.Ride.OriginLat,
+		&i.Ride.OriginLon,
+		&i.Ride.TargetLat,
+		&i.Ride.TargetLon,
+		&i.Ride.ChargeStatus,
+		&i.Ride.StripeChargeID,
+		&i.Ride.AmountCents,
+		&i.Ride.Currency,
+		&i.Ride.UserID,
+		&i.Ride.DeclineCode,
+		&i.Ride.DeclineMessage,
+		&i.Ride.Processor,
+		&i.Ride.ChargeAttempt,
+		&i.Ride.DisputeStatus,
+		&i.Ride.StripeDisputeID,
+		&i.Ride.PaymentSource,
+		&i.Ride.PaymentAPI,
+		&i.Ride.PaymentID,
+		&i.Ride.ChargeKey,
+		&i.Ride.ActionURL,
+		&i.Ride.ActionClientSecret,
+		&i.Ride.ActionExpiresAt,
+		&i.Ride.ActionDecidedAt,
+		&i.Ride.Capture,
+		&i.Ride.HoldExpiresAt,
+		&i.Ride.FareCents,
+		&i.Ride.CompletionKeyID,
+		&i.Ride.CompletionRequestedAt,
+		&i.Ride.CapturedCents,
+		&i.Ride.CaptureID,
+		&i.Ride.CaptureFailure,
+		&i.Ride.CompletedAt,
+		&i.Ride.ExtraCents,
+		&i.Ride.ExtraStatus,
+		&i.Ride.ExtraChargeID,
+		&i.Ride.ExtraFailureCode,
+		&i.Ride.BalanceAttempt,
+		&i.Ride.ReleaseReason,
+		&i.Ride.ReleasedAt,
+		&i.Ride.CancelKeyID,
+	)
+	return &i, err
+}
+
+const rideCompletionStartAudited = `-- name: RideCompletionStartAudited :one
+WITH ride AS (
+    UPDATE rides
+    SET charge_status = 'capturing', fare_cents = $1::bigint, completion_key_id = $2::bigint,
+        completion_requested_at = now(), extra_cents = $3
+    WHERE rides.id = $4 AND rides.charge_status = 'authorized'
+    RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id
+), audit AS (
+    INSERT INTO audit_records (action, data, origin_ip, resource_id, resource_type, user_id)
+    SELECT 'ride.completion_requested', $5, $6, ride.id, 'ride', ride.user_id FROM ride
+)
+SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, rides.payment_source, rides.payment_api, rides.payment_id, rides.charge_key, rides.action_url, rides.action_client_secret, rides.action_expires_at, rides.action_decided_at, rides.capture, rides.hold_expires_at, rides.fare_cents, rides.completion_key_id, rides.completion_requested_at, rides.captured_cents, rides.capture_id, rides.capture_failure, rides.completed_at, rides.extra_cents, rides.extra_status, rides.extra_charge_id, rides.extra_failure_code, rides.balance_attempt, rides.release_reason, rides.released_at, rides.cancel_key_id FROM ride AS rides
+`
+
+type RideCompletionStartAuditedParams struct {
 	FareCents       int64
 	CompletionKeyID int64
 	ExtraCents      *int64
 	ID              int64
+	AuditData       json.RawMessage
+	OriginIP        *netip.Addr
 }
 
-// The dispatch side completed the trip with its fare: the ride waits at
-// capturing for the processor's capture (and the payment of any fare above
-// the hold).
-func (q *Queries) RideCompletionStart(ctx context.Context, db DBTX, arg RideCompletionStartParams) (*Ride, error) {
-	row := db.QueryRow(ctx, rideCompletionStart,
+type RideCompletionStartAuditedRow struct {
+	Ride Ride
+}
+
+// RideCompletionStart and its audit record in one statement.
+func (q *Queries) RideCompletionStartAudited(ctx context.Context, db DBTX, arg RideCompletionStartAuditedParams) (*RideCompletionStartAuditedRow, error) {
+	row := db.QueryRow(ctx, rideCompletionStartAudited,
 		arg.FareCents,
 		arg.CompletionKeyID,
 		arg.ExtraCents,
 		arg.ID,
+		arg.AuditData,
+		arg.OriginIP,
 	)
-	var i Ride
+	var i RideCompletionStartAuditedRow
 	err := row.Scan(
-		&i.ID,
-		&i.CreatedAt,
-		&i.IdempotencyKeyID,
-		&i.OriginLat,
-		&i.OriginLon,
-		&i.TargetLat,
-		&i.TargetLon,
-		&i.ChargeStatus,
-		&i.StripeChargeID,
-		&i.AmountCents,
-		&i.Currency,
-		&i.UserID,
-		&i.DeclineCode,
-		&i.DeclineMessage,
-		&i.Processor,
-		&i.ChargeAttempt,
-		&i.DisputeStatus,
-		&i.StripeDisputeID,
-		&i.PaymentSource,
-		&i.PaymentAPI,
-		&i.PaymentID,
-		&i.ChargeKey,
-		&i.ActionURL,
-		&i.ActionClientSecret,
-		&i.ActionExpiresAt,
-		&i.ActionDecidedAt,
-		&i.Capture,
-		&i.HoldExpiresAt,
-		&i.FareCents,
-		&i.CompletionKeyID,
-		&i.CompletionRequestedAt,
-		&i.CapturedCents,
-		&i.CaptureID,
-		&i.CaptureFailure,
-		&i.CompletedAt,
-		&i.ExtraCents,
-		&i.ExtraStatus,
-		&i.ExtraChargeID,
-		&i.ExtraFailureCode,
-		&i.BalanceAttempt,
-		&i.ReleaseReason,
-		&i.ReleasedAt,
-		&i.CancelKeyID,
+		&i.Ride.ID,
+		&i.Ride.CreatedAt,
+		&i.Ride.IdempotencyKeyID,
+		&i.Ride.OriginLat,
+		&i.Ride.OriginLon,
+		&i.Ride.TargetLat,
+		&i.Ride.TargetLon,
+		&i.Ride.ChargeStatus,
+		&i.Ride.StripeChargeID,
+		&i.Ride.AmountCents,
+		&i.Ride.Currency,
+		&i.Ride.UserID,
+		&i.Ride.DeclineCode,
+		&i.Ride.DeclineMessage,
+		&i.Ride.Processor,
+		&i.Ride.ChargeAttempt,
+		&i.Ride.DisputeStatus,
+		&i.Ride.StripeDisputeID,
+		&i.Ride.PaymentSource,
+		&i.Ride.PaymentAPI,
+		&i.Ride.PaymentID,
+		&i.Ride.ChargeKey,
+		&i.Ride.ActionURL,
+		&i.Ride.ActionClientSecret,
+		&i.Ride.ActionExpiresAt,
+		&i.Ride.ActionDecidedAt,
+		&i.Ride.Capture,
+		&i.Ride.HoldExpiresAt,
+		&i.Ride.FareCents,
+		&i.Ride.CompletionKeyID,
+		&i.Ride.CompletionRequestedAt,
+		&i.Ride.CapturedCents,
+		&i.Ride.CaptureID,
+		&i.Ride.CaptureFailure,
+		&i.Ride.CompletedAt,
+		&i.Ride.ExtraCents,
+		&i.Ride.ExtraStatus,
+		&i.Ride.ExtraChargeID,
+		&i.Ride.ExtraFailureCode,
+		&i.Ride.BalanceAttempt,
+		&i.Ride.ReleaseReason,
+		&i.Ride.ReleasedAt,
+		&i.Ride.CancelKeyID,
 	)
 	return &i, err
 }
@@ -890,6 +998,77 @@ func (q *Queries) RideLock(ctx context.Context, db DBTX, id int64) (*Ride, error
 		&i.ReleaseReason,
 		&i.ReleasedAt,
 		&i.CancelKeyID,
+	)
+	return &i, err
+}
+
+const rideLockWithRider = `-- name: RideLockWithRider :one
+SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, rides.payment_source, rides.payment_api, rides.payment_id, rides.charge_key, rides.action_url, rides.action_client_secret, rides.action_expires_at, rides.action_decided_at, rides.capture, rides.hold_expires_at, rides.fare_cents, rides.completion_key_id, rides.completion_requested_at, rides.captured_cents, rides.capture_id, rides.capture_failure, rides.completed_at, rides.extra_cents, rides.extra_status, rides.extra_charge_id, rides.extra_failure_code, rides.balance_attempt, rides.release_reason, rides.released_at, rides.cancel_key_id, users.id, users.created_at, users.email, users.payment_source, users.stripe_customer_id, users.role
+FROM rides JOIN users ON users.id = rides.user_id
+WHERE rides.id = $1
+FOR UPDATE OF rides
+`
+
+type RideLockWithRiderRow struct {
+	Ride Ride
+	User User
+}
+
+// A ride, locked, with its rider: the completion's first phase in one
+// round trip.
+func (q *Queries) RideLockWithRider(ctx context.Context, db DBTX, id int64) (*RideLockWithRiderRow, error) {
+	row := db.QueryRow(ctx, rideLockWithRider, id)
+	var i RideLockWithRiderRow
+	err := row.Scan(
+		&i.Ride.ID,
+		&i.Ride.CreatedAt,
+		&i.Ride.IdempotencyKeyID,
+		&i.Ride.OriginLat,
+		&i.Ride.OriginLon,
+		&i.Ride.TargetLat,
+		&i.Ride.TargetLon,
+		&i.Ride.ChargeStatus,
+		&i.Ride.StripeChargeID,
+		&i.Ride.AmountCents,
+		&i.Ride.Currency,
+		&i.Ride.UserID,
+		&i.Ride.DeclineCode,
+		&i.Ride.DeclineMessage,
+		&i.Ride.Processor,
+		&i.Ride.ChargeAttempt,
+		&i.Ride.DisputeStatus,
+		&i.Ride.StripeDisputeID,
+		&i.Ride.PaymentSource,
+		&i.Ride.PaymentAPI,
+		&i.Ride.PaymentID,
+		&i.Ride.ChargeKey,
+		&i.Ride.ActionURL,
+		&i.Ride.ActionClientSecret,
+		&i.Ride.ActionExpiresAt,
+		&i.Ride.ActionDecidedAt,
+		&i.Ride.Capture,
+		&i.Ride.HoldExpiresAt,
+		&i.Ride.FareCents,
+		&i.Ride.CompletionKeyID,
+		&i.Ride.CompletionRequestedAt,
+		&i.Ride.CapturedCents,
+		&i.Ride.CaptureID,
+		&i.Ride.CaptureFailure,
+		&i.Ride.CompletedAt,
+		&i.Ride.ExtraCents,
+		&i.Ride.ExtraStatus,
+		&i.Ride.ExtraChargeID,
+		&i.Ride.ExtraFailureCode,
+		&i.Ride.BalanceAttempt,
+		&i.Ride.ReleaseReason,
+		&i.Ride.ReleasedAt,
+		&i.Ride.CancelKeyID,
+		&i.User.ID,
+		&i.User.CreatedAt,
+		&i.User.Email,
+		&i.User.PaymentSource,
+		&i.User.StripeCustomerID,
+		&i.User.Role,
 	)
 	return &i, err
 }

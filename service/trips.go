@@ -248,16 +248,15 @@ func (s *Service) rideWithRider(ctx context.Context, db dbgen.DBTX, rideID int64
 // authorized to capturing with its fare; a ride completed already is joined
 // or answered; anything else is refused.
 func (s *Service) completionRequestPhase(ctx context.Context, tx pgx.Tx, key *idem.Key, st *completionState) (idem.Outcome, error) {
-	ride, err := s.queries.RideLock(ctx, tx, st.params.RideID)
+	locked, err := s.queries.RideLockWithRider(ctx, tx, st.params.RideID)
 	if isNoRows(err) {
 		return idem.Outcome{}, &Error{Code: CodeNotFound, Message: "no such ride"}
 	}
 	if err != nil {
 		return idem.Outcome{}, err
 	}
-	if st.rider, err = s.queries.UserGet(ctx, tx, ride.UserID); err != nil {
-		return idem.Outcome{}, err
-	}
+	ride := &locked.Ride
+	st.rider = &locked.User
 	if st.params.Currency != ride.Currency {
 		return idem.Outcome{}, invalid("body.currency", "must be the ride's currency, %s", ride.Currency)
 	}
@@ -271,17 +270,18 @@ func (s *Service) completionRequestPhase(ctx context.Context, tx pgx.Tx, key *id
 		if e := st.params.FareCents - ride.AmountCents; e > 0 {
 			extra = &e
 		}
-		if ride, err = s.queries.RideCompletionStart(ctx, tx, dbgen.RideCompletionStartParams{
+		data, err := json.Marshal(map[string]any{"fare_cents": st.params.FareCents, "held_cents": ride.AmountCents, "extra_cents": extra})
+		if err != nil {
+			return idem.Outcome{}, err
+		}
+		started, err := s.queries.RideCompletionStartAudited(ctx, tx, dbgen.RideCompletionStartAuditedParams{
 			FareCents: st.params.FareCents, CompletionKeyID: key.ID, ExtraCents: extra, ID: ride.ID,
-		}); err != nil {
+			AuditData: data, OriginIP: key.IP,
+		})
+		if err != nil {
 			return idem.Outcome{}, err
 		}
-		if err := s.audit(ctx, tx, "ride.completion_requested", "ride", ride.ID, ride.UserID, key.IP, map[string]any{
-			"fare_cents": st.params.FareCents, "held_cents": ride.AmountCents, "extra_cents": extra,
-		}); err != nil {
-			return idem.Outcome{}, err
-		}
-		st.ride = ride
+		st.ride = &started.Ride
 		return idem.MoveTo(RecoveryPointCaptureRequested), nil
 	case status == RideChargeCapturing || status == RideChargeCompleted || status == RideChargeCaptureFailed:
 		if ride.FareCents == nil || *ride.FareCents != st.params.FareCents {
@@ -440,6 +440,12 @@ func (s *Service) rideCustomer(ctx context.Context, ride *dbgen.Ride) (string, e
 // ride when both its capture and its extra payment are decided.
 func (s *Service) captureRecordPhase(ctx context.Context, tx pgx.Tx, key *idem.Key, st *completionState) (idem.Outcome, error) {
 	rideID := st.ride.ID
+	if ride, err := s.tripSettle(ctx, tx, st); err != nil || ride != nil {
+		if err != nil {
+			return idem.Outcome{}, err
+		}
+		return completionAnswer(key, ride), nil
+	}
 	if st.captureFailure != "" {
 		if _, err := s.tripCaptureFailed(ctx, tx, rideID, st.captureFailure); err != nil {
 			return idem.Outcome{}, err
@@ -465,6 +471,52 @@ func (s *Service) captureRecordPhase(ctx context.Context, tx pgx.Tx, key *idem.K
 		return idem.Outcome{}, err
 	}
 	return completionAnswer(key, ride), nil
+}
+
+// tripSettle completes, in one statement, a ride whose call just captured
+// its fare (at once, as Stripe does) and decided the fare above the hold:
+// the common completion. It returns nil when the call decided less, or
+// another path recorded part of it first; the general path then records
+// what is left.
+func (s *Service) tripSettle(ctx context.Context, tx pgx.Tx, st *completionState) (*dbgen.Ride, error) {
+	c := st.capture
+	if c == nil || c.Status != ChargeSucceeded || c.ID == "" || st.captureFailure != "" || st.ride.ExtraStatus != nil {
+		return nil, nil
+	}
+	params := dbgen.RideCompletionSettleParams{CapturedCents: c.CapturedCents, CaptureID: c.ID, ExtraStatus: ExtraNone, ID: st.ride.ID}
+	switch {
+	case st.extra != nil:
+		params.ExtraStatus, params.ExtraChargeID = ExtraCharged, &st.extra.ID
+	case st.extraFailure != nil:
+		code := cmpOr(st.extraFailure.Code, string(st.extraFailure.Kind))
+		params.ExtraStatus, params.ExtraFailureCode = ExtraDue, &code
+	case st.ride.ExtraCents != nil:
+		return nil, nil
+	}
+	data, err := json.Marshal(map[string]any{
+		"fare_cents": st.ride.FareCents, "captured_cents": c.CapturedCents, "capture_id": c.ID,
+		"extra_status": params.ExtraStatus, "extra_charge_id": params.ExtraChargeID, "extra_failure_code": params.ExtraFailureCode,
+	})
+	if err != nil {
+		return nil, err
+	}
+	params.AuditData = data
+	row, err := s.queries.RideCompletionSettle(ctx, tx, params)
+	if isNoRows(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	ride := &row.Ride
+	if _, err := s.jobs.InsertTx(ctx, tx, RideReceiptArgs{RideID: ride.ID}, nil); err != nil {
+		return nil, err
+	}
+	s.metrics.tripsEnded.WithLabelValues(ride.Processor, string(RideChargeCompleted)).Inc()
+	if params.ExtraStatus != ExtraNone {
+		s.metrics.tripExtras.WithLabelValues(ride.Processor, params.ExtraStatus).Inc()
+	}
+	return ride, nil
 }
 
 // tripExtraRecord records what became of the fare above the hold, and

@@ -25,16 +25,6 @@ RETURNING *;
 -- cancellations take turns on it with the rider's.
 SELECT * FROM rides WHERE id = @id FOR UPDATE;
 
--- name: RideCompletionStart :one
--- The dispatch side completed the trip with its fare: the ride waits at
--- capturing for the processor's capture (and the payment of any fare above
--- the hold).
-UPDATE rides
-SET charge_status = 'capturing', fare_cents = @fare_cents::bigint, completion_key_id = @completion_key_id::bigint,
-    completion_requested_at = now(), extra_cents = sqlc.narg(extra_cents)
-WHERE id = @id AND charge_status = 'authorized'
-RETURNING *;
-
 -- name: RideCaptureRequested :execrows
 -- The processor took the capture on (Adyen answers received): its
 -- reference, once.
@@ -153,3 +143,45 @@ SET charge_status = 'completed', fare_cents = @captured_cents::bigint, captured_
     capture_id = sqlc.narg(capture_id), extra_status = 'none', completion_requested_at = now(), completed_at = now()
 WHERE id = @id AND charge_status IN ('authorized', 'cancelling')
 RETURNING *;
+
+-- name: RideLockWithRider :one
+-- A ride, locked, with its rider: the completion's first phase in one
+-- round trip.
+SELECT sqlc.embed(rides), sqlc.embed(users)
+FROM rides JOIN users ON users.id = rides.user_id
+WHERE rides.id = @id
+FOR UPDATE OF rides;
+
+-- name: RideCompletionStartAudited :one
+-- RideCompletionStart and its audit record in one statement.
+WITH ride AS (
+    UPDATE rides
+    SET charge_status = 'capturing', fare_cents = @fare_cents::bigint, completion_key_id = @completion_key_id::bigint,
+        completion_requested_at = now(), extra_cents = sqlc.narg(extra_cents)
+    WHERE rides.id = @id AND rides.charge_status = 'authorized'
+    RETURNING *
+), audit AS (
+    INSERT INTO audit_records (action, data, origin_ip, resource_id, resource_type, user_id)
+    SELECT 'ride.completion_requested', @audit_data, @origin_ip, ride.id, 'ride', ride.user_id FROM ride
+)
+SELECT sqlc.embed(rides) FROM ride AS rides;
+
+-- name: RideCompletionSettle :one
+-- A capturing ride whose capture and fare above the hold were both decided
+-- by one call (the capture made at once): captured, the extra recorded and
+-- completed, with its audit record, in one statement. No row: another
+-- path recorded part of it first (the general path then records the rest).
+WITH ride AS (
+    UPDATE rides
+    SET captured_cents = @captured_cents::bigint, capture_id = @capture_id::text,
+        extra_status = @extra_status::text, extra_charge_id = sqlc.narg(extra_charge_id),
+        extra_failure_code = sqlc.narg(extra_failure_code),
+        charge_status = 'completed', completed_at = now()
+    WHERE rides.id = @id AND rides.charge_status = 'capturing' AND rides.captured_cents IS NULL
+      AND rides.capture_id IS NULL AND rides.extra_status IS NULL
+    RETURNING *
+), audit AS (
+    INSERT INTO audit_records (action, data, resource_id, resource_type, user_id)
+    SELECT 'ride.completed', @audit_data, ride.id, 'ride', ride.user_id FROM ride
+)
+SELECT sqlc.embed(rides) FROM ride AS rides;
