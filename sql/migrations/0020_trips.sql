@@ -80,8 +80,10 @@ ALTER TABLE rides
 -- Holds to release (the hold-release job's scan) and holds outstanding
 -- (the operators' gauges).
 CREATE INDEX rides_holds ON rides (hold_expires_at) WHERE charge_status IN ('authorized', 'cancelling');
--- Rides whose completion waits for the processor (Adyen's CAPTURE).
-CREATE INDEX rides_capturing ON rides (completion_requested_at) WHERE charge_status = 'capturing';
+-- Trips not ended, or whose capture waits or failed: the operators' gauges
+-- (RideTripGauges, with rides_balance_due) read them without a scan.
+CREATE INDEX rides_trips_open ON rides (charge_status)
+    WHERE charge_status IN ('authorized', 'cancelling', 'capturing', 'capture_failed');
 -- The ride of a fare's payment above its hold (events and reconciliation
 -- find it by its charge).
 CREATE UNIQUE INDEX rides_extra_charge_id ON rides (extra_charge_id) WHERE extra_charge_id IS NOT NULL;
