@@ -98,6 +98,8 @@ type NotifiedCharge struct {
 	Currency    string
 	ChargedAt   time.Time
 	RecordedAt  time.Time
+	Hold        bool
+	ReleasedAt  *time.Time
 }
 
 type NotifiedRefund struct {

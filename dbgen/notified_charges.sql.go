@@ -11,7 +11,7 @@ import (
 )
 
 const notifiedChargeGet = `-- name: NotifiedChargeGet :one
-SELECT processor, charge_id, charge_key, rider_ref, amount_cents, currency, charged_at, recorded_at FROM notified_charges WHERE processor = $1 AND charge_id = $2
+SELECT processor, charge_id, charge_key, rider_ref, amount_cents, currency, charged_at, recorded_at, hold, released_at FROM notified_charges WHERE processor = $1 AND charge_id = $2
 `
 
 func (q *Queries) NotifiedChargeGet(ctx context.Context, db DBTX, processor string, chargeID string) (*NotifiedCharge, error) {
@@ -26,12 +26,14 @@ func (q *Queries) NotifiedChargeGet(ctx context.Context, db DBTX, processor stri
 		&i.Currency,
 		&i.ChargedAt,
 		&i.RecordedAt,
+		&i.Hold,
+		&i.ReleasedAt,
 	)
 	return &i, err
 }
 
 const notifiedChargeListByKey = `-- name: NotifiedChargeListByKey :many
-SELECT processor, charge_id, charge_key, rider_ref, amount_cents, currency, charged_at, recorded_at FROM notified_charges WHERE processor = $1 AND charge_key = $2 ORDER BY charged_at
+SELECT processor, charge_id, charge_key, rider_ref, amount_cents, currency, charged_at, recorded_at, hold, released_at FROM notified_charges WHERE processor = $1 AND charge_key = $2 ORDER BY charged_at
 `
 
 // The charges the processor's notifications recorded under a charge key:
@@ -54,6 +56,8 @@ func (q *Queries) NotifiedChargeListByKey(ctx context.Context, db DBTX, processo
 			&i.Currency,
 			&i.ChargedAt,
 			&i.RecordedAt,
+			&i.Hold,
+			&i.ReleasedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -66,7 +70,7 @@ func (q *Queries) NotifiedChargeListByKey(ctx context.Context, db DBTX, processo
 }
 
 const notifiedChargeListSince = `-- name: NotifiedChargeListSince :many
-SELECT processor, charge_id, charge_key, rider_ref, amount_cents, currency, charged_at, recorded_at FROM notified_charges WHERE processor = $1 AND charged_at >= $2 ORDER BY charged_at
+SELECT processor, charge_id, charge_key, rider_ref, amount_cents, currency, charged_at, recorded_at, hold, released_at FROM notified_charges WHERE processor = $1 AND charged_at >= $2 ORDER BY charged_at
 `
 
 // The charges of a processor notified as made at or after since.
@@ -88,6 +92,8 @@ func (q *Queries) NotifiedChargeListSince(ctx context.Context, db DBTX, processo
 			&i.Currency,
 			&i.ChargedAt,
 			&i.RecordedAt,
+			&i.Hold,
+			&i.ReleasedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -100,8 +106,8 @@ func (q *Queries) NotifiedChargeListSince(ctx context.Context, db DBTX, processo
 }
 
 const notifiedChargeRecord = `-- name: NotifiedChargeRecord :execrows
-INSERT INTO notified_charges (processor, charge_id, charge_key, rider_ref, amount_cents, currency, charged_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
+INSERT INTO notified_charges (processor, charge_id, charge_key, rider_ref, amount_cents, currency, charged_at, hold)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 ON CONFLICT (processor, charge_id) DO NOTHING
 `
 
@@ -113,6 +119,7 @@ type NotifiedChargeRecordParams struct {
 	AmountCents int64
 	Currency    string
 	ChargedAt   time.Time
+	Hold        bool
 }
 
 // Records a charge a processor notified; one already recorded writes
@@ -126,7 +133,22 @@ func (q *Queries) NotifiedChargeRecord(ctx context.Context, db DBTX, arg Notifie
 		arg.AmountCents,
 		arg.Currency,
 		arg.ChargedAt,
+		arg.Hold,
 	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const notifiedChargeSetReleased = `-- name: NotifiedChargeSetReleased :execrows
+UPDATE notified_charges SET released_at = now()
+WHERE processor = $1 AND charge_id = $2 AND hold AND released_at IS NULL
+`
+
+// The orphan pass released a notified hold whose booking was lost.
+func (q *Queries) NotifiedChargeSetReleased(ctx context.Context, db DBTX, processor string, chargeID string) (int64, error) {
+	result, err := db.Exec(ctx, notifiedChargeSetReleased, processor, chargeID)
 	if err != nil {
 		return 0, err
 	}

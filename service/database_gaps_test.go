@@ -334,6 +334,13 @@ func TestOrphanPassResolvesGaps(t *testing.T) {
 // whose key window is the fake's, and receives its notifications.
 func adyenService(t *testing.T, pool *pgxpool.Pool, a *testkit.Adyen, reg prometheus.Registerer) *service.Service {
 	t.Helper()
+	return adyenServiceWith(t, pool, a, reg, service.CaptureBooking)
+}
+
+// adyenServiceWith is adyenService taking a booking's money as capture
+// says.
+func adyenServiceWith(t *testing.T, pool *pgxpool.Pool, a *testkit.Adyen, reg prometheus.Registerer, capture service.Capture) *service.Service {
+	t.Helper()
 	notes, err := adyen.NewNotifications([]string{testkit.AdyenHMACKey}, testkit.AdyenMerchantAccount)
 	require.NoError(t, err)
 	svc, err := service.New(service.Config{
@@ -342,6 +349,7 @@ func adyenService(t *testing.T, pool *pgxpool.Pool, a *testkit.Adyen, reg promet
 		Processors:              []service.Processor{{Name: service.ProcessorAdyen, Payments: a.Client()}},
 		Inbound:                 map[string]service.EventSource{service.InboxSourceAdyen: notes},
 		DevDefaultPaymentSource: true,
+		Capture:                 capture,
 	})
 	require.NoError(t, err)
 	return svc

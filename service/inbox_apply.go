@@ -153,7 +153,7 @@ func (s *Service) prepareChargeOutcome(ctx context.Context, ev *InboundEvent) (e
 	if err == nil && eff == nil {
 		eff, err = s.chargeOutcomeEffect(ctx, ch)
 	}
-	if err != nil || ev.Processor == "" || ev.Processor == ProcessorStripe || ch.Status != ChargeSucceeded ||
+	if err != nil || ev.Processor == "" || ev.Processor == ProcessorStripe || (ch.Status != ChargeSucceeded && ch.Status != ChargeAuthorized) ||
 		ch.AmountCents <= 0 || ch.Tag.Key == "" || len(ch.Currency) != 3 {
 		return eff, err
 	}
@@ -164,7 +164,7 @@ func (s *Service) prepareChargeOutcome(ctx context.Context, ev *InboundEvent) (e
 	return func(ctx context.Context, tx pgx.Tx) (string, error) {
 		if _, err := s.queries.NotifiedChargeRecord(ctx, tx, dbgen.NotifiedChargeRecordParams{
 			Processor: ev.Processor, ChargeID: ch.ID, ChargeKey: ch.Tag.Key, RiderRef: ch.Tag.Rider,
-			AmountCents: ch.AmountCents, Currency: ch.Currency, ChargedAt: ch.Created,
+			AmountCents: ch.AmountCents, Currency: ch.Currency, ChargedAt: ch.Created, Hold: ch.Status == ChargeAuthorized,
 		}); err != nil {
 			return "", err
 		}

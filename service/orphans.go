@@ -575,6 +575,11 @@ func (s *Service) orphanHoldRelease(ctx context.Context, o ReconcileOrphan) erro
 	if err != nil {
 		return err
 	}
+	// A processor that lists no payments (Adyen) is read from its
+	// notifications: the hold is marked released there.
+	if _, err := s.queries.NotifiedChargeSetReleased(ctx, s.pool, o.processor, o.ID); err != nil {
+		return internal(err)
+	}
 	s.metrics.holdsOrphanReleased.WithLabelValues(o.processor).Inc()
 	s.logger.InfoContext(ctx, "orphan pass: released the hold of a booking the database lost",
 		"charge", o.ID, "payment", o.PaymentID, "processor", o.processor)

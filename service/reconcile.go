@@ -344,11 +344,19 @@ func (s *Service) reconcileNotified(ctx context.Context, proc *processor, rep *R
 	if err != nil {
 		return internal(err)
 	}
-	ours := make([]*Charge, len(rows))
-	for i, r := range rows {
-		ours[i] = notifiedCharge(s.namespace, r)
+	var ours, holds []*Charge
+	for _, r := range rows {
+		switch ch := notifiedCharge(s.namespace, r); {
+		case !r.Hold:
+			ours = append(ours, ch)
+		case r.ReleasedAt == nil:
+			holds = append(holds, ch)
+		}
 	}
 	if err := s.classifyCharges(ctx, proc.name, ours, rep, inFlight, window); err != nil {
+		return err
+	}
+	if err := s.classifyHolds(ctx, proc.name, holds, rep, inFlight); err != nil {
 		return err
 	}
 	return s.reconcileNotifiedRefunds(ctx, proc, rep, pendingRefundCharges)
@@ -386,10 +394,14 @@ func (s *Service) reconcileNotifiedRefunds(ctx context.Context, proc *processor,
 
 // notifiedCharge is the charge a notification recorded.
 func notifiedCharge(namespace string, r *dbgen.NotifiedCharge) *Charge {
-	return &Charge{
-		ID: r.ChargeID, AmountCents: r.AmountCents, Currency: r.Currency, Status: ChargeSucceeded,
+	ch := &Charge{
+		ID: r.ChargeID, PaymentID: r.ChargeID, AmountCents: r.AmountCents, Currency: r.Currency, Status: ChargeSucceeded,
 		Created: r.ChargedAt, Tag: Tag{Namespace: namespace, Rider: r.RiderRef, Key: r.ChargeKey},
 	}
+	if r.Hold {
+		ch.Status = ChargeAuthorized
+	}
+	return ch
 }
 
 // chargedElsewhere returns the rides of the window charged at a processor

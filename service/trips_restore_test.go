@@ -5,8 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/atomicrides/atomicrides/internal/fake/fakeadyen"
 	"github.com/atomicrides/atomicrides/internal/fake/fakestripe"
 	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/service"
@@ -135,4 +138,45 @@ func TestRestoreLostACompletion(t *testing.T) {
 		require.NoError(t, w.restoredPool.QueryRow(w.ctx, `SELECT count(*) FROM river_job WHERE kind = 'ride_receipt'`).Scan(&receipts))
 		require.Equal(t, 2, receipts, "each recognised completion has its receipt")
 	})
+}
+
+// TestRestoreLostAnAdyenHoldTheOrphanPassReleasesIt: at Adyen, which lists
+// no payments, the lost booking's hold is known by its AUTHORISATION
+// notification (resent after the restore), which says it is a hold: the
+// orphan pass cancels it, and refunds nothing.
+func TestRestoreLostAnAdyenHoldTheOrphanPassReleasesIt(t *testing.T) {
+	t.Parallel()
+	ady := testkit.NewAdyen(t)
+	var lost string
+	w := newRestoreWorldOf(t, func(t *testing.T, pool *pgxpool.Pool, reg prometheus.Registerer) *service.Service {
+		return adyenServiceWith(t, pool, ady, reg, service.CaptureTrip)
+	}, "lost-adyen-hold@example.com", registerAtAdyen(t), func(w *restoreWorld) {
+		lost = w.bookHold(t, w.before, testkit.NewKey())
+	})
+	_, err := w.restored.Heartbeat(w.ctx)
+	require.NoError(t, err)
+	// The operator resends Adyen's notifications: the hold has no ride.
+	adyenNotify(t, w.restored, ady, fakeadyen.EventAuthorisation)
+	rep, err := w.restored.Reconcile(w.ctx, time.Hour)
+	require.NoError(t, err)
+	require.Len(t, rep.OrphanHolds, 1)
+	require.Equal(t, lost, rep.OrphanHolds[0].PaymentID)
+	require.Empty(t, rep.OrphanCharges, "a hold is no charge to refund")
+
+	_, err = w.restored.OrphanRefundsSchedule(w.ctx, time.Millisecond)
+	require.NoError(t, err)
+	var cancels int
+	for _, m := range ady.Modifications() {
+		if m.Kind == fakeadyen.ModificationCancel && m.PaymentPSPReference == lost && m.Success {
+			cancels++
+		}
+	}
+	require.Equal(t, 1, cancels, "the hold released at Adyen")
+	require.Empty(t, ady.Refunds(), "nothing refunded")
+
+	// The next pass finds it released: no second cancel.
+	_, err = w.restored.OrphanRefundsSchedule(w.ctx, time.Millisecond)
+	require.NoError(t, err)
+	require.Len(t, ady.Modifications(), 1)
+	require.Equal(t, 1.0, counter(t, w.reg, "atomicrides_holds_orphan_released_total", map[string]string{"processor": service.ProcessorAdyen}))
 }

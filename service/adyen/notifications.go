@@ -60,6 +60,9 @@ var disputeCodes = map[string]service.DisputeStatus{
 const (
 	notifiedNamespace = "metadata." + metaNamespace
 	notifiedRider     = "metadata." + metaRider
+	notifiedCapture   = "metadata." + metaCapture
+	// captureManual is metaCapture's value on a hold.
+	captureManual = "manual"
 	hmacSignatureKey  = "hmacSignature"
 )
 
@@ -264,8 +267,12 @@ func (n *Notifications) parse(it *NotificationRequestItem) (*service.InboundEven
 	switch code := it.EventCode; {
 	case code == EventAuthorisation:
 		status, failure := service.ChargeSucceeded, ""
-		if !success {
+		switch {
+		case !success:
 			status, failure = service.ChargeFailed, "refused"
+		case it.AdditionalData[notifiedCapture] == captureManual:
+			// A hold: authorized, nothing captured.
+			status = service.ChargeAuthorized
 		}
 		ev.Kind = service.InboundChargeOutcome
 		ev.Charge = &service.Charge{

@@ -36,6 +36,10 @@ const (
 	metaNamespace = "ar_ns"
 	metaRider     = "ar_rider"
 	metaKey       = "ar_key"
+	// metaCapture is "manual" on a hold: its AUTHORISATION notification
+	// says so, so that a hold whose booking was lost is released, not
+	// refunded.
+	metaCapture = "ar_capture"
 )
 
 // errNotAuthorised underlies the error of a payment answered without being
@@ -97,6 +101,7 @@ func (c *Client) ChargeCreate(ctx context.Context, params service.ChargeCreatePa
 	}
 	if params.ManualCapture {
 		req.AdditionalData = map[string]string{"manualCapture": "true"}
+		req.Metadata[metaCapture] = captureManual
 	}
 	var out paymentResponse
 	if err := c.post(ctx, opPayment, "/payments", params.IdempotencyKey, req, &out); err != nil {

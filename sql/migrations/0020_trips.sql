@@ -92,6 +92,13 @@ CREATE INDEX rides_balance_due ON rides (user_id) WHERE extra_status = 'due';
 -- The ride of a capture (Adyen's CAPTURE notification names it).
 CREATE UNIQUE INDEX rides_capture_id ON rides (processor, capture_id) WHERE capture_id IS NOT NULL;
 
+-- A processor's notified charges (Adyen's AUTHORISATIONs) may be holds: a
+-- hold whose booking was lost is released, not refunded, and released_at
+-- says the orphan pass released it.
+ALTER TABLE notified_charges
+    ADD COLUMN hold BOOLEAN NOT NULL DEFAULT false,
+    ADD COLUMN released_at TIMESTAMPTZ;
+
 -- The dispatch side (DISPATCH_TOKEN) completes and cancels rides under its
 -- own idempotency keys: its keys belong to this account, which rides,
 -- customers and the orphan policy never see as a rider.

@@ -1,9 +1,14 @@
 -- name: NotifiedChargeRecord :execrows
 -- Records a charge a processor notified; one already recorded writes
 -- nothing (0 rows).
-INSERT INTO notified_charges (processor, charge_id, charge_key, rider_ref, amount_cents, currency, charged_at)
-VALUES (@processor, @charge_id, @charge_key, @rider_ref, @amount_cents, @currency, @charged_at)
+INSERT INTO notified_charges (processor, charge_id, charge_key, rider_ref, amount_cents, currency, charged_at, hold)
+VALUES (@processor, @charge_id, @charge_key, @rider_ref, @amount_cents, @currency, @charged_at, @hold)
 ON CONFLICT (processor, charge_id) DO NOTHING;
+
+-- name: NotifiedChargeSetReleased :execrows
+-- The orphan pass released a notified hold whose booking was lost.
+UPDATE notified_charges SET released_at = now()
+WHERE processor = @processor AND charge_id = @charge_id AND hold AND released_at IS NULL;
 
 -- name: NotifiedChargeListSince :many
 -- The charges of a processor notified as made at or after since.
