@@ -62,8 +62,8 @@ const (
 	notifiedRider     = "metadata." + metaRider
 	notifiedCapture   = "metadata." + metaCapture
 	// captureManual is metaCapture's value on a hold.
-	captureManual = "manual"
-	hmacSignatureKey  = "hmacSignature"
+	captureManual    = "manual"
+	hmacSignatureKey = "hmacSignature"
 )
 
 // Notification is Adyen's body of a standard notification.
