@@ -171,9 +171,12 @@ type chaosState struct {
 	operator map[int64]bool // keys listed by `keys list -dead`
 	sent     map[string]int // messages at the sink, by Message-ID
 
-	records       []*chaosRecord
-	auth          []chaosAuthRide
-	trips         []*chaosTrip
+	records []*chaosRecord
+	auth    []chaosAuthRide
+	trips   []*chaosTrip
+	// restore: what the trips' checks need of a restore run, nil in any
+	// other run (trips_checks_test.go).
+	restore       *chaosTripRestore
 	malformed     []chaosMalformedResult
 	riders        int
 	riderFailures []string

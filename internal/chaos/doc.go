@@ -16,7 +16,9 @@
 // (TestChaosShort/keys_finished, …) name the check. The main run also
 // runs whole trips (a third serve instance books with CAPTURE=trip):
 // completed, cancelled and expired under the same faults
-// (trips_test.go, trips_checks_test.go).
+// (trips_test.go, trips_checks_test.go); so does the restore run, whose
+// lost bookings, completions and cancellations are judged by what the
+// restore promises (docs/trips.md).
 //
 //   - TestChaosShort: one pass of each fault, in turn (part of go tool task
 //     test, about 90 s).

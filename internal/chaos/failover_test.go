@@ -101,6 +101,11 @@ func runFailover(t *testing.T, plan failoverPlan) {
 	setup := time.Since(begin)
 
 	stats, load := newChaosLoad(sys, users, 1<<30, plan.scenarios)
+	if plan.db == chaosDBRestore && len(sys.tripBases()) > 0 {
+		// The trip clients' riders, created before the backup
+		// (trips_test.go).
+		load.makeTripRiders(ctx, 6*plan.clients)
+	}
 	stop := make(chan struct{})
 	var clients sync.WaitGroup
 	startChaosClients(ctx, load, plan.clients, &clients, stop)

@@ -345,6 +345,13 @@ func (s *chaosState) doubleCharges(rec *chaosReconcile) chaosDoubles {
 				d.lostAtAdyen++
 				if refunded[ids[0]] {
 					d.lostAtAdyenRefunded++
+				} else if s.t != nil && s.adyen != nil {
+					for _, p := range s.adyen.Payments {
+						if p.PSPReference == ids[0] {
+							s.t.Logf("payment %s at Adyen (key %s) recorded by no ride, not refunded: %s, manual capture %v, captured %d of %d",
+								p.PSPReference, key, p.ResultCode, p.ManualCapture, p.CapturedValue, p.AmountValue)
+						}
+					}
 				}
 			}
 			continue

@@ -98,6 +98,10 @@ type chaosLoad struct {
 	// dispatchUser owns the dispatch side's keys (trips_test.go).
 	dispatchOnce sync.Once
 	dispatchUser *chaosUser
+	// tripRiders, when not nil, are the riders trip clients take, one
+	// each, instead of creating their own (trips_test.go): the restore
+	// run creates them before the backup.
+	tripRiders chan *chaosUser
 }
 
 // chaosScenario is one kind of client behaviour and its weight in the mix.

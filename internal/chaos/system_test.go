@@ -144,8 +144,9 @@ func startChaosSystem(t *testing.T, ctx context.Context, logDir string, db chaos
 		sys.serves = append(sys.serves, s)
 		t.Cleanup(s.stop)
 	}
-	if procs && db == chaosDBSingle {
-		// The main run's trips (trips_test.go): a third instance books
+	if procs && (db == chaosDBSingle || db == chaosDBRestore) {
+		// The trips of the main and the restore runs (trips_test.go): a
+		// third instance books
 		// with CAPTURE=trip; the trips' completions and cancellations go to
 		// every instance.
 		s := &chaosServe{sys: sys, name: "serve-t", addr: binrun.FreeAddr(t), capture: service.CaptureTrip}

@@ -1,12 +1,38 @@
 package chaos
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // The trips' invariants, at the database and at both fakes' ledgers.
+
+// chaosTripRestore is what the trips' checks know of a restore run (nil
+// in any other run): an answer a client saw from the backup's start to the
+// kill may have been lost with the commits, and is judged by what the
+// restore promises (docs/trips.md, "After a database restore"), not by
+// what the client was told; an answer seen before the backup began is
+// kept (answers_before_backup_kept), one seen after the kill was given by
+// the restored database.
+type chaosTripRestore struct {
+	backupStart, killed time.Time
+	// returned: the completions whose client came back with its key after
+	// the restore, and the answer it got then.
+	returned map[*chaosRecord]chaosAnswer
+}
+
+// mayBeLost reports whether the restore may have lost the commit behind a.
+func (w *chaosTripRestore) mayBeLost(a chaosAnswer) bool {
+	return w != nil && !a.At.Before(w.backupStart) && a.At.Before(w.killed)
+}
+
+// bookingMayBeLost reports whether t's booking may have been lost.
+func (w *chaosTripRestore) bookingMayBeLost(t *chaosTrip) bool {
+	return w != nil && t.booking != nil && len(t.booking.answers) > 0 && w.mayBeLost(t.booking.answers[0])
+}
 
 // tripRides returns the rides booked as trips.
 func (s *chaosState) tripRides() []*chaosRideRow {
@@ -101,7 +127,7 @@ func (s *chaosState) extraPayments() map[string]extraPayment {
 // while its hold is not due); no ride capturing or cancelling once
 // settled.
 func checkTripsEndedAsTold(s *chaosState) chaosCheck {
-	wrong := 0
+	wrong, lostBookings, lostEnds := 0, 0, 0
 	var first []string
 	for _, t := range s.trips {
 		r := s.rides[t.rideID]
@@ -111,6 +137,24 @@ func checkTripsEndedAsTold(s *chaosState) chaosCheck {
 		}
 		ok := true
 		switch {
+		case r == nil && s.restore.bookingMayBeLost(t):
+			// Its booking was lost with the restore: the ride does not
+			// exist (its hold: no_hold_left_open).
+			lostBookings++
+		case t.did == tripCompleted && t.answered && s.restore.mayBeLost(t.told):
+			// Its completion may have been lost: completed with its fare
+			// (kept, or sent again by its client coming back), or with
+			// what was captured as its fare (recognised by the events
+			// pass, the hold_release pass or a cancellation).
+			lostEnds++
+			want := min(t.fare, t.hold)
+			ok = status == "completed" && r.fare != nil && (*r.fare == t.fare || (*r.fare == want && deref(r.captured) == want))
+		case t.did == tripCancelled && t.answered && s.restore.mayBeLost(t.told):
+			// Its cancellation may have been lost, the hold released at
+			// its processor: cancelled, or expired once the release is
+			// seen (the processor's event, or the hold_release pass).
+			lostEnds++
+			ok = status == "cancelled" || status == "expired"
 		case t.did == tripCompleted && t.answered:
 			ok = status == "completed" && r.fare != nil && *r.fare == t.fare
 		case t.did == tripCancelled && t.answered:
@@ -136,10 +180,18 @@ func checkTripsEndedAsTold(s *chaosState) chaosCheck {
 		}
 	}
 	actual := fmt.Sprintf("%d of %d as told, %d capturing or cancelling", len(s.trips)-wrong, len(s.trips), between)
+	name := "every trip ended as its clients were told (completed with its fare, cancelled, or expired when nobody ended it); none left capturing or cancelling"
+	if s.restore != nil {
+		actual = fmt.Sprintf("%d of %d as told or as the restore promises (%d bookings lost, %d ends that may have been lost), %d capturing or cancelling",
+			len(s.trips)-wrong, len(s.trips), lostBookings, lostEnds, between)
+		name = "every trip ended as its clients were told, or, where the restore may have lost what they were told (an answer seen from the backup's start to the kill), " +
+			"as the restore promises: a lost booking's ride does not exist; a lost completion's ride is completed with its fare or with what was captured as its fare; " +
+			"a lost cancellation's ride is cancelled or expired; none left capturing or cancelling"
+	}
 	if len(first) > 0 {
 		actual += " (" + strings.Join(first, "; ") + ")"
 	}
-	return chaosCheck{name: "every trip ended as its clients were told (completed with its fare, cancelled, or expired when nobody ended it); none left capturing or cancelling",
+	return chaosCheck{name: name,
 		expected: fmt.Sprintf("%d as told, 0", len(s.trips)), actual: actual, ok: wrong == 0 && between == 0}
 }
 
@@ -171,7 +223,12 @@ func checkNoDoubleCapture(s *chaosState) chaosCheck {
 			}
 		}
 	}
-	return chaosCheck{name: "no hold captured twice (Adyen: one capture per payment; Stripe: never more than the hold), and only for a completed ride",
+	name := "no hold captured twice (Adyen: one capture per payment; Stripe: never more than the hold), and only for a completed ride"
+	if s.restore != nil {
+		name += " or one the restore lost (whose capture is an orphan charge, refunded: orphans_resolved); " +
+			"a ride that came back authorized while its hold is captured must be completed after the settle"
+	}
+	return chaosCheck{name: name,
 		expected: "0 twice, 0 over, 0 captured for a ride not completed",
 		actual:   fmt.Sprintf("%d twice, %d over, %d captured for a ride not completed (%d holds captured)", twice, over, stray, captured),
 		ok:       twice == 0 && over == 0 && stray == 0}
@@ -215,7 +272,12 @@ func checkNoHoldLeftOpen(s *chaosState) chaosCheck {
 			stillHeld++
 		}
 	}
-	return chaosCheck{name: "no hold left open: cancelled and expired trips released at their processor; open holds only of rides authorized and not past due; holds of lost rides released",
+	name := "no hold left open: cancelled and expired trips released at their processor; open holds only of rides authorized and not past due; holds of lost rides released"
+	if s.restore != nil {
+		name += " (the run waits, up to the orphan grace ORPHAN_REFUND_AFTER and the settle, until `keys reconcile` lists no orphan hold: " +
+			"the orphan pass has released every hold older than the grace whose booking was lost; none may be open after it)"
+	}
+	return chaosCheck{name: name,
 		expected: "0 not released, 0 past due, 0 open for an ended ride, 0 open for a lost ride",
 		actual: fmt.Sprintf("%d not released, %d past due, %d open for an ended ride, %d open for a lost ride (%d released; %d held, not due)",
 			notReleased, pastDue, openWrong, lostOpen, lostReleased, stillHeld),
@@ -343,4 +405,70 @@ func derefString(p *string) string {
 		return ""
 	}
 	return *p
+}
+
+// checkReturnedTripsSameCapture: a completion whose client came back with
+// its key after the restore, having been answered before the kill, gets
+// the same capture: its ride completed, min(fare, hold) captured, and the
+// answer a completion (201, 200, or 202 at Adyen) of that capture, or,
+// when the ride was recognised first with what was captured as its fare
+// (a fare above the hold, its rest lost), 409 naming that fare. A ride the
+// restore lost is answered 404, or the client's own answer replayed from a
+// process's memory (as a refund's: lostRefundAnswer).
+func checkReturnedTripsSameCapture(s *chaosState) chaosCheck {
+	if s.restore == nil {
+		return chaosCheck{name: "no restore", ok: true}
+	}
+	tripOf := map[*chaosRecord]*chaosTrip{}
+	for _, t := range s.trips {
+		for _, e := range t.ends {
+			tripOf[e] = t
+		}
+	}
+	came, same, lost, recognised := 0, 0, 0, 0
+	for rec, after := range s.restore.returned {
+		t := tripOf[rec]
+		if t == nil {
+			continue
+		}
+		came++
+		r := s.rides[t.rideID]
+		before, _ := firstStored(rec) // its own answer (t.told may be the other key's)
+		if r == nil {
+			// 404, or its own answer replayed from a process's memory.
+			if _, ok := lostRefundAnswer(before, after); ok && s.restore.bookingMayBeLost(t) {
+				same++
+				lost++
+			} else {
+				s.t.Logf("%s %s: its ride was lost; had %d %s, came back to %d (replayed %v) %s", rec.req.path, rec.key, before.Status, before.Body, after.Status, after.Replayed, after.Body)
+			}
+			continue
+		}
+		want := min(t.fare, t.hold)
+		var ride chaosTripRide
+		_ = json.Unmarshal(after.Body, &ride)
+		ok := r.status == "completed" && deref(r.captured) == want && after.Definitive
+		switch {
+		case !ok:
+		case after.Status == http.StatusCreated || after.Status == http.StatusOK || after.Status == http.StatusAccepted:
+			ok = ride.FareCents != nil && *ride.FareCents == t.fare && (ride.CapturedCents == nil || *ride.CapturedCents == want)
+		case after.Status == http.StatusConflict:
+			ok = t.fare > t.hold && deref(r.fare) == want
+			if ok {
+				recognised++
+			}
+		default:
+			ok = false
+		}
+		if ok {
+			same++
+		} else {
+			s.t.Logf("%s %s: had %d %s, came back to %d %s; the ride is %s, fare %v, captured %v",
+				rec.req.path, rec.key, before.Status, before.Body, after.Status, after.Body, r.status, r.fare, r.captured)
+		}
+	}
+	return chaosCheck{name: "a trip's completion answered before the kill, its client coming back with its key after the restore, gets the same capture (its ride completed, min(fare, hold) captured once); a lost ride, 404 (or its own answer, replayed from a process's memory)",
+		expected: fmt.Sprintf("%d of %d", came, came),
+		actual:   fmt.Sprintf("%d of %d (%d to a lost ride, %d to a ride recognised first with what was captured as its fare: 409)", same, came, lost, recognised),
+		ok:       same == came}
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/atomicrides/atomicrides/service"
@@ -65,6 +66,12 @@ type chaosTrip struct {
 	// of it was answered status (0: not asked).
 	balance       bool
 	balanceStatus int
+	// booking is the booking's record; told, the answer that ended it
+	// (answered); ends, the records of its completions or cancellation.
+	// A restore run judges by them what the restore may have lost.
+	booking *chaosRecord
+	told    chaosAnswer
+	ends    []*chaosRecord
 }
 
 // chaosTripBook collects the trips.
@@ -97,23 +104,35 @@ type chaosTripRide struct {
 	ExtraStatus   *string `json:"extra_status"`
 	BalanceDue    int64   `json:"balance_due_cents"`
 	ExtraChargeID *string `json:"extra_charge_id"`
+	FareCents     *int64  `json:"fare_cents"`
+	CapturedCents *int64  `json:"amount_captured_cents"`
 }
 
 // trip: a new rider (its own, so that a balance it may owe refuses no
-// other client's booking) books a trip; the hold placed, the trip is
+// other client's booking; in the restore run, one of the riders created
+// for trips before the backup, so that no trip's rider is lost with the
+// commits) books a trip; the hold placed, the trip is
 // completed by the dispatch side (a fare below, at or above the hold;
 // sometimes under two keys at once), cancelled by its rider or by the
 // dispatch side, or never ended. Every request is retried with its key
 // until a definitive answer, like a booking. A completion that leaves a
 // balance due is followed by the rider paying it.
 func (l *chaosLoad) trip(ctx context.Context, like *chaosUser) {
-	source := like.source
-	if source == "tok_chargeCustomerFail" {
-		source = "tok_visa"
-	}
-	u := l.createRiderWith(ctx, source)
-	if u == nil {
-		return
+	var u *chaosUser
+	if l.tripRiders != nil {
+		select {
+		case u = <-l.tripRiders:
+		default: // every rider made for trips has had its trip
+			return
+		}
+	} else {
+		source := like.source
+		if source == "tok_chargeCustomerFail" {
+			source = "tok_visa"
+		}
+		if u = l.createRiderWith(ctx, source); u == nil {
+			return
+		}
 	}
 	rec := &chaosRecord{user: u, key: l.newKey(), flow: "ride.create"}
 	rec.req = l.rideRequest(u, rec.key, chaosRideBody())
@@ -126,7 +145,7 @@ func (l *chaosLoad) trip(ctx context.Context, like *chaosUser) {
 		ride.ChargeStatus != string(service.RideChargeAuthorized) {
 		return
 	}
-	t := &chaosTrip{rideID: ride.ID, processor: ride.Processor, hold: ride.AmountCents, did: tripLeft}
+	t := &chaosTrip{rideID: ride.ID, processor: ride.Processor, hold: ride.AmountCents, did: tripLeft, booking: rec}
 	defer l.trips.add(t)
 	// The trip itself.
 	select {
@@ -162,8 +181,9 @@ func (l *chaosLoad) trip(ctx context.Context, like *chaosUser) {
 				l.book.add(crec)
 				mu.Lock()
 				defer mu.Unlock()
+				t.ends = append(t.ends, crec)
 				if a.Definitive && (a.Status == http.StatusCreated || a.Status == http.StatusOK || a.Status == http.StatusAccepted) {
-					t.answered, t.status = true, a.Status
+					t.answered, t.status, t.told = true, a.Status, a
 					var done chaosTripRide
 					if json.Unmarshal(a.Body, &done) == nil && done.ExtraStatus != nil && *done.ExtraStatus == service.ExtraDue {
 						t.balance = true
@@ -193,8 +213,9 @@ func (l *chaosLoad) trip(ctx context.Context, like *chaosUser) {
 		a := l.rider.retry(ctx, crec.req)
 		crec.answers = append(crec.answers, a)
 		l.book.add(crec)
+		t.ends = append(t.ends, crec)
 		if a.Definitive && (a.Status == http.StatusCreated || a.Status == http.StatusOK) {
-			t.answered, t.status = true, a.Status
+			t.answered, t.status, t.told = true, a.Status, a
 		}
 	}
 }
@@ -205,4 +226,24 @@ func (l *chaosLoad) trip(ctx context.Context, like *chaosUser) {
 func (l *chaosLoad) dispatch() *chaosUser {
 	l.dispatchOnce.Do(func() { l.dispatchUser = &chaosUser{email: "dispatch", token: chaosDispatchToken} })
 	return l.dispatchUser
+}
+
+// makeTripRiders creates n riders for the trip clients of a restore run,
+// before its backup, so that none is lost with the commits: a rider lost
+// has lost its API key too, which is not what the run is about.
+func (l *chaosLoad) makeTripRiders(ctx context.Context, n int) {
+	riders := make(chan *chaosUser, n)
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	for range 8 {
+		wg.Go(func() {
+			for next.Add(1) <= int64(n) && ctx.Err() == nil {
+				if u := l.createRiderWith(ctx, "tok_visa"); u != nil {
+					riders <- u
+				}
+			}
+		})
+	}
+	wg.Wait()
+	l.tripRiders = riders
 }

@@ -205,7 +205,8 @@ func (sys *chaosSystem) orphansResolved(ctx context.Context, within time.Duratio
 	return binrun.Poll(ctx, within, func() error {
 		rec, err := sys.reconcile(ctx)
 		if err == nil && rec.exit != 0 {
-			err = fmt.Errorf("keys reconcile lists %d charges, %d refunds, %d missing", len(rec.OrphanCharges), len(rec.OrphanRefunds), len(rec.MissingCharges))
+			err = fmt.Errorf("keys reconcile lists %d charges, %d refunds, %d missing, %d holds",
+				len(rec.OrphanCharges), len(rec.OrphanRefunds), len(rec.MissingCharges), len(rec.OrphanHolds))
 		}
 		return err
 	})
