@@ -10,6 +10,41 @@ import (
 	"time"
 )
 
+const notifiedChargeCaptured = `-- name: NotifiedChargeCaptured :execrows
+INSERT INTO notified_charges (processor, charge_id, charge_key, rider_ref, amount_cents, currency, charged_at, hold)
+VALUES ($1, $2, $3, '', $4, $5, $6, false)
+ON CONFLICT (processor, charge_id) DO UPDATE
+SET hold = false, amount_cents = EXCLUDED.amount_cents, released_at = NULL
+`
+
+type NotifiedChargeCapturedParams struct {
+	Processor   string
+	ChargeID    string
+	ChargeKey   string
+	AmountCents int64
+	Currency    string
+	ChargedAt   time.Time
+}
+
+// A processor notified the capture of a payment no ride records (a hold
+// whose booking and completion a restore lost): the payment is a charge of
+// what was captured, for the orphan policy to refund, whether or not its
+// AUTHORISATION was recorded first.
+func (q *Queries) NotifiedChargeCaptured(ctx context.Context, db DBTX, arg NotifiedChargeCapturedParams) (int64, error) {
+	result, err := db.Exec(ctx, notifiedChargeCaptured,
+		arg.Processor,
+		arg.ChargeID,
+		arg.ChargeKey,
+		arg.AmountCents,
+		arg.Currency,
+		arg.ChargedAt,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const notifiedChargeGet = `-- name: NotifiedChargeGet :one
 SELECT processor, charge_id, charge_key, rider_ref, amount_cents, currency, charged_at, recorded_at, hold, released_at FROM notified_charges WHERE processor = $1 AND charge_id = $2
 `
@@ -108,7 +143,8 @@ func (q *Queries) NotifiedChargeListSince(ctx context.Context, db DBTX, processo
 const notifiedChargeRecord = `-- name: NotifiedChargeRecord :execrows
 INSERT INTO notified_charges (processor, charge_id, charge_key, rider_ref, amount_cents, currency, charged_at, hold)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-ON CONFLICT (processor, charge_id) DO NOTHING
+ON CONFLICT (processor, charge_id) DO UPDATE SET rider_ref = EXCLUDED.rider_ref
+WHERE notified_charges.rider_ref = '' AND EXCLUDED.rider_ref <> ''
 `
 
 type NotifiedChargeRecordParams struct {
@@ -123,7 +159,7 @@ type NotifiedChargeRecordParams struct {
 }
 
 // Records a charge a processor notified; one already recorded writes
-// nothing (0 rows).
+// nothing (0 rows), but for the rider a capture notified first lacked.
 func (q *Queries) NotifiedChargeRecord(ctx context.Context, db DBTX, arg NotifiedChargeRecordParams) (int64, error) {
 	result, err := db.Exec(ctx, notifiedChargeRecord,
 		arg.Processor,

@@ -686,7 +686,7 @@ func (s *Service) prepareCapture(ctx context.Context, ev *InboundEvent) (effect,
 	processor := cmpOr(ev.Processor, ProcessorStripe)
 	ride, err := s.queries.RideGetByPayment(ctx, s.pool, processor, &c.PaymentID)
 	if isNoRows(err) {
-		return constant(InboxOutcomeUnknownCharge), nil
+		return s.lostCaptureEffect(processor, c), nil
 	}
 	if err != nil {
 		return nil, internal(err)
@@ -733,4 +733,25 @@ func (s *Service) tripRecognised(ctx context.Context, tx pgx.Tx, rideID, capture
 	}
 	s.metrics.tripsEnded.WithLabelValues(ride.Processor, string(RideChargeCompleted)).Inc()
 	return InboxOutcomeTripCaptured, nil
+}
+
+// lostCaptureEffect is what the capture c of a payment no ride records
+// does. A capture happens only after a completion recorded its ride, so
+// the ride was lost with a restore, together with its booking. At a
+// processor whose payments are read from its notifications (Adyen), the
+// payment becomes a charge of what was captured, no longer a hold the
+// orphan pass would only release: the orphan policy refunds it.
+func (s *Service) lostCaptureEffect(processor string, c *Charge) effect {
+	if processor == ProcessorStripe || c.Status != ChargeSucceeded || c.CapturedCents <= 0 || c.Tag.Key == "" || !isCurrency(c.Currency) {
+		return constant(InboxOutcomeUnknownCharge)
+	}
+	return func(ctx context.Context, tx pgx.Tx) (string, error) {
+		if _, err := s.queries.NotifiedChargeCaptured(ctx, tx, dbgen.NotifiedChargeCapturedParams{
+			Processor: processor, ChargeID: c.PaymentID, ChargeKey: c.Tag.Key,
+			AmountCents: c.CapturedCents, Currency: c.Currency, ChargedAt: c.Created,
+		}); err != nil {
+			return "", err
+		}
+		return InboxOutcomeOrphanCharge, nil
+	}
 }

@@ -1,6 +1,7 @@
 package service_test
 
 import (
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -179,4 +180,65 @@ func TestRestoreLostAnAdyenHoldTheOrphanPassReleasesIt(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, ady.Modifications(), 1)
 	require.Equal(t, 1.0, counter(t, w.reg, "atomicrides_holds_orphan_released_total", map[string]string{"processor": service.ProcessorAdyen}))
+}
+
+// TestRestoreLostAnAdyenTripCapturedTheOrphanPolicyRefundsIt: booking and
+// completion both lost at Adyen: the hold was captured. Its CAPTURE,
+// resent after the restore (before or after its AUTHORISATION), makes the
+// payment a charge of what was captured, which the orphan policy refunds;
+// nothing asks to release it.
+func TestRestoreLostAnAdyenTripCapturedTheOrphanPolicyRefundsIt(t *testing.T) {
+	t.Parallel()
+	for _, captureFirst := range []bool{true, false} {
+		t.Run(fmt.Sprintf("CaptureNotifiedFirst=%v", captureFirst), func(t *testing.T) {
+			t.Parallel()
+			ady := testkit.NewAdyen(t)
+			var lost string
+			w := newRestoreWorldOf(t, func(t *testing.T, pool *pgxpool.Pool, reg prometheus.Registerer) *service.Service {
+				return adyenServiceWith(t, pool, ady, reg, service.CaptureTrip)
+			}, "lost-adyen-capture@example.com", registerAtAdyen(t), func(w *restoreWorld) {
+				key := testkit.NewKey()
+				lost = w.bookHold(t, w.before, key)
+				resp, err := w.before.RideComplete(w.ctx, testkit.NewKey(), service.RideCompleteParams{
+					RideID: rideOfKey(t, w, key), FareCents: 1500, Currency: "usd"}, nil)
+				require.NoError(t, err)
+				require.Equal(t, http.StatusAccepted, resp.Status, "%s", resp.Body)
+			})
+			_, err := w.restored.Heartbeat(w.ctx)
+			require.NoError(t, err)
+			order := []string{fakeadyen.EventAuthorisation, fakeadyen.EventCapture}
+			if captureFirst {
+				order[0], order[1] = order[1], order[0]
+			}
+			for _, code := range order {
+				adyenNotify(t, w.restored, ady, code)
+			}
+			rep, err := w.restored.Reconcile(w.ctx, time.Hour)
+			require.NoError(t, err)
+			require.Empty(t, rep.OrphanHolds, "captured: no hold to release")
+			require.Len(t, rep.OrphanCharges, 1)
+			require.Equal(t, int64(1500), rep.OrphanCharges[0].AmountCents)
+
+			n, err := w.restored.OrphanRefundsSchedule(w.ctx, time.Millisecond)
+			require.NoError(t, err)
+			require.Equal(t, 1, n)
+			_, err = w.restored.OrphanRefund(w.ctx, lost)
+			require.NoError(t, err)
+			refunds := ady.Refunds()
+			require.Len(t, refunds, 1)
+			require.Equal(t, int64(1500), refunds[0].AmountValue, "what was captured, refunded")
+			for _, m := range ady.Modifications() {
+				require.NotEqual(t, fakeadyen.ModificationCancel, m.Kind, "nothing asked to release a captured payment")
+			}
+		})
+	}
+}
+
+// rideOfKey is the ride w.before booked under the rider's key.
+func rideOfKey(t *testing.T, w *restoreWorld, key string) int64 {
+	t.Helper()
+	var id int64
+	require.NoError(t, w.beforePool.QueryRow(w.ctx,
+		`SELECT r.id FROM rides r JOIN idempotency_keys k ON k.id = r.idempotency_key_id WHERE k.idempotency_key = $1`, key).Scan(&id))
+	return id
 }

@@ -1,9 +1,10 @@
 -- name: NotifiedChargeRecord :execrows
 -- Records a charge a processor notified; one already recorded writes
--- nothing (0 rows).
+-- nothing (0 rows), but for the rider a capture notified first lacked.
 INSERT INTO notified_charges (processor, charge_id, charge_key, rider_ref, amount_cents, currency, charged_at, hold)
 VALUES (@processor, @charge_id, @charge_key, @rider_ref, @amount_cents, @currency, @charged_at, @hold)
-ON CONFLICT (processor, charge_id) DO NOTHING;
+ON CONFLICT (processor, charge_id) DO UPDATE SET rider_ref = EXCLUDED.rider_ref
+WHERE notified_charges.rider_ref = '' AND EXCLUDED.rider_ref <> '';
 
 -- name: NotifiedChargeSetReleased :execrows
 -- The orphan pass released a notified hold whose booking was lost.
@@ -36,3 +37,13 @@ SELECT n.* FROM notified_refunds n
 WHERE n.processor = @processor AND n.refunded_at >= @since
   AND EXISTS (SELECT 1 FROM rides r WHERE r.stripe_charge_id = n.charge_id AND r.processor = n.processor)
 ORDER BY n.refunded_at;
+
+-- name: NotifiedChargeCaptured :execrows
+-- A processor notified the capture of a payment no ride records (a hold
+-- whose booking and completion a restore lost): the payment is a charge of
+-- what was captured, for the orphan policy to refund, whether or not its
+-- AUTHORISATION was recorded first.
+INSERT INTO notified_charges (processor, charge_id, charge_key, rider_ref, amount_cents, currency, charged_at, hold)
+VALUES (@processor, @charge_id, @charge_key, '', @amount_cents, @currency, @charged_at, false)
+ON CONFLICT (processor, charge_id) DO UPDATE
+SET hold = false, amount_cents = EXCLUDED.amount_cents, released_at = NULL;
