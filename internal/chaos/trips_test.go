@@ -233,12 +233,23 @@ func (l *chaosLoad) dispatch() *chaosUser {
 // has lost its API key too, which is not what the run is about.
 func (l *chaosLoad) makeTripRiders(ctx context.Context, n int) {
 	riders := make(chan *chaosUser, n)
+	// The riders' cards, as the run's riders have them: Stripe's, and
+	// Adyen's where the run has Adyen.
+	var sources []string
+	for _, u := range l.users {
+		if u.source != "tok_chargeCustomerFail" {
+			sources = append(sources, u.source)
+		}
+	}
+	if len(sources) == 0 {
+		sources = []string{"tok_visa"}
+	}
 	var wg sync.WaitGroup
 	var next atomic.Int64
 	for range 8 {
 		wg.Go(func() {
-			for next.Add(1) <= int64(n) && ctx.Err() == nil {
-				if u := l.createRiderWith(ctx, "tok_visa"); u != nil {
+			for i := next.Add(1); i <= int64(n) && ctx.Err() == nil; i = next.Add(1) {
+				if u := l.createRiderWith(ctx, sources[int(i)%len(sources)]); u != nil {
 					riders <- u
 				}
 			}
