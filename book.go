@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/atomicrides/atomicrides/openapi/client"
+	"github.com/atomicrides/atomicrides/service"
 )
 
 // bookOutput is what `book` prints on success: the ride as the server sent
@@ -145,7 +146,7 @@ func bookComplete(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil || fare <= 0 {
 		return usagef("book complete: fare %q: want a positive whole number of cents, e.g. 1850 for 18.50", pos[1])
 	}
-	if !isCurrencyCode(*currency) {
+	if !service.IsCurrency(*currency) {
 		return usagef("book complete: --currency %q: want a three-letter ISO 4217 code in lower case, e.g. usd", *currency)
 	}
 	if *token == "" {
@@ -272,19 +273,6 @@ func parseRideID(name, v string) (int64, error) {
 		return 0, usagef("%s: ride id %q: want a positive integer, e.g. 5351843670591273", name, v)
 	}
 	return id, nil
-}
-
-// isCurrencyCode reports whether c reads as an ISO 4217 code in lower case.
-func isCurrencyCode(c string) bool {
-	if len(c) != 3 {
-		return false
-	}
-	for _, r := range c {
-		if r < 'a' || r > 'z' {
-			return false
-		}
-	}
-	return true
 }
 
 func deref(s *string) string {

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -166,7 +167,7 @@ func (s *Service) currentCustomer(ctx context.Context, name string, rider *dbgen
 			continue
 		}
 		if r.Status == registrationRefused {
-			return "", &PaymentError{Class: PaymentClassRefusal, Kind: PaymentInvalid, Code: PaymentCodeSourceRefused, Message: cmpOr(derefStr(r.Reason), "refused")}
+			return "", &PaymentError{Class: PaymentClassRefusal, Kind: PaymentInvalid, Code: PaymentCodeSourceRefused, Message: cmp.Or(deref(r.Reason), "refused")}
 		}
 		if r.CustomerID != nil {
 			return *r.CustomerID, nil
@@ -183,13 +184,6 @@ func (s *Service) currentCustomer(ctx context.Context, name string, rider *dbgen
 		return "", internal(err)
 	}
 	return c.ID, nil
-}
-
-func derefStr(p *string) string {
-	if p == nil {
-		return ""
-	}
-	return *p
 }
 
 // balanceRecordPhase records the balance paid, or why the payment failed.

@@ -225,9 +225,11 @@ func settlementLineOf(l *dbgen.SettlementLine) SettlementLine {
 	}
 }
 
-func deref(s *string) string {
-	if s == nil {
-		return ""
+// deref is *p, or T's zero value when p is nil.
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
 	}
-	return *s
+	return *p
 }

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -143,13 +144,15 @@ func (p RideCompleteParams) Validate() error {
 	if p.FareCents < 1 {
 		return invalid("body.fare_cents", "must be a positive whole number of the currency's minor unit (cents)")
 	}
-	if !isCurrency(p.Currency) {
+	if !IsCurrency(p.Currency) {
 		return invalid("body.currency", "must be a three-letter ISO 4217 code in lower case, like usd")
 	}
 	return nil
 }
 
-func isCurrency(c string) bool {
+// IsCurrency reports whether c reads as an ISO 4217 code in lower case, as
+// rides record their currency.
+func IsCurrency(c string) bool {
 	if len(c) != 3 {
 		return false
 	}
@@ -286,7 +289,7 @@ func (s *Service) completionRequestPhase(ctx context.Context, tx pgx.Tx, key *id
 	case status == RideChargeCapturing || status == RideChargeCompleted || status == RideChargeCaptureFailed:
 		if ride.FareCents == nil || *ride.FareCents != st.params.FareCents {
 			return idem.Outcome{}, &Error{Code: CodeNotCompletable, RideID: ride.ID, Message: fmt.Sprintf(
-				"the ride was completed with a fare of %d; a trip completes once", derefInt(ride.FareCents))}
+				"the ride was completed with a fare of %d; a trip completes once", deref(ride.FareCents))}
 		}
 		st.ride = ride
 		if status == RideChargeCapturing && (ride.CaptureID == nil || ride.ExtraStatus == nil) {
@@ -298,13 +301,6 @@ func (s *Service) completionRequestPhase(ctx context.Context, tx pgx.Tx, key *id
 	default:
 		return idem.Outcome{}, notCompletable(ride)
 	}
-}
-
-func derefInt(p *int64) int64 {
-	if p == nil {
-		return 0
-	}
-	return *p
 }
 
 // notCompletable is why a ride that holds nothing cannot be completed.
@@ -483,16 +479,12 @@ func (s *Service) tripSettle(ctx context.Context, tx pgx.Tx, st *completionState
 	if c == nil || c.Status != ChargeSucceeded || c.ID == "" || st.captureFailure != "" || st.ride.ExtraStatus != nil {
 		return nil, nil
 	}
-	params := dbgen.RideCompletionSettleParams{CapturedCents: c.CapturedCents, CaptureID: c.ID, ExtraStatus: ExtraNone, ID: st.ride.ID}
-	switch {
-	case st.extra != nil:
-		params.ExtraStatus, params.ExtraChargeID = ExtraCharged, &st.extra.ID
-	case st.extraFailure != nil:
-		code := cmpOr(st.extraFailure.Code, string(st.extraFailure.Kind))
-		params.ExtraStatus, params.ExtraFailureCode = ExtraDue, &code
-	case st.ride.ExtraCents != nil:
+	extra, ok := st.extraDecided()
+	if !ok {
 		return nil, nil
 	}
+	params := dbgen.RideCompletionSettleParams{CapturedCents: c.CapturedCents, CaptureID: c.ID, ID: st.ride.ID,
+		ExtraStatus: extra.status, ExtraChargeID: extra.chargeID, ExtraFailureCode: extra.failureCode}
 	data, err := json.Marshal(map[string]any{
 		"fare_cents": st.ride.FareCents, "captured_cents": c.CapturedCents, "capture_id": c.ID,
 		"extra_status": params.ExtraStatus, "extra_charge_id": params.ExtraChargeID, "extra_failure_code": params.ExtraFailureCode,
@@ -509,14 +501,34 @@ func (s *Service) tripSettle(ctx context.Context, tx pgx.Tx, st *completionState
 		return nil, err
 	}
 	ride := &row.Ride
-	if _, err := s.jobs.InsertTx(ctx, tx, RideReceiptArgs{RideID: ride.ID}, nil); err != nil {
-		return nil, err
-	}
-	s.metrics.tripsEnded.WithLabelValues(ride.Processor, string(RideChargeCompleted)).Inc()
 	if params.ExtraStatus != ExtraNone {
 		s.metrics.tripExtras.WithLabelValues(ride.Processor, params.ExtraStatus).Inc()
 	}
-	return ride, nil
+	return ride, s.tripCompleted(ctx, tx, ride)
+}
+
+// extraDecision is what became of the fare above a trip's hold: its
+// extra_status, and the payment or why it failed.
+type extraDecision struct {
+	status      string
+	chargeID    *string
+	failureCode *string
+}
+
+// extraDecided is the decision about the fare above the hold that the call
+// made; false when the fare is above the hold and the call decided
+// nothing.
+func (st *completionState) extraDecided() (extraDecision, bool) {
+	switch {
+	case st.extra != nil:
+		return extraDecision{status: ExtraCharged, chargeID: &st.extra.ID}, true
+	case st.extraFailure != nil:
+		code := cmp.Or(st.extraFailure.Code, string(st.extraFailure.Kind))
+		return extraDecision{status: ExtraDue, failureCode: &code}, true
+	case st.ride.ExtraCents != nil:
+		return extraDecision{}, false
+	}
+	return extraDecision{status: ExtraNone}, true
 }
 
 // tripExtraRecord records what became of the fare above the hold, and
@@ -525,16 +537,12 @@ func (s *Service) tripExtraRecord(ctx context.Context, tx pgx.Tx, st *completion
 	if st.ride.ExtraStatus != nil {
 		return nil
 	}
-	params := dbgen.RideExtraRecordParams{ExtraStatus: ExtraNone, ID: st.ride.ID}
-	switch {
-	case st.extra != nil:
-		params.ExtraStatus, params.ExtraChargeID = ExtraCharged, &st.extra.ID
-	case st.extraFailure != nil:
-		code := cmpOr(st.extraFailure.Code, string(st.extraFailure.Kind))
-		params.ExtraStatus, params.ExtraFailureCode = ExtraDue, &code
-	case st.ride.ExtraCents != nil:
+	extra, ok := st.extraDecided()
+	if !ok {
 		return fmt.Errorf("ride %d: its fare above the hold was not decided", st.ride.ID)
 	}
+	params := dbgen.RideExtraRecordParams{ExtraStatus: extra.status, ExtraChargeID: extra.chargeID,
+		ExtraFailureCode: extra.failureCode, ID: st.ride.ID}
 	ride, err := s.queries.RideExtraRecord(ctx, tx, params)
 	if isNoRows(err) {
 		return nil
@@ -552,13 +560,6 @@ func (s *Service) tripExtraRecord(ctx context.Context, tx pgx.Tx, st *completion
 	}
 	_, err = s.tripFinish(ctx, tx, ride.ID)
 	return err
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // tripCaptured records that the processor captured captured cents of the
@@ -599,17 +600,23 @@ func (s *Service) tripFinish(ctx context.Context, tx pgx.Tx, rideID int64) (bool
 	}); err != nil {
 		return false, err
 	}
+	return true, s.tripCompleted(ctx, tx, ride)
+}
+
+// tripCompleted is what every path that completes a trip does with it, in
+// its transaction: the receipt, with the final fare, and the count.
+func (s *Service) tripCompleted(ctx context.Context, tx pgx.Tx, ride *dbgen.Ride) error {
 	if _, err := s.jobs.InsertTx(ctx, tx, RideReceiptArgs{RideID: ride.ID}, nil); err != nil {
-		return false, err
+		return err
 	}
 	s.metrics.tripsEnded.WithLabelValues(ride.Processor, string(RideChargeCompleted)).Inc()
-	return true, nil
+	return nil
 }
 
 // tripCaptureFailed records that the processor failed the ride's capture,
 // once. It returns the outcome for an inbound event.
 func (s *Service) tripCaptureFailed(ctx context.Context, tx pgx.Tx, rideID int64, reason string) (string, error) {
-	ride, err := s.queries.RideCaptureFailed(ctx, tx, truncateDeclineMessage(cmpOr(reason, "capture_failed")), rideID)
+	ride, err := s.queries.RideCaptureFailed(ctx, tx, truncateDeclineMessage(cmp.Or(reason, "capture_failed")), rideID)
 	if isNoRows(err) {
 		return InboxOutcomeAlreadyRecorded, nil
 	}
@@ -637,7 +644,7 @@ func writeTripReceipt(b *strings.Builder, ride *dbgen.Ride) {
 	if ride.ExtraCents != nil && ride.ExtraStatus != nil {
 		switch *ride.ExtraStatus {
 		case ExtraCharged:
-			fmt.Fprintf(b, "Extra:   %s, charged (%s)\n", formatAmount(*ride.ExtraCents, ride.Currency), derefStr(ride.ExtraChargeID))
+			fmt.Fprintf(b, "Extra:   %s, charged (%s)\n", formatAmount(*ride.ExtraCents, ride.Currency), deref(ride.ExtraChargeID))
 		case ExtraDue:
 			fmt.Fprintf(b, "Extra:   %s, due: your card declined it; pay it in the app before your next ride\n", formatAmount(*ride.ExtraCents, ride.Currency))
 		}
@@ -683,7 +690,7 @@ func (s *Service) prepareCapture(ctx context.Context, ev *InboundEvent) (effect,
 	if c.Tag.Namespace != "" && c.Tag.Namespace != s.namespace {
 		return constant(InboxOutcomeForeign), nil
 	}
-	processor := cmpOr(ev.Processor, ProcessorStripe)
+	processor := cmp.Or(ev.Processor, ProcessorStripe)
 	ride, err := s.queries.RideGetByPayment(ctx, s.pool, processor, &c.PaymentID)
 	if isNoRows(err) {
 		return s.lostCaptureEffect(processor, c), nil
@@ -696,7 +703,7 @@ func (s *Service) prepareCapture(ctx context.Context, ev *InboundEvent) (effect,
 	}
 	return func(ctx context.Context, tx pgx.Tx) (string, error) {
 		if c.Status == ChargeFailed {
-			return s.tripCaptureFailed(ctx, tx, ride.ID, cmpOr(c.FailureMessage, c.FailureCode))
+			return s.tripCaptureFailed(ctx, tx, ride.ID, cmp.Or(c.FailureMessage, c.FailureCode))
 		}
 		if out, err := s.tripCaptured(ctx, tx, ride.ID, c.CapturedCents, c.ID); err != nil || out != InboxOutcomeAlreadyRecorded {
 			return out, err
@@ -728,10 +735,9 @@ func (s *Service) tripRecognised(ctx context.Context, tx pgx.Tx, rideID, capture
 	}); err != nil {
 		return "", err
 	}
-	if _, err := s.jobs.InsertTx(ctx, tx, RideReceiptArgs{RideID: ride.ID}, nil); err != nil {
+	if err := s.tripCompleted(ctx, tx, ride); err != nil {
 		return "", err
 	}
-	s.metrics.tripsEnded.WithLabelValues(ride.Processor, string(RideChargeCompleted)).Inc()
 	return InboxOutcomeTripCaptured, nil
 }
 
@@ -742,7 +748,7 @@ func (s *Service) tripRecognised(ctx context.Context, tx pgx.Tx, rideID, capture
 // payment becomes a charge of what was captured, no longer a hold the
 // orphan pass would only release: the orphan policy refunds it.
 func (s *Service) lostCaptureEffect(processor string, c *Charge) effect {
-	if processor == ProcessorStripe || c.Status != ChargeSucceeded || c.CapturedCents <= 0 || c.Tag.Key == "" || !isCurrency(c.Currency) {
+	if processor == ProcessorStripe || c.Status != ChargeSucceeded || c.CapturedCents <= 0 || c.Tag.Key == "" || !IsCurrency(c.Currency) {
 		return constant(InboxOutcomeUnknownCharge)
 	}
 	return func(ctx context.Context, tx pgx.Tx) (string, error) {
