@@ -158,23 +158,14 @@ const rideBalanceDescription = "Atomic Rides balance of a ride"
 // currentCustomer is the rider's customer at the processor name for the
 // rider's current payment source, made now if the rider has none there.
 func (s *Service) currentCustomer(ctx context.Context, name string, rider *dbgen.User, key *idem.Key) (string, error) {
-	regs, err := s.queries.ProcessorRegistrationListForSource(ctx, s.pool, rider.ID, rider.PaymentSource)
-	if err != nil {
+	reg, err := s.registration(ctx, s.pool, rider, name, rider.PaymentSource)
+	switch {
+	case err != nil:
 		return "", internal(err)
-	}
-	for _, r := range regs {
-		if r.Processor != name {
-			continue
-		}
-		if r.Status == registrationRefused {
-			return "", &PaymentError{Class: PaymentClassRefusal, Kind: PaymentInvalid, Code: PaymentCodeSourceRefused, Message: cmp.Or(deref(r.Reason), "refused")}
-		}
-		if r.CustomerID != nil {
-			return *r.CustomerID, nil
-		}
-	}
-	if name == ProcessorStripe && rider.StripeCustomerID != nil {
-		return *rider.StripeCustomerID, nil
+	case reg != nil && reg.Status == registrationRefused:
+		return "", &PaymentError{Class: PaymentClassRefusal, Kind: PaymentInvalid, Code: PaymentCodeSourceRefused, Message: cmp.Or(deref(reg.Reason), "refused")}
+	case reg != nil && reg.CustomerID != nil:
+		return *reg.CustomerID, nil
 	}
 	c, err := s.processorCustomer(ctx, name, rider, rider.PaymentSource, key.ClaimedAt)
 	if err != nil {

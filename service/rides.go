@@ -356,27 +356,33 @@ func (s *Service) rideLoad(ctx context.Context, tx pgx.Tx, key *idem.Key) (*ride
 // processor, of the payment source the ride was routed with (rides.payment_source,
 // committed with the ride): a continuation after the rider replaced the
 // source still charges the source, customer and key the ride started with.
-func (s *Service) loadRegistration(ctx context.Context, tx pgx.Tx, st *rideState) error {
-	st.reg = nil
-	if st.ride.Processor == ProcessorStripe && st.user.StripeCustomerID != nil && st.user.PaymentSource == st.ride.PaymentSource {
-		// The user row, read with the ride, mirrors the Stripe customer of
-		// its current source: no second round trip.
-		st.reg = &dbgen.ProcessorRegistration{
-			UserID: st.user.ID, Processor: ProcessorStripe, PaymentSource: st.ride.PaymentSource,
-			Status: registrationRegistered, CustomerID: st.user.StripeCustomerID,
-		}
-		return nil
+func (s *Service) loadRegistration(ctx context.Context, tx pgx.Tx, st *rideState) (err error) {
+	st.reg, err = s.registration(ctx, tx, st.user, st.ride.Processor, st.ride.PaymentSource)
+	return err
+}
+
+// registration is user's registration of the payment source at the
+// processor; nil when there is none.
+func (s *Service) registration(ctx context.Context, db dbgen.DBTX, user *dbgen.User, processor, source string) (*dbgen.ProcessorRegistration, error) {
+	if processor == ProcessorStripe && user.StripeCustomerID != nil && user.PaymentSource == source {
+		// The user row mirrors the Stripe customer of its current source:
+		// no second round trip.
+		return &dbgen.ProcessorRegistration{
+			UserID: user.ID, Processor: ProcessorStripe, PaymentSource: source,
+			Status: registrationRegistered, CustomerID: user.StripeCustomerID,
+		}, nil
 	}
-	regs, err := s.queries.ProcessorRegistrationListForSource(ctx, tx, st.user.ID, st.ride.PaymentSource)
+	regs, err := s.queries.ProcessorRegistrationListForSource(ctx, db, user.ID, source)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	var reg *dbgen.ProcessorRegistration
 	for _, r := range regs {
-		if r.Processor == st.ride.Processor {
-			st.reg = r
+		if r.Processor == processor {
+			reg = r
 		}
 	}
-	return nil
+	return reg, nil
 }
 
 // rideCreatePhase: the ride and its audit record; the rider comes back with

@@ -379,10 +379,15 @@ func (s *Service) captureCall(ctx context.Context, key *idem.Key, st *completion
 		st.capture = ch
 	}
 	if ride.ExtraCents != nil && ride.ExtraStatus == nil {
-		customerID, err := s.rideCustomer(ctx, ride)
+		// The customer the ride was booked with.
+		reg, err := s.registration(ctx, s.pool, st.rider, ride.Processor, ride.PaymentSource)
 		if err != nil {
-			return err
+			return internal(err)
 		}
+		if reg == nil || reg.CustomerID == nil {
+			return internal(fmt.Errorf("ride %d: no customer of its payment source at %s", ride.ID, ride.Processor))
+		}
+		customerID := *reg.CustomerID
 		ekey := extraKey(pkey)
 		ch, err := proc.pay.ChargeCreate(ctx, ChargeCreateParams{
 			IdempotencyKey: chargeIdempotencyKey(ekey, customerID), CustomerID: customerID,
@@ -411,26 +416,6 @@ func (s *Service) captureCall(ctx context.Context, key *idem.Key, st *completion
 // rideExtraDescription is the description of a fare's payment above its
 // hold: a constant, like every parameter of the payment.
 const rideExtraDescription = "Atomic Rides fare above the hold"
-
-// rideCustomer is the processor's customer the ride was booked with: its
-// registration of the ride's payment source at the ride's processor.
-func (s *Service) rideCustomer(ctx context.Context, ride *dbgen.Ride) (string, error) {
-	regs, err := s.queries.ProcessorRegistrationListForSource(ctx, s.pool, ride.UserID, ride.PaymentSource)
-	if err != nil {
-		return "", internal(err)
-	}
-	for _, r := range regs {
-		if r.Processor == ride.Processor && r.CustomerID != nil {
-			return *r.CustomerID, nil
-		}
-	}
-	if ride.Processor == ProcessorStripe {
-		if u, err := s.queries.UserGet(ctx, s.pool, ride.UserID); err == nil && u.StripeCustomerID != nil && u.PaymentSource == ride.PaymentSource {
-			return *u.StripeCustomerID, nil
-		}
-	}
-	return "", internal(fmt.Errorf("ride %d: no customer of its payment source at %s", ride.ID, ride.Processor))
-}
 
 // captureRecordPhase records what the processor did, and completes the
 // ride when both its capture and its extra payment are decided.
