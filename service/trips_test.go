@@ -227,16 +227,10 @@ func TestTripComplete(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				key := testkit.NewKey()
-				for {
-					resp, err := b.Service.RideComplete(b.Ctx, key, service.RideCompleteParams{RideID: ride.ID, FareCents: 1700, Currency: "usd"}, nil)
-					if service.ErrorCode(err) == service.CodeKeyInUse {
-						continue // another key holds the ride's turn: retry, as a client does
-					}
-					if err == nil {
-						statuses[i] = resp.Status
-					}
-					return
+				// Each key waits its turn on the ride's lock.
+				resp, err := b.Service.RideComplete(b.Ctx, testkit.NewKey(), service.RideCompleteParams{RideID: ride.ID, FareCents: 1700, Currency: "usd"}, nil)
+				if err == nil {
+					statuses[i] = resp.Status
 				}
 			}()
 		}
@@ -406,32 +400,30 @@ func TestTripCancel(t *testing.T) {
 		for i := 0; i < 5; i++ {
 			ride := bookTrip(t, b, uid)
 			var wg sync.WaitGroup
-			var completed, cancelled bool
+			var (
+				completeResp, cancelResp *service.Response
+				completeErr, cancelErr   error
+			)
 			wg.Add(2)
 			go func() {
 				defer wg.Done()
-				for key := testkit.NewKey(); ; {
-					resp, err := b.Service.RideComplete(b.Ctx, key, service.RideCompleteParams{RideID: ride.ID, FareCents: 1000, Currency: "usd"}, nil)
-					if service.ErrorCode(err) == service.CodeKeyInUse {
-						continue
-					}
-					completed = err == nil && resp.Status == http.StatusCreated
-					return
-				}
+				completeResp, completeErr = b.Service.RideComplete(b.Ctx, testkit.NewKey(), service.RideCompleteParams{RideID: ride.ID, FareCents: 1000, Currency: "usd"}, nil)
 			}()
 			go func() {
 				defer wg.Done()
-				for key := testkit.NewKey(); ; {
-					resp, err := b.Service.RideCancel(b.Ctx, uid, key, ride.ID, nil)
-					if service.ErrorCode(err) == service.CodeKeyInUse {
-						continue
-					}
-					cancelled = err == nil && resp.Status == http.StatusCreated
-					return
-				}
+				cancelResp, cancelErr = b.Service.RideCancel(b.Ctx, uid, testkit.NewKey(), ride.ID, nil)
 			}()
 			wg.Wait()
-			require.True(t, completed != cancelled, "exactly one of the completion and the cancellation wins")
+			// Exactly one wins (201); the other is refused, writing nothing.
+			completed := completeErr == nil
+			if completed {
+				require.Equal(t, http.StatusCreated, completeResp.Status, string(completeResp.Body))
+				requireCode(t, cancelErr, service.CodeNotCancellable)
+			} else {
+				requireCode(t, completeErr, service.CodeNotCompletable)
+				require.NoError(t, cancelErr)
+				require.Equal(t, http.StatusCreated, cancelResp.Status, string(cancelResp.Body))
+			}
 			pi := intentOf(t, b, ride)
 			now := rideNow(t, b.Env, uid, ride.ID)
 			if completed {
