@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	mathrand "math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -30,10 +31,49 @@ func TestBackoffIsFullJitterUnderAnExponentialCeiling(t *testing.T) {
 	lowest := Policy{Rand: func(int64) int64 { return 0 }}.withDefaults()
 	require.Zero(t, lowest.backoff(3, 0), "full jitter reaches down to no wait")
 	require.Equal(t, 2*time.Second, lowest.backoff(3, 2*time.Second), "Retry-After is a floor")
-	require.Equal(t, 36*time.Second, highest.backoff(2, 30*time.Second), "Retry-After wins over MaxDelay, spread by up to a fifth")
+	require.Equal(t, 45*time.Second, highest.backoff(2, 30*time.Second), "Retry-After wins over MaxDelay, spread by up to half of it")
+	require.Equal(t, 2*time.Second, highest.backoff(1, time.Second), "a Retry-After of one second is spread across the next")
 
 	huge := Policy{BaseDelay: time.Hour, MaxDelay: 1 << 62, Rand: func(n int64) int64 { return n - 1 }}.withDefaults()
 	require.Equal(t, time.Duration(1<<62), huge.backoff(200, 0), "no overflow on long runs")
+}
+
+// The server's Retry-After is a floor, and the client adds a spread of its
+// own over [0, max(Retry-After/2, 1s)], both ends included: the clients
+// told the same whole second come back across that second, not in its
+// first instant.
+func TestRetryAfterWaitSpreadsAcrossAtLeastASecond(t *testing.T) {
+	t.Parallel()
+	lowest := func(int64) int64 { return 0 }
+	var asked []int64
+	highest := func(n int64) int64 { asked = append(asked, n); return n - 1 }
+	for retryAfter, spread := range map[time.Duration]time.Duration{
+		time.Second:             time.Second,
+		2 * time.Second:         time.Second,
+		3 * time.Second:         1500 * time.Millisecond,
+		30 * time.Second:        15 * time.Second,
+		1500 * time.Millisecond: time.Second,
+	} {
+		asked = nil
+		require.Equal(t, retryAfter, RetryAfterWait(retryAfter, lowest), "Retry-After %s is the floor, reached exactly", retryAfter)
+		require.Equal(t, retryAfter+spread, RetryAfterWait(retryAfter, highest), "Retry-After %s: up to %s more", retryAfter, spread)
+		require.Equal(t, []int64{int64(spread) + 1}, asked, "Retry-After %s: uniform over [0, %s], both ends included", retryAfter, spread)
+	}
+
+	never := func(int64) int64 { t.Error("no spread without a Retry-After"); return 0 }
+	require.Zero(t, RetryAfterWait(0, never))
+	require.Zero(t, RetryAfterWait(-time.Second, never))
+
+	// With real randomness: within the bounds, and over both halves of the
+	// second (the odds of 1,000 draws all in one half are 2^-999).
+	var early, late bool
+	for range 1000 {
+		w := RetryAfterWait(time.Second, mathrand.Int64N)
+		require.GreaterOrEqual(t, w, time.Second)
+		require.LessOrEqual(t, w, 2*time.Second)
+		early, late = early || w < 1500*time.Millisecond, late || w > 1500*time.Millisecond
+	}
+	require.True(t, early && late, "the waits spread across the second")
 }
 
 func TestParseRetryAfter(t *testing.T) {
@@ -240,16 +280,23 @@ func TestDoIsBoundedInTime(t *testing.T) {
 	require.Len(t, s.sent(), 1)
 	require.Empty(t, clock.waits)
 
-	// Waits add up to the budget and no further.
-	clock = &fakeTime{now: time.Unix(1_000_000, 0)}
-	res, _, err = book(t, clock.policy(Policy{MaxElapsed: 5 * time.Second}), scriptedAnswer{status: 503, retryAfter: "2"})
-	require.NoError(t, err)
-	require.Equal(t, 3, res.Attempts)
-	var total time.Duration
-	for _, w := range clock.waits {
-		total += w
+	// Waits add up to the budget and no further: two waits of Retry-After
+	// exactly fit in it; two of Retry-After and its whole spread do not, and
+	// the second is not begun.
+	for _, c := range []struct {
+		rand     func(int64) int64
+		attempts int
+		waits    []time.Duration
+	}{
+		{func(int64) int64 { return 0 }, 3, []time.Duration{2 * time.Second, 2 * time.Second}},
+		{func(n int64) int64 { return n - 1 }, 2, []time.Duration{3 * time.Second}},
+	} {
+		clock = &fakeTime{now: time.Unix(1_000_000, 0)}
+		res, _, err = book(t, clock.policy(Policy{MaxElapsed: 5 * time.Second, Rand: c.rand}), scriptedAnswer{status: 503, retryAfter: "2"})
+		require.NoError(t, err)
+		require.Equal(t, c.attempts, res.Attempts)
+		require.Equal(t, c.waits, clock.waits)
 	}
-	require.LessOrEqual(t, total, 5*time.Second)
 }
 
 func TestDoStopsWhenTheCallerGivesUp(t *testing.T) {

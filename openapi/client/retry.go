@@ -35,7 +35,7 @@ type Policy struct {
 	// BaseDelay and MaxDelay shape the backoff: before retry n (from 1) the
 	// wait is uniform in [0, min(MaxDelay, BaseDelay·2^(n-1))] ("full
 	// jitter"), and never shorter than the server's Retry-After, which is
-	// itself spread by up to a fifth more at random.
+	// itself spread at random (RetryAfterWait).
 	BaseDelay time.Duration
 	MaxDelay  time.Duration
 
@@ -87,12 +87,24 @@ func (p Policy) backoff(n int, retryAfter time.Duration) time.Duration {
 	ceiling = min(ceiling, p.MaxDelay)
 	wait := time.Duration(p.Rand(int64(ceiling) + 1))
 	if retryAfter > 0 {
-		// Up to a fifth more than Retry-After, at random: the clients a
-		// busy server told the same Retry-After do not all come back in
-		// the same instant.
-		wait = max(wait, retryAfter+time.Duration(p.Rand(int64(retryAfter/5)+1)))
+		wait = max(wait, RetryAfterWait(retryAfter, p.Rand))
 	}
 	return wait
+}
+
+// RetryAfterWait is how long a client waits when the server said
+// Retry-After: retryAfter, never less, plus a spread of its own drawn with
+// randn (a uniform int64 in [0, n)): up to half of retryAfter more, and at
+// least up to a second more. The server speaks in whole seconds and
+// spreads its answers by whole seconds; this spreads the clients told the
+// same second across it, so that they do not all come back in the same
+// instant.
+func RetryAfterWait(retryAfter time.Duration, randn func(n int64) int64) time.Duration {
+	if retryAfter <= 0 {
+		return 0
+	}
+	spread := max(retryAfter/2, time.Second)
+	return retryAfter + time.Duration(randn(int64(spread)+1))
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

@@ -7,8 +7,9 @@
 // (409, 429, 500, 502, 503, 504) are retried — a 409 only while another
 // request holds the key, not one that refuses the request — with
 // exponential backoff and full jitter, never sooner than the server's
-// Retry-After (spread by up to a fifth more), within a bounded number of
-// attempts and a bounded time.
+// Retry-After (spread by up to half of it more, and at least across the
+// second after it: retryAfterWait), within a bounded number of attempts and
+// a bounded time.
 
 /** Defaults of an empty {@link Policy}. */
 export const defaults = {
@@ -42,7 +43,8 @@ export interface Policy {
   /**
    * Shape the backoff: before retry n (from 1) the wait is uniform in
    * [0, min(maxDelayMs, baseDelayMs·2^(n-1))] ("full jitter"), and never
-   * shorter than the server's Retry-After. Defaults 200 ms and 10 s.
+   * shorter than the server's Retry-After, which is itself spread at random
+   * ({@link retryAfterWait}). Defaults 200 ms and 10 s.
    */
   baseDelayMs?: number;
   maxDelayMs?: number;
@@ -164,9 +166,8 @@ export function parseRetryAfter(value: string | null, now: number): number {
 
 /**
  * The wait before retry n (from 1): full jitter over
- * [0, min(maxDelayMs, baseDelayMs·2^(n-1))], raised to retryAfterMs plus up
- * to a fifth of it at random, so that the clients a busy server told the
- * same Retry-After do not all come back in the same instant.
+ * [0, min(maxDelayMs, baseDelayMs·2^(n-1))], raised to
+ * {@link retryAfterWait} of retryAfterMs.
  */
 export function backoff(policy: Policy, n: number, retryAfterMs: number): number {
   const base = policy.baseDelayMs ?? defaults.baseDelayMs;
@@ -177,7 +178,24 @@ export function backoff(policy: Policy, n: number, retryAfterMs: number): number
   if (retryAfterMs <= 0) {
     return wait;
   }
-  return Math.max(wait, retryAfterMs + Math.floor(random() * (Math.floor(retryAfterMs / 5) + 1)));
+  return Math.max(wait, retryAfterWait(retryAfterMs, random));
+}
+
+/**
+ * How long a client waits, in milliseconds, when the server said
+ * Retry-After: retryAfterMs, never less, plus a spread of its own drawn with
+ * random (uniform in [0, 1)): up to half of retryAfterMs more, and at least
+ * up to a second more; 0 without a Retry-After. The server speaks in whole
+ * seconds and spreads its answers by whole seconds; this spreads the
+ * clients told the same second across it, so that they do not all come
+ * back in the same instant.
+ */
+export function retryAfterWait(retryAfterMs: number, random: () => number): number {
+  if (retryAfterMs <= 0) {
+    return 0;
+  }
+  const spread = Math.max(Math.floor(retryAfterMs / 2), 1000);
+  return retryAfterMs + Math.floor(random() * (spread + 1));
 }
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {

@@ -4,7 +4,17 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { backoff, NoAnswerError, parseRetryAfter, problemKeyInUse, retryable, retryableAnswer, withRetries, type Policy } from "../src/retry.js";
+import {
+  backoff,
+  NoAnswerError,
+  parseRetryAfter,
+  problemKeyInUse,
+  retryable,
+  retryableAnswer,
+  retryAfterWait,
+  withRetries,
+  type Policy,
+} from "../src/retry.js";
 
 /** A scripted attempt: a status (with headers and a problem) or a thrown error. */
 type Step = { status: number; headers?: Record<string, string>; problem?: unknown } | { throws: unknown };
@@ -112,8 +122,33 @@ test("full jitter: uniform under an exponential ceiling, capped", () => {
     assert.equal(backoff({ ...policy, random: () => 0 }, n, 0), 0, `retry ${n} may not wait`);
     assert.equal(backoff({ ...policy, random: () => 0.999999999 }, n, 0), ceiling, `retry ${n}`);
     assert.equal(backoff({ ...policy, random: () => 0 }, n, 5000), 5000, "never shorter than Retry-After");
-    assert.equal(backoff({ ...policy, random: () => 0.999999999 }, n, 50000), 60000, "Retry-After spread by up to a fifth");
+    assert.equal(backoff({ ...policy, random: () => 0.999999999 }, n, 50000), 75000, "Retry-After spread by up to half of it");
+    assert.equal(backoff({ ...policy, random: () => 0.999999999 }, n, 1000), 2000, "a Retry-After of one second spread across the next");
   }
+});
+
+test("Retry-After is a floor, spread by up to half of it and at least across the next second", () => {
+  const highest = () => 0.999999999;
+  for (const [retryAfterMs, spreadMs] of [[1000, 1000], [2000, 1000], [1500, 1000], [3000, 1500], [30000, 15000]] as const) {
+    assert.equal(retryAfterWait(retryAfterMs, () => 0), retryAfterMs, `Retry-After ${retryAfterMs} ms is the floor, reached exactly`);
+    assert.equal(retryAfterWait(retryAfterMs, highest), retryAfterMs + spreadMs, `Retry-After ${retryAfterMs} ms: up to ${spreadMs} ms more`);
+    assert.equal(retryAfterWait(retryAfterMs, () => 0.5), retryAfterMs + Math.floor(0.5 * (spreadMs + 1)), "uniform over the spread");
+  }
+  const never = () => assert.fail("no spread without a Retry-After");
+  assert.equal(retryAfterWait(0, never), 0);
+  assert.equal(retryAfterWait(-1000, never), 0);
+
+  // With real randomness: within the bounds, and over both halves of the
+  // second (the odds of 1,000 draws all in one half are 2^-999).
+  let early = false;
+  let late = false;
+  for (let i = 0; i < 1000; i++) {
+    const w = retryAfterWait(1000, Math.random);
+    assert.ok(w >= 1000 && w <= 2000, `${w} ms`);
+    early ||= w < 1500;
+    late ||= w > 1500;
+  }
+  assert.ok(early && late, "the waits spread across the second");
 });
 
 test("Retry-After as seconds or as an HTTP date", () => {
