@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -63,9 +64,10 @@ func TestRulesPassPromtool(t *testing.T) {
 type ruleGroups struct {
 	Groups []struct {
 		Rules []struct {
-			Record string `yaml:"record"`
-			Alert  string `yaml:"alert"`
-			Expr   string `yaml:"expr"`
+			Record      string            `yaml:"record"`
+			Alert       string            `yaml:"alert"`
+			Expr        string            `yaml:"expr"`
+			Annotations map[string]string `yaml:"annotations"`
 		} `yaml:"rules"`
 	} `yaml:"groups"`
 }
@@ -78,6 +80,55 @@ func readRules(t *testing.T) ruleGroups {
 	require.NoError(t, yaml.Unmarshal(b, &rg))
 	require.NotEmpty(t, rg.Groups)
 	return rg
+}
+
+// runbookBase is where the alerts' runbook_url point: the repository's
+// docs on GitHub, the files in this checkout.
+const runbookBase = "https://github.com/atomicrides/atomicrides/blob/main/"
+
+// headingAnchor is the anchor GitHub gives a Markdown heading: lower case,
+// punctuation dropped, spaces as hyphens.
+func headingAnchor(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(heading) {
+		switch {
+		case r == ' ':
+			b.WriteByte('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// Every alert has a summary and a runbook, and its runbook_url names a
+// heading of a document in this repository ("### Alert: Name").
+func TestAlertsLinkToTheirRunbooks(t *testing.T) {
+	t.Parallel()
+	anchors := map[string]map[string]bool{}
+	for _, g := range readRules(t).Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "" {
+				continue
+			}
+			require.NotEmpty(t, r.Annotations["summary"], "alert %s has a summary", r.Alert)
+			url := r.Annotations["runbook_url"]
+			doc, anchor, ok := strings.Cut(strings.TrimPrefix(url, runbookBase), "#")
+			require.True(t, strings.HasPrefix(url, runbookBase) && ok, "alert %s: runbook_url %q is a heading under %s", r.Alert, url, runbookBase)
+			require.Equal(t, "alert-"+strings.ToLower(r.Alert), anchor, "alert %s links to its own runbook", r.Alert)
+			if anchors[doc] == nil {
+				b, err := os.ReadFile("../" + doc)
+				require.NoError(t, err, "alert %s: its runbook's document", r.Alert)
+				anchors[doc] = map[string]bool{}
+				for line := range strings.Lines(string(b)) {
+					if h := strings.TrimLeft(line, "#"); len(h) < len(line) && strings.HasPrefix(h, " ") {
+						anchors[doc][headingAnchor(strings.TrimSpace(h))] = true
+					}
+				}
+			}
+			require.True(t, anchors[doc][anchor], "alert %s: %s has no heading #%s", r.Alert, doc, anchor)
+		}
+	}
 }
 
 // dashboardExprs returns the PromQL of every panel target.
@@ -129,10 +180,16 @@ func exportedNames(t *testing.T) map[string]bool {
 		Registerer: registry,
 	})
 	require.NoError(t, err)
+	// The admission control as serve builds it: a limit learnt within the
+	// bounds of a small pool, its gauges on the registry.
+	metrics := limits.NewMetrics(registry)
+	minLimit, maxLimit := limits.Bounds(4)
+	admission := limits.NewAdmission(limits.AdmissionConfig{Min: minLimit, Max: maxLimit, Metrics: metrics})
+	registry.MustRegister(admission.Collector())
 	const token = "ops-test-token"
 	srv := httptest.NewServer(openapi.NewHandler(openapi.Config{
 		Service: svc, AdminToken: token, Metrics: registry, Logger: slog.New(slog.DiscardHandler),
-		Limits: openapi.Limits{Metrics: limits.NewMetrics(registry)},
+		Limits: openapi.Limits{Metrics: metrics, Admission: admission},
 	}))
 	t.Cleanup(srv.Close)
 
@@ -217,6 +274,16 @@ func TestRulesAndDashboardReadOnlyExportedMetrics(t *testing.T) {
 		"atomicrides_reaper_deleted_keys_total",
 		"atomicrides_settlement_lines_total",
 		"atomicrides_settlement_discrepancies",
+		"atomicrides_http_refused_total",
+		"atomicrides_admission_limit",
+		"atomicrides_admission_limit_min",
+		"atomicrides_admission_limit_max",
+		"atomicrides_admission_in_flight",
+		"atomicrides_admission_queued",
+		"atomicrides_admission_admitted_total",
+		"atomicrides_admission_refused_total",
+		"atomicrides_admission_backoffs_total",
+		"atomicrides_admission_retry_after_seconds",
 	} {
 		require.True(t, used[name], "%s is read by a rule or a panel", name)
 	}
