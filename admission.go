@@ -2,28 +2,27 @@ package main
 
 import (
 	"log/slog"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/atomicrides/atomicrides/internal/limits"
 	"github.com/atomicrides/atomicrides/openapi"
+	"github.com/atomicrides/atomicrides/service"
 )
 
-// poolWaitPeriod is how often the shedder samples the pool's wait.
-const poolWaitPeriod = 100 * time.Millisecond
-
 // newLimits builds the API's admission control from the configuration:
-// in-process budgets, or budgets shared through REDIS_URL, and the shedder
-// over the pool's connection wait. stop closes the Redis client.
-func newLimits(cfg *config, pool *pgxpool.Pool, reg prometheus.Registerer, logger *slog.Logger) (lim openapi.Limits, stop func()) {
+// in-process budgets, or budgets shared through REDIS_URL, and the
+// admission limit, learnt within bounds taken from the machine and the
+// pool unless LOAD_SHED_IN_FLIGHT fixes it or turns it off. stop closes
+// the Redis client.
+func newLimits(cfg *config, pool *pgxpool.Pool, svc *service.Service, reg prometheus.Registerer, logger *slog.Logger) (lim openapi.Limits, stop func()) {
 	metrics := limits.NewMetrics(reg)
 	lim = openapi.Limits{
 		Writes:       policyOr(cfg.RateLimitWrites, limits.DefaultWrites),
 		Reads:        policyOr(cfg.RateLimitReads, limits.DefaultReads),
 		AuthFailures: policyOr(cfg.RateLimitAuthFailures, limits.DefaultAuthFailures),
-		Underway:     limits.NewUnderway(limits.DefaultUnderwayTTL, 1<<16),
+		Started:      limits.NewStarted(limits.DefaultStartedTTL, 1<<16),
 		Metrics:      metrics,
 	}
 	stop = func() {}
@@ -35,16 +34,27 @@ func newLimits(cfg *config, pool *pgxpool.Pool, reg prometheus.Registerer, logge
 	} else {
 		lim.Limiter = limits.NewLocal()
 	}
-	wait := limits.NewPoolWait(func() (int64, time.Duration) {
-		s := pool.Stat()
-		return s.AcquireCount(), s.EmptyAcquireWaitTime()
-	}, poolWaitPeriod)
-	lim.Shedder = limits.NewShedder(limits.ShedConfig{
-		InFlight: cfg.ShedInFlight,
-		Reserved: cfg.ShedReserved,
-		DBWait:   cfg.ShedDBWait,
-		PoolWait: wait.Mean,
+	if cfg.ShedInFlight < 0 {
+		logger.Warn("admission limit off (LOAD_SHED_IN_FLIGHT=off): an overload queues without bound")
+		return lim, stop
+	}
+	minLimit, maxLimit := limits.Bounds(int(pool.Config().MaxConns))
+	lim.Admission = limits.NewAdmission(limits.AdmissionConfig{
+		Fixed: cfg.ShedInFlight,
+		Min:   minLimit,
+		Max:   maxLimit,
+		Signals: func() limits.Signals {
+			s := pool.Stat()
+			return limits.Signals{TxRetries: svc.Stats().TxRetries, Acquires: s.AcquireCount(), WaitedAcquires: s.EmptyAcquireCount()}
+		},
+		Metrics: metrics,
 	})
+	reg.MustRegister(lim.Admission.Collector())
+	if cfg.ShedInFlight > 0 {
+		logger.Info("admission limit fixed", "limit", cfg.ShedInFlight)
+	} else {
+		logger.Info("admission limit learnt", "min", minLimit, "max", maxLimit)
+	}
 	return lim, stop
 }
 

@@ -131,12 +131,9 @@ type config struct {
 	// RATE_LIMIT_WRITES, RATE_LIMIT_READS and RATE_LIMIT_AUTH_FAILURES
 	// (QUOTA/WINDOW or off); nil is unset, for package limits' default.
 	RateLimitWrites, RateLimitReads, RateLimitAuthFailures *limits.Policy
-	// ShedInFlight is LOAD_SHED_IN_FLIGHT: 0 unset, -1 off.
+	// ShedInFlight is LOAD_SHED_IN_FLIGHT: 0 auto (the admission limit is
+	// learnt; the default), a fixed limit, or -1 off.
 	ShedInFlight int
-	// ShedReserved is LOAD_SHED_RESERVED: 0 unset.
-	ShedReserved float64
-	// ShedDBWait is LOAD_SHED_DB_WAIT: 0 unset, -1 off.
-	ShedDBWait time.Duration
 	// RedisURL is REDIS_URL: when set, the rate limits are shared by every
 	// replica through this Redis.
 	RedisURL string
@@ -253,8 +250,6 @@ func loadConfig(getenv func(string) string, needs backends) (*config, error) {
 		RateLimitReads:        r.policy("RATE_LIMIT_READS", "reads"),
 		RateLimitAuthFailures: r.policy("RATE_LIMIT_AUTH_FAILURES", "auth-failures"),
 		ShedInFlight:          r.inFlight("LOAD_SHED_IN_FLIGHT"),
-		ShedReserved:          r.share("LOAD_SHED_RESERVED"),
-		ShedDBWait:            r.durationOrOff("LOAD_SHED_DB_WAIT"),
 		RedisURL:              r.redisURL("REDIS_URL"),
 		SettlementInbox:       r.settlementInbox("SETTLEMENT_SFTP_URL", "SETTLEMENT_SFTP_HOST_KEY", "SETTLEMENT_SFTP_KEY_FILE"),
 		SettlementInterval:    r.duration("SETTLEMENT_INTERVAL"),
@@ -269,6 +264,13 @@ func loadConfig(getenv func(string) string, needs backends) (*config, error) {
 	c.Capture = r.capture("CAPTURE")
 	c.HoldExpiry = r.duration("HOLD_EXPIRY")
 	c.ProcessorsSet = getenv("PROCESSORS") != ""
+	// The admission limit learns what these tuned by hand; a deployment
+	// that still sets one is told so rather than silently ignored.
+	for _, name := range []string{"LOAD_SHED_RESERVED", "LOAD_SHED_DB_WAIT"} {
+		if getenv(name) != "" {
+			r.fail(invalid(name, "no longer read: the admission limit learns the service's capacity by itself (docs/limits.md); unset it"))
+		}
+	}
 
 	// What the command reaches must be configured, unless -dev lets the
 	// built-in fakes stand in. A variable set but invalid is reported
@@ -690,11 +692,11 @@ func (r *envReader) policy(name, policyName string) *limits.Policy {
 	return &p
 }
 
-// inFlight reads the in-flight threshold: a whole number from 1 to
-// 100000, or off (-1); unset is 0.
+// inFlight reads the admission limit: auto or unset (0, learnt), a fixed
+// whole number from 1 to 100000, or off (-1).
 func (r *envReader) inFlight(name string) int {
 	v := r.getenv(name)
-	if v == "" {
+	if v == "" || v == "auto" {
 		return 0
 	}
 	if v == "off" {
@@ -702,32 +704,10 @@ func (r *envReader) inFlight(name string) int {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 || n > 100_000 {
-		r.fail(invalid(name, "%q: want a whole number of requests from 1 to 100000, or off", v))
+		r.fail(invalid(name, "%q: want auto, a whole number of requests from 1 to 100000, or off", v))
 		return 0
 	}
 	return n
-}
-
-// share reads a fraction from 0.01 to 0.9; unset is 0.
-func (r *envReader) share(name string) float64 {
-	v := r.getenv(name)
-	if v == "" {
-		return 0
-	}
-	f, err := strconv.ParseFloat(v, 64)
-	if err != nil || !(f >= 0.01 && f <= 0.9) {
-		r.fail(invalid(name, "%q: want a fraction from 0.01 to 0.9, e.g. 0.25", v))
-		return 0
-	}
-	return f
-}
-
-// durationOrOff reads a positive duration or off (-1); unset is 0.
-func (r *envReader) durationOrOff(name string) time.Duration {
-	if r.getenv(name) == "off" {
-		return -1
-	}
-	return r.duration(name)
 }
 
 // redisURL reads a redis:// or rediss:// URL; the message never repeats it,

@@ -345,7 +345,7 @@ func serve(ctx context.Context, args []string, stdout io.Writer, logger *slog.Lo
 		return err
 	}
 
-	admission, stopLimits := newLimits(cfg, pool, registry, logger)
+	admission, stopLimits := newLimits(cfg, pool, svc, registry, logger)
 	defer stopLimits()
 	handler := openapi.NewHandler(openapi.Config{
 		Limits:        admission,

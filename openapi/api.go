@@ -92,7 +92,7 @@ func NewHandler(cfg Config) http.Handler {
 	if cfg.Service != nil {
 		h = paymentDeadlines(mux, cfg.Service.Lease(), h)
 	}
-	h = shed(mux, cfg.Limits, h)
+	h = admit(mux, cfg.Limits, h)
 	return traceRequests(cfg.TracerProvider, requestContext(cfg.Logger, hm, routeSpan(h)))
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/atomicrides/atomicrides/internal/limits"
+	"github.com/atomicrides/atomicrides/service"
 )
 
 // Problem types of the requests refused before they reach the service.
@@ -24,7 +25,8 @@ const (
 	// ProblemAuthLimited: too many failed authentications from the client's
 	// address (429).
 	ProblemAuthLimited = "/problems/too-many-failed-authentications"
-	// ProblemOverloaded: the service sheds load (503).
+	// ProblemOverloaded: the service is at its capacity (503): the
+	// admission control refused the request.
 	ProblemOverloaded = "/problems/overloaded"
 )
 
@@ -39,12 +41,12 @@ type Limits struct {
 	// AuthFailures is each client address's budget of failed
 	// authentications (API key, operator token, River UI password).
 	AuthFailures limits.Policy
-	// Shedder, when set, refuses requests at once (503) past its in-flight
-	// threshold or database-wait budget.
-	Shedder *limits.Shedder
-	// Underway, when set, tells continuations of bookings under way from
-	// new bookings; nil takes every booking for a new one.
-	Underway *limits.Underway
+	// Admission, when set, admits requests by class within its limit and
+	// refuses the rest at once (503 with Retry-After).
+	Admission *limits.Admission
+	// Started, when set, tells the retries of bookings this process
+	// admitted from new bookings; nil takes every booking for a new one.
+	Started *limits.Started
 	// Metrics counts the refused requests; nil counts nothing.
 	Metrics *limits.Metrics
 }
@@ -142,7 +144,7 @@ func (g authGuard) failed(ctx context.Context, ip *netip.Addr) {
 func (g authGuard) guardCtx(ctx huma.Context) bool {
 	m, after, blocked := g.blocked(ctx.Context(), clientIP(ctx.Context()))
 	if blocked {
-		ctx.SetHeader("Retry-After", after)
+		g.headers(ctx.SetHeader, after)
 		writeCtxProblem(ctx, m)
 	}
 	return blocked
@@ -152,80 +154,113 @@ func (g authGuard) guardCtx(ctx huma.Context) bool {
 func (g authGuard) guardHTTP(w http.ResponseWriter, r *http.Request) bool {
 	m, after, blocked := g.blocked(r.Context(), clientIP(r.Context()))
 	if blocked {
-		w.Header().Set("Retry-After", after)
+		g.headers(w.Header().Set, after)
 		writeProblemModel(w, m)
 	}
 	return blocked
 }
 
-// criticalRoutes are never shed: probes, metrics, refunds (work past a
-// recovery point), and operators' River UI.
-var criticalRoutes = map[string]bool{
-	"GET /healthz":            true,
-	"GET /readyz":             true,
-	"GET /metrics":            true,
-	"POST /rides/{id}/refund": true,
-	riverUIPrefix:             true,
+// headers sets the fields of a blocked address's 429: Retry-After, and
+// the budget it spent as RateLimit-Policy and RateLimit, none of it left
+// until Retry-After.
+func (g authGuard) headers(set func(name, value string), after string) {
+	p := g.lim.AuthFailures
+	set("Retry-After", after)
+	set("RateLimit-Policy", p.Header())
+	set("RateLimit", fmt.Sprintf("%q;r=0;t=%s", p.Name, after))
 }
 
-// underwayKey names a booking for the Underway record: the credential and
+// routeClasses sorts the routes into the admission control's classes;
+// a route not named here is a Booking, and so is a new booking.
+var routeClasses = map[string]limits.Class{
+	"GET /healthz": limits.Exempt,
+	"GET /readyz":  limits.Exempt,
+	"GET /metrics": limits.Exempt,
+	riverUIPrefix:  limits.Exempt,
+
+	"POST /rides/{id}/refund":      limits.Priority,
+	"POST /rides/{id}/complete":    limits.Priority,
+	"POST /rides/{id}/cancel":      limits.Priority,
+	"POST /webhooks/stripe":        limits.Priority,
+	"POST /webhooks/adyen":         limits.Priority,
+	"GET " + service.ReturnPath:    limits.Priority,
+	"POST /book/rides/{id}/cancel": limits.Priority,
+
+	"GET /rides":                  limits.List,
+	"GET /users/{email}/api_keys": limits.List,
+	"GET /docs":                   limits.List,
+	"GET /docs/":                  limits.List,
+	"GET /book":                   limits.List,
+	"GET /book/forms/{key}":       limits.List,
+	"GET /book/rides/{id}":        limits.List,
+}
+
+// routeClass is the class of a request the mux serves with pattern.
+func routeClass(pattern string) limits.Class {
+	if c, ok := routeClasses[pattern]; ok {
+		return c
+	}
+	if strings.HasPrefix(pattern, "GET /openapi") {
+		return limits.List
+	}
+	return limits.Booking
+}
+
+// startedKey names a booking for the Started record: the credential and
 // the idempotency key, hashed, since keys are scoped per rider and the
 // record must not keep credentials.
-func underwayKey(r *http.Request) string {
+func startedKey(r *http.Request) string {
 	sum := sha256.Sum256([]byte(r.Header.Get("Authorization") + "\x00" + strings.TrimSpace(r.Header.Get("Idempotency-Key"))))
 	return hex.EncodeToString(sum[:16])
 }
 
-// storedStatus reports whether a booking's answer ends its key's work: a
-// definitive answer (stored or refused before the key was used). 409, 500
-// and 503 leave the booking to be continued by a retry.
-func storedStatus(status int) bool {
-	switch status {
-	case http.StatusConflict, http.StatusInternalServerError, http.StatusServiceUnavailable:
-		return false
-	}
-	return true
-}
-
-// shed admits each request through lim.Shedder by its class, answering 503
-// with Retry-After at once to what it refuses, before anything reads the
-// body or touches the database.
-func shed(mux *http.ServeMux, lim Limits, next http.Handler) http.Handler {
-	if lim.Shedder == nil {
+// admit passes each request through lim.Admission by its class, answering
+// 503 with Retry-After to what it refuses before anything reads the body
+// or touches the database, and tells the limit how each admitted request
+// ended.
+func admit(mux *http.ServeMux, lim Limits, next http.Handler) http.Handler {
+	if lim.Admission == nil {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, pattern := mux.Handler(r)
-		class := limits.Ordinary
+		class := routeClass(pattern)
 		var key string
-		switch {
-		case criticalRoutes[pattern]:
-			class = limits.Critical
-		case pattern == routeRideCreate:
-			class = limits.NewBooking
-			key = underwayKey(r)
-			if lim.Underway != nil && lim.Underway.Has(key) {
-				class = limits.Continuation
+		if pattern == routeRideCreate {
+			key = startedKey(r)
+			if lim.Started != nil && lim.Started.Has(key) {
+				class = limits.Priority
 			}
 		}
-		release, reason := lim.Shedder.Admit(class)
-		if release == nil {
-			lim.Metrics.Refused(reason)
-			w.Header().Set("Retry-After", strconv.Itoa(limits.Seconds(limits.DefaultRetryAfter)))
-			writeProblemModel(w, problem(http.StatusServiceUnavailable, ProblemOverloaded,
-				"the service is overloaded; retry after 1 s with the same idempotency key (nothing was done)"))
+		ticket, refused := lim.Admission.Admit(r.Context(), class)
+		if refused != nil {
+			w.Header().Set("Retry-After", strconv.Itoa(refused.RetryAfter))
+			writeProblemModel(w, problem(http.StatusServiceUnavailable, ProblemOverloaded, fmt.Sprintf(
+				"the service is at its capacity; retry after %d s with the same idempotency key (nothing was done)", refused.RetryAfter)))
 			return
 		}
-		defer release()
-		if key == "" || lim.Underway == nil {
-			next.ServeHTTP(w, r)
-			return
+		if key != "" && lim.Started != nil {
+			lim.Started.Add(key)
 		}
-		lim.Underway.Begin(key)
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		next.ServeHTTP(sw, r)
-		if storedStatus(sw.status) {
-			lim.Underway.End(key)
+		op := pattern
+		if sw.Header().Get("Idempotent-Replayed") == "true" {
+			op += " replayed"
 		}
+		ticket.Done(op, outcome(r, sw.status))
 	})
+}
+
+// outcome is how a request ended, to the admission limit: an answer that
+// did the operation's work is a sample of its latency (a 2xx, or a 402: a
+// payment declined); a client gone before its answer backs the limit off.
+func outcome(r *http.Request, status int) limits.Outcome {
+	switch {
+	case r.Context().Err() != nil:
+		return limits.ClientGone
+	case status < 300 || status == http.StatusPaymentRequired:
+		return limits.Served
+	}
+	return limits.Answered
 }

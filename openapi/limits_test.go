@@ -192,7 +192,10 @@ func TestFailedAuthLimit(t *testing.T) {
 	} {
 		r.Problem(t, http.StatusTooManyRequests)
 		require.Equal(t, openapi.ProblemAuthLimited, r.JSON(t)["type"])
-		require.NotEmpty(t, r.Header.Get("Retry-After"))
+		after := r.Header.Get("Retry-After")
+		require.NotEmpty(t, after)
+		require.Regexp(t, `^"auth-failures";q=\d+;w=\d+$`, r.Header.Get("RateLimit-Policy"))
+		require.Equal(t, `"auth-failures";r=0;t=`+after, r.Header.Get("RateLimit"), "the budget is spent until Retry-After")
 		require.Empty(t, r.Header.Get("WWW-Authenticate"))
 		details = append(details, r.JSON(t)["detail"].(string))
 	}

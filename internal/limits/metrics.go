@@ -2,21 +2,28 @@ package limits
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// Reasons a request is refused, the label of the refusal metric.
+// Reasons a request is refused before it reaches the service, the label
+// of the refusal metric.
 const (
 	ReasonRiderWrites  = "rider_writes"
 	ReasonRiderReads   = "rider_reads"
 	ReasonAuthFailures = "auth_failures"
-	ReasonInFlight     = "in_flight"
-	ReasonDBWait       = "db_wait"
+	// ReasonOverloaded: the admission control refused it (503); its own
+	// metric says by class and why.
+	ReasonOverloaded = "overloaded"
 )
 
-// Metrics counts refused requests by reason and reports whether the shared
+// Metrics counts refused requests by reason, the admission control's
+// admissions, refusals and back-offs, and reports whether the shared
 // limiter fell back to its in-process buckets. A nil *Metrics counts
 // nothing.
 type Metrics struct {
 	refused  *prometheus.CounterVec
 	fallback prometheus.Gauge
+
+	admittedC *prometheus.CounterVec
+	refusedC  *prometheus.CounterVec
+	backoffs  *prometheus.CounterVec
 }
 
 // NewMetrics registers the metrics on reg.
@@ -25,16 +32,39 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "atomicrides_http_refused_total",
 			Help: "Requests refused before they reached the service, by reason: a rider's write or read budget (429), " +
-				"an address's failed authentications (429), the in-flight limit or the database-connection wait (503).",
+				"an address's failed authentications (429), the admission control (503 overloaded).",
 		}, []string{"reason"}),
 		fallback: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "atomicrides_ratelimit_redis_fallback",
 			Help: "1 while REDIS_URL is set but Redis does not answer, so each replica enforces its own in-process budgets.",
 		}),
+		admittedC: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "atomicrides_admission_admitted_total",
+			Help: "Requests the admission control admitted, by class (priority, booking, list).",
+		}, []string{"class"}),
+		refusedC: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "atomicrides_admission_refused_total",
+			Help: "Requests the admission control refused (503), by class and reason: full (the class's share and the queue were full), " +
+				"queue_timeout (waited in the queue past its timeout), client_gone (the client left while it waited).",
+		}, []string{"class", "reason"}),
+		backoffs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "atomicrides_admission_backoffs_total",
+			Help: "Times the admission limit came down, by signal: latency above its baseline, a client gone before its answer, " +
+				"serialization failures, a standing wait for a pooled connection.",
+		}, []string{"signal"}),
 	}
-	reg.MustRegister(m.refused, m.fallback)
-	for _, r := range []string{ReasonRiderWrites, ReasonRiderReads, ReasonAuthFailures, ReasonInFlight, ReasonDBWait} {
+	reg.MustRegister(m.refused, m.fallback, m.admittedC, m.refusedC, m.backoffs)
+	for _, r := range []string{ReasonRiderWrites, ReasonRiderReads, ReasonAuthFailures, ReasonOverloaded} {
 		m.refused.WithLabelValues(r)
+	}
+	for _, c := range Classes {
+		m.admittedC.WithLabelValues(c.String())
+		for _, r := range []string{RefusedFull, RefusedQueueTimeout, RefusedClientGone} {
+			m.refusedC.WithLabelValues(c.String(), r)
+		}
+	}
+	for _, s := range []string{SignalLatency, SignalClientGone, SignalTxRetries, SignalPoolWait} {
+		m.backoffs.WithLabelValues(s)
 	}
 	return m
 }
@@ -46,6 +76,25 @@ func (m *Metrics) Refused(reason string) {
 	}
 }
 
+func (m *Metrics) admitted(c Class) {
+	if m != nil {
+		m.admittedC.WithLabelValues(c.String()).Inc()
+	}
+}
+
+func (m *Metrics) admissionRefused(c Class, reason string) {
+	if m != nil {
+		m.refusedC.WithLabelValues(c.String(), reason).Inc()
+		m.refused.WithLabelValues(ReasonOverloaded).Inc()
+	}
+}
+
+func (m *Metrics) backoff(signal string) {
+	if m != nil {
+		m.backoffs.WithLabelValues(signal).Inc()
+	}
+}
+
 func (m *Metrics) setFallback(on bool) {
 	if m == nil {
 		return
@@ -54,5 +103,44 @@ func (m *Metrics) setFallback(on bool) {
 		m.fallback.Set(1)
 	} else {
 		m.fallback.Set(0)
+	}
+}
+
+// admissionCollector reports an Admission's gauges at each scrape.
+type admissionCollector struct {
+	a                                    *Admission
+	limit, min, max, retryAfter, inFl, q *prometheus.Desc
+}
+
+// Collector returns the collector of a's gauges: the limit and its bounds,
+// the requests in flight and queued by class, and the Retry-After base.
+func (a *Admission) Collector() prometheus.Collector {
+	return &admissionCollector{a: a,
+		limit:      prometheus.NewDesc("atomicrides_admission_limit", "The admission control's concurrency limit: requests in flight it admits, the exempt ones aside.", nil, nil),
+		min:        prometheus.NewDesc("atomicrides_admission_limit_min", "The lower bound of the admission limit.", nil, nil),
+		max:        prometheus.NewDesc("atomicrides_admission_limit_max", "The upper bound of the admission limit.", nil, nil),
+		retryAfter: prometheus.NewDesc("atomicrides_admission_retry_after_seconds", "The Retry-After a refusal gets now before its spread: the requests waiting against those served in the last second.", nil, nil),
+		inFl:       prometheus.NewDesc("atomicrides_admission_in_flight", "Admitted requests in flight, by class.", []string{"class"}, nil),
+		q:          prometheus.NewDesc("atomicrides_admission_queued", "Requests waiting in the admission queue, by class.", []string{"class"}, nil),
+	}
+}
+
+func (c *admissionCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.limit, c.min, c.max, c.retryAfter, c.inFl, c.q} {
+		ch <- d
+	}
+}
+
+func (c *admissionCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.a.Stats()
+	ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, float64(s.Limit))
+	ch <- prometheus.MustNewConstMetric(c.min, prometheus.GaugeValue, float64(s.Min))
+	ch <- prometheus.MustNewConstMetric(c.max, prometheus.GaugeValue, float64(s.Max))
+	ch <- prometheus.MustNewConstMetric(c.retryAfter, prometheus.GaugeValue, float64(s.RetryAfter))
+	for k := Exempt; k < numClasses; k++ {
+		ch <- prometheus.MustNewConstMetric(c.inFl, prometheus.GaugeValue, float64(s.InFlight[k]), k.String())
+		if k != Exempt {
+			ch <- prometheus.MustNewConstMetric(c.q, prometheus.GaugeValue, float64(s.Queued[k]), k.String())
+		}
 	}
 }

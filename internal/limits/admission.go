@@ -1,0 +1,380 @@
+package limits
+
+import (
+	"context"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"time"
+)
+
+// The admission queue, an adaptive LIFO with CoDel's notion of a standing
+// queue: a queue that was not empty once in standingAfter is standing;
+// while it stands, the newest waiter is served first and a waiter gives
+// up after standingTimeout instead of queueTimeout, so that a burst is
+// absorbed and a standing queue is not kept.
+const (
+	queueTimeout    = 100 * time.Millisecond
+	standingTimeout = 5 * time.Millisecond
+	standingAfter   = 100 * time.Millisecond
+	// minQueue is the shortest queue; it holds a quarter of the limit
+	// otherwise.
+	minQueue = 4
+)
+
+// Reasons a request is refused by the admission control, the label of the
+// admission refusals.
+const (
+	// RefusedFull: its class's share of the limit and the queue were full.
+	RefusedFull = "full"
+	// RefusedQueueTimeout: it waited in the queue past the queue's timeout.
+	RefusedQueueTimeout = "queue_timeout"
+	// RefusedClientGone: its client went away while it waited.
+	RefusedClientGone = "client_gone"
+)
+
+// Bounds derives the limit's bounds from the machine and the database
+// pool: at least enough requests to keep every pooled connection and
+// every CPU busy, at most 64 times that (requests also wait on the payment
+// processors, holding no connection).
+func Bounds(poolConns int) (minLimit, maxLimit int) {
+	minLimit = max(poolConns, runtime.GOMAXPROCS(0), 1)
+	return minLimit, 64 * minLimit
+}
+
+// AdmissionConfig configures an Admission.
+type AdmissionConfig struct {
+	// Fixed, when positive, fixes the limit (LOAD_SHED_IN_FLIGHT=N); zero
+	// learns it within [Min, Max].
+	Fixed int
+	// Min and Max bound the learnt limit (Bounds).
+	Min, Max int
+	// Signals, when set, reads the counters the limit backs off on.
+	Signals func() Signals
+	// Metrics counts admissions, refusals and back-offs; nil counts
+	// nothing.
+	Metrics *Metrics
+	// Now and Rand replace the clock and the randomness (Rand returns a
+	// uniform int in [0, n)); nil means the real ones.
+	Now  func() time.Time
+	Rand func(n int) int
+}
+
+// Admission admits requests by class within a concurrency limit it learns
+// from their latency (or a fixed one), queues a burst briefly, and refuses
+// the rest at once with a Retry-After that spreads their clients. Nothing
+// here reads the database: a refused request has done nothing.
+type Admission struct {
+	cfg     AdmissionConfig
+	now     func() time.Time
+	rand    func(n int) int
+	metrics *Metrics
+
+	mu        sync.Mutex
+	grad      *gradient
+	inFlight  [numClasses]int
+	total     int
+	queues    [numClasses][]*waiter
+	queued    int
+	lastEmpty time.Time
+	exc       excess
+}
+
+// waiter is a request in the queue; mu guards its fields.
+type waiter struct {
+	class Class
+	at    time.Time
+	// ch receives the decision once: a ticket, or nil when it timed out.
+	ch chan *Ticket
+}
+
+// Ticket is an admitted request; Done ends it.
+type Ticket struct {
+	a     *Admission
+	class Class
+	start time.Time
+	gen   uint64
+	once  sync.Once
+}
+
+// Outcome is how an admitted request ended, to the limit.
+type Outcome int
+
+const (
+	// Served: the operation did its work; its latency is a sample of the
+	// limit.
+	Served Outcome = iota
+	// Answered: answered without the operation's work (a refusal, a bad
+	// request, a conflict): no sample.
+	Answered
+	// ClientGone: the client went away before the answer: the limit backs
+	// off.
+	ClientGone
+)
+
+// Refusal is a request the admission control refused.
+type Refusal struct {
+	// Reason is one of the Refused constants.
+	Reason string
+	// RetryAfter is when to come back, in whole seconds.
+	RetryAfter int
+}
+
+// NewAdmission returns an admission control of cfg.
+func NewAdmission(cfg AdmissionConfig) *Admission {
+	a := &Admission{cfg: cfg, now: cfg.Now, rand: cfg.Rand, metrics: cfg.Metrics}
+	if a.now == nil {
+		a.now = time.Now
+	}
+	if a.rand == nil {
+		a.rand = rand.IntN
+	}
+	now := a.now()
+	a.lastEmpty = now
+	if cfg.Fixed <= 0 {
+		a.cfg.Min, a.cfg.Max = max(cfg.Min, 1), max(cfg.Max, cfg.Min, 1)
+		a.grad = newGradient(a.cfg.Min, a.cfg.Max, now, a.rand, cfg.Signals, a.metrics.backoff)
+	}
+	return a
+}
+
+// Admit admits a request of class c at once, after a wait in the queue
+// (never past ctx), or refuses it. An admitted request calls Done on its
+// ticket when it ends.
+func (a *Admission) Admit(ctx context.Context, c Class) (*Ticket, *Refusal) {
+	now := a.now()
+	a.mu.Lock()
+	t, w, r := a.admit(c, now)
+	a.mu.Unlock()
+	if w == nil {
+		return t, r
+	}
+	timer := time.NewTimer(queueTimeout)
+	defer timer.Stop()
+	reason := RefusedQueueTimeout
+	var got *Ticket
+	decided := false
+	select {
+	case got = <-w.ch:
+		decided = true
+	case <-timer.C:
+	case <-ctx.Done():
+		reason = RefusedClientGone
+	}
+	if got != nil {
+		return got, nil
+	}
+	now = a.now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !decided && !a.withdraw(w) {
+		// Decided meanwhile.
+		if got = <-w.ch; got != nil {
+			return got, nil
+		}
+	}
+	return nil, a.refuse(c, reason, now)
+}
+
+// limit is the limit now; mu held.
+func (a *Admission) limit() int {
+	if a.grad == nil {
+		return a.cfg.Fixed
+	}
+	return a.grad.current()
+}
+
+// room reports whether a request of class c fits the limit; mu held.
+func (a *Admission) room(c Class, limit int) bool {
+	return a.total == 0 || float64(a.total+1) <= c.Share()*float64(limit)
+}
+
+// standing reports whether the queue stands; mu held.
+func (a *Admission) standing(now time.Time) bool {
+	return a.queued > 0 && now.Sub(a.lastEmpty) >= standingAfter
+}
+
+// admit decides a request of class c: a ticket, a waiter queued, or a
+// refusal; mu held.
+func (a *Admission) admit(c Class, now time.Time) (*Ticket, *waiter, *Refusal) {
+	if c == Exempt {
+		a.inFlight[Exempt]++
+		return &Ticket{a: a, class: c, start: now}, nil, nil
+	}
+	if a.grad != nil {
+		a.grad.tick(now)
+	}
+	a.expire(now)
+	a.dispatch(now)
+	limit := a.limit()
+	ahead := 0
+	for _, k := range Classes {
+		if k <= c {
+			ahead += len(a.queues[k])
+		}
+	}
+	if ahead == 0 && a.room(c, limit) {
+		return a.ticket(c, now), nil, nil
+	}
+	if a.grad != nil {
+		a.grad.wanted()
+	}
+	if a.queued < max(minQueue, limit/4) {
+		if a.queued == 0 {
+			a.lastEmpty = now
+		}
+		w := &waiter{class: c, at: now, ch: make(chan *Ticket, 1)}
+		a.queues[c] = append(a.queues[c], w)
+		a.queued++
+		return nil, w, nil
+	}
+	return nil, nil, a.refuse(c, RefusedFull, now)
+}
+
+// ticket admits a request of class c; mu held.
+func (a *Admission) ticket(c Class, now time.Time) *Ticket {
+	a.inFlight[c]++
+	a.total++
+	t := &Ticket{a: a, class: c, start: now}
+	if a.grad != nil {
+		t.gen = a.grad.admitted(a.total)
+	}
+	a.metrics.admitted(c)
+	return t
+}
+
+// refuse counts a refusal and draws its Retry-After; mu held.
+func (a *Admission) refuse(c Class, reason string, now time.Time) *Refusal {
+	a.exc.refused(now)
+	a.metrics.admissionRefused(c, reason)
+	return &Refusal{Reason: reason, RetryAfter: spread(a.exc.base(now, a.queued), a.rand)}
+}
+
+// withdraw takes w out of the queue, reporting false when it was no longer
+// there (decided meanwhile); mu held.
+func (a *Admission) withdraw(w *waiter) bool {
+	q := a.queues[w.class]
+	for i, x := range q {
+		if x == w {
+			a.queues[w.class] = append(q[:i], q[i+1:]...)
+			a.queued--
+			return true
+		}
+	}
+	return false
+}
+
+// expire refuses the waiters past the queue's timeout, which is short
+// while the queue stands; mu held.
+func (a *Admission) expire(now time.Time) {
+	if a.queued == 0 {
+		a.lastEmpty = now
+		return
+	}
+	timeout := queueTimeout
+	if a.standing(now) {
+		timeout = standingTimeout
+	}
+	for _, c := range Classes {
+		q := a.queues[c][:0]
+		for _, w := range a.queues[c] {
+			if now.Sub(w.at) >= timeout {
+				a.queued--
+				w.ch <- nil
+				continue
+			}
+			q = append(q, w)
+		}
+		clear(a.queues[c][len(q):])
+		a.queues[c] = q
+	}
+	if a.queued == 0 {
+		a.lastEmpty = now
+	}
+}
+
+// dispatch admits waiters while the limit has room for them, the highest
+// class first, the oldest first (the newest while the queue stands); mu
+// held.
+func (a *Admission) dispatch(now time.Time) {
+	for a.queued > 0 {
+		limit := a.limit()
+		lifo := a.standing(now)
+		var w *waiter
+		for _, c := range Classes {
+			q := a.queues[c]
+			if len(q) == 0 || !a.room(c, limit) {
+				continue
+			}
+			if lifo {
+				w, a.queues[c] = q[len(q)-1], q[:len(q)-1]
+			} else {
+				w, a.queues[c] = q[0], q[1:]
+			}
+			break
+		}
+		if w == nil {
+			return
+		}
+		a.queued--
+		w.ch <- a.ticket(w.class, now)
+	}
+	a.lastEmpty = now
+}
+
+// Done ends an admitted request with its outcome; op names its operation,
+// whose answers share a baseline latency. Later calls do nothing.
+func (t *Ticket) Done(op string, outcome Outcome) {
+	t.once.Do(func() { t.a.done(t, op, outcome) })
+}
+
+func (a *Admission) done(t *Ticket, op string, outcome Outcome) {
+	now := a.now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.inFlight[t.class]--
+	if t.class == Exempt {
+		return
+	}
+	a.total--
+	a.exc.served(now)
+	if a.grad != nil {
+		switch outcome {
+		case Served:
+			a.grad.sample(now, op, now.Sub(t.start), t.gen)
+		case ClientGone:
+			a.grad.backoff(SignalClientGone)
+		}
+	}
+	a.expire(now)
+	a.dispatch(now)
+}
+
+// AdmissionStats is a snapshot of an Admission.
+type AdmissionStats struct {
+	// Limit is the limit now; Min and Max its bounds (all three the fixed
+	// limit when it is fixed).
+	Limit, Min, Max int
+	// InFlight and Queued count the requests by class.
+	InFlight, Queued map[Class]int
+	// RetryAfter is the base of the Retry-After a refusal gets now, before
+	// its spread.
+	RetryAfter int
+}
+
+// Stats returns a snapshot of a.
+func (a *Admission) Stats() AdmissionStats {
+	now := a.now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s := AdmissionStats{Limit: a.limit(), Min: a.cfg.Min, Max: a.cfg.Max,
+		InFlight: map[Class]int{}, Queued: map[Class]int{}, RetryAfter: a.exc.base(now, a.queued)}
+	if a.grad == nil {
+		s.Min, s.Max = a.cfg.Fixed, a.cfg.Fixed
+	}
+	for c := Exempt; c < numClasses; c++ {
+		s.InFlight[c] = a.inFlight[c]
+		s.Queued[c] = len(a.queues[c])
+	}
+	return s
+}

@@ -1,0 +1,127 @@
+package openapi_test
+
+import (
+	"net/http"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/atomicrides/atomicrides/internal/fake/fakestripe"
+	"github.com/atomicrides/atomicrides/internal/limits"
+	"github.com/atomicrides/atomicrides/internal/testkit"
+	"github.com/atomicrides/atomicrides/openapi"
+)
+
+// refused reads the refusal counter of reason from reg.
+func refused(t *testing.T, reg *prometheus.Registry, reason string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != "atomicrides_http_refused_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "reason" && l.GetValue() == reason {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// admissionRefused reads the admission control's refusals of class for
+// reason from reg.
+func admissionRefused(t *testing.T, reg *prometheus.Registry, class, reason string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != "atomicrides_admission_refused_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["class"] == class && labels["reason"] == reason {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+// TestAdmissionKeepsEachClassItsShare: with a limit of 5, four bookings
+// held at the processor fill the bookings' share. A new booking then
+// waits in the queue and is answered 503 with Retry-After, its key unused;
+// a list is refused too; the probes, the retry of a booking under way and
+// a refund are served from the share kept for them. Once the load is gone,
+// the refused key books and is charged once.
+func TestAdmissionKeepsEachClassItsShare(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	metrics := limits.NewMetrics(reg)
+	adm := limits.NewAdmission(limits.AdmissionConfig{Fixed: 5, Metrics: metrics})
+	reg.MustRegister(adm.Collector())
+	b := setupLimited(t, openapi.Limits{
+		Admission: adm,
+		Started:   limits.NewStarted(time.Minute, 100),
+		Metrics:   metrics,
+	})
+	alice := b.newRider(t, "alice@example.com")
+	first := b.do(t, http.MethodPost, "/rides", rider(alice, testkit.NewKey()), rideBody)
+	require.Equal(t, http.StatusCreated, first.Status, string(first.Body))
+	firstID := testkit.DecodeRide(t, first.Body).ID
+
+	gate, held := make(chan struct{}), make(chan struct{}, 4)
+	b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpPaymentIntentCreate, Kind: fakestripe.FaultLatency, Gate: gate, Fired: held, Times: 4})
+	keys := []string{testkit.NewKey(), testkit.NewKey(), testkit.NewKey(), testkit.NewKey()}
+	var wg sync.WaitGroup
+	answers := make([]testkit.Reply, len(keys))
+	for i, k := range keys {
+		wg.Go(func() { answers[i] = b.do(t, http.MethodPost, "/rides", rider(alice, k), rideBody) })
+	}
+	for range keys {
+		<-held
+	}
+	require.Equal(t, 4, adm.Stats().InFlight[limits.Booking])
+
+	k := testkit.NewKey()
+	shed := b.do(t, http.MethodPost, "/rides", rider(alice, k), rideBody)
+	shed.Problem(t, http.StatusServiceUnavailable)
+	require.Equal(t, openapi.ProblemOverloaded, shed.JSON(t)["type"])
+	after, err := strconv.Atoi(shed.Header.Get("Retry-After"))
+	require.NoError(t, err, "Retry-After in whole seconds")
+	require.GreaterOrEqual(t, after, 1)
+	require.Zero(t, b.keyRows(t, k), "a refused booking leaves its key unused")
+	require.Equal(t, 1.0, admissionRefused(t, reg, "booking", limits.RefusedQueueTimeout), "it waited in the queue first")
+	b.do(t, http.MethodGet, "/rides", rider(alice, ""), "").Problem(t, http.StatusServiceUnavailable)
+	require.Equal(t, 1.0, admissionRefused(t, reg, "list", limits.RefusedQueueTimeout), "lists are shed first")
+
+	// What keeps a share is served.
+	require.Equal(t, http.StatusOK, b.do(t, http.MethodGet, "/healthz", nil, "").Status)
+	cont := b.do(t, http.MethodPost, "/rides", rider(alice, keys[0]), rideBody)
+	cont.Problem(t, http.StatusConflict) // admitted as priority work: the key is busy, not refused
+	refund := b.do(t, http.MethodPost, "/rides/"+itoa(firstID)+"/refund", rider(alice, testkit.NewKey()), "")
+	require.Equal(t, http.StatusCreated, refund.Status, string(refund.Body))
+	require.Equal(t, 2.0, refused(t, reg, limits.ReasonOverloaded), "the two refusals only")
+
+	close(gate)
+	wg.Wait()
+	for _, a := range answers {
+		require.Equal(t, http.StatusCreated, a.Status, string(a.Body))
+	}
+	again := b.do(t, http.MethodPost, "/rides", rider(alice, k), rideBody)
+	require.Equal(t, http.StatusCreated, again.Status, string(again.Body))
+	require.Len(t, b.ChargesOfRide(t, testkit.DecodeRide(t, again.Body).ID), 1)
+	require.Len(t, b.Stripe.Charges(), 6)
+	require.Zero(t, adm.Stats().InFlight[limits.Booking]+adm.Stats().InFlight[limits.Priority]+adm.Stats().InFlight[limits.List])
+}
