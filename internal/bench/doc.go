@@ -26,9 +26,13 @@
 // with the limits on (package limits), the noisy-neighbour run
 // (noisy_test.go: one rider at ten times its budget beside quiet riders, and
 // the CPU of a refusal against a booking's) and the overload run
-// (overload_test.go: ten times the saturating clients with timeouts and
-// retries, against the saturated throughput of the same run, and the fake
-// Stripe's ledger), each left out with -rides.noisy=false or
+// (overload_test.go: a test of metastability on one process of trips with
+// the admission control at its defaults — the saturated throughput found
+// by a sweep, then the saturating clients, ten times them and them again,
+// then an open loop at ten times the saturated throughput, every client
+// timing out and retrying, with completions, refunds and replays mixed in;
+// per 100 ms the goodput and the server's admission limit, overload.png;
+// and the fake Stripe's ledger), each left out with -rides.noisy=false or
 // -rides.overload=false; they append their sections to report.md. It writes
 // report.md, results.json, throughput.png and the processes' logs to
 // -rides.out (.bench at the module root); its other flags are

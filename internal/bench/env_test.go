@@ -289,8 +289,28 @@ func (d *deployment) start(tb testing.TB) *servingProcess {
 	return d.startEnv(tb, d.env...)
 }
 
-// startEnv is start with more environment variables.
+// capacityLimitsOff is the environment of the capacity runs' processes:
+// they measure the service as it queues, its limits off. The admission
+// runs start theirs with startLimited instead.
+var capacityLimitsOff = []string{"RATE_LIMIT_WRITES=off", "RATE_LIMIT_READS=off", "LOAD_SHED_IN_FLIGHT=off"}
+
+// startEnv is start with more environment variables (later entries win),
+// the limits off.
 func (d *deployment) startEnv(tb testing.TB, env ...string) *servingProcess {
+	tb.Helper()
+	return d.startProcess(tb, append(slices.Clone(capacityLimitsOff), env...))
+}
+
+// startLimited is startEnv with the limits at their defaults, but for
+// those env sets (see limitsOn).
+func (d *deployment) startLimited(tb testing.TB, env ...string) *servingProcess {
+	tb.Helper()
+	return d.startProcess(tb, env)
+}
+
+// startProcess runs the serve process with env after the deployment's
+// own settings.
+func (d *deployment) startProcess(tb testing.TB, env []string) *servingProcess {
 	tb.Helper()
 	addr := binrun.FreeAddr(tb)
 	pprofEnv, pprofBase := d.e.pprofEnv(tb)
@@ -302,9 +322,6 @@ func (d *deployment) startEnv(tb testing.TB, env ...string) *servingProcess {
 		"STRIPE_API_BASE=" + d.e.stripeBase,
 		"STRIPE_SECRET_KEY=sk_test_bench",
 		"SMTP_URL=smtp://" + d.e.mailAddr,
-		// The capacity runs measure the service as it queues; the
-		// admission runs set their limits themselves (later entries win).
-		"RATE_LIMIT_WRITES=off", "RATE_LIMIT_READS=off", "LOAD_SHED_IN_FLIGHT=off", "LOAD_SHED_DB_WAIT=off",
 	}, env...)})
 	s := &servingProcess{Process: p, base: "http://" + addr, pprofBase: pprofBase}
 	if err := p.Ready(context.Background(), s.base+"/readyz", time.Minute); err != nil {

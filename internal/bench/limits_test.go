@@ -1,9 +1,11 @@
 package bench
 
 import (
+	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"image/png"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -23,18 +25,16 @@ var (
 	benchOverload = flag.Bool("rides.overload", true, "run the overload measurement (load shedding on; false: leave it out)")
 )
 
-// limitsOn is the environment of a serve process with the per-rider budgets
-// and the load shedding at their defaults (package limits), overriding the
-// capacity runs' "off" (later entries win). The failed-authentication
+// limitsOn is the environment of a serve process started with
+// startLimited: the per-rider budgets at their defaults (package limits),
+// set explicitly, and nothing else: the admission control
+// (LOAD_SHED_IN_FLIGHT) unset, at its default. The failed-authentication
 // budget is left at its default too: nothing in these runs fails to
 // authenticate.
 func limitsOn() []string {
 	return []string{
 		"RATE_LIMIT_WRITES=" + limits.DefaultWrites.String(),
 		"RATE_LIMIT_READS=" + limits.DefaultReads.String(),
-		"LOAD_SHED_IN_FLIGHT=" + strconv.Itoa(limits.DefaultInFlight),
-		"LOAD_SHED_RESERVED=" + strconv.FormatFloat(limits.DefaultReserved, 'f', -1, 64),
-		"LOAD_SHED_DB_WAIT=" + limits.DefaultDBWait.String(),
 	}
 }
 
@@ -70,10 +70,15 @@ func (e *benchEnv) benchLimits(b *testing.B, cfg benchConfig) {
 			b.ReportMetric(0, "ns/op")
 			b.ReportMetric(o.Saturated, "saturated-rides/s")
 			b.ReportMetric(float64(o.SaturatingClients), "saturating-clients")
-			b.ReportMetric(o.Default.Goodput(), "goodput-rides/s")
-			b.ReportMetric(msf(o.Default.Max), "max-ms")
-			b.ReportMetric(o.Tuned.Goodput(), "tuned-goodput-rides/s")
-			b.ReportMetric(msf(o.Tuned.Max), "tuned-max-ms")
+			if len(o.Phases) == numPhases {
+				over, open := o.Phases[phaseOverload], o.Phases[phaseOpen]
+				b.ReportMetric(over.Goodput(), "goodput-10x-rides/s")
+				b.ReportMetric(open.Goodput(), "goodput-open-rides/s")
+				b.ReportMetric(100*over.timeoutShare(), "timeouts-10x-%")
+				b.ReportMetric(over.attemptsPerBooking(), "attempts/booking-10x")
+				b.ReportMetric(over.AttemptsCV, "attempts-cv-10x")
+			}
+			b.ReportMetric(o.Recovery.Seconds(), "recovery-s")
 			b.ReportMetric(float64(o.ChargedTwice), "keys-charged-twice")
 		})
 	}
@@ -118,7 +123,21 @@ func appendLimitsReport(dir string, runs limitsRuns) error {
 		f.Close()
 		return err
 	}
-	return f.Close()
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if runs.Overload == nil {
+		return nil
+	}
+	p, err := os.Create(filepath.Join(dir, "overload.png"))
+	if err != nil {
+		return err
+	}
+	if err := plotOverload(p, runs.Overload); err != nil {
+		p.Close()
+		return err
+	}
+	return p.Close()
 }
 
 // limitsMarkdown renders the admission runs: a section each, then their
@@ -176,23 +195,46 @@ func smokeLimits(t *testing.T, e *benchEnv) {
 	require.Positive(t, n.BookingCPU, "the server's CPU per booking")
 	require.Positive(t, n.Refusals.CPU.Server, "the server's CPU in the refusal run")
 
-	o := e.measureOverload(t, overloadSpec{SweepFrom: 2, SweepTo: 4, Factor: 10, Timeout: overloadClientTimeout})
+	o := e.measureOverload(t, overloadSpec{SweepFrom: 2, SweepTo: 4, Factor: 10, Timeout: overloadClientTimeout,
+		MaxAttempts: overloadMaxAttempts, PriorityRate: overloadPriorityRate})
 	require.NotEmpty(t, o.Sweep)
 	require.Positive(t, o.Saturated)
 	require.Positive(t, o.SaturatingClients)
-	for _, p := range []overloadPhase{o.Default, o.Tuned} {
-		require.Equal(t, 10*o.SaturatingClients, p.Clients)
-		require.Positive(t, p.Attempts)
-		require.Positive(t, p.KeysBooked, "LOAD_SHED_IN_FLIGHT=%d: %v", p.InFlight, p.ErrorSample)
+	require.Len(t, o.Phases, numPhases)
+	for _, p := range o.Phases {
+		require.Positive(t, p.Attempts, "%s: no booking sent", p.Name)
+		require.Positive(t, p.Booked, "%s: nothing booked: %v", p.Name, o.ErrorSample)
 	}
+	require.Equal(t, 10*o.SaturatingClients, o.Phases[phaseOverload].Clients)
+	bad, conflicts, failed := o.answersBad()
+	require.Zero(t, bad+conflicts+failed, "every answer a 2xx, a 429 or a 503 with Retry-After: %d other answers, %d × 409, %d transport errors: %v",
+		bad, conflicts, failed, o.ErrorSample)
 	require.Zero(t, o.ChargedTwice, "keys charged twice at the fake Stripe")
-	require.GreaterOrEqual(t, o.ChargedKeys, o.Default.KeysBooked+o.Tuned.KeysBooked+o.SweepKeys, "a key answered 201 has no charge at the fake Stripe")
+	require.GreaterOrEqual(t, o.ChargedKeys, o.KeysBooked, "a key answered 201 has no PaymentIntent at the fake Stripe")
 
 	require.NoError(t, appendLimitsReport(e.cfg.OutDir, limitsRuns{Noisy: n, Overload: o}))
 	report, err := os.ReadFile(filepath.Join(e.cfg.OutDir, "report.md"))
 	require.NoError(t, err)
-	for _, s := range []string{"## Noisy neighbour", "## Overload", "## Targets of the limits"} {
+	for _, s := range []string{"## Noisy neighbour", "## Overload", "## Targets of the limits", "| priority kind |", "back at 1 ×"} {
 		require.Contains(t, string(report), s)
 	}
 	require.FileExists(t, filepath.Join(e.cfg.OutDir, "limits.json"))
+	img, err := os.ReadFile(filepath.Join(e.cfg.OutDir, "overload.png"))
+	require.NoError(t, err)
+	decoded, err := png.Decode(bytes.NewReader(img))
+	require.NoError(t, err)
+	require.Equal(t, plotW, decoded.Bounds().Dx())
+
+	// The admission control's mechanics: the limit moves; the classes keep
+	// their shares (the priority requests of the overload all succeed while
+	// bookings are refused); the refusals' Retry-After spreads.
+	require.Greater(t, len(o.distinctLimits()), 1, "the admission limit sampled every 100 ms took %v", o.distinctLimits())
+	over := o.Phases[phaseOverload]
+	require.Positive(t, over.Shed+over.Refused, "no booking was refused during %s", over.Name)
+	for _, k := range priorityKinds {
+		s := over.Priority[k.String()]
+		require.Positive(t, s.Ops, "no %s during %s", k, over.Name)
+		require.Equal(t, s.Ops, s.OK, "%ss during %s: %d of %d succeeded", k, over.Name, s.OK, s.Ops)
+	}
+	require.GreaterOrEqual(t, len(o.distinctRetryAfters()), 2, "the capacity 503s' Retry-After values: %v", o.distinctRetryAfters())
 }

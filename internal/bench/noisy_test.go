@@ -193,7 +193,7 @@ func (e *benchEnv) measureNoisy(tb testing.TB, spec noisySpec) *noisyRun {
 		Offered: float64(spec.Factor) * float64(policy.Quota) / policy.Window.Seconds()}
 	d := e.deployOn(tb, dbtest.NewURL(tb), spec.QuietRiders+1)
 	quietKeys, noisyKey := d.apiKeys[:spec.QuietRiders], d.apiKeys[spec.QuietRiders]
-	srv := d.startEnv(tb, append(append([]string{}, d.env...), limitsOn()...)...)
+	srv := d.startLimited(tb, append(append([]string{}, d.env...), limitsOn()...)...)
 	defer d.stop(tb, srv)
 	ctx := context.Background()
 	quiet := func(label string, d time.Duration) quietRun {

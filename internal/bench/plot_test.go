@@ -8,6 +8,8 @@ import (
 	"image/png"
 	"io"
 	"math"
+	"strings"
+	"time"
 
 	"golang.org/x/image/font"
 	"golang.org/x/image/font/basicfont"
@@ -238,4 +240,174 @@ func abs(v int) int {
 		return -v
 	}
 	return v
+}
+
+// plotOverload draws the overload run over time: the goodput (bookings
+// answered 201 per second) per 100 ms and over a moving second, against S
+// and targetGoodputRatio × S, and the server's admission limit on an axis
+// of its own, with the phases' bounds marked.
+func plotOverload(w io.Writer, o *overloadRun) error {
+	s := o.Series
+	n := len(s.Created)
+	if n == 0 || s.Bucket <= 0 {
+		return fmt.Errorf("plot: no series")
+	}
+	perSec := float64(time.Second / s.Bucket)
+	raw := make([]float64, n)
+	moving := make([]float64, n)
+	win := int(perSec)
+	sum := 0
+	for i, c := range s.Created {
+		raw[i] = float64(c) * perSec
+		sum += c
+		if i >= win {
+			sum -= s.Created[i-win]
+		}
+		moving[i] = math.NaN()
+		if i >= win-1 {
+			moving[i] = float64(sum) * perSec / float64(win)
+		}
+	}
+	yMax := o.Saturated
+	for _, v := range raw {
+		yMax = max(yMax, v)
+	}
+	yMax, yStep := niceScale(yMax * 1.05)
+	lMax := 0.0
+	for _, l := range s.Limit {
+		if v := float64(l); !math.IsNaN(v) {
+			lMax = max(lMax, v)
+		}
+	}
+	lMax, lStep := niceScale(lMax * 1.1)
+
+	img := image.NewRGBA(image.Rect(0, 0, plotW, plotH))
+	draw.Draw(img, img.Bounds(), image.White, image.Point{}, draw.Src)
+	x0, x1 := plotLeft, plotW-plotRight
+	y0, y1 := plotH-plotBottom, plotTop
+	tEnd := float64(n) / perSec
+	px := func(sec float64) int { return x0 + int(sec/tEnd*float64(x1-x0)) }
+	py := func(v float64) int { return y0 - int(v/yMax*float64(y0-y1)) }
+	pl := func(v float64) int { return y0 - int(v/lMax*float64(y0-y1)) }
+
+	for v := 0.0; v <= yMax+yStep/2; v += yStep {
+		y := py(v)
+		hline(img, x0, x1, y, plotGrid)
+		label := fmt.Sprintf("%.0f", v)
+		drawText(img, x0-8-textWidth(label), y+4, label, plotBlack)
+	}
+	limitColor := color.RGBA{0xe0, 0x8a, 0x10, 0xff}
+	for v := 0.0; v <= lMax+lStep/2; v += lStep {
+		drawText(img, x1+8, pl(v)+4, fmt.Sprintf("%g", v), limitColor)
+	}
+	_, tStep := niceScale(tEnd)
+	for t := 0.0; t <= tEnd+tStep/100; t += tStep {
+		x := px(t)
+		vline(img, x, y1, y0, plotGrid)
+		label := fmt.Sprintf("%g", t)
+		drawText(img, x-textWidth(label)/2, y0+18, label, plotBlack)
+	}
+	hline(img, x0, x1, y0, plotAxis)
+	vline(img, x0, y1, y0, plotAxis)
+	vline(img, x1, y1, y0, plotAxis)
+	drawText(img, x0, y1-10, "bookings answered 201 per second", plotBlack)
+	rl := "admission limit"
+	drawText(img, x1-textWidth(rl), y1-10, rl, limitColor)
+	xl := "seconds from the first phase's start"
+	drawText(img, (x0+x1)/2-textWidth(xl)/2, y0+44, xl, plotBlack)
+	title := fmt.Sprintf("Atomic Rides: overload, S = %.0f rides/s, N = %d clients", o.Saturated, o.SaturatingClients)
+	drawText(img, (x0+x1)/2-textWidth(title)/2, 24, title, plotBlack)
+
+	// The phases' bounds, dashed, each phase named at the top.
+	for i, p := range o.Phases {
+		x := px(p.Start.Seconds())
+		if i > 0 {
+			line(img, img.Bounds(), x, y1, x, y0, plotAxis, true)
+		}
+		drawText(img, x+4, y1+14, asciiText(p.Name), plotBlack)
+	}
+
+	clip := image.Rect(x0, y1, x1+1, y0+1)
+	series := []struct {
+		label  string
+		color  color.RGBA
+		dashed bool
+		y      []float64
+		py     func(float64) int
+		thin   bool
+	}{
+		{label: "goodput per 100 ms", color: color.RGBA{0x9c, 0xbc, 0xe8, 0xff}, y: raw, py: py, thin: true},
+		{label: "goodput, moving second", color: color.RGBA{0x1f, 0x5f, 0xbf, 0xff}, y: moving, py: py},
+		{label: "admission limit", color: limitColor, y: limitValues(s.Limit), py: pl},
+	}
+	for _, sr := range series {
+		for i := 1; i < n; i++ {
+			a, b := sr.y[i-1], sr.y[i]
+			if math.IsNaN(a) || math.IsNaN(b) {
+				continue
+			}
+			xa, xb := px(float64(i-1)/perSec), px(float64(i)/perSec)
+			if sr.thin {
+				thinLine(img, clip, xa, sr.py(a), xb, sr.py(b), sr.color)
+			} else {
+				line(img, clip, xa, sr.py(a), xb, sr.py(b), sr.color, sr.dashed)
+			}
+		}
+	}
+	guides := []struct {
+		label string
+		v     float64
+		color color.RGBA
+	}{
+		{fmt.Sprintf("S = %.0f rides/s", o.Saturated), o.Saturated, color.RGBA{0x90, 0x90, 0x90, 0xff}},
+		{fmt.Sprintf("%.2f x S (target)", targetGoodputRatio), targetGoodputRatio * o.Saturated, color.RGBA{0x2a, 0x9d, 0x3a, 0xff}},
+	}
+	for _, g := range guides {
+		line(img, clip, x0, py(g.v), x1, py(g.v), g.color, true)
+	}
+
+	// Legend, right of the limit's axis.
+	lxp, lyp := x1+56, y1+12
+	entries := len(series) + len(guides)
+	lw := 0
+	for _, sr := range series {
+		lw = max(lw, textWidth(sr.label))
+	}
+	for _, g := range guides {
+		lw = max(lw, textWidth(g.label))
+	}
+	rect(img, image.Rect(lxp-8, lyp-8, lxp+plotLegendLineLength+10+lw+8, lyp+entries*18+2), plotAxis)
+	for i, sr := range series {
+		y := lyp + i*18 + 6
+		line(img, img.Bounds(), lxp, y, lxp+plotLegendLineLength, y, sr.color, sr.dashed)
+		drawText(img, lxp+plotLegendLineLength+10, y+4, sr.label, plotBlack)
+	}
+	for i, g := range guides {
+		y := lyp + (len(series)+i)*18 + 6
+		line(img, img.Bounds(), lxp, y, lxp+plotLegendLineLength, y, g.color, true)
+		drawText(img, lxp+plotLegendLineLength+10, y+4, g.label, plotBlack)
+	}
+	return png.Encode(w, img)
+}
+
+// asciiText is s in the plot's font, which has no "×".
+func asciiText(s string) string { return strings.ReplaceAll(s, "×", "x") }
+
+func limitValues(l []jsonFloat) []float64 {
+	out := make([]float64, len(l))
+	for i, v := range l {
+		out[i] = float64(v)
+	}
+	return out
+}
+
+// thinLine draws a one-pixel line from (xa, ya) to (xb, yb) within clip.
+func thinLine(img *image.RGBA, clip image.Rectangle, xa, ya, xb, yb int, c color.RGBA) {
+	n := max(abs(xb-xa), abs(yb-ya), 1)
+	for i := 0; i <= n; i++ {
+		p := image.Pt(xa+(xb-xa)*i/n, ya+(yb-ya)*i/n)
+		if p.In(clip) {
+			img.SetRGBA(p.X, p.Y, c)
+		}
+	}
 }
