@@ -34,11 +34,12 @@ const (
 )
 
 // Bounds derives the limit's bounds from the machine and the database
-// pool: at least enough requests to keep every pooled connection and
-// every CPU busy, at most 64 times that (requests also wait on the payment
-// processors, holding no connection).
+// pool. The least is what keeps every pooled connection and every CPU busy
+// with requests that spend much of their time elsewhere (at a payment
+// processor, or between statements): twice the connections, four times
+// the CPUs, and never below 16. The most is 64 times that.
 func Bounds(poolConns int) (minLimit, maxLimit int) {
-	minLimit = max(poolConns, runtime.GOMAXPROCS(0), 1)
+	minLimit = max(2*poolConns, 4*runtime.GOMAXPROCS(0), 16)
 	return minLimit, 64 * minLimit
 }
 

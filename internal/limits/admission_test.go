@@ -2,6 +2,7 @@ package limits
 
 import (
 	"context"
+	"runtime"
 	"testing"
 	"time"
 
@@ -259,4 +260,14 @@ func TestStartedRemembersKeysForItsTTL(t *testing.T) {
 	require.False(t, s.Has("a"), "forgotten after its ttl")
 	s.Add("c")
 	require.True(t, s.Has("c"), "expired keys make room")
+}
+
+func TestBoundsComeFromThePoolAndTheMachine(t *testing.T) {
+	t.Parallel()
+	lo, hi := Bounds(4)
+	require.GreaterOrEqual(t, lo, 16)
+	require.GreaterOrEqual(t, lo, 4*runtime.GOMAXPROCS(0))
+	require.Equal(t, 64*lo, hi)
+	lo, _ = Bounds(50)
+	require.GreaterOrEqual(t, lo, 100, "twice the pool's connections")
 }

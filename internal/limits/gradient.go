@@ -30,7 +30,7 @@ const (
 	// probe.
 	probeEvery   = 30 * time.Second
 	probeSamples = 16
-	probeMax     = time.Second
+	probeMax     = 500 * time.Millisecond
 	// probeSoon is when a probe follows an operation first seen outside
 	// one, whose baseline is only provisional.
 	probeSoon = time.Second
