@@ -50,7 +50,7 @@ type Config struct {
 	// traceparent. Default the global provider (a no-op unless set).
 	TracerProvider trace.TracerProvider
 	// Limits is the admission control: rate limits, failed-authentication
-	// limits and load shedding. The zero Limits limits nothing.
+	// limits and the admission limit. The zero Limits limits nothing.
 	Limits Limits
 }
 

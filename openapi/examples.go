@@ -206,8 +206,8 @@ var (
 		problem(429, ProblemRateLimited, "the rider's writes budget (50 per 10s) is spent; retry after 1 s (the same idempotency key is unused)"))
 	authLimitedExample = example("Too many failed authentications from the client's address",
 		problem(429, ProblemAuthLimited, "too many failed authentications from this address; retry after 30 s"))
-	overloadedExample = example("The service sheds load: nothing was done, retry after Retry-After",
-		problem(503, ProblemOverloaded, "the service is overloaded; retry after 1 s with the same idempotency key (nothing was done)"))
+	overloadedExample = example("The service is at its capacity: nothing was done, retry after Retry-After",
+		problem(503, ProblemOverloaded, "the service is at its capacity; retry after 2 s with the same idempotency key (nothing was done)"))
 )
 
 // keyReusedExample is the 422 of an idempotency key sent again with another
