@@ -154,8 +154,9 @@ type overloadRun struct {
 	Series overloadSeries
 	// Recovery is how long after the return to 1 × the goodput over one
 	// second first reached targetRecoveryRatio × S; -1: not within the
-	// phase.
-	Recovery time.Duration
+	// phase. RecoveryBase is the same against the first 1 × phase's
+	// goodput instead of S.
+	Recovery, RecoveryBase time.Duration
 	// At the fake Stripe's ledger once the server stopped: ChargedKeys the
 	// client keys (metadata ar_key) with a PaymentIntent or a charge, in
 	// any status; ChargedTwice those with more than one; SweepKeys the keys
@@ -212,6 +213,10 @@ type overloadPhase struct {
 	// Priority is what each priority kind did (operations started in the
 	// phase).
 	Priority map[string]*priorityStats
+	// CPU is what each process spent over the phase (the harness's own
+	// process is the load generator), over CPUWindow.
+	CPU       cpuShare
+	CPUWindow time.Duration
 	// Admission is the server's admission counters over the phase
 	// (atomicrides_admission_*_total and atomicrides_http_refused_total,
 	// by their full names), and its gauges at the phase's end.
@@ -732,7 +737,7 @@ func admissionDelta(before, after map[string]float64) map[string]float64 {
 // ledger.
 func (e *benchEnv) measureOverload(tb testing.TB, spec overloadSpec) *overloadRun {
 	tb.Helper()
-	o := &overloadRun{Spec: spec, Recovery: -1, Missing: map[string]int{}}
+	o := &overloadRun{Spec: spec, Recovery: -1, RecoveryBase: -1, Missing: map[string]int{}}
 	d := e.deployOn(tb, dbtest.NewURL(tb), e.cfg.Users).forTrips()
 	env := append(append(append([]string{}, d.env...), limitsOn()...), "RATE_LIMIT_WRITES=off")
 	srv := d.startLimited(tb, env...)
@@ -790,6 +795,13 @@ func (e *benchEnv) measureOverload(tb testing.TB, spec overloadSpec) *overloadRu
 	stopScrape := make(chan struct{})
 	scraped := make(chan []limitSample, 1)
 	go func() { scraped <- rec.scrapeLimit(srv.base, stopScrape) }()
+	// Each phase's clients start once the admission counters were read at
+	// its start (begun[i] closed), so that the counters of a phase are its
+	// own.
+	var begun [numPhases]chan struct{}
+	for i := range begun {
+		begun[i] = make(chan struct{})
+	}
 	// The closed loop: N clients through the three phases, Factor × N − N
 	// more from the second phase's start, taking new keys until its end
 	// and finishing the booking under way after it.
@@ -803,11 +815,11 @@ func (e *benchEnv) measureOverload(tb testing.TB, spec overloadSpec) *overloadRu
 			defer c.close()
 			label := fmt.Sprintf("overload-closed-w%04d", i)
 			if i < n {
-				time.Sleep(time.Until(at(phaseBase))) // the phase's schedule
+				<-begun[phaseBase]
 				rec.book(ownConn{c}, d.apiKeys[i%len(d.apiKeys)], label, closedEnd, closedEnd)
 				return
 			}
-			time.Sleep(time.Until(at(phaseOverload))) // the phase's schedule
+			<-begun[phaseOverload]
 			rec.book(ownConn{c}, d.apiKeys[i%len(d.apiKeys)], label, at(phaseBack), closedEnd)
 		}()
 	}
@@ -816,14 +828,23 @@ func (e *benchEnv) measureOverload(tb testing.TB, spec overloadSpec) *overloadRu
 		work.Add(1)
 		go func() {
 			defer work.Done()
+			<-begun[phaseBase]
 			rec.priority(k, spec.PriorityRate, pool, at(phaseBase), at(numPhases), &missing[k])
 		}()
 	}
 	// The admission counters at each phase's bounds, and the open loop.
 	var counters [numPhases + 1]map[string]float64
+	var cpu *cpuSampler
 	for i := range numPhases + 1 {
 		time.Sleep(time.Until(at(i))) // the phases' schedule
+		if cpu != nil {
+			o.Phases[i-1].CPU, o.Phases[i-1].CPUWindow = cpu.finish(0)
+		}
 		counters[i], _ = metricsOf(hc, srv.base)
+		if i < numPhases {
+			cpu = startCPU(e.admin, d.name, srv.Pid(), e.stripe.Pid(), e.mail.Pid())
+			close(begun[i])
+		}
 		if i == phaseOpen {
 			work.Add(1)
 			go func() {
@@ -1044,21 +1065,24 @@ func (o *overloadRun) summarize(rec *overloadRecorder, samples []limitSample) {
 	o.Series = s
 	o.ErrorSample = rec.errs
 
-	// Back at 1 ×: the first second of the phase whose 201s reach
-	// targetRecoveryRatio × S.
+	// Back at 1 ×: the end of the phase's first second whose 201s reach
+	// targetRecoveryRatio × S (and × the first 1 ×'s goodput).
 	back := o.Phases[phaseBack]
 	per := int(time.Second / overloadBucket)
 	b0 := bucket(back.Start)
-	for i := b0 + per; i <= bucket(back.Start+back.Window); i++ {
-		sum := 0
-		for _, c := range s.Created[i-per : i] {
-			sum += c
+	recovery := func(goodput float64) time.Duration {
+		for i := b0 + per; i <= bucket(back.Start+back.Window); i++ {
+			sum := 0
+			for _, c := range s.Created[i-per : i] {
+				sum += c
+			}
+			if float64(sum) >= targetRecoveryRatio*goodput {
+				return time.Duration(i-b0) * overloadBucket
+			}
 		}
-		if float64(sum) >= targetRecoveryRatio*o.Saturated {
-			o.Recovery = time.Duration(i-b0) * overloadBucket
-			break
-		}
+		return -1
 	}
+	o.Recovery, o.RecoveryBase = recovery(o.Saturated), recovery(o.Phases[phaseBase].Goodput())
 }
 
 // cv is the coefficient of variation of counts: their standard deviation
@@ -1170,13 +1194,10 @@ func (o *overloadRun) targets() []benchTarget {
 		over.KeysInWindow > 0 && over.attemptsPerBooking() <= targetAttemptsPerBooking,
 		fmt.Sprintf("%.2f (%d attempts for %d keys booked; %d bookings given up after %d attempts)",
 			over.attemptsPerBooking(), over.Attempts, over.KeysInWindow, over.GaveUp, o.Spec.MaxAttempts))
-	rec := "never within the phase"
-	if o.Recovery >= 0 {
-		rec = fmt.Sprintf("after %s", o.Recovery)
-	}
 	add(fmt.Sprintf("back at 1 ×: goodput over a second ≥ %.2f × S within %s", targetRecoveryRatio, targetRecoveryWithin),
 		o.Recovery >= 0 && o.Recovery <= targetRecoveryWithin,
-		fmt.Sprintf("%s (the phase: %.2f × S; the first 1 ×: %.2f × S)", rec, ratio(back.Goodput(), o.Saturated), ratio(base.Goodput(), o.Saturated)))
+		fmt.Sprintf("%s (the phase: %.2f × S; the first 1 ×: %.2f × S, and %.2f × its goodput reached %s)",
+			after(o.Recovery), ratio(back.Goodput(), o.Saturated), ratio(base.Goodput(), o.Saturated), targetRecoveryRatio, after(o.RecoveryBase)))
 	add(fmt.Sprintf("at 1 ×, before and after: ≤ %.1f%% of the booking attempts refused", 100*targetRefusedAt1x),
 		base.Attempts > 0 && back.Attempts > 0 && base.refusedShare() <= targetRefusedAt1x && back.refusedShare() <= targetRefusedAt1x,
 		fmt.Sprintf("%.2f%% (%d of %d) and %.2f%% (%d of %d)", 100*base.refusedShare(), base.Shed+base.Refused, base.Attempts,
@@ -1213,17 +1234,20 @@ func (o *overloadRun) markdown(b *strings.Builder) {
 		fmt.Fprintf(b, "| %d | %.0f | %s | %s | %d | %d |\n", r.Clients, r.PerSec(), ms(r.P50), ms(r.P99), r.OK, r.Errors+r.Conflicts)
 	}
 	fmt.Fprintf(b, "\nS = %.0f rides/s, N = %d.\n\n", o.Saturated, o.SaturatingClients)
-	fmt.Fprintf(b, "| phase | load | attempts | goodput rides/s | × S | 201 (replayed) | 503 | 429 | 409 | timeouts | other | gave up | attempts/booking | CV of attempts/100 ms | p50 / p99 / max ms | Retry-After s (503s) |\n")
-	fmt.Fprintf(b, "|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
+	fmt.Fprintf(b, "| phase | load | attempts | goodput rides/s | × S | 201 (replayed) | 503 | 429 | 409 | timeouts | other | gave up | attempts/booking | CV of attempts/100 ms | p50 / p99 / max ms | CPU ms/s: server, PostgreSQL, load generator | Retry-After s (503s) |\n")
+	fmt.Fprintf(b, "|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|\n")
 	for _, p := range o.Phases {
 		load := fmt.Sprintf("%d clients", p.Clients)
 		if p.Clients == 0 {
 			load = fmt.Sprintf("%.0f arrivals/s (%d dropped)", p.Rate, p.Dropped)
 		}
-		fmt.Fprintf(b, "| %s | %s | %d | %.0f | %.2f | %d (%d) | %d | %d | %d | %d | %d | %d | %.2f | %.2f | %s / %s / %s | %s |\n",
+		perSec := func(d time.Duration) string {
+			return fmt.Sprintf("%.0f", ratio(msf(d), p.CPUWindow.Seconds()))
+		}
+		fmt.Fprintf(b, "| %s | %s | %d | %.0f | %.2f | %d (%d) | %d | %d | %d | %d | %d | %d | %.2f | %.2f | %s / %s / %s | %s, %s, %s | %s |\n",
 			p.Name, load, p.Attempts, p.Goodput(), ratio(p.Goodput(), o.Saturated), p.Created+p.Replayed, p.Replayed,
 			p.Shed+p.Unavailable, p.Refused, p.Conflicts, p.Timeouts, p.Bad+p.Failed, p.GaveUp, p.attemptsPerBooking(), p.AttemptsCV,
-			ms(p.P50), ms(p.P99), ms(p.Max), retryAfterHist(p.RetryAfter))
+			ms(p.P50), ms(p.P99), ms(p.Max), perSec(p.CPU.Server), perSec(p.CPU.Postgres), perSec(p.CPU.Load), retryAfterHist(p.RetryAfter))
 	}
 	fmt.Fprintf(b, "\n| priority kind | phase | operations | succeeded | attempts | refused | p50 ms | p99 ms |\n|---|---|---:|---:|---:|---:|---:|---:|\n")
 	for _, k := range priorityKinds {
@@ -1235,19 +1259,15 @@ func (o *overloadRun) markdown(b *strings.Builder) {
 			fmt.Fprintf(b, "| %s | %s | %d | %d | %d | %d | %s | %s |\n", k, p.Name, s.Ops, s.OK, s.Attempts, s.Refused, ms(s.P50), ms(s.P99))
 		}
 	}
-	rec := "not within the phase"
-	if o.Recovery >= 0 {
-		rec = o.Recovery.String()
-	}
 	ls := o.distinctLimits()
 	lim := "no sample (the server has no atomicrides_admission_limit)"
 	if len(ls) > 0 {
 		lim = fmt.Sprintf("%d distinct values from %g to %g", len(ls), ls[0], ls[len(ls)-1])
 	}
-	fmt.Fprintf(b, "\nBack at 1 ×, goodput over a second reached %.2f × S after: %s. The admission limit sampled every 100 ms: %s. "+
+	fmt.Fprintf(b, "\nBack at 1 ×, goodput over a second reached %.2f × S %s (%.2f × the first 1 ×'s goodput: %s). The admission limit sampled every 100 ms: %s. "+
 		"Bookings started, booked, given up, cut by the phase's end, booked for an attempt given up on: %s. Priority operations not sent for want of a ride (none booked or completed yet): %s. "+
 		"At the fake Stripe: %d keys charged, %d of them twice or more, for %d keys answered 201.\n",
-		targetRecoveryRatio, rec, lim, o.bookingsLine(), o.missingLine(), o.ChargedKeys, o.ChargedTwice, o.KeysBooked)
+		targetRecoveryRatio, after(o.Recovery), targetRecoveryRatio, after(o.RecoveryBase), lim, o.bookingsLine(), o.missingLine(), o.ChargedKeys, o.ChargedTwice, o.KeysBooked)
 	fmt.Fprintf(b, "\nThe server's admission counters over each phase (atomicrides_admission_*, atomicrides_http_refused_total; non-zero):\n\n")
 	for _, p := range o.Phases {
 		fmt.Fprintf(b, "- %s: %s\n", p.Name, admissionLine(p.Admission))
@@ -1255,6 +1275,14 @@ func (o *overloadRun) markdown(b *strings.Builder) {
 	for _, s := range o.ErrorSample[:min(len(o.ErrorSample), 4)] {
 		fmt.Fprintf(b, "- error: %s\n", strings.ReplaceAll(s, "\n", " "))
 	}
+}
+
+// after writes a recovery time, "after 1.2s", or that there was none.
+func after(d time.Duration) string {
+	if d < 0 {
+		return "not within the phase"
+	}
+	return "after " + d.String()
 }
 
 func (o *overloadRun) missingLine() string {
