@@ -142,8 +142,9 @@ const (
 // overloadRun is what an overload run measured.
 type overloadRun struct {
 	Spec overloadSpec
-	// Sweep is new rides, closed loop, at each concurrency tried.
-	Sweep []loadRun
+	// Sweep is the calibration: new bookings, closed loop, at each
+	// concurrency tried, beside the priority requests at their rate.
+	Sweep []sweepPoint
 	// Saturated is the best rides/s of the sweep, S; SaturatingClients the
 	// fewest clients that reached overloadSaturating of it, N.
 	SaturatingClients int
@@ -169,6 +170,18 @@ type overloadRun struct {
 	// ErrorSample describes the first few answers of the run that were not
 	// a 2xx, a 429 or a 503 with Retry-After, and transport errors.
 	ErrorSample []string
+}
+
+// sweepPoint is one concurrency of the calibration.
+type sweepPoint struct {
+	Clients int
+	// Goodput is the keys answered 201 within the window, per second of
+	// it; P50 and P99 the latencies of the bookings' answers; Booked the
+	// keys answered 201, Other the bookings' other answers and failures.
+	Goodput       float64
+	P50, P99      time.Duration
+	Booked, Other int
+	ErrorSample   []string
 }
 
 // overloadPhase is one phase of the run.
@@ -752,12 +765,14 @@ func (e *benchEnv) measureOverload(tb testing.TB, spec overloadSpec) *overloadRu
 		tb.Fatalf("overload: the warm-up booked nothing: %v", warm.ErrorSample)
 	}
 	o.SweepKeys += warm.OK
+	pool := newConnPool(srv.base, 4096)
+	defer pool.closeAll()
 	for c := spec.SweepFrom; c <= spec.SweepTo; c *= 2 {
-		r := runLoad(ctx, loadSpec{base: srv.base, clients: c, duration: e.cfg.Duration, apiKeys: d.apiKeys, key: key("sweep", c)})
+		r := calibrate(pool, d.apiKeys, spec, c, e.cfg.Duration)
 		o.Sweep = append(o.Sweep, r)
-		o.SweepKeys += r.OK
-		gain := r.PerSec() >= 1.1*o.Saturated
-		o.Saturated = max(o.Saturated, r.PerSec())
+		o.SweepKeys += r.Booked
+		gain := r.Goodput >= 1.1*o.Saturated
+		o.Saturated = max(o.Saturated, r.Goodput)
 		if !gain {
 			break
 		}
@@ -767,7 +782,7 @@ func (e *benchEnv) measureOverload(tb testing.TB, spec overloadSpec) *overloadRu
 		tb.Fatalf("overload: the sweep booked nothing: %v", o.Sweep[0].ErrorSample)
 	}
 	for _, r := range o.Sweep {
-		if r.PerSec() >= overloadSaturating*o.Saturated {
+		if r.Goodput >= overloadSaturating*o.Saturated {
 			o.SaturatingClients = r.Clients
 			break
 		}
@@ -790,8 +805,6 @@ func (e *benchEnv) measureOverload(tb testing.TB, spec overloadSpec) *overloadRu
 		p.Start, p.Window = time.Duration(i)*D, D
 	}
 
-	pool := newConnPool(srv.base, 4096)
-	defer pool.closeAll()
 	stopScrape := make(chan struct{})
 	scraped := make(chan []limitSample, 1)
 	go func() { scraped <- rec.scrapeLimit(srv.base, stopScrape) }()
@@ -880,6 +893,61 @@ func (e *benchEnv) measureOverload(tb testing.TB, spec overloadSpec) *overloadRu
 		}
 	}
 	return o
+}
+
+// calibrate measures the goodput of clients closed-loop clients for d,
+// with the phases' clients and retries, beside the priority requests at
+// their rate (which share the machine in every phase): S is what the
+// process books with them.
+func calibrate(pool *connPool, riderKeys []string, spec overloadSpec, clients int, d time.Duration) sweepPoint {
+	rec := newOverloadRecorder(spec)
+	rec.t0 = time.Now()
+	end := rec.t0.Add(d)
+	var work sync.WaitGroup
+	for i := range clients {
+		work.Add(1)
+		go func() {
+			defer work.Done()
+			c := &leanConn{addr: pool.addr, host: pool.addr}
+			defer c.close()
+			rec.book(ownConn{c}, riderKeys[i%len(riderKeys)], fmt.Sprintf("overload-sweep-c%03d-w%04d", clients, i), end, end)
+		}()
+	}
+	var missing [numKinds]int
+	for _, k := range priorityKinds {
+		work.Add(1)
+		go func() {
+			defer work.Done()
+			rec.priority(k, spec.PriorityRate, pool, rec.t0, end, &missing[k])
+		}()
+	}
+	work.Wait()
+	r := sweepPoint{Clients: clients, ErrorSample: rec.errs}
+	var lat []time.Duration
+	inWindow := 0
+	for _, a := range rec.att {
+		if a.kind != kindBooking {
+			continue
+		}
+		if a.outcome == outOK && a.answered < d {
+			inWindow++
+		}
+		if a.outcome != outOK {
+			r.Other++
+		}
+		if a.outcome != outTimeout && a.outcome != outFailed {
+			lat = append(lat, a.answered-a.sent)
+		}
+	}
+	for _, op := range rec.ops {
+		if op.kind == kindBooking && op.ok {
+			r.Booked++
+		}
+	}
+	slices.Sort(lat)
+	r.P50, r.P99 = percentile(lat, 0.50), percentile(lat, 0.99)
+	r.Goodput = float64(inWindow) / d.Seconds()
+	return r
 }
 
 // chargesPerKey counts the client keys (metadata ar_key) with a
@@ -1222,7 +1290,7 @@ func (o *overloadRun) targets() []benchTarget {
 func (o *overloadRun) markdown(b *strings.Builder) {
 	fmt.Fprintf(b, "\n## Overload\n\n")
 	fmt.Fprintf(b, "Trips (CAPTURE=trip), the admission control at its defaults, the per-rider budget of writes off. "+
-		"On one serve process: a closed-loop sweep finds the saturated throughput S (the best rides/s, doubling the clients until that gains less than a tenth) and the saturating clients N (the fewest reaching %.0f%% of it); "+
+		"On one serve process: a closed-loop sweep, with the clients of the phases and the priority requests beside them, finds the saturated throughput S (the best rides/s, doubling the clients until that gains less than a tenth) and the saturating clients N (the fewest reaching %.0f%% of it); "+
 		"then, without a restart, %s each of N clients, %d × N and N again, then an open loop of %d × S new bookings a second (Poisson arrivals, each its own client). "+
 		"Each request times out after %s and is sent again at once with the same key; a 429, 503 or 409 is sent again with the same key after client.RetryAfterWait of its Retry-After; a booking is given up after %d attempts. "+
 		"When the %d × phase ends its extra clients take no new key but finish the booking under way. "+
@@ -1231,7 +1299,7 @@ func (o *overloadRun) markdown(b *strings.Builder) {
 		100*overloadSaturating, o.Phases[0].Window, o.Spec.Factor, o.Spec.Factor, o.Spec.Timeout, o.Spec.MaxAttempts, o.Spec.Factor, o.Spec.PriorityRate)
 	fmt.Fprintf(b, "| sweep clients | rides/s | p50 ms | p99 ms | 201 | other |\n|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range o.Sweep {
-		fmt.Fprintf(b, "| %d | %.0f | %s | %s | %d | %d |\n", r.Clients, r.PerSec(), ms(r.P50), ms(r.P99), r.OK, r.Errors+r.Conflicts)
+		fmt.Fprintf(b, "| %d | %.0f | %s | %s | %d | %d |\n", r.Clients, r.Goodput, ms(r.P50), ms(r.P99), r.Booked, r.Other)
 	}
 	fmt.Fprintf(b, "\nS = %.0f rides/s, N = %d.\n\n", o.Saturated, o.SaturatingClients)
 	fmt.Fprintf(b, "| phase | load | attempts | goodput rides/s | × S | 201 (replayed) | 503 | 429 | 409 | timeouts | other | gave up | attempts/booking | CV of attempts/100 ms | p50 / p99 / max ms | CPU ms/s: server, PostgreSQL, load generator | Retry-After s (503s) |\n")
