@@ -34,13 +34,13 @@ const (
 )
 
 // Bounds derives the limit's bounds from the machine and the database
-// pool. The least is what keeps every pooled connection and every CPU busy
-// with requests that spend much of their time elsewhere (at a payment
-// processor, or between statements): twice the connections, four times
-// the CPUs, and never below 16. The most is 64 times that.
+// pool. The least is what keeps every CPU busy: twice the CPUs, and never
+// below 4. The most is what the pool could serve if every request also
+// waited elsewhere (at a payment processor) most of its time: 64 requests
+// per pooled connection, and at least 16 times the least.
 func Bounds(poolConns int) (minLimit, maxLimit int) {
-	minLimit = max(2*poolConns, 4*runtime.GOMAXPROCS(0), 16)
-	return minLimit, 64 * minLimit
+	minLimit = max(2*runtime.GOMAXPROCS(0), 4)
+	return minLimit, max(64*poolConns, 16*minLimit)
 }
 
 // AdmissionConfig configures an Admission.

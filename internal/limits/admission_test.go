@@ -265,9 +265,8 @@ func TestStartedRemembersKeysForItsTTL(t *testing.T) {
 func TestBoundsComeFromThePoolAndTheMachine(t *testing.T) {
 	t.Parallel()
 	lo, hi := Bounds(4)
-	require.GreaterOrEqual(t, lo, 16)
-	require.GreaterOrEqual(t, lo, 4*runtime.GOMAXPROCS(0))
-	require.Equal(t, 64*lo, hi)
-	lo, _ = Bounds(50)
-	require.GreaterOrEqual(t, lo, 100, "twice the pool's connections")
+	require.Equal(t, max(2*runtime.GOMAXPROCS(0), 4), lo, "twice the CPUs")
+	require.Equal(t, max(256, 16*lo), hi)
+	_, hi = Bounds(50)
+	require.Equal(t, max(3200, 16*lo), hi, "64 requests per pooled connection")
 }

@@ -66,7 +66,8 @@ type Signals struct {
 // comes down at once and goes up smoothed. It grows only while requests wait or are refused, or fill half
 // of it. Every probeEvery or so it falls to its minimum until it has
 // measured the baselines again, so that a baseline raised by a standing
-// queue cannot carry the limit up with it. The caller serialises every
+// queue cannot carry the limit up with it. It starts at four times its
+// minimum, and probes a second after an operation is first answered. The caller serialises every
 // call (Admission's mutex).
 type gradient struct {
 	min, max float64
@@ -100,11 +101,13 @@ func newGradient(minLimit, maxLimit int, now time.Time, rand func(n int) int, si
 		min: float64(minLimit), max: float64(maxLimit), rand: rand, signals: signals, backoffs: backoffs,
 		base: map[string]time.Duration{}, probeRTT: map[string][]time.Duration{},
 	}
-	g.limit = min(g.max, 2*g.min)
+	g.limit = min(g.max, 4*g.min)
 	if signals != nil {
 		g.lastSignals = signals()
 	}
-	g.startProbe(now)
+	// The first answers of each operation give it a provisional baseline
+	// and bring the first probe (sample).
+	g.winStart, g.nextProbe = now, now.Add(probeEvery)
 	return g
 }
 

@@ -38,16 +38,20 @@ func rounds(a *Admission, clock *fakeClock, d time.Duration, want int, rtt time.
 
 func current(a *Admission) int { return a.Stats().Limit }
 
-// probed runs the start-up probe at a latency of rtt.
+// probed runs the first probe at a latency of rtt: the first answers give
+// a provisional baseline and bring the probe a second later.
 func probed(t *testing.T, a *Admission, clock *fakeClock, rtt time.Duration) {
 	t.Helper()
-	require.Equal(t, 4, current(a), "it starts by measuring the baseline at its minimum")
+	require.Equal(t, 16, current(a), "it starts at four times its minimum")
+	for !a.grad.probing {
+		round(a, clock, Booking, 4, rtt)
+	}
+	require.Equal(t, 4, current(a), "the probe holds the limit at its minimum")
 	for a.grad.probing {
 		require.Equal(t, 3, round(a, clock, Booking, 4, rtt), "bookings fill four fifths of the minimum")
 	}
-	require.False(t, a.grad.probing)
 	require.Equal(t, rtt, a.grad.base["POST /rides"])
-	require.Equal(t, 8, current(a), "it starts at twice its minimum")
+	require.Equal(t, 16, current(a), "the limit given back")
 	// The lowest draw puts the next probe a sixth early.
 	require.Equal(t, probeEvery-probeEvery/6, a.grad.nextProbe.Sub(clock.now()))
 }
@@ -101,7 +105,7 @@ func TestLimitDoesNotGrowWithoutDemand(t *testing.T) {
 	probed(t, a, clock, 10*time.Millisecond)
 	// Two requests at a time never fill half the limit, and none waits.
 	rounds(a, clock, 2*time.Second, 2, 10*time.Millisecond)
-	require.Equal(t, 8, current(a))
+	require.Equal(t, 16, current(a))
 }
 
 func TestTheBaselineIsMeasuredAgainWithJitter(t *testing.T) {
