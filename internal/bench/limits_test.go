@@ -22,7 +22,7 @@ import (
 // overload, each with the limits on (go tool task bench -- -rides.noisy=false).
 var (
 	benchNoisy    = flag.Bool("rides.noisy", true, "run the noisy-neighbour measurement (per-rider budgets on; false: leave it out)")
-	benchOverload = flag.Bool("rides.overload", true, "run the overload measurement (load shedding on; false: leave it out)")
+	benchOverload = flag.Bool("rides.overload", true, "run the overload measurement (the admission control at its defaults; false: leave it out)")
 )
 
 // limitsOn is the environment of a serve process started with

@@ -665,13 +665,15 @@ func (r *overloadRecorder) openLoop(conns connSource, riderKeys []string, rate f
 	}
 }
 
-// scrapeLimit samples the server's atomicrides_admission_limit every
-// bucket until stop is closed; a missing gauge or a failed scrape is NaN.
+// limitSample is the server's admission limit at a time from the first
+// phase's start; NaN when it was not read.
 type limitSample struct {
 	at    time.Duration
 	limit float64
 }
 
+// scrapeLimit samples the server's atomicrides_admission_limit every
+// bucket until stop is closed; a missing gauge or a failed scrape is NaN.
 func (r *overloadRecorder) scrapeLimit(base string, stop <-chan struct{}) []limitSample {
 	hc := &http.Client{Timeout: time.Second}
 	tick := time.NewTicker(overloadBucket)
