@@ -85,6 +85,11 @@ const (
 	overloadBucket        = 100 * time.Millisecond
 	// overloadPriorityRate is each priority kind's operations per second.
 	overloadPriorityRate = 20
+	// overloadPriorityDrain is how long after the run's end a priority
+	// operation under way may still retry: the dispatch side and the
+	// riders do not stop when the benchmark does, and an operation cut by
+	// the end would say nothing of its success.
+	overloadPriorityDrain = 3 * time.Second
 	// overloadMaxOutstanding bounds the open loop's bookings under way; an
 	// arrival beyond it is dropped (counted, not sent).
 	overloadMaxOutstanding = 16384
@@ -586,7 +591,9 @@ func (r *overloadRecorder) bookOne(conns connSource, riderKey, key string, stop 
 
 // priority sends operations of kind k at rate per second from start until
 // stop, each on a connection of conns, and returns when they have all
-// ended; it counts those it had no ride for in missing.
+// ended: an operation under way at stop may retry until
+// overloadPriorityDrain after it. It counts those it had no ride for in
+// missing.
 func (r *overloadRecorder) priority(k opKind, rate float64, conns connSource, start, stop time.Time, missing *int) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -627,7 +634,7 @@ func (r *overloadRecorder) priority(k opKind, rate float64, conns connSource, st
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			op, _ := r.do(conns, t, stop)
+			op, _ := r.do(conns, t, stop.Add(overloadPriorityDrain))
 			if k == kindCompletion && op.ok {
 				offer(r.completed, ride)
 			}
