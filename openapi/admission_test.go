@@ -62,8 +62,9 @@ func admissionRefused(t *testing.T, reg *prometheus.Registry, class, reason stri
 // TestAdmissionKeepsEachClassItsShare: with a limit of 5, four bookings
 // held at the processor fill the bookings' share. A new booking then
 // waits in the queue and is answered 503 with Retry-After, its key unused;
-// a list is refused too; the probes, the retry of a booking under way and
-// a refund are served from the share kept for them. Once the load is gone,
+// a list is refused too; the probes and the replay of a finished booking
+// are served, never limited; the retry of a booking under way and a
+// refund are served from the share kept for them. Once the load is gone,
 // the refused key books and is charged once.
 func TestAdmissionKeepsEachClassItsShare(t *testing.T) {
 	t.Parallel()
@@ -77,7 +78,8 @@ func TestAdmissionKeepsEachClassItsShare(t *testing.T) {
 		Metrics:   metrics,
 	})
 	alice := b.newRider(t, "alice@example.com")
-	first := b.do(t, http.MethodPost, "/rides", rider(alice, testkit.NewKey()), rideBody)
+	firstKey := testkit.NewKey()
+	first := b.do(t, http.MethodPost, "/rides", rider(alice, firstKey), rideBody)
 	require.Equal(t, http.StatusCreated, first.Status, string(first.Body))
 	firstID := testkit.DecodeRide(t, first.Body).ID
 
@@ -110,6 +112,10 @@ func TestAdmissionKeepsEachClassItsShare(t *testing.T) {
 	require.Equal(t, http.StatusOK, b.do(t, http.MethodGet, "/healthz", nil, "").Status)
 	cont := b.do(t, http.MethodPost, "/rides", rider(alice, keys[0]), rideBody)
 	cont.Problem(t, http.StatusConflict) // admitted as priority work: the key is busy, not refused
+	replay := b.do(t, http.MethodPost, "/rides", rider(alice, firstKey), rideBody)
+	require.Equal(t, http.StatusCreated, replay.Status, "a replay of a booking this process saw finish is never limited")
+	require.Equal(t, "true", replay.Header.Get("Idempotent-Replayed"))
+	require.Equal(t, first.Body, replay.Body)
 	refund := b.do(t, http.MethodPost, "/rides/"+itoa(firstID)+"/refund", rider(alice, testkit.NewKey()), "")
 	require.Equal(t, http.StatusCreated, refund.Status, string(refund.Body))
 	require.Equal(t, 2.0, refused(t, reg, limits.ReasonOverloaded), "the two refusals only")

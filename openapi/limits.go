@@ -226,9 +226,13 @@ func admit(mux *http.ServeMux, lim Limits, next http.Handler) http.Handler {
 		_, pattern := mux.Handler(r)
 		class := routeClass(pattern)
 		var key string
-		if pattern == routeRideCreate {
+		if pattern == routeRideCreate && lim.Started != nil {
 			key = startedKey(r)
-			if lim.Started != nil && lim.Started.Has(key) {
+			switch started, finished := lim.Started.Seen(key); {
+			case finished:
+				// A replay answered from memory costs a lookup.
+				class = limits.Exempt
+			case started:
 				class = limits.Priority
 			}
 		}
@@ -239,7 +243,7 @@ func admit(mux *http.ServeMux, lim Limits, next http.Handler) http.Handler {
 				"the service is at its capacity; retry after %d s with the same idempotency key (nothing was done)", refused.RetryAfter)))
 			return
 		}
-		if key != "" && lim.Started != nil {
+		if key != "" && class != limits.Exempt {
 			lim.Started.Add(key)
 		}
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
@@ -248,8 +252,18 @@ func admit(mux *http.ServeMux, lim Limits, next http.Handler) http.Handler {
 		if sw.Header().Get("Idempotent-Replayed") == "true" {
 			op += " replayed"
 		}
+		if key != "" && definitive(sw.status) {
+			lim.Started.Finish(key)
+		}
 		ticket.Done(op, outcome(r, sw.status))
 	})
+}
+
+// definitive reports whether a booking's answer is the one its retries
+// get again: not a refusal before its key was used (429), nor an answer
+// that leaves the booking to be continued (409, 5xx).
+func definitive(status int) bool {
+	return status < http.StatusInternalServerError && status != http.StatusConflict && status != http.StatusTooManyRequests
 }
 
 // outcome is how a request ended, to the admission limit: an answer that

@@ -11,7 +11,8 @@ import (
 // The admission queue, an adaptive LIFO with CoDel's notion of a standing
 // queue: a queue that was not empty once in standingAfter is standing;
 // while it stands, the newest waiter is served first and a waiter gives
-// up after standingTimeout instead of queueTimeout, so that a burst is
+// up after standingTimeout instead of queueTimeout (priority work aside:
+// it is served first from every slot freed), so that a burst is
 // absorbed and a standing queue is not kept.
 const (
 	queueTimeout    = 100 * time.Millisecond
@@ -266,17 +267,20 @@ func (a *Admission) withdraw(w *waiter) bool {
 }
 
 // expire refuses the waiters past the queue's timeout, which is short
-// while the queue stands; mu held.
+// while the queue stands, but for priority work; mu held.
 func (a *Admission) expire(now time.Time) {
 	if a.queued == 0 {
 		a.lastEmpty = now
 		return
 	}
-	timeout := queueTimeout
-	if a.standing(now) {
-		timeout = standingTimeout
-	}
+	standing := a.standing(now)
 	for _, c := range Classes {
+		// Priority work is served first from every slot freed: it keeps
+		// the long timeout even in a standing queue.
+		timeout := queueTimeout
+		if standing && c != Priority {
+			timeout = standingTimeout
+		}
 		q := a.queues[c][:0]
 		for _, w := range a.queues[c] {
 			if now.Sub(w.at) >= timeout {

@@ -205,6 +205,17 @@ func TestRetryAfterFollowsTheExcessAndSpreads(t *testing.T) {
 	}
 	require.Equal(t, maxRetryAfter, e.base(clock.now(), 0), "bounded")
 
+	// A service that served 700 a second is not judged by a pause.
+	var busy excess
+	for range 700 {
+		busy.served(clock.now())
+	}
+	clock.advance(time.Second)
+	for range 300 {
+		busy.refused(clock.now())
+	}
+	require.Equal(t, 5, busy.base(clock.now(), 0), "300 waiting against a second's worth (70) of the last ten")
+
 	require.Equal(t, 3, spread(3, func(int) int { return 0 }))
 	require.Equal(t, 6, spread(3, func(n int) int { return n - 1 }), "up to twice the base")
 }
@@ -251,15 +262,51 @@ func TestStartedRemembersKeysForItsTTL(t *testing.T) {
 	s := NewStarted(time.Minute, 2)
 	s.now = clock.now
 	s.Add("a")
-	require.True(t, s.Has("a"))
-	require.False(t, s.Has("b"))
+	started, finished := s.Seen("a")
+	require.True(t, started)
+	require.False(t, finished)
+	s.Finish("a")
+	started, finished = s.Seen("a")
+	require.True(t, started)
+	require.True(t, finished)
+	started, _ = s.Seen("b")
+	require.False(t, started)
 	s.Add("b")
 	s.Add("c")
-	require.False(t, s.Has("c"), "full")
+	started, _ = s.Seen("c")
+	require.False(t, started, "full")
 	clock.advance(time.Minute)
-	require.False(t, s.Has("a"), "forgotten after its ttl")
+	started, _ = s.Seen("a")
+	require.False(t, started, "forgotten after its ttl")
 	s.Add("c")
-	require.True(t, s.Has("c"), "expired keys make room")
+	started, _ = s.Seen("c")
+	require.True(t, started, "expired keys make room")
+}
+
+func TestPriorityWorkKeepsTheLongTimeoutInAStandingQueue(t *testing.T) {
+	t.Parallel()
+	a, clock := setup(t, 5)
+	var held []*Ticket
+	for range 5 {
+		tk, _, _ := admitNow(a, Priority)
+		held = append(held, tk)
+	}
+	_, wb, _ := admitNow(a, Booking)
+	clock.advance(standingAfter - time.Millisecond)
+	_, wp, _ := admitNow(a, Priority)
+	clock.advance(time.Millisecond)
+	_, wb2, _ := admitNow(a, Booking) // the queue stands: wb is refused
+	tb, ok := decided(wb)
+	require.True(t, ok)
+	require.Nil(t, tb)
+	clock.advance(50 * time.Millisecond)
+	held[0].Done("op", Answered)
+	tp, ok := decided(wp)
+	require.True(t, ok)
+	require.NotNil(t, tp, "the priority waiter outlived the standing timeout and got the slot")
+	tb2, ok := decided(wb2)
+	require.True(t, ok)
+	require.Nil(t, tb2, "a booking as old did not")
 }
 
 func TestBoundsComeFromThePoolAndTheMachine(t *testing.T) {

@@ -6,13 +6,14 @@ type Class int
 
 const (
 	// Exempt requests are never limited nor counted against the limit:
-	// health and readiness probes, metrics, River UI.
+	// health and readiness probes, metrics, River UI, and the replays of
+	// bookings this process saw finish (answered from memory).
 	Exempt Class = iota
 	// Priority requests keep a guaranteed share of the limit: completing,
 	// cancelling and refunding rides, the processors' notifications, the
 	// rider's return from an authentication, and the retries of bookings
-	// this process admitted (a continuation past a recovery point, or a
-	// replay).
+	// this process admitted and has not seen finish (a continuation past
+	// a recovery point).
 	Priority
 	// Booking requests are new bookings and every request not named in
 	// another class.

@@ -11,15 +11,17 @@ const (
 	maxRetryAfter = 30
 )
 
-// excessBucket and excessBuckets make the excess meter's second.
+// excessBucket and excessBuckets make the excess meter's ten seconds.
 const (
 	excessBucket  = 100 * time.Millisecond
-	excessBuckets = 10
+	excessBuckets = 100
+	excessSecond  = int64(time.Second / excessBucket)
 )
 
-// excess counts, over the last second, the requests the service answered
-// and the requests it refused for capacity: the Retry-After of a refusal
-// is how long the service takes to serve as many requests as wait for it.
+// excess counts, over the last ten seconds, the requests the service
+// answered and the requests it refused for capacity: the Retry-After of a
+// refusal is how long the service takes to serve as many requests as wait
+// for it.
 type excess struct {
 	buckets [excessBuckets]struct {
 		slot            int64
@@ -42,23 +44,32 @@ func (e *excess) bucket(now time.Time) *struct {
 func (e *excess) served(now time.Time)  { e.bucket(now).served++ }
 func (e *excess) refused(now time.Time) { e.bucket(now).refused++ }
 
-// second sums the buckets of the last second.
-func (e *excess) second(now time.Time) (served, refused int) {
+// rates sums the requests refused in the last second, and the requests
+// served in the last second or, when more, a second's worth of the last
+// ten: a pause (a probe, a stall) does not make the service look slower
+// than it has been serving.
+func (e *excess) rates(now time.Time) (served, refused int) {
 	slot := now.UnixNano() / int64(excessBucket)
+	var served10 int
 	for _, b := range e.buckets {
-		if slot-b.slot < excessBuckets {
+		age := slot - b.slot
+		if age < 0 || age >= excessBuckets {
+			continue
+		}
+		served10 += b.served
+		if age < excessSecond {
 			served += b.served
 			refused += b.refused
 		}
 	}
-	return served, refused
+	return max(served, served10/10), refused
 }
 
 // base is the Retry-After, in whole seconds, before its spread: the
 // requests that wait (refused in the last second, and queued) against
-// those the service answered in the last second, within [1, 30].
+// those the service answers in a second, within [1, 30].
 func (e *excess) base(now time.Time, queued int) int {
-	served, refused := e.second(now)
+	served, refused := e.rates(now)
 	s := math.Ceil(float64(refused+queued) / float64(max(served, 1)))
 	return int(min(max(s, minRetryAfter), maxRetryAfter))
 }
