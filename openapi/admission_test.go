@@ -16,47 +16,41 @@ import (
 	"github.com/atomicrides/atomicrides/openapi"
 )
 
-// refused reads the refusal counter of reason from reg.
-func refused(t *testing.T, reg *prometheus.Registry, reason string) float64 {
+// counterOf reads the counter name whose labels include want from reg.
+func counterOf(t *testing.T, reg *prometheus.Registry, name string, want map[string]string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
 	for _, mf := range mfs {
-		if mf.GetName() != "atomicrides_http_refused_total" {
+		if mf.GetName() != name {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
+			matched := 0
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "reason" && l.GetValue() == reason {
-					return m.GetCounter().GetValue()
+				if v, ok := want[l.GetName()]; ok && v == l.GetValue() {
+					matched++
 				}
+			}
+			if matched == len(want) {
+				return m.GetCounter().GetValue()
 			}
 		}
 	}
 	return 0
 }
 
+// refused reads the refusals before the service of reason from reg.
+func refused(t *testing.T, reg *prometheus.Registry, reason string) float64 {
+	t.Helper()
+	return counterOf(t, reg, "atomicrides_http_refused_total", map[string]string{"reason": reason})
+}
+
 // admissionRefused reads the admission control's refusals of class for
 // reason from reg.
 func admissionRefused(t *testing.T, reg *prometheus.Registry, class, reason string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() != "atomicrides_admission_refused_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["class"] == class && labels["reason"] == reason {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
+	return counterOf(t, reg, "atomicrides_admission_refused_total", map[string]string{"class": class, "reason": reason})
 }
 
 // TestAdmissionKeepsEachClassItsShare: with a limit of 5, four bookings

@@ -534,6 +534,12 @@ func scrapeMetrics(tb testing.TB, base string) map[string]float64 {
 	if err != nil || resp.StatusCode != http.StatusOK {
 		tb.Fatalf("GET /metrics: %d %v", resp.StatusCode, err)
 	}
+	return parseMetrics(b)
+}
+
+// parseMetrics reads a Prometheus text exposition into its samples, by
+// series (name and labels as written).
+func parseMetrics(b []byte) map[string]float64 {
 	samples := map[string]float64{}
 	for _, line := range strings.Split(string(b), "\n") {
 		if strings.HasPrefix(line, "#") {

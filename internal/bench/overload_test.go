@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -719,20 +718,7 @@ func metricsOf(hc *http.Client, base string) (map[string]float64, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("GET /metrics: %d", resp.StatusCode)
 	}
-	samples := map[string]float64{}
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "#") {
-			continue
-		}
-		name, value, ok := strings.Cut(line, " ")
-		if !ok {
-			continue
-		}
-		if n, err := strconv.ParseFloat(strings.TrimSpace(value), 64); err == nil {
-			samples[name] = n
-		}
-	}
-	return samples, nil
+	return parseMetrics(b), nil
 }
 
 // admissionDelta is the server's admission metrics over a phase: counters
