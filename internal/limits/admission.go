@@ -9,11 +9,14 @@ import (
 )
 
 // The admission queue, an adaptive LIFO with CoDel's notion of a standing
-// queue: a queue that was not empty once in standingAfter is standing;
-// while it stands, the newest waiter is served first and a waiter gives
-// up after standingTimeout instead of queueTimeout (priority work aside:
-// it is served first from every slot freed), so that a burst is
-// absorbed and a standing queue is not kept.
+// queue: a queue whose waiters all waited at least standingTimeout over a
+// whole standingAfter (the least wait of the interval, or the oldest
+// waiter's when none left) stands, until it empties; while it stands, the
+// newest waiter is served first and a waiter gives up after
+// standingTimeout instead of queueTimeout (priority work aside: it is
+// served first from every slot freed), so that a burst is absorbed and a
+// standing queue is not kept. A short queue that turns over fast does not
+// stand, however long it is never empty.
 const (
 	queueTimeout    = 100 * time.Millisecond
 	standingTimeout = 5 * time.Millisecond
@@ -72,14 +75,18 @@ type Admission struct {
 	rand    func(n int) int
 	metrics *Metrics
 
-	mu        sync.Mutex
-	grad      *gradient
-	inFlight  [numClasses]int
-	total     int
-	queues    [numClasses][]*waiter
-	queued    int
-	lastEmpty time.Time
-	exc       excess
+	mu       sync.Mutex
+	grad     *gradient
+	inFlight [numClasses]int
+	total    int
+	queues   [numClasses][]*waiter
+	queued   int
+	exc      excess
+	// The queue's interval: when it began, the least wait of the waiters
+	// it served (-1: none yet), and whether the queue stands.
+	intervalStart time.Time
+	intervalMin   time.Duration
+	stands        bool
 }
 
 // waiter is a request in the queue; mu guards its fields.
@@ -132,7 +139,7 @@ func NewAdmission(cfg AdmissionConfig) *Admission {
 		a.rand = rand.IntN
 	}
 	now := a.now()
-	a.lastEmpty = now
+	a.intervalStart, a.intervalMin = now, -1
 	if cfg.Fixed <= 0 {
 		a.cfg.Min, a.cfg.Max = max(cfg.Min, 1), max(cfg.Max, cfg.Min, 1)
 		a.grad = newGradient(a.cfg.Min, a.cfg.Max, now, a.rand, cfg.Signals, a.metrics.backoff)
@@ -191,9 +198,25 @@ func (a *Admission) room(c Class, limit int) bool {
 	return a.total == 0 || float64(a.total+1) <= c.Share()*float64(limit)
 }
 
-// standing reports whether the queue stands; mu held.
-func (a *Admission) standing(now time.Time) bool {
-	return a.queued > 0 && now.Sub(a.lastEmpty) >= standingAfter
+// observe judges the queue at the end of each interval; mu held.
+func (a *Admission) observe(now time.Time) {
+	if a.queued == 0 {
+		a.stands, a.intervalStart, a.intervalMin = false, now, -1
+		return
+	}
+	if now.Sub(a.intervalStart) < standingAfter {
+		return
+	}
+	least := a.intervalMin
+	if least < 0 {
+		for _, c := range Classes {
+			if q := a.queues[c]; len(q) > 0 {
+				least = max(least, now.Sub(q[0].at))
+			}
+		}
+	}
+	a.stands = least >= standingTimeout
+	a.intervalStart, a.intervalMin = now, -1
 }
 
 // admit decides a request of class c: a ticket, a waiter queued, or a
@@ -223,7 +246,7 @@ func (a *Admission) admit(c Class, now time.Time) (*Ticket, *waiter, *Refusal) {
 	}
 	if a.queued < max(minQueue, limit/4) {
 		if a.queued == 0 {
-			a.lastEmpty = now
+			a.intervalStart, a.intervalMin = now, -1
 		}
 		w := &waiter{class: c, at: now, ch: make(chan *Ticket, 1)}
 		a.queues[c] = append(a.queues[c], w)
@@ -269,16 +292,15 @@ func (a *Admission) withdraw(w *waiter) bool {
 // expire refuses the waiters past the queue's timeout, which is short
 // while the queue stands, but for priority work; mu held.
 func (a *Admission) expire(now time.Time) {
+	a.observe(now)
 	if a.queued == 0 {
-		a.lastEmpty = now
 		return
 	}
-	standing := a.standing(now)
 	for _, c := range Classes {
 		// Priority work is served first from every slot freed: it keeps
 		// the long timeout even in a standing queue.
 		timeout := queueTimeout
-		if standing && c != Priority {
+		if a.stands && c != Priority {
 			timeout = standingTimeout
 		}
 		q := a.queues[c][:0]
@@ -293,9 +315,7 @@ func (a *Admission) expire(now time.Time) {
 		clear(a.queues[c][len(q):])
 		a.queues[c] = q
 	}
-	if a.queued == 0 {
-		a.lastEmpty = now
-	}
+	a.observe(now)
 }
 
 // dispatch admits waiters while the limit has room for them, the highest
@@ -304,14 +324,13 @@ func (a *Admission) expire(now time.Time) {
 func (a *Admission) dispatch(now time.Time) {
 	for a.queued > 0 {
 		limit := a.limit()
-		lifo := a.standing(now)
 		var w *waiter
 		for _, c := range Classes {
 			q := a.queues[c]
 			if len(q) == 0 || !a.room(c, limit) {
 				continue
 			}
-			if lifo {
+			if a.stands {
 				w, a.queues[c] = q[len(q)-1], q[:len(q)-1]
 			} else {
 				w, a.queues[c] = q[0], q[1:]
@@ -322,9 +341,12 @@ func (a *Admission) dispatch(now time.Time) {
 			return
 		}
 		a.queued--
+		if wait := now.Sub(w.at); a.intervalMin < 0 || wait < a.intervalMin {
+			a.intervalMin = wait
+		}
 		w.ch <- a.ticket(w.class, now)
 	}
-	a.lastEmpty = now
+	a.observe(now)
 }
 
 // Done ends an admitted request with its outcome; op names its operation,

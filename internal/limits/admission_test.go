@@ -91,7 +91,7 @@ func TestExemptIsNeverLimited(t *testing.T) {
 	require.Equal(t, 1, a.Stats().InFlight[Booking], "the exempt requests are not counted against the limit")
 }
 
-func TestQueueIsFIFOUntilItStandsThenLIFOWithAShortTimeout(t *testing.T) {
+func TestQueueIsFIFOInABurst(t *testing.T) {
 	t.Parallel()
 	a, clock := setup(t, 4)
 	var held []*Ticket
@@ -104,48 +104,109 @@ func TestQueueIsFIFOUntilItStandsThenLIFOWithAShortTimeout(t *testing.T) {
 	_, w2, _ := admitNow(a, Booking)
 	require.NotNil(t, w1)
 	require.NotNil(t, w2)
-
-	// A burst: the oldest waiter goes first.
 	clock.advance(time.Millisecond)
 	held[0].Done("op", Answered)
 	tk, ok := decided(w1)
 	require.True(t, ok)
-	require.NotNil(t, tk)
+	require.NotNil(t, tk, "the oldest waiter goes first")
 	_, ok = decided(w2)
 	require.False(t, ok)
+}
 
-	// The queue has not been empty for standingAfter: it stands. The
-	// newest waiter goes first, and a waiter gives up after 5 ms.
-	_, w3, _ := admitNow(a, Booking)
-	clock.advance(standingAfter)
-	_, w4, _ := admitNow(a, Booking) // w2 and w3 are older than 5 ms: refused
-	t2, ok := decided(w2)
-	require.True(t, ok)
-	require.Nil(t, t2, "timed out in a standing queue")
-	t3, ok := decided(w3)
-	require.True(t, ok)
-	require.Nil(t, t3)
-	// The expiry emptied the queue: it stands again once it has not been
-	// empty for standingAfter.
-	clock.advance(standingAfter - time.Millisecond)
-	_, w5, _ := admitNow(a, Booking)
+// turnover keeps a queue of bookings that never empties, for d or until a
+// waiter is dropped: every step one more waits and the oldest held request
+// ends after wait, handing its slot to the waiter queued a step before. It
+// returns when the first waiter was dropped (zero if none) and how long it
+// had waited.
+func turnover(t *testing.T, a *Admission, clock *fakeClock, held []*Ticket, d, wait time.Duration) (dropped time.Time, waited time.Duration) {
+	t.Helper()
+	start := clock.now()
+	_, pending, _ := admitNow(a, Booking)
+	require.NotNil(t, pending)
+	queuedAt := clock.now()
+	for clock.now().Sub(start) < d {
+		_, w, _ := admitNow(a, Booking)
+		require.NotNil(t, w)
+		at := clock.now()
+		clock.advance(wait)
+		held[0].Done("op", Answered)
+		tk, ok := decided(pending)
+		require.True(t, ok)
+		if tk == nil {
+			return clock.now(), clock.now().Sub(queuedAt)
+		}
+		held, pending, queuedAt = append(held[1:], tk), w, at
+	}
+	return time.Time{}, 0
+}
+
+func TestAStandingQueueDropsItsOldWaiters(t *testing.T) {
+	t.Parallel()
+	a, clock := setup(t, 4)
+	start := clock.now()
+	var held []*Ticket
+	for range 3 {
+		tk, _, _ := admitNow(a, Booking)
+		held = append(held, tk)
+	}
+	// Every waiter waits 20 ms (two steps of 10): after a whole interval of
+	// it the queue stands, and a waiter is dropped long before the 100 ms a
+	// burst's waiter is given.
+	dropped, waited := turnover(t, a, clock, held, time.Second, 10*time.Millisecond)
+	require.False(t, dropped.IsZero(), "a waiter was dropped")
+	require.GreaterOrEqual(t, dropped.Sub(start), standingAfter)
+	require.Less(t, dropped.Sub(start), 2*standingAfter+20*time.Millisecond)
+	require.Less(t, waited, queueTimeout)
+}
+
+func TestAShortQueueThatTurnsOverFastDoesNotStand(t *testing.T) {
+	t.Parallel()
+	a, clock := setup(t, 4)
+	var held []*Ticket
+	for range 3 {
+		tk, _, _ := admitNow(a, Booking)
+		held = append(held, tk)
+	}
+	// Never empty for a second, but every waiter waits 4 ms (two steps of
+	// 2), under 5: a closed loop of a few clients more than the limit's
+	// share.
+	dropped, _ := turnover(t, a, clock, held, time.Second, 2*time.Millisecond)
+	require.True(t, dropped.IsZero(), "no waiter was dropped")
+	require.False(t, a.stands)
+}
+
+// stand marks a's queue as standing for the interval that begins now.
+func stand(a *Admission) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.stands, a.intervalStart, a.intervalMin = true, a.now(), -1
+}
+
+func TestAStandingQueueServesTheNewestFirst(t *testing.T) {
+	t.Parallel()
+	a, clock := setup(t, 4)
+	var held []*Ticket
+	for range 3 {
+		tk, _, _ := admitNow(a, Booking)
+		held = append(held, tk)
+	}
+	_, wa, _ := admitNow(a, Booking)
+	stand(a)
 	clock.advance(time.Millisecond)
-	_, w6, _ := admitNow(a, Booking) // w4 is now standingAfter old: refused
-	t4, ok := decided(w4)
-	require.True(t, ok)
-	require.Nil(t, t4)
+	_, wb, _ := admitNow(a, Booking)
 	clock.advance(time.Millisecond)
-	held[1].Done("op", Answered)
-	t6, ok := decided(w6)
+	held[0].Done("op", Answered)
+	tb, ok := decided(wb)
 	require.True(t, ok)
-	require.NotNil(t, t6, "LIFO: the newest waiter")
-	_, ok = decided(w5)
+	require.NotNil(t, tb, "LIFO: the newest waiter")
+	_, ok = decided(wa)
 	require.False(t, ok)
 	clock.advance(standingTimeout)
-	held[2].Done("op", Answered)
-	t5, ok := decided(w5)
+	held[1].Done("op", Answered) // expires wa before it hands the slot
+	ta, ok := decided(wa)
 	require.True(t, ok)
-	require.Nil(t, t5, "w5 waited past the standing timeout")
+	require.Nil(t, ta, "wa waited past the standing timeout")
+	require.False(t, a.stands, "an empty queue stands no more")
 }
 
 func TestQueueTimesOutAfter100msWhenNotStanding(t *testing.T) {
@@ -292,21 +353,16 @@ func TestPriorityWorkKeepsTheLongTimeoutInAStandingQueue(t *testing.T) {
 		held = append(held, tk)
 	}
 	_, wb, _ := admitNow(a, Booking)
-	clock.advance(standingAfter - time.Millisecond)
 	_, wp, _ := admitNow(a, Priority)
-	clock.advance(time.Millisecond)
-	_, wb2, _ := admitNow(a, Booking) // the queue stands: wb is refused
-	tb, ok := decided(wb)
-	require.True(t, ok)
-	require.Nil(t, tb)
+	stand(a)
 	clock.advance(50 * time.Millisecond)
 	held[0].Done("op", Answered)
+	tb, ok := decided(wb)
+	require.True(t, ok)
+	require.Nil(t, tb, "the booking gave up after the standing timeout")
 	tp, ok := decided(wp)
 	require.True(t, ok)
-	require.NotNil(t, tp, "the priority waiter outlived the standing timeout and got the slot")
-	tb2, ok := decided(wb2)
-	require.True(t, ok)
-	require.Nil(t, tb2, "a booking as old did not")
+	require.NotNil(t, tp, "the priority waiter outlived it and got the slot")
 }
 
 func TestBoundsComeFromThePoolAndTheMachine(t *testing.T) {
