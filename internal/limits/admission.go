@@ -21,9 +21,11 @@ const (
 	queueTimeout    = 100 * time.Millisecond
 	standingTimeout = 5 * time.Millisecond
 	standingAfter   = 100 * time.Millisecond
-	// minQueue is the shortest queue; it holds a quarter of the limit
-	// otherwise.
-	minQueue = 4
+	// minQueue is the shortest queue; it holds as many requests as the
+	// limit otherwise, which the service drains in about one answer's
+	// time: long enough for a burst, or a few clients more than the
+	// limit, too short to stand.
+	minQueue = 8
 )
 
 // Reasons a request is refused by the admission control, the label of the
@@ -244,7 +246,7 @@ func (a *Admission) admit(c Class, now time.Time) (*Ticket, *waiter, *Refusal) {
 	if a.grad != nil {
 		a.grad.wanted()
 	}
-	if a.queued < max(minQueue, limit/4) {
+	if a.queued < max(minQueue, limit) {
 		if a.queued == 0 {
 			a.intervalStart, a.intervalMin = now, -1
 		}
