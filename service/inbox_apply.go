@@ -263,8 +263,14 @@ func (s *Service) chargeOutcomeEffect(ctx context.Context, ch *Charge) (effect, 
 	// A request that holds its lease (its client's, the completer's) fails
 	// this attempt with CodeKeyInUse: the job runs again, and then finds
 	// the request finished or free.
-	if _, err := s.KeyComplete(ctx, keyID); err != nil {
+	resp, err := s.KeyComplete(ctx, keyID)
+	if err != nil {
 		return nil, err
+	}
+	if resp.Replayed {
+		// Another path (the client's retry, the completer, the event's
+		// twin about the same payment) finished the request meanwhile.
+		return constant(InboxOutcomeAlreadyRecorded), nil
 	}
 	return constant(InboxOutcomeCompleted), nil
 }
