@@ -33,6 +33,19 @@ func admitNow(a *Admission, c Class) (*Ticket, *waiter, *Refusal) {
 	return a.admit(c, a.now())
 }
 
+// hold admits n requests of class c at once and returns their tickets.
+func hold(t *testing.T, a *Admission, c Class, n int) []*Ticket {
+	t.Helper()
+	held := make([]*Ticket, 0, n)
+	for range n {
+		tk, w, _ := admitNow(a, c)
+		require.NotNil(t, tk, "admitted at once")
+		require.Nil(t, w)
+		held = append(held, tk)
+	}
+	return held
+}
+
 // decided returns what a waiter was told, or false when it still waits.
 func decided(w *waiter) (*Ticket, bool) {
 	select {
@@ -94,11 +107,7 @@ func TestExemptIsNeverLimited(t *testing.T) {
 func TestQueueIsFIFOInABurst(t *testing.T) {
 	t.Parallel()
 	a, clock := setup(t, 4)
-	var held []*Ticket
-	for range 3 {
-		tk, _, _ := admitNow(a, Booking)
-		held = append(held, tk)
-	}
+	held := hold(t, a, Booking, 3)
 	_, w1, _ := admitNow(a, Booking)
 	clock.advance(time.Millisecond)
 	_, w2, _ := admitNow(a, Booking)
@@ -144,11 +153,7 @@ func TestAStandingQueueDropsItsOldWaiters(t *testing.T) {
 	t.Parallel()
 	a, clock := setup(t, 4)
 	start := clock.now()
-	var held []*Ticket
-	for range 3 {
-		tk, _, _ := admitNow(a, Booking)
-		held = append(held, tk)
-	}
+	held := hold(t, a, Booking, 3)
 	// Every waiter waits 20 ms (two steps of 10): after a whole interval of
 	// it the queue stands, and a waiter is dropped long before the 100 ms a
 	// burst's waiter is given.
@@ -162,11 +167,7 @@ func TestAStandingQueueDropsItsOldWaiters(t *testing.T) {
 func TestAShortQueueThatTurnsOverFastDoesNotStand(t *testing.T) {
 	t.Parallel()
 	a, clock := setup(t, 4)
-	var held []*Ticket
-	for range 3 {
-		tk, _, _ := admitNow(a, Booking)
-		held = append(held, tk)
-	}
+	held := hold(t, a, Booking, 3)
 	// Never empty for a second, but every waiter waits 4 ms (two steps of
 	// 2), under 5: a closed loop of a few clients more than the limit's
 	// share.
@@ -185,11 +186,7 @@ func stand(a *Admission) {
 func TestAStandingQueueServesTheNewestFirst(t *testing.T) {
 	t.Parallel()
 	a, clock := setup(t, 4)
-	var held []*Ticket
-	for range 3 {
-		tk, _, _ := admitNow(a, Booking)
-		held = append(held, tk)
-	}
+	held := hold(t, a, Booking, 3)
 	_, wa, _ := admitNow(a, Booking)
 	stand(a)
 	clock.advance(time.Millisecond)
@@ -347,11 +344,7 @@ func TestStartedRemembersKeysForItsTTL(t *testing.T) {
 func TestPriorityWorkKeepsTheLongTimeoutInAStandingQueue(t *testing.T) {
 	t.Parallel()
 	a, clock := setup(t, 5)
-	var held []*Ticket
-	for range 5 {
-		tk, _, _ := admitNow(a, Priority)
-		held = append(held, tk)
-	}
+	held := hold(t, a, Priority, 5)
 	_, wb, _ := admitNow(a, Booking)
 	_, wp, _ := admitNow(a, Priority)
 	stand(a)
