@@ -77,6 +77,10 @@ func TestAdmissionKeepsEachClassItsShare(t *testing.T) {
 	require.Equal(t, http.StatusCreated, first.Status, string(first.Body))
 	firstID := testkit.DecodeRide(t, first.Body).ID
 
+	// A request refused before its key was used leaves the key new.
+	invalid := testkit.NewKey()
+	b.do(t, http.MethodPost, "/rides", rider(alice, invalid), `{"origin_lat": 91}`).Problem(t, http.StatusUnprocessableEntity)
+
 	gate, held := make(chan struct{}), make(chan struct{}, 4)
 	b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpPaymentIntentCreate, Kind: fakestripe.FaultLatency, Gate: gate, Fired: held, Times: 4})
 	keys := []string{testkit.NewKey(), testkit.NewKey(), testkit.NewKey(), testkit.NewKey()}
@@ -101,6 +105,8 @@ func TestAdmissionKeepsEachClassItsShare(t *testing.T) {
 	require.Equal(t, 1.0, admissionRefused(t, reg, "booking", limits.RefusedQueueTimeout), "it waited in the queue first")
 	b.do(t, http.MethodGet, "/rides", rider(alice, ""), "").Problem(t, http.StatusServiceUnavailable)
 	require.Equal(t, 1.0, admissionRefused(t, reg, "list", limits.RefusedQueueTimeout), "lists are shed first")
+	b.do(t, http.MethodPost, "/rides", rider(alice, invalid), rideBody).Problem(t, http.StatusServiceUnavailable)
+	require.Equal(t, 2.0, admissionRefused(t, reg, "booking", limits.RefusedQueueTimeout), "a key refused before its use books anew, as a new booking")
 
 	// What keeps a share is served.
 	require.Equal(t, http.StatusOK, b.do(t, http.MethodGet, "/healthz", nil, "").Status)
@@ -112,7 +118,7 @@ func TestAdmissionKeepsEachClassItsShare(t *testing.T) {
 	require.Equal(t, first.Body, replay.Body)
 	refund := b.do(t, http.MethodPost, "/rides/"+itoa(firstID)+"/refund", rider(alice, testkit.NewKey()), "")
 	require.Equal(t, http.StatusCreated, refund.Status, string(refund.Body))
-	require.Equal(t, 2.0, refused(t, reg, limits.ReasonOverloaded), "the two refusals only")
+	require.Equal(t, 3.0, refused(t, reg, limits.ReasonOverloaded), "the three refusals only")
 
 	close(gate)
 	wg.Wait()

@@ -252,18 +252,27 @@ func admit(mux *http.ServeMux, lim Limits, next http.Handler) http.Handler {
 		if sw.Header().Get("Idempotent-Replayed") == "true" {
 			op += " replayed"
 		}
-		if key != "" && definitive(sw.status) {
-			lim.Started.Finish(key)
+		if key != "" {
+			switch {
+			case definitive(sw.status):
+				lim.Started.Finish(key)
+			case sw.status < http.StatusInternalServerError && sw.status != http.StatusConflict:
+				// Refused before its key was used (a 4xx of the request
+				// itself, a 429): nothing is under way to continue.
+				lim.Started.Forget(key)
+			}
 		}
 		ticket.Done(op, outcome(r, sw.status))
 	})
 }
 
-// definitive reports whether a booking's answer is the one its retries
-// get again: not a refusal before its key was used (429), nor an answer
-// that leaves the booking to be continued (409, 5xx).
+// definitive reports whether a booking's answer is one stored on its key,
+// which its retries get again: a 2xx, or a 402 (the payment declined). Not
+// a refusal before the key was used (a 4xx of the request itself, a 429),
+// after which the same key may still book anew, nor an answer that leaves
+// the booking to be continued (409, 5xx).
 func definitive(status int) bool {
-	return status < http.StatusInternalServerError && status != http.StatusConflict && status != http.StatusTooManyRequests
+	return status < http.StatusMultipleChoices || status == http.StatusPaymentRequired
 }
 
 // outcome is how a request ended, to the admission limit: an answer that

@@ -66,6 +66,14 @@ func (s *Started) Finish(key string) {
 	}
 }
 
+// Forget forgets key: its booking was refused before it started, and a
+// retry is a new booking.
+func (s *Started) Forget(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.keys, key)
+}
+
 // Seen reports whether key was started within the record's ttl, and
 // whether it finished.
 func (s *Started) Seen(key string) (started, finished bool) {
