@@ -83,8 +83,9 @@ type gradient struct {
 	peak     int
 	backed   bool
 
-	// The baselines, by operation, and the probe that measures them.
-	base        map[string]time.Duration
+	// The baselines, by operation, and the probe that measures them (the
+	// latencies of the answers admitted since it began, by operation).
+	base        map[string]baseline
 	probing     bool
 	probeStart  time.Time
 	saved       float64
@@ -96,10 +97,18 @@ type gradient struct {
 	lastSignals Signals
 }
 
+// baseline is an operation's latency when nothing queues.
+type baseline struct {
+	rtt time.Duration
+	// measured is false until a probe measures it: the operation's fastest
+	// answer stands in.
+	measured bool
+}
+
 func newGradient(minLimit, maxLimit int, now time.Time, rand func(n int) int, signals func() Signals, backoffs func(string)) *gradient {
 	g := &gradient{
 		min: float64(minLimit), max: float64(maxLimit), rand: rand, signals: signals, backoffs: backoffs,
-		base: map[string]time.Duration{}, probeRTT: map[string][]time.Duration{},
+		base: map[string]baseline{}, probeRTT: map[string][]time.Duration{},
 	}
 	g.limit = min(g.max, 4*g.min)
 	if signals != nil {
@@ -143,24 +152,17 @@ func (g *gradient) sample(now time.Time, op string, rtt time.Duration, gen uint6
 		return
 	}
 	b, ok := g.base[op]
-	if !ok || rtt < b && g.provisional(op) {
-		// First seen outside a probe: its fastest answer stands in until
-		// a probe measures it.
-		g.base[op] = max(rtt, time.Microsecond)
-		g.probeRTT[op] = nil
+	if !ok {
+		// First seen outside a probe: a probe follows soon.
 		g.nextProbe = minTime(g.nextProbe, now.Add(probeSoon))
-		b = g.base[op]
 	}
-	g.sum += min(float64(rtt)/float64(b), ratioCap)
+	if !b.measured && (!ok || rtt < b.rtt) {
+		b.rtt = max(rtt, time.Microsecond)
+		g.base[op] = b
+	}
+	g.sum += min(float64(rtt)/float64(b.rtt), ratioCap)
 	g.n++
 	g.maybeClose(now)
-}
-
-// provisional reports whether op's baseline was never measured by a probe
-// (it has a nil entry in probeRTT).
-func (g *gradient) provisional(op string) bool {
-	rtts, ok := g.probeRTT[op]
-	return ok && rtts == nil
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -247,9 +249,8 @@ func (g *gradient) endProbe(now time.Time) {
 		if len(rtts) == 0 {
 			continue
 		}
-		s := slices.Clone(rtts)
-		slices.Sort(s)
-		g.base[op] = max(s[len(s)/2], time.Microsecond)
+		slices.Sort(rtts)
+		g.base[op] = baseline{rtt: max(rtts[len(rtts)/2], time.Microsecond), measured: true}
 	}
 	g.probing, g.limit = false, g.saved
 	g.winStart, g.sum, g.n, g.demand, g.peak, g.backed = now, 0, 0, false, 0, false

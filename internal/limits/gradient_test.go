@@ -50,7 +50,7 @@ func probed(t *testing.T, a *Admission, clock *fakeClock, rtt time.Duration) {
 	for a.grad.probing {
 		require.Equal(t, 3, round(a, clock, Booking, 4, rtt), "bookings fill four fifths of the minimum")
 	}
-	require.Equal(t, rtt, a.grad.base["POST /rides"])
+	require.Equal(t, rtt, a.grad.base["POST /rides"].rtt)
 	require.Equal(t, 16, current(a), "the limit given back")
 	// The lowest draw puts the next probe a sixth early.
 	require.Equal(t, probeEvery-probeEvery/6, a.grad.nextProbe.Sub(clock.now()))
@@ -121,7 +121,7 @@ func TestTheBaselineIsMeasuredAgainWithJitter(t *testing.T) {
 	for a.grad.probing {
 		round(a, clock, Booking, 100, 20*time.Millisecond)
 	}
-	require.Equal(t, 20*time.Millisecond, a.grad.base["POST /rides"], "the baseline measured again")
+	require.Equal(t, 20*time.Millisecond, a.grad.base["POST /rides"].rtt, "the baseline measured again")
 	require.Greater(t, current(a), 4, "the limit given back")
 }
 
@@ -160,4 +160,33 @@ func TestLimitBacksOffAtOnceOnSignals(t *testing.T) {
 		round(a, clock, Booking, 10, 10*time.Millisecond)
 	}
 	require.Less(t, a.grad.limit, before, "a standing wait for a pooled connection")
+}
+
+func TestAnOperationFirstSeenBringsOneProbeSoon(t *testing.T) {
+	t.Parallel()
+	a, clock := setup(t, 0)
+	probed(t, a, clock, 10*time.Millisecond)
+	const refund = "POST /rides/{id}/refund"
+	served := func(rtt time.Duration) {
+		tk, _, _ := admitNow(a, Priority)
+		clock.advance(rtt)
+		tk.Done(refund, Served)
+	}
+	served(20 * time.Millisecond)
+	require.Equal(t, baseline{rtt: 20 * time.Millisecond}, a.grad.base[refund], "its fastest answer stands in")
+	require.Equal(t, probeSoon, a.grad.nextProbe.Sub(clock.now()), "a probe follows within a second")
+
+	// The probe comes and goes with bookings only: the refund's baseline
+	// stays provisional, and its next, faster answer lowers it without
+	// bringing another probe early.
+	for !a.grad.probing {
+		round(a, clock, Booking, 4, 10*time.Millisecond)
+	}
+	for a.grad.probing {
+		round(a, clock, Booking, 4, 10*time.Millisecond)
+	}
+	next := a.grad.nextProbe
+	served(5 * time.Millisecond)
+	require.Equal(t, baseline{rtt: 5 * time.Millisecond}, a.grad.base[refund])
+	require.Equal(t, next, a.grad.nextProbe)
 }
