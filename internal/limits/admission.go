@@ -233,14 +233,11 @@ func (a *Admission) admit(c Class, now time.Time) (*Ticket, *waiter, *Refusal) {
 	}
 	a.expire(now)
 	a.dispatch(now)
+	// dispatch left no waiter the limit has room for, and a waiter of a
+	// class as high as c would have had room first: the queue holds
+	// nobody this request would pass.
 	limit := a.limit()
-	ahead := 0
-	for _, k := range Classes {
-		if k <= c {
-			ahead += len(a.queues[k])
-		}
-	}
-	if ahead == 0 && a.room(c, limit) {
+	if a.room(c, limit) {
 		return a.ticket(c, now), nil, nil
 	}
 	if a.grad != nil {
