@@ -246,7 +246,12 @@ func admit(mux *http.ServeMux, lim Limits, next http.Handler) http.Handler {
 		if key != "" && class != limits.Exempt {
 			lim.Started.Add(key)
 		}
-		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		// requestContext's writer, which records the status, when it is
+		// the one served.
+		sw, ok := w.(*statusWriter)
+		if !ok {
+			sw = &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		}
 		next.ServeHTTP(sw, r)
 		op := pattern
 		if sw.Header().Get("Idempotent-Replayed") == "true" {
