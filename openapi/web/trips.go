@@ -151,13 +151,8 @@ func (wb *Pages) showRide(w http.ResponseWriter, r *http.Request, s *session, st
 // rideAnswer answers a submission of one of the ride page's forms with the
 // ride as it is now, under the notice notice(ride).
 func (wb *Pages) rideAnswer(w http.ResponseWriter, r *http.Request, s *session, id int64, status int, notice func(*service.Ride) string, keys rideKeys) {
-	ride, err := wb.svc.RideGet(r.Context(), s.user.ID, id)
-	if err != nil {
-		if service.ErrorCode(err) == service.CodeNotFound {
-			wb.message(w, r, s, http.StatusNotFound, "No such ride", "")
-			return
-		}
-		wb.internal(w, r, s, "ride answer", err)
+	ride, ok := wb.rideOf(w, r, s, id, "ride answer")
+	if !ok {
 		return
 	}
 	kind := "error"
@@ -167,8 +162,38 @@ func (wb *Pages) rideAnswer(w http.ResponseWriter, r *http.Request, s *session, 
 	wb.showRide(w, r, s, status, ride, &pageData{Notice: notice(ride), NoticeKind: kind}, keys)
 }
 
+// rideOf reads the rider's ride id, or answers that it has none such (or
+// an internal error, logged as op) and reports false.
+func (wb *Pages) rideOf(w http.ResponseWriter, r *http.Request, s *session, id int64, op string) (*service.Ride, bool) {
+	ride, err := wb.svc.RideGet(r.Context(), s.user.ID, id)
+	if err == nil {
+		return ride, true
+	}
+	if service.ErrorCode(err) == service.CodeNotFound {
+		wb.message(w, r, s, http.StatusNotFound, "No such ride", "")
+	} else {
+		wb.internal(w, r, s, op, err)
+	}
+	return nil, false
+}
+
 func constNotice(msg string) func(*service.Ride) string {
 	return func(*service.Ride) string { return msg }
+}
+
+// rideFormFailed answers what a ride page's form failed with, the errors
+// every form of the page shares: no such ride, a form used for another
+// request, or an internal error (logged as op).
+func (wb *Pages) rideFormFailed(w http.ResponseWriter, r *http.Request, s *session, op string, err error, nothing string) {
+	switch service.ErrorCode(err) {
+	case service.CodeNotFound, service.CodeInvalid:
+		wb.message(w, r, s, http.StatusNotFound, "No such ride", nothing)
+	case service.CodeKeyReused:
+		wb.message(w, r, s, http.StatusUnprocessableEntity, "This form was already used",
+			"This form was already used for something else. Open the ride's page again. "+nothing)
+	default:
+		wb.internal(w, r, s, op, err)
+	}
 }
 
 // rideForm reads a submission of one of the ride page's forms: the
@@ -231,8 +256,6 @@ func (wb *Pages) rideCancel(w http.ResponseWriter, r *http.Request) {
 	switch service.ErrorCode(err) {
 	case service.CodeNotCancellable:
 		wb.rideAnswer(w, r, s, id, http.StatusConflict, notCancelled, rideKeys{})
-	case service.CodeNotFound, service.CodeInvalid:
-		wb.message(w, r, s, http.StatusNotFound, "No such ride", nothing)
 	case service.CodeKeyInUse:
 		wb.rideAnswer(w, r, s, id, http.StatusAccepted, constNotice(
 			"Your cancellation is still being processed. Press Cancel ride again in a moment: the ride is cancelled once."), rideKeys{Cancel: key})
@@ -240,11 +263,8 @@ func (wb *Pages) rideCancel(w http.ResponseWriter, r *http.Request) {
 		wb.logger.ErrorContext(ctx, "cancel", "request_id", httpctx.RequestID(ctx), "err", err)
 		wb.rideAnswer(w, r, s, id, http.StatusServiceUnavailable, constNotice(
 			"The payment processor did not answer. Press Cancel ride again: the ride is cancelled once, and nothing is charged."), rideKeys{Cancel: key})
-	case service.CodeKeyReused:
-		wb.message(w, r, s, http.StatusUnprocessableEntity, "This form was already used",
-			"This form was already used for something else. Open the ride's page again. "+nothing)
 	default:
-		wb.internal(w, r, s, "cancel", err)
+		wb.rideFormFailed(w, r, s, "cancel", err, nothing)
 	}
 }
 
@@ -300,8 +320,6 @@ func (wb *Pages) balancePay(w http.ResponseWriter, r *http.Request) {
 	switch service.ErrorCode(err) {
 	case service.CodeNoBalanceDue:
 		wb.rideAnswer(w, r, s, id, http.StatusConflict, constNotice("There is no balance to pay for this ride. "+nothing), rideKeys{})
-	case service.CodeNotFound, service.CodeInvalid:
-		wb.message(w, r, s, http.StatusNotFound, "No such ride", nothing)
 	case service.CodeKeyInUse:
 		wb.rideAnswer(w, r, s, id, http.StatusAccepted, constNotice(
 			"Your payment is still being processed. Press Pay the balance again in a moment: the balance is paid once."), rideKeys{Pay: key})
@@ -309,11 +327,8 @@ func (wb *Pages) balancePay(w http.ResponseWriter, r *http.Request) {
 		wb.logger.ErrorContext(ctx, "pay balance", "request_id", httpctx.RequestID(ctx), "err", err)
 		wb.rideAnswer(w, r, s, id, http.StatusServiceUnavailable, constNotice(
 			"The payment processor did not answer. Press Pay the balance again: the balance is paid once."), rideKeys{Pay: key})
-	case service.CodeKeyReused:
-		wb.message(w, r, s, http.StatusUnprocessableEntity, "This form was already used",
-			"This form was already used for something else. Open the ride's page again. "+nothing)
 	default:
-		wb.internal(w, r, s, "pay balance", err)
+		wb.rideFormFailed(w, r, s, "pay balance", err, nothing)
 	}
 }
 

@@ -398,13 +398,8 @@ func (wb *Pages) ridePage(w http.ResponseWriter, r *http.Request) {
 		wb.message(w, r, s, http.StatusNotFound, "No such ride", "")
 		return
 	}
-	ride, err := wb.svc.RideGet(r.Context(), s.user.ID, id)
-	if err != nil {
-		if service.ErrorCode(err) == service.CodeNotFound {
-			wb.message(w, r, s, http.StatusNotFound, "No such ride", "")
-			return
-		}
-		wb.internal(w, r, s, "ride page", err)
+	ride, ok := wb.rideOf(w, r, s, id, "ride page")
+	if !ok {
 		return
 	}
 	data := &pageData{}
