@@ -45,6 +45,18 @@ func (s *chaosState) tripRides() []*chaosRideRow {
 	return out
 }
 
+// tripRidesByPayment returns the rides booked as trips by their payment at
+// the processor (those that have one).
+func (s *chaosState) tripRidesByPayment() map[string]*chaosRideRow {
+	byPayment := map[string]*chaosRideRow{}
+	for _, r := range s.tripRides() {
+		if r.paymentID != nil {
+			byPayment[*r.paymentID] = r
+		}
+	}
+	return byPayment
+}
+
 // chaosHold is a hold at a processor's ledger: a Stripe PaymentIntent with
 // capture_method manual, or an Adyen manual-capture payment.
 type chaosHold struct {
@@ -200,12 +212,7 @@ func checkTripsEndedAsTold(s *chaosState) chaosCheck {
 // PaymentIntent received more than its hold; a hold is captured only for a
 // ride completed (or whose ride the restore lost).
 func checkNoDoubleCapture(s *chaosState) chaosCheck {
-	byPayment := map[string]*chaosRideRow{}
-	for _, r := range s.tripRides() {
-		if r.paymentID != nil {
-			byPayment[*r.paymentID] = r
-		}
-	}
+	byPayment := s.tripRidesByPayment()
 	twice, over, stray, captured := 0, 0, 0, 0
 	for id, h := range s.holds() {
 		if h.captures > 1 {
@@ -242,11 +249,8 @@ func checkNoDoubleCapture(s *chaosState) chaosCheck {
 func checkNoHoldLeftOpen(s *chaosState) chaosCheck {
 	holds := s.holds()
 	notReleased, pastDue, openWrong, lostOpen, lostReleased, stillHeld := 0, 0, 0, 0, 0, 0
-	byPayment := map[string]*chaosRideRow{}
+	byPayment := s.tripRidesByPayment()
 	for _, r := range s.tripRides() {
-		if r.paymentID != nil {
-			byPayment[*r.paymentID] = r
-		}
 		if r.heldPastDue {
 			pastDue++
 		}
