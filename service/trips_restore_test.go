@@ -1,6 +1,7 @@
 package service_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"testing"
@@ -41,11 +42,7 @@ func TestRestoreLostAHoldTheOrphanPassReleasesIt(t *testing.T) {
 
 	// Within the grace a retry of the lost booking may still claim its
 	// hold: nothing is released.
-	rep, err := w.restored.Reconcile(w.ctx, time.Hour)
-	require.NoError(t, err)
-	require.Len(t, rep.OrphanHolds, 1)
-	require.Equal(t, lost, rep.OrphanHolds[0].PaymentID)
-	require.Empty(t, rep.OrphanCharges, "a hold is no charge to refund")
+	requireOneOrphanHold(t, w.ctx, w.restored, lost)
 	_, err = w.restored.OrphanRefundsSchedule(w.ctx, service.DefaultOrphanRefundAfter)
 	require.NoError(t, err)
 	pi, _ := w.fake.PaymentIntent(lost)
@@ -66,7 +63,7 @@ func TestRestoreLostAHoldTheOrphanPassReleasesIt(t *testing.T) {
 	_, err = w.restored.OrphanRefundsSchedule(w.ctx, time.Millisecond)
 	require.NoError(t, err)
 	require.Equal(t, 1.0, counter(t, w.reg, "atomicrides_holds_orphan_released_total", map[string]string{"processor": service.ProcessorStripe}))
-	rep, err = w.restored.Reconcile(w.ctx, time.Hour)
+	rep, err := w.restored.Reconcile(w.ctx, time.Hour)
 	require.NoError(t, err)
 	require.Empty(t, rep.OrphanHolds)
 }
@@ -158,11 +155,7 @@ func TestRestoreLostAnAdyenHoldTheOrphanPassReleasesIt(t *testing.T) {
 	require.NoError(t, err)
 	// The operator resends Adyen's notifications: the hold has no ride.
 	adyenNotify(t, w.restored, ady, fakeadyen.EventAuthorisation)
-	rep, err := w.restored.Reconcile(w.ctx, time.Hour)
-	require.NoError(t, err)
-	require.Len(t, rep.OrphanHolds, 1)
-	require.Equal(t, lost, rep.OrphanHolds[0].PaymentID)
-	require.Empty(t, rep.OrphanCharges, "a hold is no charge to refund")
+	requireOneOrphanHold(t, w.ctx, w.restored, lost)
 
 	_, err = w.restored.OrphanRefundsSchedule(w.ctx, time.Millisecond)
 	require.NoError(t, err)
@@ -241,4 +234,15 @@ func rideOfKey(t *testing.T, w *restoreWorld, key string) int64 {
 	require.NoError(t, w.beforePool.QueryRow(w.ctx,
 		`SELECT r.id FROM rides r JOIN idempotency_keys k ON k.id = r.idempotency_key_id WHERE k.idempotency_key = $1`, key).Scan(&id))
 	return id
+}
+
+// requireOneOrphanHold asserts that reconciliation lists the one hold lost
+// with its booking, and no charge to refund: a hold is not a charge.
+func requireOneOrphanHold(t *testing.T, ctx context.Context, svc *service.Service, lost string) {
+	t.Helper()
+	rep, err := svc.Reconcile(ctx, time.Hour)
+	require.NoError(t, err)
+	require.Len(t, rep.OrphanHolds, 1)
+	require.Equal(t, lost, rep.OrphanHolds[0].PaymentID)
+	require.Empty(t, rep.OrphanCharges, "a hold is no charge to refund")
 }
