@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -76,6 +77,8 @@ type Admission struct {
 	now     func() time.Time
 	rand    func(n int) int
 	metrics *Metrics
+
+	exempt atomic.Int64 // exempt requests in flight
 
 	mu       sync.Mutex
 	grad     *gradient
@@ -153,6 +156,12 @@ func NewAdmission(cfg AdmissionConfig) *Admission {
 // (never past ctx), or refuses it. An admitted request calls Done on its
 // ticket when it ends.
 func (a *Admission) Admit(ctx context.Context, c Class) (*Ticket, *Refusal) {
+	if c == Exempt {
+		// Counted for the record only, without the lock: exempt requests
+		// are the cheapest the service serves.
+		a.exempt.Add(1)
+		return &Ticket{a: a, class: c}, nil
+	}
 	now := a.now()
 	a.mu.Lock()
 	t, w, r := a.admit(c, now)
@@ -224,10 +233,6 @@ func (a *Admission) observe(now time.Time) {
 // admit decides a request of class c: a ticket, a waiter queued, or a
 // refusal; mu held.
 func (a *Admission) admit(c Class, now time.Time) (*Ticket, *waiter, *Refusal) {
-	if c == Exempt {
-		a.inFlight[Exempt]++
-		return &Ticket{a: a, class: c, start: now}, nil, nil
-	}
 	if a.grad != nil {
 		a.grad.tick(now)
 	}
@@ -355,13 +360,14 @@ func (t *Ticket) Done(op string, outcome Outcome) {
 }
 
 func (a *Admission) done(t *Ticket, op string, outcome Outcome) {
+	if t.class == Exempt {
+		a.exempt.Add(-1)
+		return
+	}
 	now := a.now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.inFlight[t.class]--
-	if t.class == Exempt {
-		return
-	}
 	a.total--
 	a.exc.served(now)
 	if a.grad != nil {
@@ -398,9 +404,10 @@ func (a *Admission) Stats() AdmissionStats {
 	if a.grad == nil {
 		s.Min, s.Max = a.cfg.Fixed, a.cfg.Fixed
 	}
-	for c := Exempt; c < numClasses; c++ {
+	for _, c := range Classes {
 		s.InFlight[c] = a.inFlight[c]
 		s.Queued[c] = len(a.queues[c])
 	}
+	s.InFlight[Exempt] = int(a.exempt.Load())
 	return s
 }
