@@ -8,7 +8,10 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/atomicrides/atomicrides/service"
 )
@@ -49,11 +52,13 @@ const (
 	targetFloorReceiptRatio = 0.8  // new rides ≥ 0.8 × the floor with its receipt
 	targetTripFloorRatio    = 0.8  // trips (book and complete) ≥ 0.8 × the floor of a trip
 	targetDBCPURatio        = 1.15 // PostgreSQL CPU per ride ≤ 1.15 × the floor-with-receipt's
-	targetServerCPURatio    = 0.3  // the server's CPU per ride ≤ 0.3 × PostgreSQL's per ride
+	targetServerCPURatio    = 0.35 // the server's CPU per ride ≤ 0.35 × PostgreSQL's per ride
 	targetRoundTrips        = 8    // round trips per ride on the request path, at most
+	targetPooledRatio       = 0.85 // new rides through PgBouncer ≥ 0.85 × direct, no error, no 409
+	targetPooledDBCPURatio  = 1.2  // PostgreSQL CPU per ride through PgBouncer ≤ 1.2 × direct
 	targetHealthzRatio      = 0.8  // replays ≥ 0.8 × GET /healthz of the same server
 	targetSelectRatio       = 0.6  // replays ≥ 0.6 × single-row select
-	targetFirstSelectRatio  = 0.3  // first replays ≥ 0.3 × single-row select
+	targetFirstSelectRatio  = 0.5  // first replays ≥ 0.5 × single-row select
 	targetBoundRatio128     = 0.85
 	targetBoundRatio256     = 0.6
 	targetMaxPool           = 16 // … with a pool of at most 16 connections
@@ -106,12 +111,20 @@ func benchTargets(cfg benchConfig, points []*benchPoint, growth *growthRun) []be
 	var ts []benchTarget
 	p := pointAt(points, targetClients)
 	judged := p != nil && p.New.Requests > 0
-	at := func(name string, met func(p *benchPoint) bool, got func(p *benchPoint) string) {
+	add := func(judged bool, name string, met func(p *benchPoint) bool, got func(p *benchPoint) string) {
 		t := benchTarget{Name: fmt.Sprintf("%d clients: %s", targetClients, name), Judged: judged}
 		if judged {
 			t.Met, t.Got = met(p), got(p)
 		}
 		ts = append(ts, t)
+	}
+	// at judges a target of the point at targetClients once its new rides
+	// were measured; pooledAt once its new rides through PgBouncer were too.
+	at := func(name string, met func(p *benchPoint) bool, got func(p *benchPoint) string) {
+		add(judged, name, met, got)
+	}
+	pooledAt := func(name string, met func(p *benchPoint) bool, got func(p *benchPoint) string) {
+		add(judged && p.Pooled.Requests > 0, name, met, got)
 	}
 	at(fmt.Sprintf("PostgreSQL CPU per ride ≤ %.2f × the floor with its receipt", targetDBCPURatio),
 		func(p *benchPoint) bool {
@@ -141,6 +154,24 @@ func benchTargets(cfg benchConfig, points []*benchPoint, growth *growthRun) []be
 			return fmt.Sprintf("%.2f × (%.0f against %.0f rides/s; against the floor without it: %.2f ×)",
 				ratio(p.New.PerSec(), p.FloorReceipt.TPS), p.New.PerSec(), p.FloorReceipt.TPS, ratio(p.New.PerSec(), p.Floor.TPS))
 		})
+	pooledAt(fmt.Sprintf("new rides through PgBouncer ≥ %.2f × direct", targetPooledRatio),
+		func(p *benchPoint) bool {
+			return ratio(p.Pooled.PerSec(), p.New.PerSec()) >= targetPooledRatio && p.Pooled.Errors == 0 && p.Pooled.Conflicts == 0
+		},
+		func(p *benchPoint) string {
+			return fmt.Sprintf("%.2f × (%.0f against %.0f rides/s; p99 %s against %s ms; %d errors, %d × 409)",
+				ratio(p.Pooled.PerSec(), p.New.PerSec()), p.Pooled.PerSec(), p.New.PerSec(), ms(p.Pooled.P99), ms(p.New.P99), p.Pooled.Errors, p.Pooled.Conflicts)
+		})
+	pooledAt(fmt.Sprintf("PostgreSQL CPU per ride through PgBouncer ≤ %.2f × direct", targetPooledDBCPURatio),
+		func(p *benchPoint) bool {
+			x := ratio(float64(p.Pooled.CPU.Postgres), float64(p.New.CPU.Postgres))
+			return x > 0 && x <= targetPooledDBCPURatio
+		},
+		func(p *benchPoint) string {
+			return fmt.Sprintf("%.2f × (%s ms against %s ms; the server's %s against %s ms; %.2f round trips against %.2f)",
+				ratio(float64(p.Pooled.CPU.Postgres), float64(p.New.CPU.Postgres)), cpuMS(p.Pooled.CPU.Postgres), cpuMS(p.New.CPU.Postgres),
+				cpuMS(p.Pooled.CPU.Server), cpuMS(p.New.CPU.Server), p.Pooled.RoundTrips, p.New.RoundTrips)
+		})
 	at(fmt.Sprintf("replays ≥ %.2f × GET /healthz of the same server", targetHealthzRatio),
 		func(p *benchPoint) bool { return ratio(p.Replay.PerSec(), p.Healthz.PerSec()) >= targetHealthzRatio },
 		func(p *benchPoint) string {
@@ -154,7 +185,8 @@ func benchTargets(cfg benchConfig, points []*benchPoint, growth *growthRun) []be
 	at(fmt.Sprintf("first replays ≥ %.1f × the single-row primary-key select", targetFirstSelectRatio),
 		func(p *benchPoint) bool { return ratio(p.FirstReplay.PerSec(), p.Select.TPS) >= targetFirstSelectRatio },
 		func(p *benchPoint) string {
-			return fmt.Sprintf("%.2f × (%.0f against %.0f/s)", ratio(p.FirstReplay.PerSec(), p.Select.TPS), p.FirstReplay.PerSec(), p.Select.TPS)
+			return fmt.Sprintf("%.2f × (%.0f against %.0f/s; %.2f round trips, %.2f statements)", ratio(p.FirstReplay.PerSec(), p.Select.TPS),
+				p.FirstReplay.PerSec(), p.Select.TPS, p.FirstReplay.RoundTrips, p.FirstReplay.Statements)
 		})
 
 	ts = append(ts, tripTarget(points))
@@ -426,7 +458,7 @@ func benchMarkdown(info benchInfo, cfg benchConfig, points []*benchPoint, growth
 	}
 	var samples []string
 	for _, p := range points {
-		for _, r := range []loadRun{p.New, p.Replay, p.FirstReplay, p.Slow, p.Healthz, p.Trip} {
+		for _, r := range []loadRun{p.New, p.Pooled, p.Replay, p.FirstReplay, p.Slow, p.Healthz, p.Trip} {
 			for _, s := range r.ErrorSample {
 				samples = append(samples, fmt.Sprintf("%d clients: %s", p.Clients, s))
 			}
@@ -439,4 +471,62 @@ func benchMarkdown(info benchInfo, cfg benchConfig, points []*benchPoint, growth
 		}
 	}
 	return b.String()
+}
+
+// TestTargets judges made-up figures at targetClients: the first replays'
+// Got carries their round trips and statements, and the PgBouncer targets
+// follow the new rides' and are judged only once rides went through
+// PgBouncer, met only with no error and no 409.
+func TestTargets(t *testing.T) {
+	t.Parallel()
+	run := func(ok int, pg, server time.Duration) loadRun {
+		return loadRun{Clients: targetClients, Requests: ok, OK: ok, Elapsed: time.Second, P99: 10 * time.Millisecond,
+			CPU: cpuShare{Postgres: pg, Server: server}, RoundTrips: 1, Statements: 1}
+	}
+	p := &benchPoint{
+		Clients:     targetClients,
+		New:         run(1000, time.Millisecond, 300*time.Microsecond),
+		FirstReplay: run(5000, 100*time.Microsecond, 50*time.Microsecond),
+		Select:      pgbenchRun{TPS: 10000},
+	}
+	find := func(ts []benchTarget, name string) (int, benchTarget) {
+		for i, x := range ts {
+			if strings.Contains(x.Name, name) {
+				return i, x
+			}
+		}
+		t.Fatalf("no target %q among %d", name, len(ts))
+		return -1, benchTarget{}
+	}
+	const pooled, pooledCPU = "new rides through PgBouncer ≥ 0.85 × direct", "PostgreSQL CPU per ride through PgBouncer ≤ 1.20 × direct"
+
+	ts := benchTargets(benchConfig{}, []*benchPoint{p}, nil)
+	for _, name := range []string{pooled, pooledCPU} {
+		_, got := find(ts, name)
+		require.False(t, got.Judged, "%s: no ride went through PgBouncer", name)
+	}
+	_, first := find(ts, "first replays ≥ 0.5 × the single-row primary-key select")
+	require.True(t, first.Judged && first.Met, first.Got)
+	require.Contains(t, first.Got, "1.00 round trips, 1.00 statements")
+	_, server := find(ts, "the server's CPU per ride ≤ 0.35 × PostgreSQL's CPU per ride")
+	require.True(t, server.Met, server.Got)
+
+	p.Pooled = run(900, 1150*time.Microsecond, 320*time.Microsecond)
+	ts = benchTargets(benchConfig{}, []*benchPoint{p}, nil)
+	iNew, _ := find(ts, "new rides ≥ 0.80 × the floor with its receipt")
+	iPooled, got := find(ts, pooled)
+	require.Equal(t, iNew+1, iPooled, "the PgBouncer targets follow the new rides'")
+	require.True(t, got.Judged && got.Met, got.Got)
+	iCPU, got := find(ts, pooledCPU)
+	require.Equal(t, iPooled+1, iCPU)
+	require.True(t, got.Judged && got.Met, got.Got)
+	require.Contains(t, got.Got, "1.15 × (1.150 ms against 1.000 ms")
+
+	p.Pooled.Conflicts = 1
+	p.Pooled.CPU.Postgres = 1300 * time.Microsecond
+	ts = benchTargets(benchConfig{}, []*benchPoint{p}, nil)
+	_, got = find(ts, pooled)
+	require.False(t, got.Met, "a 409 through PgBouncer misses the target: %s", got.Got)
+	_, got = find(ts, pooledCPU)
+	require.False(t, got.Met, got.Got)
 }
