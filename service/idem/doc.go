@@ -19,8 +19,9 @@
 //
 // A key's life, as the row in idempotency_keys records it:
 //
-//	        Run (a new key: inserted with its lease, no read before it;
-//	        │    an existing one: read, judged, then locked and leased)
+//	        Run (read first, one statement: a finished key is answered
+//	        │    from it; a new key is inserted with its lease; a claimable
+//	        │    one is locked, judged again and leased)
 //	        ▼
 //	┌─── started ◄──────────────────────────────────────────────┐
 //	│       │ Step from started: Call (no transaction),          │
@@ -36,12 +37,16 @@
 //	│
 //	└── while a lease is live, another request gets *KeyInUseError
 //
-// The claim runs the first step's phase in its own transaction when that
-// step makes no call. Each phase locks the key by its token (the fence)
-// before the flow's writes, and its last statement, the record on the key,
-// travels with the COMMIT (CommitWith): a new key with one call commits
-// twice, in two round trips each. Serialization failures and deadlocks
-// rerun a phase from its start (InTx), with jittered backoff.
+// A finished key's answer never changes, so the claim reads the key first,
+// alone: no transaction, no lock, one round trip answers a replay, a
+// mismatch or a live lease. The claim runs the first step's phase in its
+// own transaction when that step makes no call. Each phase locks the key by
+// its token (the fence) before the flow's writes; the fence travels with
+// the phase's first statement and the BEGIN, and its last statement, the
+// record on the key, with the COMMIT (CommitWith), so neither the fence nor
+// the transaction's ends cost a round trip of their own. Serialization
+// failures and deadlocks rerun a phase from its start (InTx), with jittered
+// backoff.
 //
 // A request whose client gave up stays at its recovery point. The
 // completer finds such keys (Abandoned) and drives each through its flow

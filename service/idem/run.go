@@ -165,11 +165,16 @@ func (e *Engine) judgeExisting(row *dbgen.IdempotencyKey, now time.Time, fp []by
 
 // claim takes the key's lease (inserting the key if it is new) and, when the
 // step from its recovery point makes no foreign call, runs that step's phase
-// in the same transaction. A new key costs no read before its insert; an
-// existing one is read as last committed, with the COMMIT that ends the
-// insert's transaction (a replay or a conflict writes nothing and takes two
-// round trips), and when it can be claimed it is locked, judged again and
-// leased in a transaction of its own, which runs the phase.
+// in the same transaction.
+//
+// The key is read first, alone: one statement, no transaction, no lock. A
+// finished key's answer never changes once committed, so that read answers
+// a replay or a mismatch in one round trip, and a live lease's conflict too.
+// A key the read did not find is inserted with its lease; one that another
+// request inserted meanwhile makes the insert find nothing, and is read
+// again as last committed with the COMMIT that ends the insert's
+// transaction. A key that can be claimed is locked, judged again and leased
+// in a transaction of its own, which runs the phase.
 func claim[S any](ctx context.Context, e *Engine, flow *Flow[S], req Request, params, fp []byte) (*Key, *S, *Response, error) {
 	var (
 		key       *Key
@@ -207,38 +212,47 @@ func claim[S any](ctx context.Context, e *Engine, flow *Flow[S], req Request, pa
 		resp, err = e.record(ctx, tx, key, outcome)
 		return err
 	}
-	err := e.InTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
-		key, state, resp, outcome, claimable, phased = nil, nil, nil, Outcome{}, false, PhaseClaim
-		row, err := e.queries.IdempotencyKeyInsert(ctx, tx, dbgen.IdempotencyKeyInsertParams{
-			IdempotencyKey:     req.Key,
-			LockToken:          token,
-			Flow:               flow.Name,
-			RequestMethod:      req.Method,
-			RequestPath:        req.Path,
-			RequestParams:      params,
-			RequestFingerprint: fp,
-			RequestIP:          req.IP,
-			UserID:             req.UserID,
-		})
-		if errors.Is(err, pgx.ErrNoRows) {
-			// The key exists, committed: the insert waited for any claim of
-			// it in progress. Replays, mismatches and live leases are
-			// answered from this read, which ends the transaction.
-			existing, err := e.queries.IdempotencyKeyGet(ctx, CommitWith(tx), req.UserID, req.Key)
+	// The read that answers replays, mismatches and live leases.
+	existing, err := e.queries.IdempotencyKeyGet(ctx, e.pool, req.UserID, req.Key)
+	switch {
+	case err == nil:
+		if resp, err = e.judgeExisting(&existing.IdempotencyKey, existing.DbNow, fp); resp == nil && err == nil {
+			claimable = true
+		}
+	case errors.Is(err, pgx.ErrNoRows):
+		err = e.InTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
+			key, state, resp, outcome, claimable, phased = nil, nil, nil, Outcome{}, false, PhaseClaim
+			row, err := e.queries.IdempotencyKeyInsert(ctx, tx, dbgen.IdempotencyKeyInsertParams{
+				IdempotencyKey:     req.Key,
+				LockToken:          token,
+				Flow:               flow.Name,
+				RequestMethod:      req.Method,
+				RequestPath:        req.Path,
+				RequestParams:      params,
+				RequestFingerprint: fp,
+				RequestIP:          req.IP,
+				UserID:             req.UserID,
+			})
+			if errors.Is(err, pgx.ErrNoRows) {
+				// Another request inserted the key since the read; the
+				// insert waited for its claim to end. The key is judged as
+				// last committed, by a read that ends the transaction.
+				existing, err := e.queries.IdempotencyKeyGet(ctx, CommitWith(tx), req.UserID, req.Key)
+				if err != nil {
+					return err
+				}
+				if resp, err = e.judgeExisting(&existing.IdempotencyKey, existing.DbNow, fp); resp != nil || err != nil {
+					return err
+				}
+				claimable = true
+				return nil
+			}
 			if err != nil {
 				return err
 			}
-			if resp, err = e.judgeExisting(&existing.IdempotencyKey, existing.DbNow, fp); resp != nil || err != nil {
-				return err
-			}
-			claimable = true
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		return proceed(ctx, tx, row)
-	})
+			return proceed(ctx, tx, row)
+		})
+	}
 	if err == nil && claimable {
 		err = e.InTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
 			key, state, resp, outcome, phased = nil, nil, nil, Outcome{}, PhaseClaim
@@ -301,10 +315,9 @@ func drive[S any](ctx context.Context, e *Engine, flow *Flow[S], key *Key, state
 		phaseCtx, span := e.startPhase(ctx, flow.Name, key.Point, false)
 		err = e.InTx(phaseCtx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
 			resp = nil
-			if _, err := e.queries.IdempotencyKeyFence(ctx, tx, key.ID, key.token); err != nil {
-				if errors.Is(err, pgx.ErrNoRows) {
-					return ErrLeaseLost
-				}
+			// The fence travels with the phase's first statement, and is
+			// read before its answer.
+			if _, err := e.queries.IdempotencyKeyFence(ctx, guarded(tx, ErrLeaseLost), key.ID, key.token); err != nil {
 				return err
 			}
 			if outcome, err = step.Phase(ctx, tx, key, state); err != nil {
