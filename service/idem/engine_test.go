@@ -99,6 +99,12 @@ func giftFlow(cards *issuer, f *faults) *idem.Flow[giftState] {
 					if take(&f.phaseAfter) {
 						return idem.Outcome{}, errInjected
 					}
+					// The card is recorded on its owner's row: a write of
+					// the flow's own, which commits with the key's record
+					// or not at all.
+					if _, err := tx.Exec(ctx, `UPDATE users SET payment_source = payment_source || ',' || $2 WHERE id = $1`, key.UserID, st.card); err != nil {
+						return idem.Outcome{}, err
+					}
 					return idem.Finish(http.StatusCreated, map[string]string{"card": st.card}), nil
 				},
 			},
@@ -231,7 +237,8 @@ func TestConcurrentClaims(t *testing.T) {
 
 // TestLeaseTakeoverFencesTheFirst: a request that works past its lease
 // loses the key to the next request, which finishes it; the first, back
-// from its call, writes nothing (ErrLeaseLost). The foreign service saw
+// from its call, writes nothing (ErrLeaseLost), not even the phase's own
+// write that travelled with the fence. The foreign service saw
 // one key: one card.
 func TestLeaseTakeoverFencesTheFirst(t *testing.T) {
 	t.Parallel()
@@ -255,6 +262,9 @@ func TestLeaseTakeoverFencesTheFirst(t *testing.T) {
 	close(hold)
 	require.ErrorIs(t, <-first, idem.ErrLeaseLost)
 	require.Equal(t, 1, b.cards.Issued())
+	var recorded string
+	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT payment_source FROM users WHERE id = $1`, b.req.UserID).Scan(&recorded))
+	require.Equal(t, "none,card_1_2500", recorded, "the fenced phase's own write is rolled back with it")
 	replay, err := b.run(b.newEngine(t))
 	require.NoError(t, err)
 	require.Equal(t, second.Body, replay.Body, "the stored answer is the second's, never rewritten")

@@ -15,7 +15,9 @@ import (
 // trip of its own: its BEGIN goes to the server in one pipeline with its
 // first statement, and its COMMIT in one pipeline with the statement sent
 // through CommitWith (the phase's record on the key). A transaction that
-// sends no statement sends nothing at all.
+// sends no statement sends nothing at all. A guard (Guarded: the phase's
+// fence on the key) travels the same way, behind the BEGIN and in front of
+// the first statement, and is read before that statement's answer.
 //
 // It is a pgx.Tx for the phases, sqlc's queries and River's InsertTx; what
 // it does not support is a nested transaction (Begin), which no phase uses.
@@ -25,6 +27,8 @@ type pipeTx struct {
 	conn *pgxpool.Conn
 	// begin is the BEGIN still to send, "" once sent.
 	begin string
+	// guard is the guard still to send, nil once sent.
+	guard *guard
 	// ended: committed or rolled back.
 	ended bool
 }
@@ -41,34 +45,95 @@ var (
 	_               = pgx.Tx((*pipeTx)(nil))
 )
 
-// open sends the pending BEGIN on its own; for the calls that cannot carry
-// it in a pipeline (batches, COPY, Prepare).
+// guard is a query that must answer at least one row for its transaction
+// to go on; no row fails the transaction with err.
+type guard struct {
+	sql  string
+	args []any
+	err  error
+}
+
+// pending is what a pipeline carries in front of its statement: the BEGIN
+// and the guard still to send.
+type pending struct {
+	begin bool
+	guard *guard
+}
+
+func (p pending) empty() bool { return !p.begin && p.guard == nil }
+
+// takePending queues the pending BEGIN and guard into b, in that order, and
+// marks them sent.
+func (t *pipeTx) takePending(b *pgx.Batch) pending {
+	p := pending{begin: t.begin != "", guard: t.guard}
+	if p.begin {
+		b.Queue(t.begin)
+	}
+	if p.guard != nil {
+		b.Queue(p.guard.sql, p.guard.args...)
+	}
+	t.begin, t.guard = "", nil
+	return p
+}
+
+// read reads the answers of what takePending queued: an error of the BEGIN
+// or the guard, or the guard's error when it found no row.
+func (p pending) read(br pgx.BatchResults) error {
+	if p.begin {
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+	}
+	if p.guard == nil {
+		return nil
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return err
+	}
+	found := rows.Next()
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if !found {
+		return p.guard.err
+	}
+	return nil
+}
+
+// open sends the pending BEGIN and guard on their own; for the calls that
+// cannot carry them in a pipeline (batches, COPY, Prepare).
 func (t *pipeTx) open(ctx context.Context) error {
 	if t.ended {
 		return pgx.ErrTxClosed
 	}
-	if t.begin == "" {
+	b := &pgx.Batch{}
+	p := t.takePending(b)
+	if p.empty() {
 		return nil
 	}
-	_, err := t.conn.Exec(ctx, t.begin)
-	t.begin = ""
+	br := t.conn.SendBatch(ctx, b)
+	err := p.read(br)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
 	return err
 }
 
-// Exec runs a statement, with the pending BEGIN in front of it.
+// Exec runs a statement, with the pending BEGIN and guard in front of it.
 func (t *pipeTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	if t.ended {
 		return pgconn.CommandTag{}, pgx.ErrTxClosed
 	}
-	if t.begin == "" {
+	b := &pgx.Batch{}
+	p := t.takePending(b)
+	if p.empty() {
 		return t.conn.Exec(ctx, sql, args...)
 	}
-	b := &pgx.Batch{}
-	b.Queue(t.begin)
 	b.Queue(sql, args...)
-	t.begin = ""
 	br := t.conn.SendBatch(ctx, b)
-	_, err := br.Exec()
+	err := p.read(br)
 	var tag pgconn.CommandTag
 	if err == nil {
 		tag, err = br.Exec()
@@ -79,20 +144,19 @@ func (t *pipeTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comm
 	return tag, err
 }
 
-// Query runs a query, with the pending BEGIN in front of it.
+// Query runs a query, with the pending BEGIN and guard in front of it.
 func (t *pipeTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	if t.ended {
 		return nil, pgx.ErrTxClosed
 	}
-	if t.begin == "" {
+	b := &pgx.Batch{}
+	p := t.takePending(b)
+	if p.empty() {
 		return t.conn.Query(ctx, sql, args...)
 	}
-	b := &pgx.Batch{}
-	b.Queue(t.begin)
 	b.Queue(sql, args...)
-	t.begin = ""
 	br := t.conn.SendBatch(ctx, b)
-	if _, err := br.Exec(); err != nil {
+	if err := p.read(br); err != nil {
 		_ = br.Close()
 		return nil, err
 	}
@@ -152,6 +216,12 @@ func (t *pipeTx) Commit(ctx context.Context) error {
 	if t.begin != "" {
 		return nil
 	}
+	if t.guard != nil {
+		// Nothing after the BEGIN was sent: the guard must still hold.
+		if err := t.open(ctx); err != nil {
+			return err
+		}
+	}
 	tag, err := t.conn.Exec(ctx, "COMMIT")
 	if err != nil {
 		return err
@@ -199,21 +269,12 @@ func (c pipeCommit) Exec(ctx context.Context, sql string, args ...any) (pgconn.C
 		return pgconn.CommandTag{}, pgx.ErrTxClosed
 	}
 	b := &pgx.Batch{}
-	if t.begin != "" {
-		b.Queue(t.begin)
-	}
+	p := t.takePending(b)
 	b.Queue(sql, args...)
 	b.Queue("COMMIT")
-	hadBegin := t.begin != ""
-	t.begin = ""
 	br := t.conn.SendBatch(ctx, b)
-	var (
-		tag pgconn.CommandTag
-		err error
-	)
-	if hadBegin {
-		_, err = br.Exec()
-	}
+	var tag pgconn.CommandTag
+	err := p.read(br)
 	if err == nil {
 		tag, err = br.Exec()
 	}
@@ -246,28 +307,21 @@ func (c pipeCommit) QueryRow(ctx context.Context, sql string, args ...any) pgx.R
 		return &pipeRow{err: pgx.ErrTxClosed}
 	}
 	b := &pgx.Batch{}
-	hadBegin := t.begin != ""
-	if hadBegin {
-		b.Queue(t.begin)
-	}
+	p := t.takePending(b)
 	b.Queue(sql, args...)
 	b.Queue("COMMIT")
-	t.begin = ""
-	return &commitRow{t: t, br: t.conn.SendBatch(ctx, b), hadBegin: hadBegin}
+	return &commitRow{t: t, br: t.conn.SendBatch(ctx, b), pending: p}
 }
 
 // commitRow is the row of a query sent with COMMIT behind it.
 type commitRow struct {
-	t        *pipeTx
-	br       pgx.BatchResults
-	hadBegin bool
+	t       *pipeTx
+	br      pgx.BatchResults
+	pending pending
 }
 
 func (r *commitRow) Scan(dest ...any) error {
-	var err error
-	if r.hadBegin {
-		_, err = r.br.Exec()
-	}
+	err := r.pending.read(r.br)
 	if err == nil {
 		err = r.br.QueryRow().Scan(dest...)
 	}
@@ -356,3 +410,74 @@ func (r errBatchResults) Query() (pgx.Rows, error)         { return nil, r.err }
 func (r errBatchResults) QueryRow() pgx.Row                { return &pipeRow{err: r.err} }
 func (r errBatchResults) Close() error                     { return r.err }
 func (r errBatchResults) Tx() pgx.Tx                       { return nil }
+
+// guarded returns where to send a guard of tx: a query that must find a
+// row, or tx fails with err. For a pipeTx it is a dbgen.DBTX whose QueryRow
+// queues the query to travel with tx's next statement, behind the BEGIN, so
+// that it costs no round trip of its own; the row's Scan returns at once and
+// fills nothing (a guard's answer is only whether it found a row), and the
+// guard's verdict comes back as the error of the statement it travels with
+// (or of the commit). Only QueryRow may be used on it. For any other
+// transaction the query runs at once, and no row is err.
+func guarded(tx pgx.Tx, err error) dbgen.DBTX {
+	if t, ok := tx.(*pipeTx); ok {
+		return guardQueue{t: t, err: err}
+	}
+	return guardNow{DBTX: tx, err: err}
+}
+
+type guardQueue struct {
+	t   *pipeTx
+	err error
+}
+
+func (g guardQueue) Exec(context.Context, string, ...any) (pgconn.CommandTag, error) {
+	return pgconn.CommandTag{}, errGuardQueryRow
+}
+
+func (g guardQueue) Query(context.Context, string, ...any) (pgx.Rows, error) {
+	return nil, errGuardQueryRow
+}
+
+// QueryRow queues the guard; a guard already queued is sent first.
+func (g guardQueue) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if g.t.ended {
+		return &pipeRow{err: pgx.ErrTxClosed}
+	}
+	if g.t.guard != nil {
+		if err := g.t.open(ctx); err != nil {
+			return &pipeRow{err: err}
+		}
+	}
+	g.t.guard = &guard{sql: sql, args: args, err: g.err}
+	return queuedRow{}
+}
+
+// queuedRow is the row of a queued guard: its verdict comes later.
+type queuedRow struct{}
+
+func (queuedRow) Scan(...any) error { return nil }
+
+type guardNow struct {
+	dbgen.DBTX
+	err error
+}
+
+func (g guardNow) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return guardNowRow{row: g.DBTX.QueryRow(ctx, sql, args...), err: g.err}
+}
+
+type guardNowRow struct {
+	row pgx.Row
+	err error
+}
+
+func (r guardNowRow) Scan(dest ...any) error {
+	err := r.row.Scan(dest...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r.err
+	}
+	return err
+}
+
+var errGuardQueryRow = errors.New("idem: a guard is a QueryRow")
