@@ -103,7 +103,8 @@ func (q *Queries) DatabaseHeartbeat(ctx context.Context, db DBTX) (*DatabaseHear
 }
 
 const databaseLostFrom = `-- name: DatabaseLostFrom :one
-SELECT (database_lost_from() IS NOT NULL)::boolean AS gap_open, coalesce(database_lost_from(), now())::timestamptz AS lost_from
+SELECT (gap.lost_from IS NOT NULL)::boolean AS gap_open, coalesce(gap.lost_from, now())::timestamptz AS lost_from
+FROM (SELECT database_lost_from() AS lost_from) AS gap
 `
 
 type DatabaseLostFromRow struct {

@@ -45,7 +45,8 @@ func (q *Queries) OrphanRefundCountUnresolved(ctx context.Context, db DBTX) ([]*
 
 const orphanRefundExistsForUser = `-- name: OrphanRefundExistsForUser :one
 SELECT EXISTS (SELECT 1 FROM orphan_refunds WHERE user_id = $1 AND status = 'refunded') AS refunded_orphans,
-    (database_lost_from() IS NOT NULL)::boolean AS gap_open, coalesce(database_lost_from(), now())::timestamptz AS gap_lost_from
+    (gap.lost_from IS NOT NULL)::boolean AS gap_open, coalesce(gap.lost_from, now())::timestamptz AS gap_lost_from
+FROM (SELECT database_lost_from() AS lost_from) AS gap
 `
 
 type OrphanRefundExistsForUserRow struct {

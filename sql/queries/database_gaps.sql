@@ -25,7 +25,8 @@ SELECT EXISTS (SELECT 1 FROM gap) AS found,
 -- The earliest moment a request this database lost may have been first
 -- sent to a processor (database_lost_from()); gap_open is false, and
 -- lost_from now, when no gap is open.
-SELECT (database_lost_from() IS NOT NULL)::boolean AS gap_open, coalesce(database_lost_from(), now())::timestamptz AS lost_from;
+SELECT (gap.lost_from IS NOT NULL)::boolean AS gap_open, coalesce(gap.lost_from, now())::timestamptz AS lost_from
+FROM (SELECT database_lost_from() AS lost_from) AS gap;
 
 -- name: DatabaseGapsResolve :execrows
 -- Resolves the gaps found before covered_until: the orphan pass has seen

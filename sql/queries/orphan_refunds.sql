@@ -45,7 +45,8 @@ WHERE stripe_refund_id = ANY(@stripe_refund_ids::text[]);
 -- when: what a booking resumed after its ride was created checks before
 -- its charge call.
 SELECT EXISTS (SELECT 1 FROM orphan_refunds WHERE user_id = @user_id AND status = 'refunded') AS refunded_orphans,
-    (database_lost_from() IS NOT NULL)::boolean AS gap_open, coalesce(database_lost_from(), now())::timestamptz AS gap_lost_from;
+    (gap.lost_from IS NOT NULL)::boolean AS gap_open, coalesce(gap.lost_from, now())::timestamptz AS gap_lost_from
+FROM (SELECT database_lost_from() AS lost_from) AS gap;
 
 -- name: OrphanRefundCountUnresolved :many
 -- Orphan and double charges recorded but not refunded (pending, or failed

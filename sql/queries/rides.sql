@@ -93,8 +93,9 @@ SELECT sqlc.embed(rides), sqlc.embed(users),
     EXISTS (SELECT 1 FROM orphan_refunds o WHERE o.user_id = users.id AND o.status = 'refunded') AS refunded_orphans,
     -- whether the database may have lost an earlier send of this request
     -- (database_gaps.sql), and since when
-    (database_lost_from() IS NOT NULL)::boolean AS gap_open, coalesce(database_lost_from(), now())::timestamptz AS gap_lost_from
-FROM ride AS rides JOIN users ON users.id = rides.user_id;
+    (gap.lost_from IS NOT NULL)::boolean AS gap_open, coalesce(gap.lost_from, now())::timestamptz AS gap_lost_from
+FROM ride AS rides JOIN users ON users.id = rides.user_id
+CROSS JOIN (SELECT database_lost_from() AS lost_from) AS gap;
 
 -- name: RideListRecordedCharges :many
 -- Of the given processor charge ids, those a ride records (reconciliation):
