@@ -1198,16 +1198,23 @@ func (q *Queries) RideReleaseStart(ctx context.Context, db DBTX, arg RideRelease
 	return &i, err
 }
 
-const rideSetAuthorized = `-- name: RideSetAuthorized :execrows
+const rideSetAuthorizedAudited = `-- name: RideSetAuthorizedAudited :execrows
 
-UPDATE rides
-SET charge_status = 'authorized', stripe_charge_id = $1::text,
-    payment_id = $2, charge_key = $3,
-    hold_expires_at = $4::timestamptz
-WHERE id = $5 AND charge_status = 'pending'
+WITH ride AS (
+    UPDATE rides
+    SET charge_status = 'authorized', stripe_charge_id = $3::text,
+        payment_id = $4, charge_key = $5,
+        hold_expires_at = $6::timestamptz
+    WHERE rides.id = $7 AND rides.charge_status = 'pending'
+    RETURNING rides.id, rides.user_id
+)
+INSERT INTO audit_records (action, data, origin_ip, resource_id, resource_type, user_id)
+SELECT 'ride.authorized', $1, $2, ride.id, 'ride', ride.user_id FROM ride
 `
 
-type RideSetAuthorizedParams struct {
+type RideSetAuthorizedAuditedParams struct {
+	AuditData      json.RawMessage
+	OriginIP       *netip.Addr
 	StripeChargeID string
 	PaymentID      *string
 	ChargeKey      *string
@@ -1219,9 +1226,13 @@ type RideSetAuthorizedParams struct {
 // its completion, its cancellation or expiry, and the balance a rider owes.
 // Every move is one conditional update: two paths racing apply once.
 // The booking's hold was placed: the payment is authorized, nothing is
-// captured, and the hold is kept until hold_expires_at.
-func (q *Queries) RideSetAuthorized(ctx context.Context, db DBTX, arg RideSetAuthorizedParams) (int64, error) {
-	result, err := db.Exec(ctx, rideSetAuthorized,
+// captured, and the hold is kept until hold_expires_at; with its audit
+// record, in one statement. The rows are the audit records written: 1, or
+// 0 when the ride was no longer pending.
+func (q *Queries) RideSetAuthorizedAudited(ctx context.Context, db DBTX, arg RideSetAuthorizedAuditedParams) (int64, error) {
+	result, err := db.Exec(ctx, rideSetAuthorizedAudited,
+		arg.AuditData,
+		arg.OriginIP,
 		arg.StripeChargeID,
 		arg.PaymentID,
 		arg.ChargeKey,

@@ -181,3 +181,42 @@ func (l *roundTripLog) TracePrepareStart(ctx context.Context, _ *pgx.Conn, data 
 }
 
 func (l *roundTripLog) TracePrepareEnd(context.Context, *pgx.Conn, pgx.TracePrepareEndData) {}
+
+// TestTripRoundTrips counts the round trips of a trip (CaptureTrip): the
+// booking that holds the fare, then its completion by the dispatch side,
+// which captures it.
+func TestTripRoundTrips(t *testing.T) {
+	t.Parallel()
+	ctx := service.RequestContext(context.Background())
+	counter, sent := &service.DBCounter{}, &roundTripLog{}
+	cfg, err := pgxpool.ParseConfig(dbtest.NewURL(t))
+	require.NoError(t, err)
+	cfg.MaxConns = 1
+	cfg.ConnConfig.Tracer = multitracer.New(counter, sent)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	fake := testkit.NewStripe(t)
+	svc, err := service.New(service.Config{DevDefaultPaymentSource: true, Pool: pool, Payments: fake.Payments(), Capture: service.CaptureTrip})
+	require.NoError(t, err)
+	user, err := svc.UserUpsert(context.Background(), service.UserUpsertParams{Email: "trip-roundtrips@example.com", PaymentSource: "tok_visa"})
+	require.NoError(t, err)
+
+	trip := func() {
+		resp, err := svc.RideCreate(ctx, user.User.ID, testkit.NewKey(), testkit.SomeRide, nil)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusCreated, resp.Status, string(resp.Body))
+		ride := testkit.DecodeRide(t, resp.Body)
+		resp, err = svc.RideComplete(ctx, testkit.NewKey(), service.RideCompleteParams{RideID: ride.ID, FareCents: 1850, Currency: "usd"}, nil)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusCreated, resp.Status, string(resp.Body))
+	}
+	trip() // prepares the statements on the pool's one connection
+	before := counter.Counts()
+	sent.reset()
+	trip()
+	after := counter.Counts()
+	trips, notify := after.RequestRoundTrips-before.RequestRoundTrips, int64(sent.count("notify"))
+	t.Logf("a trip: %d round trips, %d statements:\n%s", trips-notify, after.RequestStatements-before.RequestStatements-notify, sent)
+	require.EqualValues(t, 14, trips-notify, "round trips of a trip")
+}

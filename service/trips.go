@@ -645,21 +645,22 @@ func (s *Service) rideAuthorizedRecord(ctx context.Context, tx pgx.Tx, key *idem
 		return idem.Outcome{}, fmt.Errorf("ride %d: hold %s without a charge", st.ride.ID, st.charge.PaymentID)
 	}
 	expires := key.ClaimedAt.Add(s.holdExpiry)
-	params := dbgen.RideSetAuthorizedParams{
-		StripeChargeID: st.charge.ID, PaymentID: nonEmpty(st.charge.PaymentID), ChargeKey: &pkey,
-		HoldExpiresAt: expires, ID: st.ride.ID,
+	audit, err := json.Marshal(map[string]any{
+		"payment_id": st.charge.PaymentID, "charge_id": st.charge.ID, "held_cents": st.ride.AmountCents, "hold_expires_at": expires,
+	})
+	if err != nil {
+		return idem.Outcome{}, err
 	}
-	n, err := s.queries.RideSetAuthorized(ctx, tx, params)
+	params := dbgen.RideSetAuthorizedAuditedParams{
+		StripeChargeID: st.charge.ID, PaymentID: nonEmpty(st.charge.PaymentID), ChargeKey: &pkey,
+		HoldExpiresAt: expires, ID: st.ride.ID, AuditData: audit, OriginIP: key.IP,
+	}
+	n, err := s.queries.RideSetAuthorizedAudited(ctx, tx, params)
 	if err != nil {
 		return idem.Outcome{}, err
 	}
 	if n != 1 {
 		return idem.Outcome{}, fmt.Errorf("ride %d: not pending when recording its hold %s", st.ride.ID, st.charge.ID)
-	}
-	if err := s.audit(ctx, tx, "ride.authorized", "ride", st.ride.ID, key.UserID, key.IP, map[string]any{
-		"payment_id": st.charge.PaymentID, "charge_id": st.charge.ID, "held_cents": st.ride.AmountCents, "hold_expires_at": expires,
-	}); err != nil {
-		return idem.Outcome{}, err
 	}
 	r := *st.ride
 	r.ChargeStatus, r.StripeChargeID, r.PaymentID, r.ChargeKey, r.HoldExpiresAt = string(RideChargeAuthorized), &st.charge.ID, params.PaymentID, &pkey, &expires

@@ -2,14 +2,21 @@
 -- its completion, its cancellation or expiry, and the balance a rider owes.
 -- Every move is one conditional update: two paths racing apply once.
 
--- name: RideSetAuthorized :execrows
+-- name: RideSetAuthorizedAudited :execrows
 -- The booking's hold was placed: the payment is authorized, nothing is
--- captured, and the hold is kept until hold_expires_at.
-UPDATE rides
-SET charge_status = 'authorized', stripe_charge_id = @stripe_charge_id::text,
-    payment_id = sqlc.narg(payment_id), charge_key = sqlc.narg(charge_key),
-    hold_expires_at = @hold_expires_at::timestamptz
-WHERE id = @id AND charge_status = 'pending';
+-- captured, and the hold is kept until hold_expires_at; with its audit
+-- record, in one statement. The rows are the audit records written: 1, or
+-- 0 when the ride was no longer pending.
+WITH ride AS (
+    UPDATE rides
+    SET charge_status = 'authorized', stripe_charge_id = @stripe_charge_id::text,
+        payment_id = sqlc.narg(payment_id), charge_key = sqlc.narg(charge_key),
+        hold_expires_at = @hold_expires_at::timestamptz
+    WHERE rides.id = @id AND rides.charge_status = 'pending'
+    RETURNING rides.id, rides.user_id
+)
+INSERT INTO audit_records (action, data, origin_ip, resource_id, resource_type, user_id)
+SELECT 'ride.authorized', @audit_data, @origin_ip, ride.id, 'ride', ride.user_id FROM ride;
 
 -- name: RideActionAuthorized :one
 -- The rider authenticated the waiting ride's hold: authorized, once.
