@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -99,15 +100,35 @@ func (e *benchEnv) measureReplay(tb testing.TB, p *benchPoint) {
 		url: p.dep.url, script: pgbenchScript(tb, "select.sql"), vars: map[string]string{"maxid": strconv.FormatInt(maxID, 10)},
 	}, p.Clients)
 
-	// First, on a fresh process with no warm-up, client i replays the keys
-	// it finished, once each.
-	once := func(client, n int) string {
-		if keys := p.New.finished[client]; n < len(keys) {
-			return keys[n]
+	// First, on a fresh process, client i replays the keys it finished
+	// (booking new rides, directly and through PgBouncer), once each: keys
+	// the process has not seen finish. The first quarter of each client's
+	// keys warms the process (its pool's connections and statements, as a
+	// process serving for a while has them) and the rest are measured.
+	var warmKeys, coldKeys [][]string
+	for i := range p.Clients {
+		var keys []string
+		if i < len(p.New.finished) {
+			keys = append(keys, p.New.finished[i]...)
 		}
-		return ""
+		if i < len(p.Pooled.finished) {
+			keys = append(keys, p.Pooled.finished[i]...)
+		}
+		warmKeys, coldKeys = append(warmKeys, keys[:len(keys)/4]), append(coldKeys, keys[len(keys)/4:])
 	}
-	p.FirstReplay = e.serviceRun(tb, p.dep, 0, loadSpec{}, loadSpec{clients: p.Clients, key: once, replay: true})
+	once := func(keys [][]string) func(client, n int) string {
+		return func(client, n int) string {
+			if n < len(keys[client]) {
+				return keys[client][n]
+			}
+			return ""
+		}
+	}
+	warm := loadSpec{clients: p.Clients, key: once(warmKeys), replay: true}
+	if slices.IndexFunc(warmKeys, func(keys []string) bool { return len(keys) > 0 }) < 0 {
+		warm = loadSpec{} // too few keys to spare any
+	}
+	p.FirstReplay = e.serviceRun(tb, p.dep, 0, warm, loadSpec{clients: p.Clients, key: once(coldKeys), replay: true})
 
 	// Then client i replays the keys its rider finished over and over, from
 	// an offset of its own.
