@@ -15,7 +15,7 @@ import (
 // trip of its own: its BEGIN goes to the server in one pipeline with its
 // first statement, and its COMMIT in one pipeline with the statement sent
 // through CommitWith (the phase's record on the key). A transaction that
-// sends no statement sends nothing at all. A guard (Guarded: the phase's
+// sends no statement sends nothing at all. A guard (guarded: the phase's
 // fence on the key) travels the same way, behind the BEGIN and in front of
 // the first statement, and is read before that statement's answer.
 //
@@ -60,7 +60,8 @@ type pending struct {
 	guard *guard
 }
 
-func (p pending) empty() bool { return !p.begin && p.guard == nil }
+// hasPending reports whether a BEGIN or a guard is still to send.
+func (t *pipeTx) hasPending() bool { return t.begin != "" || t.guard != nil }
 
 // takePending queues the pending BEGIN and guard into b, in that order, and
 // marks them sent.
@@ -108,11 +109,11 @@ func (t *pipeTx) open(ctx context.Context) error {
 	if t.ended {
 		return pgx.ErrTxClosed
 	}
-	b := &pgx.Batch{}
-	p := t.takePending(b)
-	if p.empty() {
+	if !t.hasPending() {
 		return nil
 	}
+	b := &pgx.Batch{}
+	p := t.takePending(b)
 	br := t.conn.SendBatch(ctx, b)
 	err := p.read(br)
 	if cerr := br.Close(); err == nil {
@@ -126,11 +127,11 @@ func (t *pipeTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comm
 	if t.ended {
 		return pgconn.CommandTag{}, pgx.ErrTxClosed
 	}
-	b := &pgx.Batch{}
-	p := t.takePending(b)
-	if p.empty() {
+	if !t.hasPending() {
 		return t.conn.Exec(ctx, sql, args...)
 	}
+	b := &pgx.Batch{}
+	p := t.takePending(b)
 	b.Queue(sql, args...)
 	br := t.conn.SendBatch(ctx, b)
 	err := p.read(br)
@@ -149,11 +150,11 @@ func (t *pipeTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, 
 	if t.ended {
 		return nil, pgx.ErrTxClosed
 	}
-	b := &pgx.Batch{}
-	p := t.takePending(b)
-	if p.empty() {
+	if !t.hasPending() {
 		return t.conn.Query(ctx, sql, args...)
 	}
+	b := &pgx.Batch{}
+	p := t.takePending(b)
 	b.Queue(sql, args...)
 	br := t.conn.SendBatch(ctx, b)
 	if err := p.read(br); err != nil {
