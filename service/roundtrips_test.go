@@ -26,14 +26,7 @@ import (
 func TestRideRoundTrips(t *testing.T) {
 	t.Parallel()
 	ctx := service.RequestContext(context.Background())
-	counter, sent := &service.DBCounter{}, &roundTripLog{}
-	cfg, err := pgxpool.ParseConfig(dbtest.NewURL(t))
-	require.NoError(t, err)
-	cfg.MaxConns = 1
-	cfg.ConnConfig.Tracer = multitracer.New(counter, sent)
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool, counter, sent := countedPool(t)
 	fake := testkit.NewStripe(t)
 	newService := func() *service.Service {
 		svc, err := service.New(service.Config{DevDefaultPaymentSource: true, Pool: pool, Payments: fake.Payments()})
@@ -106,6 +99,21 @@ func TestRideRoundTrips(t *testing.T) {
 		require.True(t, again.Replayed)
 	})
 	require.Zero(t, n.RequestRoundTrips, "round trips of a replay the process remembers")
+}
+
+// countedPool is a pool of one connection on a database of its own, whose
+// round trips and statements counter counts and sent records.
+func countedPool(t *testing.T) (*pgxpool.Pool, *service.DBCounter, *roundTripLog) {
+	t.Helper()
+	counter, sent := &service.DBCounter{}, &roundTripLog{}
+	cfg, err := pgxpool.ParseConfig(dbtest.NewURL(t))
+	require.NoError(t, err)
+	cfg.MaxConns = 1
+	cfg.ConnConfig.Tracer = multitracer.New(counter, sent)
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool, counter, sent
 }
 
 // roundTripLog records the first line of each round trip's statements, for
@@ -188,14 +196,7 @@ func (l *roundTripLog) TracePrepareEnd(context.Context, *pgx.Conn, pgx.TracePrep
 func TestTripRoundTrips(t *testing.T) {
 	t.Parallel()
 	ctx := service.RequestContext(context.Background())
-	counter, sent := &service.DBCounter{}, &roundTripLog{}
-	cfg, err := pgxpool.ParseConfig(dbtest.NewURL(t))
-	require.NoError(t, err)
-	cfg.MaxConns = 1
-	cfg.ConnConfig.Tracer = multitracer.New(counter, sent)
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool, counter, sent := countedPool(t)
 	fake := testkit.NewStripe(t)
 	svc, err := service.New(service.Config{DevDefaultPaymentSource: true, Pool: pool, Payments: fake.Payments(), Capture: service.CaptureTrip})
 	require.NoError(t, err)
