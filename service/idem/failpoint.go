@@ -21,10 +21,33 @@ func FailpointName(flow string, from RecoveryPoint, at string) string {
 	return flow + ":" + string(from) + ":" + at
 }
 
+// boundary is where in a step crashPoint stands. It is a number, not the
+// boundary's name: a call the compiler does not inline still passes its
+// arguments, and a build without the "failpoints" tag must carry no
+// failpoint name.
+type boundary uint8
+
+const (
+	beforeCommit boundary = iota
+	afterCommit
+	afterCall
+)
+
+// name is the boundary's part of a failpoint name.
+func (b boundary) name() string {
+	switch b {
+	case beforeCommit:
+		return AtBeforeCommit
+	case afterCommit:
+		return AtAfterCommit
+	}
+	return AtAfterCall
+}
+
 // crashPoint is a failpoint of the engine. Without the "failpoints" build
-// tag it is empty and compiled away, name and all.
-func crashPoint(flow string, from RecoveryPoint, at string) {
+// tag its body is compiled away, and the names with it.
+func crashPoint(flow string, from RecoveryPoint, at boundary) {
 	if failpoint.Enabled {
-		failpoint.Hit(FailpointName(flow, from, at))
+		failpoint.Hit(FailpointName(flow, from, at.name()))
 	}
 }

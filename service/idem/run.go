@@ -199,7 +199,7 @@ func claim[S any](ctx context.Context, e *Engine, flow *Flow[S], req Request, pa
 			return err
 		}
 		if step.Call != nil {
-			crashPoint(flow.Name, phased, AtBeforeCommit)
+			crashPoint(flow.Name, phased, beforeCommit)
 			return nil
 		}
 		phased = key.Point
@@ -208,7 +208,7 @@ func claim[S any](ctx context.Context, e *Engine, flow *Flow[S], req Request, pa
 		}
 		// The record carries the commit (CommitWith): the phase's writes are
 		// done and nothing is committed yet.
-		crashPoint(flow.Name, phased, AtBeforeCommit)
+		crashPoint(flow.Name, phased, beforeCommit)
 		resp, err = e.record(ctx, tx, key, outcome)
 		return err
 	}
@@ -275,7 +275,7 @@ func claim[S any](ctx context.Context, e *Engine, flow *Flow[S], req Request, pa
 	endPhase(span, flow.Name, phased, key, outcome, resp, err)
 	if err == nil {
 		e.obs.PhaseDone(flow.Name, phased, time.Since(start))
-		crashPoint(flow.Name, phased, AtAfterCommit)
+		crashPoint(flow.Name, phased, afterCommit)
 	}
 	if err != nil {
 		// The claim was rolled back: nothing holds the lease.
@@ -308,7 +308,7 @@ func drive[S any](ctx context.Context, e *Engine, flow *Flow[S], key *Key, state
 			if err := step.Call(ctx, key, state); err != nil {
 				return nil, err
 			}
-			crashPoint(flow.Name, key.Point, AtAfterCall)
+			crashPoint(flow.Name, key.Point, afterCall)
 		}
 		var outcome Outcome
 		start := time.Now()
@@ -323,7 +323,7 @@ func drive[S any](ctx context.Context, e *Engine, flow *Flow[S], key *Key, state
 			if outcome, err = step.Phase(ctx, tx, key, state); err != nil {
 				return err
 			}
-			crashPoint(flow.Name, key.Point, AtBeforeCommit)
+			crashPoint(flow.Name, key.Point, beforeCommit)
 			if resp, err = e.record(ctx, tx, key, outcome); err != nil {
 				return err
 			}
@@ -334,7 +334,7 @@ func drive[S any](ctx context.Context, e *Engine, flow *Flow[S], key *Key, state
 			return nil, err
 		}
 		e.obs.PhaseDone(flow.Name, key.Point, time.Since(start))
-		crashPoint(flow.Name, key.Point, AtAfterCommit)
+		crashPoint(flow.Name, key.Point, afterCommit)
 		switch outcome.kind {
 		case outcomeMoveTo:
 			key.Point = outcome.point
