@@ -47,25 +47,7 @@ func TestRideRoundTrips(t *testing.T) {
 	_, err = newService().RideCreate(ctx, uid, warmKey, testkit.SomeRide, nil)
 	require.NoError(t, err)
 
-	measure := func(fn func()) service.DBCounts {
-		before := counter.Counts()
-		sent.reset()
-		fn()
-		after := counter.Counts()
-		if notify := sent.count("notify"); notify > 0 {
-			// River announces new jobs to other processes at most once
-			// per queue every 100 ms (its FetchCooldown): not a cost of
-			// each request, and not deterministic.
-			after.RequestRoundTrips -= int64(notify)
-			after.RequestStatements -= int64(notify)
-		}
-		return service.DBCounts{
-			RequestRoundTrips:    after.RequestRoundTrips - before.RequestRoundTrips,
-			RequestStatements:    after.RequestStatements - before.RequestStatements,
-			BackgroundRoundTrips: after.BackgroundRoundTrips - before.BackgroundRoundTrips,
-			BackgroundStatements: after.BackgroundStatements - before.BackgroundStatements,
-		}
-	}
+	measure := func(fn func()) service.DBCounts { return counted(counter, sent, fn) }
 	key := testkit.NewKey()
 	var ride *service.Response
 	n := measure(func() {
@@ -114,6 +96,28 @@ func countedPool(t *testing.T) (*pgxpool.Pool, *service.DBCounter, *roundTripLog
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	return pool, counter, sent
+}
+
+// counted runs fn and returns what it sent to the database, counted by
+// counter.
+func counted(counter *service.DBCounter, sent *roundTripLog, fn func()) service.DBCounts {
+	before := counter.Counts()
+	sent.reset()
+	fn()
+	after := counter.Counts()
+	if notify := sent.count("notify"); notify > 0 {
+		// River announces new jobs to other processes at most once per
+		// queue every 100 ms (its FetchCooldown): not a cost of each
+		// request, and not deterministic.
+		after.RequestRoundTrips -= int64(notify)
+		after.RequestStatements -= int64(notify)
+	}
+	return service.DBCounts{
+		RequestRoundTrips:    after.RequestRoundTrips - before.RequestRoundTrips,
+		RequestStatements:    after.RequestStatements - before.RequestStatements,
+		BackgroundRoundTrips: after.BackgroundRoundTrips - before.BackgroundRoundTrips,
+		BackgroundStatements: after.BackgroundStatements - before.BackgroundStatements,
+	}
 }
 
 // roundTripLog records the first line of each round trip's statements, for
@@ -213,11 +217,8 @@ func TestTripRoundTrips(t *testing.T) {
 		require.Equal(t, http.StatusCreated, resp.Status, string(resp.Body))
 	}
 	trip() // prepares the statements on the pool's one connection
-	before := counter.Counts()
-	sent.reset()
-	trip()
-	after := counter.Counts()
-	trips, notify := after.RequestRoundTrips-before.RequestRoundTrips, int64(sent.count("notify"))
-	t.Logf("a trip: %d round trips, %d statements:\n%s", trips-notify, after.RequestStatements-before.RequestStatements-notify, sent)
-	require.EqualValues(t, 14, trips-notify, "round trips of a trip")
+	n := counted(counter, sent, trip)
+	t.Logf("a trip: %d round trips, %d statements:\n%s", n.RequestRoundTrips, n.RequestStatements, sent)
+	require.EqualValues(t, 14, n.RequestRoundTrips, "round trips of a trip")
+	require.EqualValues(t, 24, n.RequestStatements, "statements of a trip")
 }
