@@ -107,11 +107,8 @@ func (e *benchEnv) measureReplay(tb testing.TB, p *benchPoint) {
 	// process serving for a while has them) and the rest are measured.
 	var warmKeys, coldKeys [][]string
 	for i := range p.Clients {
-		var keys []string
-		if i < len(p.New.finished) {
-			keys = append(keys, p.New.finished[i]...)
-		}
-		if i < len(p.Pooled.finished) {
+		keys := slices.Clone(p.New.finished[i])
+		if p.Pooled.finished != nil { // a -bench pattern may leave the PgBouncer run out
 			keys = append(keys, p.Pooled.finished[i]...)
 		}
 		warmKeys, coldKeys = append(warmKeys, keys[:len(keys)/4]), append(coldKeys, keys[len(keys)/4:])
