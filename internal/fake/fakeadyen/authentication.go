@@ -41,7 +41,7 @@ func authenticationOf(src string) authentication {
 	switch src {
 	case TokenAuthenticationRequired, PaymentMethodAuthenticationRequired,
 		TokenAuthenticationRequiredOnSetup, PaymentMethodAuthenticationRequiredOnSetup,
-		TokenThreeDSecure2Required, PaymentMethodThreeDSecure2Required:
+		TokenThreeDSecure2Required, PaymentMethodThreeDSecure2Required, TokenEncryptedAuthenticationRequired:
 		return authThenPay
 	case TokenAuthenticationRequiredChargeDeclinedInsufficientFunds,
 		PaymentMethodAuthenticationRequiredChargeDeclinedInsufficientFunds:

@@ -32,6 +32,7 @@
 //	pm_card_authenticationRequiredChargeDeclinedInsufficientFunds
 //	                                           stored; authentication, then Refused "Not enough balance" (12)
 //	any other tok_, pm_, card_ or src_         stored with a working card
+//	adyenjs_authenticationRequired             stored; authentication, as tok_authenticationRequired (the fake Stripe refuses it)
 //	adyenjs_… (EncryptedCardPrefix)            stored with a working card (the fake Stripe refuses it)
 //
 // # Authentication (3-D Secure)
@@ -54,8 +55,9 @@
 // # Cancels and captures
 //
 // A cancel or capture is answered 201 with status "received"; its outcome
-// comes in a CANCELLATION or CAPTURE notification (success true or false,
-// with a reason). A cancel succeeds on a payment waiting for
+// comes in a notification (success true or false, with a reason): CAPTURE
+// for a capture, CANCELLATION for a cancel by pspReference,
+// TECHNICAL_CANCEL for a cancel by merchant reference (POST /cancels). A cancel succeeds on a payment waiting for
 // authentication (its challenge page then answers 409) and on a
 // manual-capture authorisation (additionalData.manualCapture "true") not
 // yet captured: either becomes Cancelled. A capture succeeds once on a

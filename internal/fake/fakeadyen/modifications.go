@@ -108,7 +108,11 @@ func (s *Server) cancelRequestLocked(req *request, pspRef string, now time.Time)
 	}
 	m := &Modification{PSPReference: s.newRef(), Kind: ModificationCancel, PaymentReference: req.PaymentReference,
 		Reference: req.Reference, MerchantAccount: req.MerchantAccount, Created: now}
-	s.cancelLocked(pay, m)
+	event := EventCancellation
+	if pspRef == "" {
+		event = EventTechnicalCancel
+	}
+	s.cancelLocked(pay, m, event)
 	resp := map[string]any{"status": "received", "pspReference": m.PSPReference, "reference": req.Reference,
 		"merchantAccount": m.MerchantAccount}
 	if pspRef == "" {
@@ -120,11 +124,13 @@ func (s *Server) cancelRequestLocked(req *request, pspRef string, now time.Time)
 }
 
 // cancelLocked decides the cancel m of pay (nil: no such payment), records
-// it and notifies its CANCELLATION; mu is held. A payment waiting for
+// it and notifies its outcome under event (CANCELLATION for a cancel by
+// pspReference, TECHNICAL_CANCEL for one by merchant reference); mu is
+// held. A payment waiting for
 // authentication, or an authorisation held for a manual capture and not
 // captured, is cancelled; a payment already cancelled stays so (the cancel
 // succeeds); any other is left as it is and the cancel fails.
-func (s *Server) cancelLocked(pay *Payment, m *Modification) {
+func (s *Server) cancelLocked(pay *Payment, m *Modification, event string) {
 	if m.Reference == "" {
 		m.Reference = m.PaymentReference
 	}
@@ -148,7 +154,7 @@ func (s *Server) cancelLocked(pay *Payment, m *Modification) {
 		m.Reason = reasonAlreadyRefused
 	}
 	s.mods = append(s.mods, m)
-	s.notifyModification(m, EventCancellation)
+	s.notifyModification(m, event)
 }
 
 // captureRequestLocked answers POST /payments/{pspRef}/captures: a

@@ -14,8 +14,9 @@ func cancelBody(reference string) map[string]any {
 }
 
 // TestCancelPendingPayment: a payment waiting for its shopper is cancelled
-// by its merchant reference: received, then CANCELLATION success=true
-// naming the payment; its challenge page can no longer authorise it.
+// by its merchant reference: received, then TECHNICAL_CANCEL success=true
+// naming the payment (never a CANCELLATION, which answers a cancel by
+// pspReference); its challenge page can no longer authorise it.
 func TestCancelPendingPayment(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, Options{})
@@ -33,8 +34,9 @@ func TestCancelPendingPayment(t *testing.T) {
 	require.Equal(t, ResultCancelled, pay.ResultCode)
 	require.Empty(t, e.fake.PendingChallenges())
 
-	note := e.notes.await(EventCancellation, cancelRef)
+	note := e.notes.await(EventTechnicalCancel, cancelRef)
 	require.Equal(t, "true", note.Success)
+	require.Empty(t, e.notes.received(EventCancellation))
 	require.Equal(t, pay.PSPReference, note.OriginalReference)
 	require.Equal(t, "ar-ch-1", note.MerchantReference)
 	require.Equal(t, NotifiedAmount{Currency: "USD", Value: 2000}, note.Amount)
@@ -83,7 +85,7 @@ func TestCancelDecidedPayment(t *testing.T) {
 		status, out := e.post("/v71/cancels", "cancel-"+tc.reference, cancelBody(tc.reference))
 		require.Equal(t, http.StatusCreated, status, "%v", out)
 		require.Equal(t, "received", out["status"])
-		note := e.notes.await(EventCancellation, out["pspReference"].(string))
+		note := e.notes.await(EventTechnicalCancel, out["pspReference"].(string))
 		require.Equal(t, "false", note.Success, tc.reference)
 		require.Equal(t, tc.reason, note.Reason)
 		if tc.result != "" {

@@ -34,10 +34,14 @@ const (
 	EventChargeback         = "CHARGEBACK"
 	EventChargebackReversed = "CHARGEBACK_REVERSED"
 	EventSecondChargeback   = "SECOND_CHARGEBACK"
-	// EventCancellation is the outcome of a cancel (POST /cancels or
-	// /payments/{pspReference}/cancels); originalReference names the
-	// payment.
+	// EventCancellation is the outcome of a cancel by the payment's
+	// pspReference (POST /payments/{pspReference}/cancels);
+	// originalReference names the payment.
 	EventCancellation = "CANCELLATION"
+	// EventTechnicalCancel is the outcome of a cancel by the payment's
+	// merchant reference (POST /cancels); originalReference names the
+	// payment found, empty when none was.
+	EventTechnicalCancel = "TECHNICAL_CANCEL"
 	// EventCapture is the outcome of a capture.
 	EventCapture = "CAPTURE"
 	// EventCaptureFailed is a capture that failed after Adyen reported it

@@ -83,6 +83,11 @@ const (
 // does not know: a source only Adyen can store).
 const EncryptedCardPrefix = "adyenjs_"
 
+// TokenEncryptedAuthenticationRequired is encrypted card data (a source
+// only Adyen can store) of a card whose bank asks for authentication, as
+// TokenAuthenticationRequired.
+const TokenEncryptedAuthenticationRequired = EncryptedCardPrefix + "authenticationRequired"
+
 // KeyLifetime is how long the fake keeps an idempotency key by default:
 // Adyen's documented minimum. After that, the key is new again.
 const KeyLifetime = 31 * 24 * time.Hour
