@@ -208,6 +208,8 @@ type Ride struct {
 	ReleaseReason         *string
 	ReleasedAt            *time.Time
 	CancelKeyID           *int64
+	CancelRequestedAt     *time.Time
+	CancelFailure         *string
 }
 
 type SettlementFile struct {

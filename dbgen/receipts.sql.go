@@ -69,7 +69,7 @@ func (q *Queries) ReceiptRecord(ctx context.Context, db DBTX, arg ReceiptRecordP
 }
 
 const receiptSubject = `-- name: ReceiptSubject :one
-SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, rides.payment_source, rides.payment_api, rides.payment_id, rides.charge_key, rides.action_url, rides.action_client_secret, rides.action_expires_at, rides.action_decided_at, rides.capture, rides.hold_expires_at, rides.fare_cents, rides.completion_key_id, rides.completion_requested_at, rides.captured_cents, rides.capture_id, rides.capture_failure, rides.completed_at, rides.extra_cents, rides.extra_status, rides.extra_charge_id, rides.extra_failure_code, rides.balance_attempt, rides.release_reason, rides.released_at, rides.cancel_key_id, users.email,
+SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, rides.payment_source, rides.payment_api, rides.payment_id, rides.charge_key, rides.action_url, rides.action_client_secret, rides.action_expires_at, rides.action_decided_at, rides.capture, rides.hold_expires_at, rides.fare_cents, rides.completion_key_id, rides.completion_requested_at, rides.captured_cents, rides.capture_id, rides.capture_failure, rides.completed_at, rides.extra_cents, rides.extra_status, rides.extra_charge_id, rides.extra_failure_code, rides.balance_attempt, rides.release_reason, rides.released_at, rides.cancel_key_id, rides.cancel_requested_at, rides.cancel_failure, users.email,
        EXISTS (SELECT 1 FROM receipts WHERE receipts.ride_id = rides.id AND receipts.kind = $1) AS sent
 FROM rides JOIN users ON users.id = rides.user_id
 WHERE rides.id = $2
@@ -130,6 +130,8 @@ func (q *Queries) ReceiptSubject(ctx context.Context, db DBTX, kind string, ride
 		&i.Ride.ReleaseReason,
 		&i.Ride.ReleasedAt,
 		&i.Ride.CancelKeyID,
+		&i.Ride.CancelRequestedAt,
+		&i.Ride.CancelFailure,
 		&i.Email,
 		&i.Sent,
 	)

@@ -17,7 +17,7 @@ UPDATE rides
 SET charge_status = 'charged', stripe_charge_id = $1::text,
     payment_id = coalesce($2, payment_id), action_decided_at = now()
 WHERE id = $3 AND charge_status = 'requires_action'
-RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id
+RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id, cancel_requested_at, cancel_failure
 `
 
 type RideActionChargedParams struct {
@@ -75,6 +75,8 @@ func (q *Queries) RideActionCharged(ctx context.Context, db DBTX, arg RideAction
 		&i.ReleaseReason,
 		&i.ReleasedAt,
 		&i.CancelKeyID,
+		&i.CancelRequestedAt,
+		&i.CancelFailure,
 	)
 	return &i, err
 }
@@ -84,7 +86,7 @@ UPDATE rides
 SET charge_status = 'declined', decline_code = $1::text, decline_message = $2::text,
     payment_id = coalesce($3, payment_id), action_decided_at = now()
 WHERE id = $4 AND charge_status = 'requires_action'
-RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id
+RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id, cancel_requested_at, cancel_failure
 `
 
 type RideActionDeclinedParams struct {
@@ -148,6 +150,8 @@ func (q *Queries) RideActionDeclined(ctx context.Context, db DBTX, arg RideActio
 		&i.ReleaseReason,
 		&i.ReleasedAt,
 		&i.CancelKeyID,
+		&i.CancelRequestedAt,
+		&i.CancelFailure,
 	)
 	return &i, err
 }
@@ -156,7 +160,7 @@ const rideActionExpired = `-- name: RideActionExpired :one
 UPDATE rides
 SET charge_status = 'expired', action_decided_at = now()
 WHERE id = $1 AND charge_status = 'requires_action'
-RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id
+RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id, cancel_requested_at, cancel_failure
 `
 
 // The waiting ride's payment was cancelled at the processor: expired, once.
@@ -207,6 +211,8 @@ func (q *Queries) RideActionExpired(ctx context.Context, db DBTX, id int64) (*Ri
 		&i.ReleaseReason,
 		&i.ReleasedAt,
 		&i.CancelKeyID,
+		&i.CancelRequestedAt,
+		&i.CancelFailure,
 	)
 	return &i, err
 }
@@ -232,7 +238,7 @@ INSERT INTO rides (
     $1, $2, $3, $4, $5,
     $6, $7, $8
 )
-RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id
+RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id, cancel_requested_at, cancel_failure
 `
 
 type RideCreateParams struct {
@@ -302,6 +308,8 @@ func (q *Queries) RideCreate(ctx context.Context, db DBTX, arg RideCreateParams)
 		&i.ReleaseReason,
 		&i.ReleasedAt,
 		&i.CancelKeyID,
+		&i.CancelRequestedAt,
+		&i.CancelFailure,
 	)
 	return &i, err
 }
@@ -318,12 +326,12 @@ WITH ride AS (
         -- the source the ride is charged with, whatever the rider's later
         (SELECT payment_source FROM users WHERE id = $8)
     WHERE NOT EXISTS (SELECT 1 FROM rides owed WHERE owed.user_id = $8 AND owed.extra_status = 'due')
-    RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id
+    RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id, cancel_requested_at, cancel_failure
 ), audit AS (
     INSERT INTO audit_records (action, data, origin_ip, resource_id, resource_type, user_id)
     SELECT $12, $13, $14, ride.id, 'ride', ride.user_id FROM ride
 )
-SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, rides.payment_source, rides.payment_api, rides.payment_id, rides.charge_key, rides.action_url, rides.action_client_secret, rides.action_expires_at, rides.action_decided_at, rides.capture, rides.hold_expires_at, rides.fare_cents, rides.completion_key_id, rides.completion_requested_at, rides.captured_cents, rides.capture_id, rides.capture_failure, rides.completed_at, rides.extra_cents, rides.extra_status, rides.extra_charge_id, rides.extra_failure_code, rides.balance_attempt, rides.release_reason, rides.released_at, rides.cancel_key_id, users.id, users.created_at, users.email, users.payment_source, users.stripe_customer_id, users.role,
+SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, rides.payment_source, rides.payment_api, rides.payment_id, rides.charge_key, rides.action_url, rides.action_client_secret, rides.action_expires_at, rides.action_decided_at, rides.capture, rides.hold_expires_at, rides.fare_cents, rides.completion_key_id, rides.completion_requested_at, rides.captured_cents, rides.capture_id, rides.capture_failure, rides.completed_at, rides.extra_cents, rides.extra_status, rides.extra_charge_id, rides.extra_failure_code, rides.balance_attempt, rides.release_reason, rides.released_at, rides.cancel_key_id, rides.cancel_requested_at, rides.cancel_failure, users.id, users.created_at, users.email, users.payment_source, users.stripe_customer_id, users.role,
     -- whether a booking of the rider was lost and its charge refunded
     -- (orphans.go): only then does the charge call look for this one's
     EXISTS (SELECT 1 FROM orphan_refunds o WHERE o.user_id = users.id AND o.status = 'refunded') AS refunded_orphans,
@@ -424,6 +432,8 @@ func (q *Queries) RideCreateAudited(ctx context.Context, db DBTX, arg RideCreate
 		&i.Ride.ReleaseReason,
 		&i.Ride.ReleasedAt,
 		&i.Ride.CancelKeyID,
+		&i.Ride.CancelRequestedAt,
+		&i.Ride.CancelFailure,
 		&i.User.ID,
 		&i.User.CreatedAt,
 		&i.User.Email,
@@ -438,7 +448,7 @@ func (q *Queries) RideCreateAudited(ctx context.Context, db DBTX, arg RideCreate
 }
 
 const rideGet = `-- name: RideGet :one
-SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id FROM rides WHERE id = $1
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id, cancel_requested_at, cancel_failure FROM rides WHERE id = $1
 `
 
 func (q *Queries) RideGet(ctx context.Context, db DBTX, id int64) (*Ride, error) {
@@ -488,12 +498,14 @@ func (q *Queries) RideGet(ctx context.Context, db DBTX, id int64) (*Ride, error)
 		&i.ReleaseReason,
 		&i.ReleasedAt,
 		&i.CancelKeyID,
+		&i.CancelRequestedAt,
+		&i.CancelFailure,
 	)
 	return &i, err
 }
 
 const rideGetByCharge = `-- name: RideGetByCharge :one
-SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id FROM rides
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id, cancel_requested_at, cancel_failure FROM rides
 WHERE rides.stripe_charge_id = $1 OR rides.extra_charge_id = $1
 LIMIT 1
 `
@@ -547,12 +559,14 @@ func (q *Queries) RideGetByCharge(ctx context.Context, db DBTX, stripeChargeID *
 		&i.ReleaseReason,
 		&i.ReleasedAt,
 		&i.CancelKeyID,
+		&i.CancelRequestedAt,
+		&i.CancelFailure,
 	)
 	return &i, err
 }
 
 const rideGetByChargeKey = `-- name: RideGetByChargeKey :one
-SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id FROM rides WHERE charge_key = $1 ORDER BY created_at DESC LIMIT 1
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id, cancel_requested_at, cancel_failure FROM rides WHERE charge_key = $1 ORDER BY created_at DESC LIMIT 1
 `
 
 // The newest ride made under a processor key: a key reused after its
@@ -604,12 +618,14 @@ func (q *Queries) RideGetByChargeKey(ctx context.Context, db DBTX, chargeKey *st
 		&i.ReleaseReason,
 		&i.ReleasedAt,
 		&i.CancelKeyID,
+		&i.CancelRequestedAt,
+		&i.CancelFailure,
 	)
 	return &i, err
 }
 
 const rideGetByIdempotencyKey = `-- name: RideGetByIdempotencyKey :one
-SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id FROM rides WHERE idempotency_key_id = $1
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id, cancel_requested_at, cancel_failure FROM rides WHERE idempotency_key_id = $1
 `
 
 func (q *Queries) RideGetByIdempotencyKey(ctx context.Context, db DBTX, idempotencyKeyID *int64) (*Ride, error) {
@@ -659,12 +675,14 @@ func (q *Queries) RideGetByIdempotencyKey(ctx context.Context, db DBTX, idempote
 		&i.ReleaseReason,
 		&i.ReleasedAt,
 		&i.CancelKeyID,
+		&i.CancelRequestedAt,
+		&i.CancelFailure,
 	)
 	return &i, err
 }
 
 const rideGetForUser = `-- name: RideGetForUser :one
-SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id FROM rides WHERE id = $1 AND user_id = $2
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id, cancel_requested_at, cancel_failure FROM rides WHERE id = $1 AND user_id = $2
 `
 
 func (q *Queries) RideGetForUser(ctx context.Context, db DBTX, iD int64, userID int64) (*Ride, error) {
@@ -714,12 +732,14 @@ func (q *Queries) RideGetForUser(ctx context.Context, db DBTX, iD int64, userID 
 		&i.ReleaseReason,
 		&i.ReleasedAt,
 		&i.CancelKeyID,
+		&i.CancelRequestedAt,
+		&i.CancelFailure,
 	)
 	return &i, err
 }
 
 const rideGetWithRefund = `-- name: RideGetWithRefund :one
-SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, rides.payment_source, rides.payment_api, rides.payment_id, rides.charge_key, rides.action_url, rides.action_client_secret, rides.action_expires_at, rides.action_decided_at, rides.capture, rides.hold_expires_at, rides.fare_cents, rides.completion_key_id, rides.completion_requested_at, rides.captured_cents, rides.capture_id, rides.capture_failure, rides.completed_at, rides.extra_cents, rides.extra_status, rides.extra_charge_id, rides.extra_failure_code, rides.balance_attempt, rides.release_reason, rides.released_at, rides.cancel_key_id, refunds.status AS refund_status, refunds.stripe_refund_id AS stripe_refund_id,
+SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, rides.payment_source, rides.payment_api, rides.payment_id, rides.charge_key, rides.action_url, rides.action_client_secret, rides.action_expires_at, rides.action_decided_at, rides.capture, rides.hold_expires_at, rides.fare_cents, rides.completion_key_id, rides.completion_requested_at, rides.captured_cents, rides.capture_id, rides.capture_failure, rides.completed_at, rides.extra_cents, rides.extra_status, rides.extra_charge_id, rides.extra_failure_code, rides.balance_attempt, rides.release_reason, rides.released_at, rides.cancel_key_id, rides.cancel_requested_at, rides.cancel_failure, refunds.status AS refund_status, refunds.stripe_refund_id AS stripe_refund_id,
     refunds.failure_code AS refund_failure_code
 FROM rides LEFT JOIN refunds ON refunds.ride_id = rides.id
 WHERE rides.id = $1 AND rides.user_id = $2
@@ -780,6 +800,8 @@ func (q *Queries) RideGetWithRefund(ctx context.Context, db DBTX, iD int64, user
 		&i.Ride.ReleaseReason,
 		&i.Ride.ReleasedAt,
 		&i.Ride.CancelKeyID,
+		&i.Ride.CancelRequestedAt,
+		&i.Ride.CancelFailure,
 		&i.RefundStatus,
 		&i.StripeRefundID,
 		&i.RefundFailureCode,
@@ -878,7 +900,7 @@ func (q *Queries) RideListChargedSince(ctx context.Context, db DBTX, sinceSecond
 }
 
 const rideListForUser = `-- name: RideListForUser :many
-SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, rides.payment_source, rides.payment_api, rides.payment_id, rides.charge_key, rides.action_url, rides.action_client_secret, rides.action_expires_at, rides.action_decided_at, rides.capture, rides.hold_expires_at, rides.fare_cents, rides.completion_key_id, rides.completion_requested_at, rides.captured_cents, rides.capture_id, rides.capture_failure, rides.completed_at, rides.extra_cents, rides.extra_status, rides.extra_charge_id, rides.extra_failure_code, rides.balance_attempt, rides.release_reason, rides.released_at, rides.cancel_key_id, refunds.status AS refund_status, refunds.stripe_refund_id AS stripe_refund_id,
+SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, rides.payment_source, rides.payment_api, rides.payment_id, rides.charge_key, rides.action_url, rides.action_client_secret, rides.action_expires_at, rides.action_decided_at, rides.capture, rides.hold_expires_at, rides.fare_cents, rides.completion_key_id, rides.completion_requested_at, rides.captured_cents, rides.capture_id, rides.capture_failure, rides.completed_at, rides.extra_cents, rides.extra_status, rides.extra_charge_id, rides.extra_failure_code, rides.balance_attempt, rides.release_reason, rides.released_at, rides.cancel_key_id, rides.cancel_requested_at, rides.cancel_failure, refunds.status AS refund_status, refunds.stripe_refund_id AS stripe_refund_id,
     refunds.failure_code AS refund_failure_code
 FROM rides LEFT JOIN refunds ON refunds.ride_id = rides.id
 WHERE rides.user_id = $1
@@ -971,6 +993,8 @@ func (q *Queries) RideListForUser(ctx context.Context, db DBTX, arg RideListForU
 			&i.Ride.ReleaseReason,
 			&i.Ride.ReleasedAt,
 			&i.Ride.CancelKeyID,
+			&i.Ride.CancelRequestedAt,
+			&i.Ride.CancelFailure,
 			&i.RefundStatus,
 			&i.StripeRefundID,
 			&i.RefundFailureCode,
@@ -986,7 +1010,7 @@ func (q *Queries) RideListForUser(ctx context.Context, db DBTX, arg RideListForU
 }
 
 const rideListForUserAscending = `-- name: RideListForUserAscending :many
-SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, rides.payment_source, rides.payment_api, rides.payment_id, rides.charge_key, rides.action_url, rides.action_client_secret, rides.action_expires_at, rides.action_decided_at, rides.capture, rides.hold_expires_at, rides.fare_cents, rides.completion_key_id, rides.completion_requested_at, rides.captured_cents, rides.capture_id, rides.capture_failure, rides.completed_at, rides.extra_cents, rides.extra_status, rides.extra_charge_id, rides.extra_failure_code, rides.balance_attempt, rides.release_reason, rides.released_at, rides.cancel_key_id, refunds.status AS refund_status, refunds.stripe_refund_id AS stripe_refund_id,
+SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, rides.payment_source, rides.payment_api, rides.payment_id, rides.charge_key, rides.action_url, rides.action_client_secret, rides.action_expires_at, rides.action_decided_at, rides.capture, rides.hold_expires_at, rides.fare_cents, rides.completion_key_id, rides.completion_requested_at, rides.captured_cents, rides.capture_id, rides.capture_failure, rides.completed_at, rides.extra_cents, rides.extra_status, rides.extra_charge_id, rides.extra_failure_code, rides.balance_attempt, rides.release_reason, rides.released_at, rides.cancel_key_id, rides.cancel_requested_at, rides.cancel_failure, refunds.status AS refund_status, refunds.stripe_refund_id AS stripe_refund_id,
     refunds.failure_code AS refund_failure_code
 FROM rides LEFT JOIN refunds ON refunds.ride_id = rides.id
 WHERE rides.user_id = $1
@@ -1077,6 +1101,8 @@ func (q *Queries) RideListForUserAscending(ctx context.Context, db DBTX, arg Rid
 			&i.Ride.ReleaseReason,
 			&i.Ride.ReleasedAt,
 			&i.Ride.CancelKeyID,
+			&i.Ride.CancelRequestedAt,
+			&i.Ride.CancelFailure,
 			&i.RefundStatus,
 			&i.StripeRefundID,
 			&i.RefundFailureCode,
@@ -1123,7 +1149,7 @@ func (q *Queries) RideListRecordedCharges(ctx context.Context, db DBTX, stripeCh
 }
 
 const rideLockByCharge = `-- name: RideLockByCharge :one
-SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id FROM rides WHERE stripe_charge_id = $1 FOR UPDATE
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id, cancel_requested_at, cancel_failure FROM rides WHERE stripe_charge_id = $1 FOR UPDATE
 `
 
 func (q *Queries) RideLockByCharge(ctx context.Context, db DBTX, stripeChargeID *string) (*Ride, error) {
@@ -1173,12 +1199,14 @@ func (q *Queries) RideLockByCharge(ctx context.Context, db DBTX, stripeChargeID 
 		&i.ReleaseReason,
 		&i.ReleasedAt,
 		&i.CancelKeyID,
+		&i.CancelRequestedAt,
+		&i.CancelFailure,
 	)
 	return &i, err
 }
 
 const rideLockForUser = `-- name: RideLockForUser :one
-SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id FROM rides WHERE id = $1 AND user_id = $2 FOR UPDATE
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id, cancel_requested_at, cancel_failure FROM rides WHERE id = $1 AND user_id = $2 FOR UPDATE
 `
 
 func (q *Queries) RideLockForUser(ctx context.Context, db DBTX, iD int64, userID int64) (*Ride, error) {
@@ -1228,6 +1256,8 @@ func (q *Queries) RideLockForUser(ctx context.Context, db DBTX, iD int64, userID
 		&i.ReleaseReason,
 		&i.ReleasedAt,
 		&i.CancelKeyID,
+		&i.CancelRequestedAt,
+		&i.CancelFailure,
 	)
 	return &i, err
 }

@@ -18,7 +18,7 @@ SET charge_status = 'authorized', stripe_charge_id = $1::text,
     payment_id = coalesce($2, payment_id), action_decided_at = now(),
     hold_expires_at = now() + make_interval(secs => $3::float8)
 WHERE id = $4 AND charge_status = 'requires_action'
-RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id
+RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id, cancel_requested_at, cancel_failure
 `
 
 type RideActionAuthorizedParams struct {
@@ -81,6 +81,8 @@ func (q *Queries) RideActionAuthorized(ctx context.Context, db DBTX, arg RideAct
 		&i.ReleaseReason,
 		&i.ReleasedAt,
 		&i.CancelKeyID,
+		&i.CancelRequestedAt,
+		&i.CancelFailure,
 	)
 	return &i, err
 }
@@ -88,7 +90,7 @@ func (q *Queries) RideActionAuthorized(ctx context.Context, db DBTX, arg RideAct
 const rideBalanceAttempt = `-- name: RideBalanceAttempt :one
 UPDATE rides SET balance_attempt = balance_attempt + 1
 WHERE id = $1 AND extra_status = 'due'
-RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id
+RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id, cancel_requested_at, cancel_failure
 `
 
 // A request to pay the ride's balance: its processor key's attempt.
@@ -139,6 +141,8 @@ func (q *Queries) RideBalanceAttempt(ctx context.Context, db DBTX, id int64) (*R
 		&i.ReleaseReason,
 		&i.ReleasedAt,
 		&i.CancelKeyID,
+		&i.CancelRequestedAt,
+		&i.CancelFailure,
 	)
 	return &i, err
 }
@@ -181,7 +185,7 @@ func (q *Queries) RideBalanceFailed(ctx context.Context, db DBTX, extraFailureCo
 const rideBalancePaid = `-- name: RideBalancePaid :one
 UPDATE rides SET extra_status = 'paid', extra_charge_id = $1::text, extra_failure_code = NULL
 WHERE id = $2 AND extra_status = 'due'
-RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id
+RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id, cancel_requested_at, cancel_failure
 `
 
 // The rider paid the ride's balance, once.
@@ -232,14 +236,109 @@ func (q *Queries) RideBalancePaid(ctx context.Context, db DBTX, extraChargeID st
 		&i.ReleaseReason,
 		&i.ReleasedAt,
 		&i.CancelKeyID,
+		&i.CancelRequestedAt,
+		&i.CancelFailure,
 	)
 	return &i, err
+}
+
+const rideCancelFailed = `-- name: RideCancelFailed :one
+UPDATE rides SET cancel_failure = $1::text
+WHERE id = $2 AND charge_status IN ('requires_action', 'cancelling')
+RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id, cancel_requested_at, cancel_failure
+`
+
+// The processor refused the cancel of the payment of a ride that still
+// waits for it: the ride stays where it is, with the reason, for the
+// operator.
+func (q *Queries) RideCancelFailed(ctx context.Context, db DBTX, cancelFailure string, iD int64) (*Ride, error) {
+	row := db.QueryRow(ctx, rideCancelFailed, cancelFailure, iD)
+	var i Ride
+	err := row.Scan(
+		&i.ID,
+		&i.CreatedAt,
+		&i.IdempotencyKeyID,
+		&i.OriginLat,
+		&i.OriginLon,
+		&i.TargetLat,
+		&i.TargetLon,
+		&i.ChargeStatus,
+		&i.StripeChargeID,
+		&i.AmountCents,
+		&i.Currency,
+		&i.UserID,
+		&i.DeclineCode,
+		&i.DeclineMessage,
+		&i.Processor,
+		&i.ChargeAttempt,
+		&i.DisputeStatus,
+		&i.StripeDisputeID,
+		&i.PaymentSource,
+		&i.PaymentAPI,
+		&i.PaymentID,
+		&i.ChargeKey,
+		&i.ActionURL,
+		&i.ActionClientSecret,
+		&i.ActionExpiresAt,
+		&i.ActionDecidedAt,
+		&i.Capture,
+		&i.HoldExpiresAt,
+		&i.FareCents,
+		&i.CompletionKeyID,
+		&i.CompletionRequestedAt,
+		&i.CapturedCents,
+		&i.CaptureID,
+		&i.CaptureFailure,
+		&i.CompletedAt,
+		&i.ExtraCents,
+		&i.ExtraStatus,
+		&i.ExtraChargeID,
+		&i.ExtraFailureCode,
+		&i.BalanceAttempt,
+		&i.ReleaseReason,
+		&i.ReleasedAt,
+		&i.CancelKeyID,
+		&i.CancelRequestedAt,
+		&i.CancelFailure,
+	)
+	return &i, err
+}
+
+const rideCancelRequested = `-- name: RideCancelRequested :execrows
+UPDATE rides SET cancel_requested_at = coalesce(cancel_requested_at, now())
+WHERE id = $1 AND charge_status IN ('requires_action', 'cancelling')
+`
+
+// The processor took the cancel of a ride's payment on and tells its
+// outcome later: the ride, still waiting (for its rider, or in
+// cancelling), records when. A ride the outcome moved already is left as
+// it is.
+func (q *Queries) RideCancelRequested(ctx context.Context, db DBTX, id int64) (int64, error) {
+	result, err := db.Exec(ctx, rideCancelRequested, id)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const rideCancelsFailedCount = `-- name: RideCancelsFailedCount :one
+SELECT count(*)::bigint FROM rides
+WHERE cancel_failure IS NOT NULL AND charge_status IN ('requires_action', 'cancelling')
+`
+
+// How many rides still wait after the processor refused their cancel (the
+// operators' gauge): a scan of the partial index rides_cancel_failed.
+func (q *Queries) RideCancelsFailedCount(ctx context.Context, db DBTX) (int64, error) {
+	row := db.QueryRow(ctx, rideCancelsFailedCount)
+	var column_1 int64
+	err := row.Scan(&column_1)
+	return column_1, err
 }
 
 const rideCaptureFailed = `-- name: RideCaptureFailed :one
 UPDATE rides SET charge_status = 'capture_failed', capture_failure = $1::text
 WHERE id = $2 AND charge_status IN ('capturing', 'completed')
-RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id
+RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id, cancel_requested_at, cancel_failure
 `
 
 // The processor failed the capture (Adyen's CAPTURE with success false, or
@@ -291,6 +390,8 @@ func (q *Queries) RideCaptureFailed(ctx context.Context, db DBTX, captureFailure
 		&i.ReleaseReason,
 		&i.ReleasedAt,
 		&i.CancelKeyID,
+		&i.CancelRequestedAt,
+		&i.CancelFailure,
 	)
 	return &i, err
 }
@@ -314,7 +415,7 @@ const rideCaptured = `-- name: RideCaptured :one
 UPDATE rides
 SET captured_cents = $1::bigint, capture_id = coalesce(capture_id, $2)
 WHERE id = $3 AND charge_status = 'capturing' AND captured_cents IS NULL
-RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id
+RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id, cancel_requested_at, cancel_failure
 `
 
 type RideCapturedParams struct {
@@ -371,6 +472,8 @@ func (q *Queries) RideCaptured(ctx context.Context, db DBTX, arg RideCapturedPar
 		&i.ReleaseReason,
 		&i.ReleasedAt,
 		&i.CancelKeyID,
+		&i.CancelRequestedAt,
+		&i.CancelFailure,
 	)
 	return &i, err
 }
@@ -378,7 +481,7 @@ func (q *Queries) RideCaptured(ctx context.Context, db DBTX, arg RideCapturedPar
 const rideCompletionFinish = `-- name: RideCompletionFinish :one
 UPDATE rides SET charge_status = 'completed', completed_at = now()
 WHERE id = $1 AND charge_status = 'capturing' AND captured_cents IS NOT NULL AND extra_status IS NOT NULL
-RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id
+RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id, cancel_requested_at, cancel_failure
 `
 
 // A capturing ride whose capture and extra payment are both decided is
@@ -430,6 +533,8 @@ func (q *Queries) RideCompletionFinish(ctx context.Context, db DBTX, id int64) (
 		&i.ReleaseReason,
 		&i.ReleasedAt,
 		&i.CancelKeyID,
+		&i.CancelRequestedAt,
+		&i.CancelFailure,
 	)
 	return &i, err
 }
@@ -439,7 +544,7 @@ UPDATE rides
 SET charge_status = 'completed', fare_cents = $1::bigint, captured_cents = $1::bigint,
     capture_id = $2, extra_status = 'none', completion_requested_at = now(), completed_at = now()
 WHERE id = $3 AND charge_status IN ('authorized', 'cancelling')
-RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id
+RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id, cancel_requested_at, cancel_failure
 `
 
 type RideCompletionRecognisedParams struct {
@@ -498,6 +603,8 @@ func (q *Queries) RideCompletionRecognised(ctx context.Context, db DBTX, arg Rid
 		&i.ReleaseReason,
 		&i.ReleasedAt,
 		&i.CancelKeyID,
+		&i.CancelRequestedAt,
+		&i.CancelFailure,
 	)
 	return &i, err
 }
@@ -511,12 +618,12 @@ WITH ride AS (
         charge_status = 'completed', completed_at = now()
     WHERE rides.id = $6 AND rides.charge_status = 'capturing' AND rides.captured_cents IS NULL
       AND rides.capture_id IS NULL AND rides.extra_status IS NULL
-    RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id
+    RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id, cancel_requested_at, cancel_failure
 ), audit AS (
     INSERT INTO audit_records (action, data, resource_id, resource_type, user_id)
     SELECT 'ride.completed', $7, ride.id, 'ride', ride.user_id FROM ride
 )
-SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, rides.payment_source, rides.payment_api, rides.payment_id, rides.charge_key, rides.action_url, rides.action_client_secret, rides.action_expires_at, rides.action_decided_at, rides.capture, rides.hold_expires_at, rides.fare_cents, rides.completion_key_id, rides.completion_requested_at, rides.captured_cents, rides.capture_id, rides.capture_failure, rides.completed_at, rides.extra_cents, rides.extra_status, rides.extra_charge_id, rides.extra_failure_code, rides.balance_attempt, rides.release_reason, rides.released_at, rides.cancel_key_id FROM ride AS rides
+SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, rides.payment_source, rides.payment_api, rides.payment_id, rides.charge_key, rides.action_url, rides.action_client_secret, rides.action_expires_at, rides.action_decided_at, rides.capture, rides.hold_expires_at, rides.fare_cents, rides.completion_key_id, rides.completion_requested_at, rides.captured_cents, rides.capture_id, rides.capture_failure, rides.completed_at, rides.extra_cents, rides.extra_status, rides.extra_charge_id, rides.extra_failure_code, rides.balance_attempt, rides.release_reason, rides.released_at, rides.cancel_key_id, rides.cancel_requested_at, rides.cancel_failure FROM ride AS rides
 `
 
 type RideCompletionSettleParams struct {
@@ -592,6 +699,8 @@ func (q *Queries) RideCompletionSettle(ctx context.Context, db DBTX, arg RideCom
 		&i.Ride.ReleaseReason,
 		&i.Ride.ReleasedAt,
 		&i.Ride.CancelKeyID,
+		&i.Ride.CancelRequestedAt,
+		&i.Ride.CancelFailure,
 	)
 	return &i, err
 }
@@ -602,12 +711,12 @@ WITH ride AS (
     SET charge_status = 'capturing', fare_cents = $1::bigint, completion_key_id = $2::bigint,
         completion_requested_at = now(), extra_cents = $3
     WHERE rides.id = $4 AND rides.charge_status = 'authorized'
-    RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id
+    RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id, cancel_requested_at, cancel_failure
 ), audit AS (
     INSERT INTO audit_records (action, data, origin_ip, resource_id, resource_type, user_id)
     SELECT 'ride.completion_requested', $5, $6, ride.id, 'ride', ride.user_id FROM ride
 )
-SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, rides.payment_source, rides.payment_api, rides.payment_id, rides.charge_key, rides.action_url, rides.action_client_secret, rides.action_expires_at, rides.action_decided_at, rides.capture, rides.hold_expires_at, rides.fare_cents, rides.completion_key_id, rides.completion_requested_at, rides.captured_cents, rides.capture_id, rides.capture_failure, rides.completed_at, rides.extra_cents, rides.extra_status, rides.extra_charge_id, rides.extra_failure_code, rides.balance_attempt, rides.release_reason, rides.released_at, rides.cancel_key_id FROM ride AS rides
+SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, rides.payment_source, rides.payment_api, rides.payment_id, rides.charge_key, rides.action_url, rides.action_client_secret, rides.action_expires_at, rides.action_decided_at, rides.capture, rides.hold_expires_at, rides.fare_cents, rides.completion_key_id, rides.completion_requested_at, rides.captured_cents, rides.capture_id, rides.capture_failure, rides.completed_at, rides.extra_cents, rides.extra_status, rides.extra_charge_id, rides.extra_failure_code, rides.balance_attempt, rides.release_reason, rides.released_at, rides.cancel_key_id, rides.cancel_requested_at, rides.cancel_failure FROM ride AS rides
 `
 
 type RideCompletionStartAuditedParams struct {
@@ -678,6 +787,8 @@ func (q *Queries) RideCompletionStartAudited(ctx context.Context, db DBTX, arg R
 		&i.Ride.ReleaseReason,
 		&i.Ride.ReleasedAt,
 		&i.Ride.CancelKeyID,
+		&i.Ride.CancelRequestedAt,
+		&i.Ride.CancelFailure,
 	)
 	return &i, err
 }
@@ -687,7 +798,7 @@ UPDATE rides
 SET extra_status = $1::text, extra_charge_id = $2,
     extra_failure_code = $3
 WHERE id = $4 AND charge_status IN ('capturing', 'completed', 'capture_failed') AND extra_status IS NULL
-RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id
+RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id, cancel_requested_at, cancel_failure
 `
 
 type RideExtraRecordParams struct {
@@ -750,12 +861,14 @@ func (q *Queries) RideExtraRecord(ctx context.Context, db DBTX, arg RideExtraRec
 		&i.ReleaseReason,
 		&i.ReleasedAt,
 		&i.CancelKeyID,
+		&i.CancelRequestedAt,
+		&i.CancelFailure,
 	)
 	return &i, err
 }
 
 const rideGetByPayment = `-- name: RideGetByPayment :one
-SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id FROM rides WHERE processor = $1 AND payment_id = $2
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id, cancel_requested_at, cancel_failure FROM rides WHERE processor = $1 AND payment_id = $2
 `
 
 // The ride of a processor's payment (Adyen's modifications name it).
@@ -806,6 +919,8 @@ func (q *Queries) RideGetByPayment(ctx context.Context, db DBTX, processor strin
 		&i.ReleaseReason,
 		&i.ReleasedAt,
 		&i.CancelKeyID,
+		&i.CancelRequestedAt,
+		&i.CancelFailure,
 	)
 	return &i, err
 }
@@ -815,7 +930,7 @@ UPDATE rides
 SET charge_status = coalesce(release_reason, 'expired'), release_reason = coalesce(release_reason, 'expired'),
     released_at = now()
 WHERE id = $1 AND charge_status IN ('authorized', 'cancelling')
-RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id
+RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id, cancel_requested_at, cancel_failure
 `
 
 // The processor released the hold by itself (its expiry): a ride still
@@ -867,20 +982,26 @@ func (q *Queries) RideHoldExpired(ctx context.Context, db DBTX, id int64) (*Ride
 		&i.ReleaseReason,
 		&i.ReleasedAt,
 		&i.CancelKeyID,
+		&i.CancelRequestedAt,
+		&i.CancelFailure,
 	)
 	return &i, err
 }
 
 const rideHoldsToRelease = `-- name: RideHoldsToRelease :many
-SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id FROM rides
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id, cancel_requested_at, cancel_failure FROM rides
 WHERE charge_status IN ('authorized', 'cancelling') AND hold_expires_at <= now()
-  AND (charge_status = 'authorized' OR release_reason = 'expired')
+  AND (charge_status = 'authorized' OR (release_reason = 'expired' AND cancel_failure IS NULL
+       AND (cancel_requested_at IS NULL OR cancel_requested_at < now() - interval '1 hour')))
 ORDER BY hold_expires_at
 LIMIT $1
 `
 
 // Holds past their expiry, and expiries whose release did not finish, the
 // oldest first.
+// A release the processor took on (cancel_requested_at) waits for its
+// notification, and is asked for again only once that is an hour late; one
+// the processor refused (cancel_failure) is the operator's.
 func (q *Queries) RideHoldsToRelease(ctx context.Context, db DBTX, rowLimit int32) ([]*Ride, error) {
 	rows, err := db.Query(ctx, rideHoldsToRelease, rowLimit)
 	if err != nil {
@@ -934,6 +1055,8 @@ func (q *Queries) RideHoldsToRelease(ctx context.Context, db DBTX, rowLimit int3
 			&i.ReleaseReason,
 			&i.ReleasedAt,
 			&i.CancelKeyID,
+			&i.CancelRequestedAt,
+			&i.CancelFailure,
 		); err != nil {
 			return nil, err
 		}
@@ -946,7 +1069,7 @@ func (q *Queries) RideHoldsToRelease(ctx context.Context, db DBTX, rowLimit int3
 }
 
 const rideLock = `-- name: RideLock :one
-SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id FROM rides WHERE id = $1 FOR UPDATE
+SELECT id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id, cancel_requested_at, cancel_failure FROM rides WHERE id = $1 FOR UPDATE
 `
 
 // Any rider's ride, locked: the dispatch side's completions and
@@ -998,12 +1121,14 @@ func (q *Queries) RideLock(ctx context.Context, db DBTX, id int64) (*Ride, error
 		&i.ReleaseReason,
 		&i.ReleasedAt,
 		&i.CancelKeyID,
+		&i.CancelRequestedAt,
+		&i.CancelFailure,
 	)
 	return &i, err
 }
 
 const rideLockWithRider = `-- name: RideLockWithRider :one
-SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, rides.payment_source, rides.payment_api, rides.payment_id, rides.charge_key, rides.action_url, rides.action_client_secret, rides.action_expires_at, rides.action_decided_at, rides.capture, rides.hold_expires_at, rides.fare_cents, rides.completion_key_id, rides.completion_requested_at, rides.captured_cents, rides.capture_id, rides.capture_failure, rides.completed_at, rides.extra_cents, rides.extra_status, rides.extra_charge_id, rides.extra_failure_code, rides.balance_attempt, rides.release_reason, rides.released_at, rides.cancel_key_id, users.id, users.created_at, users.email, users.payment_source, users.stripe_customer_id, users.role
+SELECT rides.id, rides.created_at, rides.idempotency_key_id, rides.origin_lat, rides.origin_lon, rides.target_lat, rides.target_lon, rides.charge_status, rides.stripe_charge_id, rides.amount_cents, rides.currency, rides.user_id, rides.decline_code, rides.decline_message, rides.processor, rides.charge_attempt, rides.dispute_status, rides.stripe_dispute_id, rides.payment_source, rides.payment_api, rides.payment_id, rides.charge_key, rides.action_url, rides.action_client_secret, rides.action_expires_at, rides.action_decided_at, rides.capture, rides.hold_expires_at, rides.fare_cents, rides.completion_key_id, rides.completion_requested_at, rides.captured_cents, rides.capture_id, rides.capture_failure, rides.completed_at, rides.extra_cents, rides.extra_status, rides.extra_charge_id, rides.extra_failure_code, rides.balance_attempt, rides.release_reason, rides.released_at, rides.cancel_key_id, rides.cancel_requested_at, rides.cancel_failure, users.id, users.created_at, users.email, users.payment_source, users.stripe_customer_id, users.role
 FROM rides JOIN users ON users.id = rides.user_id
 WHERE rides.id = $1
 FOR UPDATE OF rides
@@ -1063,6 +1188,8 @@ func (q *Queries) RideLockWithRider(ctx context.Context, db DBTX, id int64) (*Ri
 		&i.Ride.ReleaseReason,
 		&i.Ride.ReleasedAt,
 		&i.Ride.CancelKeyID,
+		&i.Ride.CancelRequestedAt,
+		&i.Ride.CancelFailure,
 		&i.User.ID,
 		&i.User.CreatedAt,
 		&i.User.Email,
@@ -1076,7 +1203,7 @@ func (q *Queries) RideLockWithRider(ctx context.Context, db DBTX, id int64) (*Ri
 const rideReleaseFinish = `-- name: RideReleaseFinish :one
 UPDATE rides SET charge_status = release_reason, released_at = now()
 WHERE id = $1 AND charge_status = 'cancelling'
-RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id
+RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id, cancel_requested_at, cancel_failure
 `
 
 // The processor released the hold: cancelled or expired, by the reason the
@@ -1128,6 +1255,8 @@ func (q *Queries) RideReleaseFinish(ctx context.Context, db DBTX, id int64) (*Ri
 		&i.ReleaseReason,
 		&i.ReleasedAt,
 		&i.CancelKeyID,
+		&i.CancelRequestedAt,
+		&i.CancelFailure,
 	)
 	return &i, err
 }
@@ -1136,7 +1265,7 @@ const rideReleaseStart = `-- name: RideReleaseStart :one
 UPDATE rides
 SET charge_status = 'cancelling', release_reason = $1::text, cancel_key_id = $2
 WHERE id = $3 AND charge_status = 'authorized'
-RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id
+RETURNING id, created_at, idempotency_key_id, origin_lat, origin_lon, target_lat, target_lon, charge_status, stripe_charge_id, amount_cents, currency, user_id, decline_code, decline_message, processor, charge_attempt, dispute_status, stripe_dispute_id, payment_source, payment_api, payment_id, charge_key, action_url, action_client_secret, action_expires_at, action_decided_at, capture, hold_expires_at, fare_cents, completion_key_id, completion_requested_at, captured_cents, capture_id, capture_failure, completed_at, extra_cents, extra_status, extra_charge_id, extra_failure_code, balance_attempt, release_reason, released_at, cancel_key_id, cancel_requested_at, cancel_failure
 `
 
 type RideReleaseStartParams struct {
@@ -1194,6 +1323,8 @@ func (q *Queries) RideReleaseStart(ctx context.Context, db DBTX, arg RideRelease
 		&i.ReleaseReason,
 		&i.ReleasedAt,
 		&i.CancelKeyID,
+		&i.CancelRequestedAt,
+		&i.CancelFailure,
 	)
 	return &i, err
 }

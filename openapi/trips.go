@@ -109,8 +109,10 @@ func (h *handlers) registerTrips() {
 		Summary:     "Cancel a trip before it is completed and release its hold",
 		Description: "Releases the ride's hold; nothing is captured. A rider cancels their own ride with their API key; " +
 			"the dispatch side any ride with its token. A ride is cancelled once whatever the keys: the request that " +
-			"cancelled it gets 201, any other 200 with the same ride; both are stored and replayed byte for byte for a retry " +
-			"with the same idempotency key. A completed ride is " +
+			"cancelled it gets 201, any other 200 with the same ride; at a processor that confirms cancels later (adyen) the " +
+			"answer is 202 with the ride cancelling, until the processor's notification ends it cancelled (or, when the " +
+			"processor refuses the cancel, leaves it cancelling with cancel_failure for an operator). 200, 201 and 202 are " +
+			"stored and replayed byte for byte for a retry with the same idempotency key. A completed ride is " +
 			"409 (/problems/ride-not-cancellable, not stored): refund it instead. A cancellation racing a completion: exactly one wins. " +
 			"A hold the processor shows captured already (a completion lost with a database restore) completes the ride, and the " +
 			"cancellation answers 409 /problems/trip-captured (stored).",
@@ -121,6 +123,7 @@ func (h *handlers) registerTrips() {
 		Responses: map[string]*huma.Response{
 			"201": rideResponse("The ride is cancelled by this request; its hold is released. Stored.", exampleTrip(service.RideChargeCancelled)),
 			"200": rideResponse("The ride was cancelled by a request under another key. Stored.", exampleTrip(service.RideChargeCancelled)),
+			"202": rideResponse("The processor took the cancel on and confirms it later (adyen): the ride is cancelling. Stored.", exampleTrip(service.RideChargeCancelling)),
 		},
 	}
 	h.errorResponses(&cancel, 400, 401, 404, 409, 422, 429, 500, 503)
@@ -225,6 +228,10 @@ func exampleTrip(status service.RideChargeStatus) *service.Ride {
 		r.FareCents, r.CapturedCents, r.ExtraStatus, r.CompletedAt = &fare, &captured, &none, &done
 	case service.RideChargeCapturing:
 		r.FareCents, r.ExtraStatus = &fare, &none
+	case service.RideChargeCancelling:
+		// Only a processor that confirms cancels later answers it.
+		psp := "QFQTPCQ8HXSKGK82"
+		r.Processor, r.PaymentID, r.ChargeID, r.StripeChargeID = service.ProcessorAdyen, &psp, &psp, &psp
 	case service.RideChargeCancelled:
 		r.ReleasedAt = &released
 	}

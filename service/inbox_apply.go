@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 
@@ -28,6 +29,10 @@ const (
 	InboxOutcomeTripCaptured  = "trip_captured"
 	InboxOutcomeCaptureFailed = "capture_failed"
 	InboxOutcomeHoldReleased  = "hold_released"
+	// InboxOutcomeCancelFailed: the processor refused a cancel of a
+	// waiting ride's payment; the ride waits for the operator
+	// (ride_cancel.go).
+	InboxOutcomeCancelFailed = "cancel_failed"
 )
 
 // InboxApplyArgs is the job that applies one recorded inbound event. It is
@@ -79,16 +84,20 @@ func (s *Service) InboxApply(ctx context.Context, source, eventID string) (strin
 	if err != nil {
 		return "", err
 	}
-	var outcome string
+	var (
+		outcome string
+		applied bool // by this call: its effects are counted once
+	)
 	err = s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
 		locked, err := s.queries.InboxEventLock(ctx, tx, source, eventID)
 		if err != nil {
 			return err
 		}
 		if locked.AppliedAt != nil {
-			outcome = *locked.Outcome
+			outcome, applied = *locked.Outcome, false
 			return nil
 		}
+		applied = true
 		if outcome, err = eff(ctx, tx); err != nil {
 			return err
 		}
@@ -100,8 +109,12 @@ func (s *Service) InboxApply(ctx context.Context, source, eventID string) (strin
 	}
 	s.metrics.inboxApplied.WithLabelValues(source, string(ev.Kind), outcome).Inc()
 	s.countAction(outcome, actionViaEvent)
-	if outcome == InboxOutcomeDisputeMoved {
+	switch {
+	case !applied:
+	case outcome == InboxOutcomeDisputeMoved:
 		s.metrics.disputes.WithLabelValues(string(ev.Dispute.Status)).Inc()
+	case outcome == InboxOutcomeCancelFailed:
+		s.metrics.cancelsFailed.WithLabelValues(cmp.Or(ev.Processor, ProcessorStripe)).Inc()
 	}
 	return outcome, nil
 }
@@ -184,12 +197,25 @@ func (s *Service) preparePayment(ctx context.Context, ev *InboundEvent) (effect,
 		// names this deployment's payment, or none of ours.)
 		return constant(InboxOutcomeForeign), nil
 	}
+	if p.Status == ChargeCancelFailed {
+		return s.cancelFailedEffect(ctx, ev.Processor, p)
+	}
 	eff, err := s.waitingRideEffect(ctx, ev.Processor, p)
 	if err != nil || eff != nil {
 		return eff, err
 	}
 	if eff, err := s.holdExpiredEffect(ctx, ev.Processor, p); err != nil || eff != nil {
 		return eff, err
+	}
+	if p.Status == ChargeCanceled && ev.Processor == ProcessorAdyen {
+		// A cancel's outcome at a processor whose notifications are the
+		// only record of its payments: a payment no ride of ours made or
+		// holds.
+		if ride, err := s.rideOfPayment(ctx, ev.Processor, p); err != nil {
+			return nil, err
+		} else if ride == nil {
+			return constant(InboxOutcomeUnknownCharge), nil
+		}
 	}
 	if p.Status == ChargeSucceeded && p.ID != "" {
 		return s.chargeOutcomeEffect(ctx, p)

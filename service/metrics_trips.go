@@ -22,6 +22,10 @@ type tripMetrics struct {
 	captureFailed       prometheus.Gauge
 	balancesDue         prometheus.Gauge
 	balanceDue          prometheus.Gauge
+	// cancelsFailed: cancels the processor refused after taking them on;
+	// cancelFailedWaiting: the rides that still wait after one.
+	cancelsFailed       *prometheus.CounterVec
+	cancelFailedWaiting prometheus.Gauge
 }
 
 func newTripMetrics() tripMetrics {
@@ -66,12 +70,20 @@ func newTripMetrics() tripMetrics {
 			Name: "atomicrides_balance_due_cents",
 			Help: "What riders owe in all, in minor units of their rides' currencies, as of the last completer pass.",
 		}),
+		cancelsFailed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "atomicrides_cancels_failed_total",
+			Help: "Cancels of a ride's payment that the processor took on and then refused (Adyen's CANCELLATION or TECHNICAL_CANCEL with success false), by processor (docs/operations.md#cancel-failed).",
+		}, []string{"processor"}),
+		cancelFailedWaiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "atomicrides_rides_cancel_failed",
+			Help: "Rides still waiting (requires_action or cancelling) after the processor refused their payment's cancel, as of the last completer pass: each is an operator's.",
+		}),
 	}
 }
 
 func (t tripMetrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{t.tripsEnded, t.capturesFailed, t.tripExtras, t.holdsOrphanReleased, t.holds, t.oldestHold,
-		t.capturing, t.captureFailed, t.balancesDue, t.balanceDue}
+		t.capturing, t.captureFailed, t.balancesDue, t.balanceDue, t.cancelsFailed, t.cancelFailedWaiting}
 }
 
 // initSeries makes every labelled series of proc exist from the start.
@@ -80,6 +92,7 @@ func (t tripMetrics) initSeries(proc string) {
 		t.tripsEnded.WithLabelValues(proc, string(st))
 	}
 	t.capturesFailed.WithLabelValues(proc)
+	t.cancelsFailed.WithLabelValues(proc)
 	t.holdsOrphanReleased.WithLabelValues(proc)
 	for _, o := range []string{ExtraCharged, ExtraDue, ExtraPaid} {
 		t.tripExtras.WithLabelValues(proc, o)
@@ -87,7 +100,8 @@ func (t tripMetrics) initSeries(proc string) {
 }
 
 // TripsMeasure reads the trips' gauges (holds outstanding and the oldest's
-// age, captures waiting and failed, balances due) into their metrics. The
+// age, captures waiting and failed, balances due, rides whose cancel
+// failed) into their metrics. The
 // completer runs it on every pass.
 func (s *Service) TripsMeasure(ctx context.Context) error {
 	g, err := s.queries.RideTripGauges(ctx, s.pool)
@@ -101,5 +115,10 @@ func (s *Service) TripsMeasure(ctx context.Context) error {
 	t.captureFailed.Set(float64(g.CaptureFailed))
 	t.balancesDue.Set(float64(g.BalancesDue))
 	t.balanceDue.Set(float64(g.BalanceDueCents))
+	failed, err := s.queries.RideCancelsFailedCount(ctx, s.pool)
+	if err != nil {
+		return internal(err)
+	}
+	t.cancelFailedWaiting.Set(float64(failed))
 	return nil
 }

@@ -171,6 +171,10 @@ const (
 	// ChargeCancelRequested: the processor took a cancel on and tells its
 	// outcome later (Adyen).
 	ChargeCancelRequested = "cancel_requested"
+	// ChargeCancelFailed: the processor refused a cancel it had taken on
+	// (Adyen's CANCELLATION or TECHNICAL_CANCEL with success false): the
+	// payment is as it was; FailureMessage says why.
+	ChargeCancelFailed = "cancel_failed"
 	// ChargeAuthorized: the payment is a hold, authorized and not
 	// captured (Stripe's requires_capture); the Charge's ID is its charge.
 	ChargeAuthorized = "authorized"

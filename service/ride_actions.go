@@ -278,8 +278,13 @@ func (s *Service) RideActionExpire(ctx context.Context, rideID int64) (string, e
 	}
 	if p.Status == ChargeCancelRequested {
 		// Taken on (Adyen): the payment may have been decided before the
-		// cancel reached it. The CANCELLATION notification expires the
-		// ride, or the payment's AUTHORISATION moves it to its outcome.
+		// cancel reached it. The cancel's notification (TECHNICAL_CANCEL:
+		// a cancel by the payment's reference) expires the ride, or the
+		// payment's AUTHORISATION moves it to its outcome; either may have
+		// come already, and then the ride is left as it moved.
+		if _, err := s.queries.RideCancelRequested(ctx, s.pool, ride.ID); err != nil {
+			return "", internal(err)
+		}
 		s.logger.InfoContext(ctx, "ride past its deadline: cancel requested, its outcome comes in a notification",
 			"ride_id", ride.ID, "processor", ride.Processor)
 		return RideActionCancelRequested, nil

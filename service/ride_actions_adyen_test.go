@@ -2,11 +2,13 @@ package service_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/atomicrides/atomicrides/internal/fake/fakeadyen"
@@ -114,26 +116,6 @@ func TestRideRequiresActionAtAdyen(t *testing.T) {
 		require.Equal(t, service.RideChargeRequiresAction, rideNow(t, w.Env, uidB, rideB.ID).ChargeStatus, "nor is B, by a return through A's link")
 	})
 
-	t.Run("AbandonedIsCancelledAtAdyenAndExpires", func(t *testing.T) {
-		t.Parallel()
-		w := testkit.NewAdyenFirst(t, 5, time.Hour)
-		uid, ride, pkey := bookWaitingAtAdyen(t, w, "adyen-abandon@example.com", fakeadyen.TokenThreeDSecure2Required)
-		out, err := w.Service.RideActionExpire(w.Ctx, ride.ID)
-		require.NoError(t, err)
-		require.Equal(t, service.RideActionCancelRequested, out)
-		// Adyen took the cancel on; its CANCELLATION decides.
-		require.Equal(t, service.RideChargeRequiresAction, rideNow(t, w.Env, uid, ride.ID).ChargeStatus)
-		require.Equal(t, []string{service.RideActionExpired}, notify(t, w, fakeadyen.EventCancellation))
-		require.Equal(t, service.RideChargeExpired, rideNow(t, w.Env, uid, ride.ID).ChargeStatus)
-		mods := w.Adyen.Modifications()
-		require.Len(t, mods, 1)
-		require.Equal(t, fakeadyen.ModificationCancel, mods[0].Kind)
-		_, err = w.Adyen.Authenticate(pkey, true)
-		require.Error(t, err, "a cancelled payment's challenge cannot complete")
-		require.Empty(t, w.Adyen.AuthorisedPayments())
-		require.Zero(t, w.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'ride_receipt'`))
-	})
-
 	t.Run("ARefusalUnreportedAtTheDeadlineIsDeclinedNotExpired", func(t *testing.T) {
 		t.Parallel()
 		w := testkit.NewAdyenFirst(t, 5, time.Hour)
@@ -145,9 +127,185 @@ func TestRideRequiresActionAtAdyen(t *testing.T) {
 		out, err := w.Service.RideActionExpire(w.Ctx, ride.ID)
 		require.NoError(t, err)
 		require.Equal(t, service.RideActionCancelRequested, out)
-		require.Equal(t, []string{service.RideActionWaiting}, notify(t, w, fakeadyen.EventCancellation), "the cancel came too late")
+		// The cancel came too late: it failed, and the ride waits for
+		// the payment's own outcome.
+		require.Equal(t, []string{service.InboxOutcomeCancelFailed}, notify(t, w, fakeadyen.EventTechnicalCancel))
+		require.NotNil(t, rideNow(t, w.Env, uid, ride.ID).CancelFailure)
+		require.Equal(t, []string{service.RideActionDeclined}, notify(t, w, fakeadyen.EventAuthorisation))
+		now := rideNow(t, w.Env, uid, ride.ID)
+		require.Equal(t, service.RideChargeDeclined, now.ChargeStatus)
+		require.Nil(t, now.CancelFailure, "shown only while the ride waits")
+	})
+}
+
+// TestRideAbandonedAtAdyen: a rider who walks away from Adyen's challenge.
+// At the deadline the service cancels the payment by its merchant
+// reference (POST /cancels); Adyen tells the outcome in a TECHNICAL_CANCEL
+// notification, whichever comes first of it and the service's own record
+// of the cancel.
+func TestRideAbandonedAtAdyen(t *testing.T) {
+	t.Parallel()
+
+	// requireExpiredOnce asserts that the abandoned ride expired, that its
+	// payment is cancelled at Adyen and can no longer be authenticated,
+	// and that a redelivered TECHNICAL_CANCEL changes nothing.
+	requireExpiredOnce := func(t *testing.T, w *testkit.TwoProcessors, uid int64, ride service.Ride, pkey string) {
+		t.Helper()
+		now := rideNow(t, w.Env, uid, ride.ID)
+		require.Equal(t, service.RideChargeExpired, now.ChargeStatus)
+		require.Nil(t, now.NextAction)
+		require.Nil(t, now.CancelFailure)
+		require.Equal(t, service.RideRefundNone, now.RefundStatus)
+		mods := w.Adyen.Modifications()
+		require.Len(t, mods, 1, "one cancel")
+		require.Equal(t, fakeadyen.ModificationCancel, mods[0].Kind)
+		require.True(t, mods[0].Success)
+		require.Equal(t, pkey, mods[0].PaymentReference)
+		_, err := w.Adyen.Authenticate(pkey, true)
+		require.Error(t, err, "a cancelled payment's challenge cannot complete")
+		require.Empty(t, w.Adyen.AuthorisedPayments())
+		dups, outcomes := redeliver(t, w, fakeadyen.EventTechnicalCancel)
+		require.Equal(t, []bool{true}, dups)
+		require.Equal(t, []string{service.RideActionExpired}, outcomes)
+		require.Equal(t, service.RideChargeExpired, rideNow(t, w.Env, uid, ride.ID).ChargeStatus)
+		require.Equal(t, 1, w.Count(t, `SELECT count(*) FROM audit_records WHERE action = 'ride.expired' AND resource_id = $1`, ride.ID))
+		require.Zero(t, w.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'ride_receipt'`))
+		require.Zero(t, w.Count(t, `SELECT count(*) FROM inbox_events WHERE outcome = 'ignored_type'`))
+	}
+
+	t.Run("TheServiceRecordsItsCancelThenTECHNICAL_CANCELExpiresIt", func(t *testing.T) {
+		t.Parallel()
+		w := testkit.NewAdyenFirst(t, 5, time.Hour)
+		uid, ride, pkey := bookWaitingAtAdyen(t, w, "adyen-abandon@example.com", fakeadyen.TokenThreeDSecure2Required)
+		out, err := w.Service.RideActionExpire(w.Ctx, ride.ID)
+		require.NoError(t, err)
+		require.Equal(t, service.RideActionCancelRequested, out)
+		// Adyen only took the cancel on: the ride waits for its outcome.
+		require.Equal(t, service.RideChargeRequiresAction, rideNow(t, w.Env, uid, ride.ID).ChargeStatus)
+		require.Equal(t, 1, w.Count(t, `SELECT count(*) FROM rides WHERE id = $1 AND cancel_requested_at IS NOT NULL`, ride.ID))
+		require.Empty(t, notify(t, w, fakeadyen.EventCancellation), "a cancel by reference is told in TECHNICAL_CANCEL")
+
+		require.Equal(t, []string{service.RideActionExpired}, notify(t, w, fakeadyen.EventTechnicalCancel))
+		requireExpiredOnce(t, w, uid, ride, pkey)
+
+		// The job again (a retry): nothing more is asked of Adyen.
+		out, err = w.Service.RideActionExpire(w.Ctx, ride.ID)
+		require.NoError(t, err)
+		require.Equal(t, service.InboxOutcomeAlreadyRecorded, out)
+		require.Len(t, w.Adyen.Modifications(), 1)
+	})
+
+	t.Run("TECHNICAL_CANCELBeforeTheServiceRecordedItsCancel", func(t *testing.T) {
+		t.Parallel()
+		w := testkit.NewAdyenFirst(t, 5, time.Hour)
+		uid, ride, pkey := bookWaitingAtAdyen(t, w, "adyen-abandon-first@example.com", fakeadyen.TokenThreeDSecure2Required)
+		// Adyen takes the cancel on, and every answer to it is lost: the
+		// job fails before it records anything, and Adyen's notification
+		// comes first.
+		w.Adyen.Inject(fakeadyen.Fault{Op: fakeadyen.OpCancel, Kind: fakeadyen.FaultDropAfter, Times: 100})
+		_, err := w.Service.RideActionExpire(w.Ctx, ride.ID)
+		require.Error(t, err)
+		w.Adyen.ClearFaults()
+		require.Equal(t, service.RideChargeRequiresAction, rideNow(t, w.Env, uid, ride.ID).ChargeStatus)
+		require.Zero(t, w.Count(t, `SELECT count(*) FROM rides WHERE id = $1 AND cancel_requested_at IS NOT NULL`, ride.ID))
+
+		require.Equal(t, []string{service.RideActionExpired}, notify(t, w, fakeadyen.EventTechnicalCancel))
+		requireExpiredOnce(t, w, uid, ride, pkey)
+
+		// The job's retry finds the ride ended, and records nothing.
+		out, err := w.Service.RideActionExpire(w.Ctx, ride.ID)
+		require.NoError(t, err)
+		require.Equal(t, service.InboxOutcomeAlreadyRecorded, out)
+		require.Zero(t, w.Count(t, `SELECT count(*) FROM rides WHERE id = $1 AND cancel_requested_at IS NOT NULL`, ride.ID))
+		require.Len(t, w.Adyen.Modifications(), 1)
+	})
+
+	t.Run("AfterAForgedRedirectResult", func(t *testing.T) {
+		t.Parallel()
+		w := testkit.NewAdyenFirst(t, 5, time.Hour)
+		uid, ride, pkey := bookWaitingAtAdyen(t, w, "adyen-forged@example.com", fakeadyen.TokenAuthenticationRequired)
+		_, err := w.Service.RideActionReturn(w.Ctx, pkey, "forged-redirect-result")
+		require.Equal(t, "query.redirectResult", requireCode(t, err, service.CodeInvalid).Field)
+		out, err := w.Service.RideActionExpire(w.Ctx, ride.ID)
+		require.NoError(t, err)
+		require.Equal(t, service.RideActionCancelRequested, out)
+		require.Equal(t, []string{service.RideActionExpired}, notify(t, w, fakeadyen.EventTechnicalCancel))
+		requireExpiredOnce(t, w, uid, ride, pkey)
+	})
+
+	t.Run("AFailedTECHNICAL_CANCELIsTheOperators", func(t *testing.T) {
+		t.Parallel()
+		reg := prometheus.NewRegistry()
+		w := testkit.NewTwoProcessorsWith(t, testkit.TwoProcessorsOptions{
+			Failures: 5, OpenFor: time.Hour, AdyenFirst: true, Registerer: reg,
+		})
+		uid, ride, pkey := bookWaitingAtAdyen(t, w, "adyen-cancel-failed@example.com", fakeadyen.TokenAuthenticationRequired)
+		// The rider failed the challenge at the deadline: the cancel
+		// fails, and the AUTHORISATION that tells the payment's outcome
+		// is late.
+		_, err := w.Adyen.Authenticate(pkey, false)
+		require.NoError(t, err)
+		out, err := w.Service.RideActionExpire(w.Ctx, ride.ID)
+		require.NoError(t, err)
+		require.Equal(t, service.RideActionCancelRequested, out)
+		require.False(t, w.Adyen.Modifications()[0].Success)
+		require.Equal(t, service.RideChargeRequiresAction, rideNow(t, w.Env, uid, ride.ID).ChargeStatus)
+
+		require.Equal(t, []string{service.InboxOutcomeCancelFailed}, notify(t, w, fakeadyen.EventTechnicalCancel))
+		now := rideNow(t, w.Env, uid, ride.ID)
+		require.Equal(t, service.RideChargeRequiresAction, now.ChargeStatus, "visible to the operator, not moved")
+		require.NotNil(t, now.CancelFailure)
+		require.Equal(t, 1.0, counter(t, reg, "atomicrides_cancels_failed_total", map[string]string{"processor": service.ProcessorAdyen}))
+		require.NoError(t, w.Service.TripsMeasure(w.Ctx))
+		require.Equal(t, 1.0, counter(t, reg, "atomicrides_rides_cancel_failed", nil))
+
+		dups, outcomes := redeliver(t, w, fakeadyen.EventTechnicalCancel)
+		require.Equal(t, []bool{true}, dups)
+		require.Equal(t, []string{service.InboxOutcomeCancelFailed}, outcomes)
+		require.Equal(t, 1.0, counter(t, reg, "atomicrides_cancels_failed_total", map[string]string{"processor": service.ProcessorAdyen}))
+		require.Equal(t, 1, w.Count(t, `SELECT count(*) FROM audit_records WHERE action = 'ride.cancel_failed' AND resource_id = $1`, ride.ID))
+
+		// The payment's own outcome ends the wait, and the operator's
+		// gauge with it.
 		require.Equal(t, []string{service.RideActionDeclined}, notify(t, w, fakeadyen.EventAuthorisation))
 		require.Equal(t, service.RideChargeDeclined, rideNow(t, w.Env, uid, ride.ID).ChargeStatus)
+		require.NoError(t, w.Service.TripsMeasure(w.Ctx))
+		require.Zero(t, counter(t, reg, "atomicrides_rides_cancel_failed", nil))
+	})
+
+	t.Run("BadAndForeignNotifications", func(t *testing.T) {
+		t.Parallel()
+		w := testkit.NewAdyenFirst(t, 5, time.Hour)
+		uid, ride, _ := bookWaitingAtAdyen(t, w, "adyen-foreign@example.com", fakeadyen.TokenAuthenticationRequired)
+		// A TECHNICAL_CANCEL, successful and failed, of payments no ride
+		// of ours made, and one of another merchant account: read (2xx to
+		// Adyen), and nothing moves.
+		items := []struct {
+			account, success, want string
+		}{
+			{testkit.AdyenMerchantAccount, "true", service.InboxOutcomeUnknownCharge},
+			{testkit.AdyenMerchantAccount, "false", service.InboxOutcomeUnknownCharge},
+			{"AnotherMerchantAccount", "true", service.InboxOutcomeForeignAccount},
+		}
+		for i, c := range items {
+			it := fakeadyen.NotificationItem{
+				EventCode: fakeadyen.EventTechnicalCancel, Success: c.success, MerchantAccountCode: c.account,
+				EventDate: time.Now().UTC().Format(time.RFC3339), Reason: "",
+				MerchantReference: fmt.Sprintf("someone-elses-%d", i), OriginalReference: fmt.Sprintf("QFQTPCQ8HXSKGK8%d", i),
+				PSPReference: fmt.Sprintf("TC000000000000%d", i), Amount: fakeadyen.NotifiedAmount{Currency: "USD", Value: 1000},
+			}
+			body, err := fakeadyen.NotificationBody(testkit.AdyenHMACKey, it)
+			require.NoError(t, err)
+			for range 2 { // delivered twice
+				_, err = w.Service.InboxReceive(w.Ctx, service.InboxSourceAdyen, body, "")
+				require.NoError(t, err)
+				out, err := w.Service.InboxApply(w.Ctx, service.InboxSourceAdyen, it.PSPReference+":"+it.EventCode+":"+it.Success)
+				require.NoError(t, err)
+				require.Equal(t, c.want, out, "item %d", i)
+			}
+		}
+		require.Equal(t, service.RideChargeRequiresAction, rideNow(t, w.Env, uid, ride.ID).ChargeStatus)
+		require.Zero(t, w.Count(t, `SELECT count(*) FROM rides WHERE cancel_failure IS NOT NULL`))
 	})
 }
 

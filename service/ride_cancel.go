@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -70,6 +71,9 @@ type cancelState struct {
 	// captured is the hold's payment when the processor shows it
 	// captured: the cancellation lost to a completion it did not see.
 	captured *Charge
+	// requested: the processor took the release on and tells its outcome
+	// later (Adyen); the ride waits in cancelling until it does.
+	requested bool
 }
 
 func (s *Service) cancelFlow() *idem.Flow[cancelState] {
@@ -87,14 +91,15 @@ func (s *Service) cancelFlow() *idem.Flow[cancelState] {
 			RecoveryPointStarted: {Phase: s.cancelRequestPhase},
 			RecoveryPointReleaseRequested: {
 				Call: func(ctx context.Context, _ *idem.Key, st *cancelState) error {
-					st.captured = nil
+					st.captured, st.requested = nil, false
 					if RideChargeStatus(st.ride.ChargeStatus) != RideChargeCancelling {
 						return nil
 					}
-					err := s.holdRelease(ctx, st.ride)
+					requested, err := s.holdRelease(ctx, st.ride)
 					if st.captured = capturedNow(err); st.captured != nil {
 						return nil
 					}
+					st.requested = requested
 					return err
 				},
 				Phase: func(ctx context.Context, tx pgx.Tx, key *idem.Key, st *cancelState) (idem.Outcome, error) {
@@ -106,12 +111,22 @@ func (s *Service) cancelFlow() *idem.Flow[cancelState] {
 							Status: http.StatusConflict, RideID: st.ride.ID,
 							Detail: "the trip's fare was captured already; the ride is completed, not cancelled: refund it instead"}), nil
 					}
-					if _, err := s.holdReleased(ctx, tx, st.ride.ID, "request"); err != nil {
+					if st.requested {
+						// Taken on: the processor's notification releases
+						// it (it may have done so already).
+						if _, err := s.queries.RideCancelRequested(ctx, tx, st.ride.ID); err != nil {
+							return idem.Outcome{}, err
+						}
+					} else if _, err := s.holdReleased(ctx, tx, st.ride.ID, "request"); err != nil {
 						return idem.Outcome{}, err
 					}
 					ride, err := s.queries.RideGet(ctx, tx, st.ride.ID)
 					if err != nil {
 						return idem.Outcome{}, err
+					}
+					if RideChargeStatus(ride.ChargeStatus) == RideChargeCancelling && ride.ReleaseReason != nil &&
+						*ride.ReleaseReason == releaseCancelled {
+						return idem.Finish(http.StatusAccepted, rideFromRow(ride)), nil
 					}
 					return cancelAnswer(key, ride)
 				},
@@ -203,32 +218,38 @@ func cancelAnswer(key *idem.Key, ride *dbgen.Ride) (idem.Outcome, error) {
 // holdRelease asks the processor to release the hold of a cancelling ride,
 // under a key derived from the booking's processor key (the same for a
 // cancellation and an expiry: a ride releases once). No transaction is
-// open here. A hold the processor released by itself is released.
-func (s *Service) holdRelease(ctx context.Context, ride *dbgen.Ride) error {
+// open here. A hold the processor released by itself is released. It
+// reports requested when the processor took the release on and tells its
+// outcome later, in a notification (Adyen): the ride waits in cancelling
+// until then.
+func (s *Service) holdRelease(ctx context.Context, ride *dbgen.Ride) (requested bool, err error) {
 	if ride.ChargeKey == nil || ride.PaymentID == nil {
-		return fmt.Errorf("ride %d: a hold without its payment", ride.ID)
+		return false, fmt.Errorf("ride %d: a hold without its payment", ride.ID)
 	}
 	proc, err := s.proc(ride.Processor)
 	if err != nil {
-		return err
+		return false, err
 	}
-	_, err = proc.pay.PaymentCancel(ctx, PaymentCancelParams{
+	p, err := proc.pay.PaymentCancel(ctx, PaymentCancelParams{
 		IdempotencyKey: releaseKey(*ride.ChargeKey), PaymentID: *ride.PaymentID, Reference: *ride.ChargeKey, Hold: true,
 	})
 	if pe := PaymentFinal(err); pe != nil && pe.Code == PaymentCodeUnexpectedState {
 		p, gerr := s.paymentNow(ctx, proc, ride)
 		if gerr != nil {
-			return gerr
+			return false, gerr
 		}
 		if p != nil && p.Status == ChargeCanceled {
-			return nil
+			return false, nil
 		}
 		if p != nil && p.Status == ChargeSucceeded && p.CapturedCents > 0 {
-			return &holdCapturedError{payment: p}
+			return false, &holdCapturedError{payment: p}
 		}
-		return internal(fmt.Errorf("ride %d: its hold cannot be released: %w", ride.ID, pe))
+		return false, internal(fmt.Errorf("ride %d: its hold cannot be released: %w", ride.ID, pe))
 	}
-	return err
+	if err != nil {
+		return false, err
+	}
+	return p != nil && p.Status == ChargeCancelRequested, nil
 }
 
 // holdReleased records that a cancelling ride's hold is released: it is
@@ -252,8 +273,9 @@ func (s *Service) holdReleased(ctx context.Context, tx pgx.Tx, rideID int64, via
 // HoldsRelease releases, at most limit, the holds of rides neither completed
 // nor cancelled within the hold expiry (the periodic job): each ride moves
 // to cancelling in its own transaction, its hold is released at the
-// processor, and it expires. A release interrupted earlier is finished. It
-// returns how many rides expired.
+// processor, and it expires (at a processor that tells the outcome later,
+// when its notification comes). A release interrupted earlier is finished.
+// It returns how many rides expired.
 func (s *Service) HoldsRelease(ctx context.Context, limit int32) (int, error) {
 	rides, err := s.queries.RideHoldsToRelease(ctx, s.pool, limit)
 	if err != nil {
@@ -281,7 +303,8 @@ func (s *Service) HoldsRelease(ctx context.Context, limit int32) (int, error) {
 				continue
 			}
 		}
-		if err := s.holdRelease(ctx, ride); err != nil {
+		requested, err := s.holdRelease(ctx, ride)
+		if err != nil {
 			if p := capturedNow(err); p != nil {
 				// Captured: the completion was lost; it is recognised.
 				if err := s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
@@ -293,6 +316,13 @@ func (s *Service) HoldsRelease(ctx context.Context, limit int32) (int, error) {
 				continue
 			}
 			return expired, err
+		}
+		if requested {
+			// Taken on: the processor's notification expires the ride.
+			if _, err := s.queries.RideCancelRequested(ctx, s.pool, ride.ID); err != nil {
+				return expired, internal(err)
+			}
+			continue
 		}
 		var moved bool
 		if err := s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) (err error) {
@@ -309,10 +339,11 @@ func (s *Service) HoldsRelease(ctx context.Context, limit int32) (int, error) {
 }
 
 // holdExpiredEffect is what an event telling that the processor released a
-// trip's hold by itself does (Stripe's charge.expired or
-// payment_intent.canceled, Adyen's CANCELLATION): a ride still holding it
-// expires; one being cancelled is cancelled. nil when the event is about no
-// such ride.
+// trip's hold does (Stripe's charge.expired or payment_intent.canceled,
+// Adyen's CANCELLATION or TECHNICAL_CANCEL): a ride still holding it
+// expires (the processor's own expiry, or a cancel outside the service);
+// one being cancelled or expired by the service ends as its release
+// started. nil when the event is about no such ride.
 func (s *Service) holdExpiredEffect(ctx context.Context, processor string, p *Charge) (effect, error) {
 	if p.Status != ChargeCanceled || (p.Tag.Key == "" && p.PaymentID == "") {
 		return nil, nil
@@ -320,31 +351,9 @@ func (s *Service) holdExpiredEffect(ctx context.Context, processor string, p *Ch
 	if processor == "" {
 		processor = ProcessorStripe
 	}
-	var ride *dbgen.Ride
-	if p.Tag.Key != "" {
-		r, err := s.queries.RideGetByChargeKey(ctx, s.pool, &p.Tag.Key)
-		switch {
-		case err == nil:
-			ride = r
-		case !isNoRows(err):
-			return nil, internal(err)
-		}
-	}
-	if ride == nil && p.PaymentID != "" {
-		// A cancel the service did not ask for carries the reference its
-		// maker gave it (Adyen's CANCELLATION: the cancel's own
-		// merchantReference), not the ride's key: the payment it names
-		// (originalReference) finds the ride.
-		r, err := s.queries.RideGetByPayment(ctx, s.pool, processor, &p.PaymentID)
-		switch {
-		case err == nil:
-			ride = r
-		case !isNoRows(err):
-			return nil, internal(err)
-		}
-	}
-	if ride == nil {
-		return nil, nil
+	ride, err := s.rideOfPayment(ctx, processor, p)
+	if err != nil || ride == nil {
+		return nil, err
 	}
 	switch RideChargeStatus(ride.ChargeStatus) {
 	case RideChargeAuthorized, RideChargeCancelling:
@@ -379,6 +388,71 @@ func (s *Service) holdExpiredEffect(ctx context.Context, processor string, p *Ch
 		}
 		s.metrics.tripsEnded.WithLabelValues(r.Processor, r.ChargeStatus).Inc()
 		return InboxOutcomeHoldReleased, nil
+	}, nil
+}
+
+// rideOfPayment is the ride of the payment an event names: by the key it
+// was made under, else by its id at processor; nil when none.
+func (s *Service) rideOfPayment(ctx context.Context, processor string, p *Charge) (*dbgen.Ride, error) {
+	if p.Tag.Key != "" {
+		r, err := s.queries.RideGetByChargeKey(ctx, s.pool, &p.Tag.Key)
+		switch {
+		case err == nil:
+			return r, nil
+		case !isNoRows(err):
+			return nil, internal(err)
+		}
+	}
+	if p.PaymentID != "" {
+		// A cancel the service did not ask for carries the reference its
+		// maker gave it (Adyen's CANCELLATION: the cancel's own
+		// merchantReference), not the ride's key: the payment it names
+		// (originalReference) finds the ride.
+		r, err := s.queries.RideGetByPayment(ctx, s.pool, processor, &p.PaymentID)
+		switch {
+		case err == nil:
+			return r, nil
+		case !isNoRows(err):
+			return nil, internal(err)
+		}
+	}
+	return nil, nil
+}
+
+// cancelFailedEffect is what a processor's refusal of a cancel it had
+// taken on does (p.Status ChargeCancelFailed: Adyen's CANCELLATION or
+// TECHNICAL_CANCEL with success false). The payment is as it was: a ride
+// that still waits for the cancel (for its rider, or in cancelling) stays
+// there with the processor's reason, for the operator, until the payment's
+// own outcome moves it (a late AUTHORISATION, a cancel from the processor's
+// console); a ride that moved on already keeps its state. A payment of no
+// ride of ours is InboxOutcomeUnknownCharge.
+func (s *Service) cancelFailedEffect(ctx context.Context, processor string, p *Charge) (effect, error) {
+	if processor == "" {
+		processor = ProcessorStripe
+	}
+	ride, err := s.rideOfPayment(ctx, processor, p)
+	if err != nil {
+		return nil, err
+	}
+	if ride == nil || ride.Processor != processor {
+		return constant(InboxOutcomeUnknownCharge), nil
+	}
+	reason := cmp.Or(p.FailureMessage, p.FailureCode, "refused")
+	return func(ctx context.Context, tx pgx.Tx) (string, error) {
+		r, err := s.queries.RideCancelFailed(ctx, tx, reason, ride.ID)
+		if isNoRows(err) {
+			return InboxOutcomeAlreadyRecorded, nil
+		}
+		if err != nil {
+			return "", err
+		}
+		if err := s.audit(ctx, tx, "ride.cancel_failed", "ride", r.ID, r.UserID, nil, map[string]any{
+			"via": actionViaEvent, "payment_id": p.PaymentID, "event": p.FailureCode, "reason": reason,
+		}); err != nil {
+			return "", err
+		}
+		return InboxOutcomeCancelFailed, nil
 	}, nil
 }
 

@@ -103,6 +103,9 @@ type Trip struct {
 	ReleasedAt *time.Time `json:"released_at" nullable:"true" doc:"When the hold was released (charge_status cancelled, or expired after a hold). Null otherwise."`
 	// CaptureFailure is the processor's reason for failing the capture.
 	CaptureFailure *string `json:"capture_failure" nullable:"true" doc:"While charge_status is capture_failed: the processor's reason. Null otherwise."`
+	// CancelFailure is the processor's reason for refusing the cancel of
+	// the ride's payment, while the ride still waits for it.
+	CancelFailure *string `json:"cancel_failure" nullable:"true" doc:"While charge_status is requires_action or cancelling: the processor's reason for refusing the cancel of the ride's payment (adyen); the ride waits for the payment's own outcome or for an operator. Null otherwise."`
 }
 
 func tripOf(r *dbgen.Ride) Trip {
@@ -110,6 +113,9 @@ func tripOf(r *dbgen.Ride) Trip {
 		Capture: Capture(r.Capture), HoldExpiresAt: utcPtr(r.HoldExpiresAt), FareCents: r.FareCents, CapturedCents: r.CapturedCents,
 		ExtraCents: r.ExtraCents, ExtraStatus: r.ExtraStatus, ExtraChargeID: r.ExtraChargeID,
 		CompletedAt: utcPtr(r.CompletedAt), ReleasedAt: utcPtr(r.ReleasedAt), CaptureFailure: r.CaptureFailure,
+	}
+	if st := RideChargeStatus(r.ChargeStatus); st == RideChargeRequiresAction || st == RideChargeCancelling {
+		t.CancelFailure = r.CancelFailure
 	}
 	if RideChargeStatus(r.ChargeStatus) != RideChargeAuthorized {
 		t.HoldExpiresAt = nil

@@ -83,13 +83,30 @@ func modificationsOf(w *testkit.TwoProcessors, kind string) []fakeadyen.Modifica
 // payment's). Adyen takes it on; its CANCELLATION follows.
 func cancelAtAdyen(t *testing.T, w *testkit.TwoProcessors, pspRef, reference string) {
 	t.Helper()
-	cancel := map[string]string{"merchantAccount": testkit.AdyenMerchantAccount}
+	cancel := map[string]any{"merchantAccount": testkit.AdyenMerchantAccount}
 	if reference != "" {
 		cancel["reference"] = reference
 	}
-	body, err := json.Marshal(cancel)
+	modifyAtAdyen(t, w, "/v71/payments/"+pspRef+"/cancels", cancel)
+}
+
+// captureAtAdyen captures value of the hold pspRef at the fake Adyen's
+// API, outside the service (an operator in Adyen's console). Adyen takes it
+// on; its CAPTURE follows.
+func captureAtAdyen(t *testing.T, w *testkit.TwoProcessors, pspRef string, value int64) {
+	t.Helper()
+	modifyAtAdyen(t, w, "/v71/payments/"+pspRef+"/captures", map[string]any{
+		"merchantAccount": testkit.AdyenMerchantAccount, "amount": map[string]any{"currency": "USD", "value": value},
+	})
+}
+
+// modifyAtAdyen posts a modification to the fake Adyen's path and requires
+// that Adyen took it on (201 "received").
+func modifyAtAdyen(t *testing.T, w *testkit.TwoProcessors, path string, request map[string]any) {
+	t.Helper()
+	body, err := json.Marshal(request)
 	require.NoError(t, err)
-	req, err := http.NewRequestWithContext(w.Ctx, http.MethodPost, w.Adyen.URL+"/v71/payments/"+pspRef+"/cancels", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(w.Ctx, http.MethodPost, w.Adyen.URL+path, bytes.NewReader(body))
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-API-Key", "test_operator")
@@ -133,6 +150,12 @@ func tripsEnded(t *testing.T, reg *prometheus.Registry, status service.RideCharg
 func capturesFailed(t *testing.T, reg *prometheus.Registry) float64 {
 	t.Helper()
 	return counter(t, reg, "atomicrides_captures_failed_total", map[string]string{"processor": service.ProcessorAdyen})
+}
+
+// cancelsFailed reads atomicrides_cancels_failed_total{processor="adyen"}.
+func cancelsFailed(t *testing.T, reg *prometheus.Registry) float64 {
+	t.Helper()
+	return counter(t, reg, "atomicrides_cancels_failed_total", map[string]string{"processor": service.ProcessorAdyen})
 }
 
 // receiptJobs counts the ride's receipt jobs.
@@ -420,51 +443,98 @@ func TestTripAdyenCaptureFailed(t *testing.T) {
 
 func TestTripAdyenCancel(t *testing.T) {
 	t.Parallel()
-	w, reg, uid := tripsAtAdyen(t, "adyen-cancel@example.com", 0)
-	ride := bookTripAtAdyen(t, w, uid)
-	key := testkit.NewKey()
-	resp, err := w.Service.RideCancel(w.Ctx, uid, key, ride.ID, nil)
-	require.NoError(t, err)
-	require.Equal(t, http.StatusCreated, resp.Status, string(resp.Body))
-	cancelled := testkit.DecodeRide(t, resp.Body)
-	require.Equal(t, service.RideChargeCancelled, cancelled.ChargeStatus, "cancelled once Adyen took the cancel on")
-	require.NotNil(t, cancelled.ReleasedAt)
-	require.Nil(t, cancelled.HoldExpiresAt)
-	require.Equal(t, 1.0, tripsEnded(t, reg, service.RideChargeCancelled))
 
-	p := adyenPayment(t, w, *ride.PaymentID)
-	require.Equal(t, fakeadyen.ResultCancelled, p.ResultCode)
-	require.Zero(t, p.CapturedValue)
-	cancels := w.Adyen.Modifications()
-	require.Len(t, cancels, 1)
-	require.Equal(t, fakeadyen.ModificationCancel, cancels[0].Kind)
-	require.True(t, cancels[0].Success)
-	require.Equal(t, *ride.PaymentID, cancels[0].PaymentPSPReference)
-	require.Equal(t, chargeKeyOf(t, w, ride.ID), cancels[0].Reference)
+	t.Run("CancellingUntilItsCANCELLATION", func(t *testing.T) {
+		t.Parallel()
+		w, reg, uid := tripsAtAdyen(t, "adyen-cancel@example.com", 0)
+		ride := bookTripAtAdyen(t, w, uid)
+		key := testkit.NewKey()
+		resp, err := w.Service.RideCancel(w.Ctx, uid, key, ride.ID, nil)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusAccepted, resp.Status, string(resp.Body))
+		cancelling := testkit.DecodeRide(t, resp.Body)
+		require.Equal(t, service.RideChargeCancelling, cancelling.ChargeStatus, "Adyen only said received")
+		require.Nil(t, cancelling.ReleasedAt)
+		require.Nil(t, cancelling.CancelFailure)
+		require.Zero(t, tripsEnded(t, reg, service.RideChargeCancelled))
+		require.Equal(t, service.RideChargeCancelling, rideNow(t, w.Env, uid, ride.ID).ChargeStatus)
 
-	// Its CANCELLATION finds it recorded.
-	require.Equal(t, []string{service.InboxOutcomeAlreadyRecorded}, notify(t, w, fakeadyen.EventCancellation))
-	now := rideNow(t, w.Env, uid, ride.ID)
-	require.Equal(t, service.RideChargeCancelled, now.ChargeStatus)
-	require.Equal(t, cancelled.ReleasedAt, now.ReleasedAt)
-	require.Equal(t, 1.0, tripsEnded(t, reg, service.RideChargeCancelled))
+		cancels := w.Adyen.Modifications()
+		require.Len(t, cancels, 1)
+		require.Equal(t, fakeadyen.ModificationCancel, cancels[0].Kind)
+		require.True(t, cancels[0].Success)
+		require.Equal(t, *ride.PaymentID, cancels[0].PaymentPSPReference)
+		require.Equal(t, chargeKeyOf(t, w, ride.ID), cancels[0].Reference)
 
-	// The same key replays; by the dispatch side, under another key: 200;
-	// Adyen is asked once.
-	again, err := w.Service.RideCancel(w.Ctx, uid, key, ride.ID, nil)
-	require.NoError(t, err)
-	require.True(t, again.Replayed)
-	require.Equal(t, resp.Body, again.Body)
-	other, err := w.Service.RideCancel(w.Ctx, 0, testkit.NewKey(), ride.ID, nil)
-	require.NoError(t, err)
-	require.Equal(t, http.StatusOK, other.Status)
-	require.Len(t, w.Adyen.Modifications(), 1)
+		// The same key replays the 202; another key while Adyen has not
+		// told is 202 too, and Adyen is asked under the same key.
+		again, err := w.Service.RideCancel(w.Ctx, uid, key, ride.ID, nil)
+		require.NoError(t, err)
+		require.True(t, again.Replayed)
+		require.Equal(t, resp.Body, again.Body)
+		waiting, err := w.Service.RideCancel(w.Ctx, 0, testkit.NewKey(), ride.ID, nil)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusAccepted, waiting.Status, string(waiting.Body))
+		require.Len(t, w.Adyen.Modifications(), 1, "Adyen keeps one cancel under the ride's key")
 
-	// Completing it now is refused, and nothing is captured.
-	_, err = w.Service.RideComplete(w.Ctx, testkit.NewKey(), service.RideCompleteParams{RideID: ride.ID, FareCents: 100, Currency: "usd"}, nil)
-	requireCode(t, err, service.CodeNotCompletable)
-	require.Empty(t, modificationsOf(w, fakeadyen.ModificationCapture))
-	require.Zero(t, receiptJobs(t, w, ride.ID))
+		// Its CANCELLATION ends it cancelled, once however often it comes.
+		require.Equal(t, []string{service.InboxOutcomeHoldReleased}, notify(t, w, fakeadyen.EventCancellation))
+		now := rideNow(t, w.Env, uid, ride.ID)
+		require.Equal(t, service.RideChargeCancelled, now.ChargeStatus)
+		require.NotNil(t, now.ReleasedAt)
+		require.Nil(t, now.HoldExpiresAt)
+		require.Equal(t, service.RideRefundNone, now.RefundStatus)
+		require.Equal(t, 1.0, tripsEnded(t, reg, service.RideChargeCancelled))
+		dups, outcomes := redeliver(t, w, fakeadyen.EventCancellation)
+		require.Equal(t, []bool{true}, dups)
+		require.Equal(t, []string{service.InboxOutcomeHoldReleased}, outcomes, "its recorded outcome")
+		require.Equal(t, 1.0, tripsEnded(t, reg, service.RideChargeCancelled))
+
+		// By the dispatch side, under another key: 200.
+		other, err := w.Service.RideCancel(w.Ctx, 0, testkit.NewKey(), ride.ID, nil)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, other.Status)
+		require.Equal(t, service.RideChargeCancelled, testkit.DecodeRide(t, other.Body).ChargeStatus)
+		require.Len(t, w.Adyen.Modifications(), 1)
+
+		// Completing it now is refused, and nothing is captured.
+		_, err = w.Service.RideComplete(w.Ctx, testkit.NewKey(), service.RideCompleteParams{RideID: ride.ID, FareCents: 100, Currency: "usd"}, nil)
+		requireCode(t, err, service.CodeNotCompletable)
+		require.Empty(t, modificationsOf(w, fakeadyen.ModificationCapture))
+		require.Zero(t, receiptJobs(t, w, ride.ID))
+		p := adyenPayment(t, w, *ride.PaymentID)
+		require.Equal(t, fakeadyen.ResultCancelled, p.ResultCode)
+		require.Zero(t, p.CapturedValue)
+	})
+
+	t.Run("ARefusedCancelLeavesItCancellingForTheOperator", func(t *testing.T) {
+		t.Parallel()
+		w, reg, uid := tripsAtAdyen(t, "adyen-cancel-refused@example.com", 0)
+		ride := bookTripAtAdyen(t, w, uid)
+		// Captured at Adyen meanwhile, outside the service: the cancel
+		// Adyen takes on then fails.
+		captureAtAdyen(t, w, *ride.PaymentID, 1200)
+		resp, err := w.Service.RideCancel(w.Ctx, uid, testkit.NewKey(), ride.ID, nil)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusAccepted, resp.Status, string(resp.Body))
+		require.False(t, modificationsOf(w, fakeadyen.ModificationCancel)[0].Success)
+
+		require.Equal(t, []string{service.InboxOutcomeCancelFailed}, notify(t, w, fakeadyen.EventCancellation))
+		now := rideNow(t, w.Env, uid, ride.ID)
+		require.Equal(t, service.RideChargeCancelling, now.ChargeStatus, "neither cancelled nor completed: the operator's")
+		require.NotNil(t, now.CancelFailure)
+		require.Equal(t, 1.0, cancelsFailed(t, reg))
+		require.NoError(t, w.Service.TripsMeasure(w.Ctx))
+		require.Equal(t, 1.0, counter(t, reg, "atomicrides_rides_cancel_failed", nil))
+		require.Zero(t, tripsEnded(t, reg, service.RideChargeCancelled))
+		require.Equal(t, 1, w.Count(t, `SELECT count(*) FROM audit_records WHERE action = 'ride.cancel_failed' AND resource_id = $1`, ride.ID))
+
+		// Delivered again: applied once.
+		dups, outcomes := redeliver(t, w, fakeadyen.EventCancellation)
+		require.Equal(t, []bool{true}, dups)
+		require.Equal(t, []string{service.InboxOutcomeCancelFailed}, outcomes)
+		require.Equal(t, 1, w.Count(t, `SELECT count(*) FROM audit_records WHERE action = 'ride.cancel_failed' AND resource_id = $1`, ride.ID))
+	})
 }
 
 func TestTripAdyenExpiry(t *testing.T) {
@@ -513,15 +583,24 @@ func TestTripAdyenExpiry(t *testing.T) {
 		w.Exec(t, `UPDATE rides SET hold_expires_at = now() - interval '1 second' WHERE id = $1`, ride.ID)
 		n, err := w.Service.HoldsRelease(w.Ctx, 100)
 		require.NoError(t, err)
-		require.Equal(t, 1, n)
-		expired := rideNow(t, w.Env, uid, ride.ID)
-		require.Equal(t, service.RideChargeExpired, expired.ChargeStatus)
+		require.Zero(t, n, "Adyen took the cancel on: the ride expires when it tells")
+		require.Equal(t, service.RideChargeCancelling, rideNow(t, w.Env, uid, ride.ID).ChargeStatus)
 		require.Equal(t, fakeadyen.ResultCancelled, adyenPayment(t, w, *ride.PaymentID).ResultCode)
 		cancels := modificationsOf(w, fakeadyen.ModificationCancel)
 		require.Len(t, cancels, 1)
 		require.Equal(t, chargeKeyOf(t, w, ride.ID), cancels[0].Reference)
 
-		require.Equal(t, []string{service.InboxOutcomeAlreadyRecorded}, notify(t, w, fakeadyen.EventCancellation))
+		// The next pass does not ask again while the notification is due.
+		n, err = w.Service.HoldsRelease(w.Ctx, 100)
+		require.NoError(t, err)
+		require.Zero(t, n)
+		require.Len(t, w.Adyen.Modifications(), 1)
+
+		require.Equal(t, []string{service.InboxOutcomeHoldReleased}, notify(t, w, fakeadyen.EventCancellation))
+		expired := rideNow(t, w.Env, uid, ride.ID)
+		require.Equal(t, service.RideChargeExpired, expired.ChargeStatus)
+		require.NotNil(t, expired.ReleasedAt)
+		require.Equal(t, service.RideRefundNone, expired.RefundStatus)
 		require.Equal(t, 1.0, tripsEnded(t, reg, service.RideChargeExpired))
 		n, err = w.Service.HoldsRelease(w.Ctx, 100)
 		require.NoError(t, err)

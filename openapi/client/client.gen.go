@@ -582,6 +582,9 @@ type Ride struct {
 	// BalanceDueCents What the rider owes for this ride (extra_cents while extra_status is due); 0 otherwise.
 	BalanceDueCents int64 `json:"balance_due_cents"`
 
+	// CancelFailure While charge_status is requires_action or cancelling: the processor's reason for refusing the cancel of the ride's payment (adyen); the ride waits for the payment's own outcome or for an operator. Null otherwise.
+	CancelFailure *string `json:"cancel_failure"`
+
 	// Capture booking: the ride was charged in full when booked (amount_cents). trip: amount_cents was held when booked, and the final fare is captured when the trip is completed (POST /rides/{id}/complete), or the hold released when the ride is cancelled (POST /rides/{id}/cancel) or its hold expires.
 	Capture RideCapture `json:"capture"`
 
@@ -733,6 +736,9 @@ type RideDetail struct {
 
 	// BalanceDueCents What the rider owes for this ride (extra_cents while extra_status is due); 0 otherwise.
 	BalanceDueCents int64 `json:"balance_due_cents"`
+
+	// CancelFailure While charge_status is requires_action or cancelling: the processor's reason for refusing the cancel of the ride's payment (adyen); the ride waits for the payment's own outcome or for an operator. Null otherwise.
+	CancelFailure *string `json:"cancel_failure"`
 
 	// Capture booking: the ride was charged in full when booked (amount_cents). trip: amount_cents was held when booked, and the final fare is captured when the trip is completed (POST /rides/{id}/complete), or the hold released when the ride is cancelled (POST /rides/{id}/cancel) or its hold expires.
 	Capture RideDetailCapture `json:"capture"`
@@ -1152,7 +1158,7 @@ type ClientInterface interface {
 
 	// RideCancel Cancel a trip before it is completed and release its hold
 	//
-	// Releases the ride's hold; nothing is captured. A rider cancels their own ride with their API key; the dispatch side any ride with its token. A ride is cancelled once whatever the keys: the request that cancelled it gets 201, any other 200 with the same ride; both are stored and replayed byte for byte for a retry with the same idempotency key. A completed ride is 409 (/problems/ride-not-cancellable, not stored): refund it instead. A cancellation racing a completion: exactly one wins. A hold the processor shows captured already (a completion lost with a database restore) completes the ride, and the cancellation answers 409 /problems/trip-captured (stored).
+	// Releases the ride's hold; nothing is captured. A rider cancels their own ride with their API key; the dispatch side any ride with its token. A ride is cancelled once whatever the keys: the request that cancelled it gets 201, any other 200 with the same ride; at a processor that confirms cancels later (adyen) the answer is 202 with the ride cancelling, until the processor's notification ends it cancelled (or, when the processor refuses the cancel, leaves it cancelling with cancel_failure for an operator). 200, 201 and 202 are stored and replayed byte for byte for a retry with the same idempotency key. A completed ride is 409 (/problems/ride-not-cancellable, not stored): refund it instead. A cancellation racing a completion: exactly one wins. A hold the processor shows captured already (a completion lost with a database restore) completes the ride, and the cancellation answers 409 /problems/trip-captured (stored).
 	//
 	// Corresponds with POST /rides/{id}/cancel (the `RideCancel` operationId).
 	RideCancel(ctx context.Context, id int64, params *RideCancelParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1390,7 +1396,7 @@ func (c *Client) RideBalancePay(ctx context.Context, id int64, params *RideBalan
 
 // RideCancel Cancel a trip before it is completed and release its hold
 //
-// Releases the ride's hold; nothing is captured. A rider cancels their own ride with their API key; the dispatch side any ride with its token. A ride is cancelled once whatever the keys: the request that cancelled it gets 201, any other 200 with the same ride; both are stored and replayed byte for byte for a retry with the same idempotency key. A completed ride is 409 (/problems/ride-not-cancellable, not stored): refund it instead. A cancellation racing a completion: exactly one wins. A hold the processor shows captured already (a completion lost with a database restore) completes the ride, and the cancellation answers 409 /problems/trip-captured (stored).
+// Releases the ride's hold; nothing is captured. A rider cancels their own ride with their API key; the dispatch side any ride with its token. A ride is cancelled once whatever the keys: the request that cancelled it gets 201, any other 200 with the same ride; at a processor that confirms cancels later (adyen) the answer is 202 with the ride cancelling, until the processor's notification ends it cancelled (or, when the processor refuses the cancel, leaves it cancelling with cancel_failure for an operator). 200, 201 and 202 are stored and replayed byte for byte for a retry with the same idempotency key. A completed ride is 409 (/problems/ride-not-cancellable, not stored): refund it instead. A cancellation racing a completion: exactly one wins. A hold the processor shows captured already (a completion lost with a database restore) completes the ride, and the cancellation answers 409 /problems/trip-captured (stored).
 //
 // Corresponds with POST /rides/{id}/cancel (the `RideCancel` operationId).
 func (c *Client) RideCancel(ctx context.Context, id int64, params *RideCancelParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2516,7 +2522,7 @@ type ClientWithResponsesInterface interface {
 
 	// RideCancelWithResponse Cancel a trip before it is completed and release its hold
 	//
-	// Releases the ride's hold; nothing is captured. A rider cancels their own ride with their API key; the dispatch side any ride with its token. A ride is cancelled once whatever the keys: the request that cancelled it gets 201, any other 200 with the same ride; both are stored and replayed byte for byte for a retry with the same idempotency key. A completed ride is 409 (/problems/ride-not-cancellable, not stored): refund it instead. A cancellation racing a completion: exactly one wins. A hold the processor shows captured already (a completion lost with a database restore) completes the ride, and the cancellation answers 409 /problems/trip-captured (stored).
+	// Releases the ride's hold; nothing is captured. A rider cancels their own ride with their API key; the dispatch side any ride with its token. A ride is cancelled once whatever the keys: the request that cancelled it gets 201, any other 200 with the same ride; at a processor that confirms cancels later (adyen) the answer is 202 with the ride cancelling, until the processor's notification ends it cancelled (or, when the processor refuses the cancel, leaves it cancelling with cancel_failure for an operator). 200, 201 and 202 are stored and replayed byte for byte for a retry with the same idempotency key. A completed ride is 409 (/problems/ride-not-cancellable, not stored): refund it instead. A cancellation racing a completion: exactly one wins. A hold the processor shows captured already (a completion lost with a database restore) completes the ride, and the cancellation answers 409 /problems/trip-captured (stored).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -3260,6 +3266,12 @@ type RideCancelReply201Headers struct {
 	IdempotentReplayed *string
 }
 
+// RideCancelReply202Headers the declared response headers of an HTTP 202 response for RideCancel
+type RideCancelReply202Headers struct {
+	ContentType        *string
+	IdempotentReplayed *string
+}
+
 // RideCancelReply409Headers the declared response headers of an HTTP 409 response for RideCancel
 type RideCancelReply409Headers struct {
 	IdempotentReplayed *string
@@ -3290,6 +3302,8 @@ type RideCancelReply struct {
 	JSON200 *Ride
 	// JSON201 the response for an HTTP 201 `application/json` response
 	JSON201 *Ride
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *Ride
 	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationProblemJSON400 *ErrorModel
 	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
@@ -3310,6 +3324,8 @@ type RideCancelReply struct {
 	Headers200 *RideCancelReply200Headers
 	// Headers201 the parsed response headers for an HTTP 201 response
 	Headers201 *RideCancelReply201Headers
+	// Headers202 the parsed response headers for an HTTP 202 response
+	Headers202 *RideCancelReply202Headers
 	// Headers409 the parsed response headers for an HTTP 409 response
 	Headers409 *RideCancelReply409Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -3328,6 +3344,11 @@ func (r RideCancelReply) GetJSON200() *Ride {
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
 func (r RideCancelReply) GetJSON201() *Ride {
 	return r.JSON201
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r RideCancelReply) GetJSON202() *Ride {
+	return r.JSON202
 }
 
 // GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
@@ -4488,7 +4509,7 @@ func (c *ClientWithResponses) RideBalancePayWithResponse(ctx context.Context, id
 
 // RideCancelWithResponse Cancel a trip before it is completed and release its hold
 //
-// Releases the ride's hold; nothing is captured. A rider cancels their own ride with their API key; the dispatch side any ride with its token. A ride is cancelled once whatever the keys: the request that cancelled it gets 201, any other 200 with the same ride; both are stored and replayed byte for byte for a retry with the same idempotency key. A completed ride is 409 (/problems/ride-not-cancellable, not stored): refund it instead. A cancellation racing a completion: exactly one wins. A hold the processor shows captured already (a completion lost with a database restore) completes the ride, and the cancellation answers 409 /problems/trip-captured (stored).
+// Releases the ride's hold; nothing is captured. A rider cancels their own ride with their API key; the dispatch side any ride with its token. A ride is cancelled once whatever the keys: the request that cancelled it gets 201, any other 200 with the same ride; at a processor that confirms cancels later (adyen) the answer is 202 with the ride cancelling, until the processor's notification ends it cancelled (or, when the processor refuses the cancel, leaves it cancelling with cancel_failure for an operator). 200, 201 and 202 are stored and replayed byte for byte for a retry with the same idempotency key. A completed ride is 409 (/problems/ride-not-cancellable, not stored): refund it instead. A cancellation racing a completion: exactly one wins. A hold the processor shows captured already (a completion lost with a database restore) completes the ride, and the cancellation answers 409 /problems/trip-captured (stored).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -5370,6 +5391,13 @@ func ParseRideCancelReply(rsp *http.Response) (*RideCancelReply, error) {
 		}
 		response.JSON201 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest Ride
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
 		var dest ErrorModel
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -5463,6 +5491,23 @@ func ParseRideCancelReply(rsp *http.Response) (*RideCancelReply, error) {
 			headers.IdempotentReplayed = &value
 		}
 		response.Headers201 = &headers
+	case rsp.StatusCode == 202:
+		var headers RideCancelReply202Headers
+		if values := rsp.Header.Values("Content-Type"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Content-Type", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ContentType = &value
+		}
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		response.Headers202 = &headers
 	case rsp.StatusCode == 409:
 		var headers RideCancelReply409Headers
 		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {

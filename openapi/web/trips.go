@@ -247,7 +247,9 @@ func (wb *Pages) rideCancel(w http.ResponseWriter, r *http.Request) {
 		return wb.svc.RideCancel(ctx, s.user.ID, key, id, httpctx.ClientIP(ctx))
 	})
 	if err == nil {
-		if resp.Status == http.StatusOK || resp.Status == http.StatusCreated {
+		// 202: the processor confirms the cancel later (Adyen); the ride
+		// page shows it cancelling until then.
+		if resp.Status == http.StatusOK || resp.Status == http.StatusCreated || resp.Status == http.StatusAccepted {
 			http.Redirect(w, r, ridePath(id), http.StatusSeeOther)
 			return
 		}

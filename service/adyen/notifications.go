@@ -30,6 +30,7 @@ const (
 	EventAuthorisation           = "AUTHORISATION"
 	EventRefund                  = "REFUND"
 	EventCancellation            = "CANCELLATION"
+	EventTechnicalCancel         = "TECHNICAL_CANCEL"
 	EventCapture                 = "CAPTURE"
 	EventCaptureFailed           = "CAPTURE_FAILED"
 	EventNotificationOfChargebck = "NOTIFICATION_OF_CHARGEBACK"
@@ -287,18 +288,20 @@ func (n *Notifications) parse(it *NotificationRequestItem) (*service.InboundEven
 			ev.Charge.FailureCode, ev.Charge.FailureMessage = failure, it.Reason
 		}
 		ev.ChargeID, ev.Namespace = it.PSPReference, ev.Charge.Tag.Namespace
-	case code == EventCancellation:
-		// The outcome of a cancel the service asked for, of a payment that
-		// waited for its shopper (merchantReference is the payment's
-		// key): cancelled, or not (the payment was decided first; its
-		// AUTHORISATION tells how).
-		status := service.ChargeCanceled
-		if !success {
-			status = service.ChargeProcessing
-		}
+	case code == EventCancellation || code == EventTechnicalCancel:
+		// The outcome of a cancel: CANCELLATION for a cancel of a payment
+		// by its pspReference, TECHNICAL_CANCEL for one by the payment's
+		// merchant reference (POST /cancels, which the service sends for a
+		// payment still waiting for its shopper). originalReference is the
+		// payment; merchantReference is the cancel's reference, which the
+		// service makes the payment's key. Cancelled, or not: the payment
+		// was decided first (its AUTHORISATION tells how), or is unknown.
 		ev.Kind = service.InboundPayment
-		ev.Charge = &service.Charge{PaymentID: it.OriginalReference, Status: status, Created: ev.Created,
+		ev.Charge = &service.Charge{PaymentID: it.OriginalReference, Status: service.ChargeCanceled, Created: ev.Created,
 			Tag: service.Tag{Key: it.MerchantReference}}
+		if !success {
+			ev.Charge.Status, ev.Charge.FailureCode, ev.Charge.FailureMessage = service.ChargeCancelFailed, code, it.Reason
+		}
 	case code == EventCapture || code == EventCaptureFailed:
 		// The outcome of a capture of a hold (originalReference is the
 		// payment): captured, or failed (CAPTURE with success false, or

@@ -91,12 +91,38 @@ SET charge_status = coalesce(release_reason, 'expired'), release_reason = coales
 WHERE id = @id AND charge_status IN ('authorized', 'cancelling')
 RETURNING *;
 
+-- name: RideCancelRequested :execrows
+-- The processor took the cancel of a ride's payment on and tells its
+-- outcome later: the ride, still waiting (for its rider, or in
+-- cancelling), records when. A ride the outcome moved already is left as
+-- it is.
+UPDATE rides SET cancel_requested_at = coalesce(cancel_requested_at, now())
+WHERE id = @id AND charge_status IN ('requires_action', 'cancelling');
+
+-- name: RideCancelFailed :one
+-- The processor refused the cancel of the payment of a ride that still
+-- waits for it: the ride stays where it is, with the reason, for the
+-- operator.
+UPDATE rides SET cancel_failure = @cancel_failure::text
+WHERE id = @id AND charge_status IN ('requires_action', 'cancelling')
+RETURNING *;
+
+-- name: RideCancelsFailedCount :one
+-- How many rides still wait after the processor refused their cancel (the
+-- operators' gauge): a scan of the partial index rides_cancel_failed.
+SELECT count(*)::bigint FROM rides
+WHERE cancel_failure IS NOT NULL AND charge_status IN ('requires_action', 'cancelling');
+
 -- name: RideHoldsToRelease :many
 -- Holds past their expiry, and expiries whose release did not finish, the
 -- oldest first.
+-- A release the processor took on (cancel_requested_at) waits for its
+-- notification, and is asked for again only once that is an hour late; one
+-- the processor refused (cancel_failure) is the operator's.
 SELECT * FROM rides
 WHERE charge_status IN ('authorized', 'cancelling') AND hold_expires_at <= now()
-  AND (charge_status = 'authorized' OR release_reason = 'expired')
+  AND (charge_status = 'authorized' OR (release_reason = 'expired' AND cancel_failure IS NULL
+       AND (cancel_requested_at IS NULL OR cancel_requested_at < now() - interval '1 hour')))
 ORDER BY hold_expires_at
 LIMIT @row_limit;
 

@@ -119,7 +119,7 @@ export interface paths {
         put?: never;
         /**
          * Cancel a trip before it is completed and release its hold
-         * @description Releases the ride's hold; nothing is captured. A rider cancels their own ride with their API key; the dispatch side any ride with its token. A ride is cancelled once whatever the keys: the request that cancelled it gets 201, any other 200 with the same ride; both are stored and replayed byte for byte for a retry with the same idempotency key. A completed ride is 409 (/problems/ride-not-cancellable, not stored): refund it instead. A cancellation racing a completion: exactly one wins. A hold the processor shows captured already (a completion lost with a database restore) completes the ride, and the cancellation answers 409 /problems/trip-captured (stored).
+         * @description Releases the ride's hold; nothing is captured. A rider cancels their own ride with their API key; the dispatch side any ride with its token. A ride is cancelled once whatever the keys: the request that cancelled it gets 201, any other 200 with the same ride; at a processor that confirms cancels later (adyen) the answer is 202 with the ride cancelling, until the processor's notification ends it cancelled (or, when the processor refuses the cancel, leaves it cancelling with cancel_failure for an operator). 200, 201 and 202 are stored and replayed byte for byte for a retry with the same idempotency key. A completed ride is 409 (/problems/ride-not-cancellable, not stored): refund it instead. A cancellation racing a completion: exactly one wins. A hold the processor shows captured already (a completion lost with a database restore) completes the ride, and the cancellation answers 409 /problems/trip-captured (stored).
          */
         post: operations["ride-cancel"];
         delete?: never;
@@ -413,6 +413,8 @@ export interface components {
              * @description What the rider owes for this ride (extra_cents while extra_status is due); 0 otherwise.
              */
             balance_due_cents: number;
+            /** @description While charge_status is requires_action or cancelling: the processor's reason for refusing the cancel of the ride's payment (adyen); the ride waits for the payment's own outcome or for an operator. Null otherwise. */
+            cancel_failure: string | null;
             /**
              * @description booking: the ride was charged in full when booked (amount_cents). trip: amount_cents was held when booked, and the final fare is captured when the trip is completed (POST /rides/{id}/complete), or the hold released when the ride is cancelled (POST /rides/{id}/cancel) or its hold expires.
              * @enum {string}
@@ -582,6 +584,8 @@ export interface components {
              * @description What the rider owes for this ride (extra_cents while extra_status is due); 0 otherwise.
              */
             balance_due_cents: number;
+            /** @description While charge_status is requires_action or cancelling: the processor's reason for refusing the cancel of the ride's payment (adyen); the ride waits for the payment's own outcome or for an operator. Null otherwise. */
+            cancel_failure: string | null;
             /**
              * @description booking: the ride was charged in full when booked (amount_cents). trip: amount_cents was held when booked, and the final fare is captured when the trip is completed (POST /rides/{id}/complete), or the hold released when the ride is cancelled (POST /rides/{id}/cancel) or its hold expires.
              * @enum {string}
@@ -1379,6 +1383,17 @@ export interface operations {
             };
             /** @description The ride is cancelled by this request; its hold is released. Stored. */
             201: {
+                headers: {
+                    "Content-Type"?: string;
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Ride"];
+                };
+            };
+            /** @description The processor took the cancel on and confirms it later (adyen): the ride is cancelling. Stored. */
+            202: {
                 headers: {
                     "Content-Type"?: string;
                     "Idempotent-Replayed"?: string;
