@@ -173,6 +173,10 @@ func checkTripsEndedAsTold(s *chaosState) chaosCheck {
 			ok = status == "cancelled"
 		case t.did == tripLeft:
 			ok = status == "expired" || (status == "authorized" && !r.heldPastDue)
+		case t.did == tripAbandoned:
+			// Abandoned at Adyen's challenge: expired by the cancel's
+			// TECHNICAL_CANCEL, never left waiting, nothing held.
+			ok = status == "expired"
 		default:
 			// An end never answered definitively (the client gave up):
 			// any end of the trip, but an end.
@@ -192,7 +196,7 @@ func checkTripsEndedAsTold(s *chaosState) chaosCheck {
 		}
 	}
 	actual := fmt.Sprintf("%d of %d as told, %d capturing or cancelling", len(s.trips)-wrong, len(s.trips), between)
-	name := "every trip ended as its clients were told (completed with its fare, cancelled, or expired when nobody ended it); none left capturing or cancelling"
+	name := "every trip ended as its clients were told (completed with its fare, cancelled, or expired when nobody ended it or its rider abandoned the bank's challenge); none left capturing or cancelling"
 	if s.restore != nil {
 		actual = fmt.Sprintf("%d of %d as told or as the restore promises (%d bookings lost, %d ends that may have been lost), %d capturing or cancelling",
 			len(s.trips)-wrong, len(s.trips), lostBookings, lostEnds, between)
@@ -390,9 +394,9 @@ func (s *chaosState) tripsNote() string {
 			captures[h.processor]++
 		}
 	}
-	return fmt.Sprintf("trips: %d booked as trips by their clients (%d completed: %d below the hold, %d at it, %d above; %d cancelled: %d by the rider, %d by dispatch; %d left to expire); "+
+	return fmt.Sprintf("trips: %d booked as trips by their clients (%d completed: %d below the hold, %d at it, %d above; %d cancelled: %d by the rider, %d by dispatch; %d left to expire; %d abandoned at the bank's challenge); "+
 		"rides: %d completed, %d cancelled, %d expired, %d still authorized; captures %d (stripe %d, adyen %d); extra payments %d; balances due %d (%d left by a completion, %d paid)",
-		len(s.trips), by[tripCompleted], fares["below"], fares["at"], fares["above"], by[tripCancelled], by["cancelled by rider"], by["cancelled by dispatch"], by[tripLeft],
+		len(s.trips), by[tripCompleted], fares["below"], fares["at"], fares["above"], by[tripCancelled], by["cancelled by rider"], by["cancelled by dispatch"], by[tripLeft], by[tripAbandoned],
 		ended["completed"], ended["cancelled"], ended["expired"], ended["authorized"], captured, captures[procStripe], captures[procAdyen],
 		extraCharged, due, balances, paid)
 }

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/atomicrides/atomicrides/internal/fake/fakeadyen"
 	"github.com/atomicrides/atomicrides/service"
 )
 
@@ -48,6 +49,10 @@ const (
 	tripCompleted = "completed"
 	tripCancelled = "cancelled"
 	tripLeft      = "left" // never ended: its hold expires
+	// tripAbandoned: the rider's bank asked for authentication (at
+	// Adyen), and the rider walked away from the challenge: the ride
+	// expires at its deadline, holding nothing.
+	tripAbandoned = "abandoned"
 )
 
 // chaosTrip is one trip and what its clients did and were told.
@@ -55,7 +60,7 @@ type chaosTrip struct {
 	rideID    int64
 	processor string
 	hold      int64
-	did       string // tripCompleted, tripCancelled, tripLeft
+	did       string // tripCompleted, tripCancelled, tripLeft, tripAbandoned
 	fare      int64  // the fare it was completed with
 	by        string // who cancelled: rider or dispatch
 	// answered: the end was answered definitively (complete: 201, 200 or
@@ -130,6 +135,11 @@ func (l *chaosLoad) trip(ctx context.Context, like *chaosUser) {
 		if source == "tok_chargeCustomerFail" {
 			source = "tok_visa"
 		}
+		if strings.HasPrefix(source, fakeadyen.EncryptedCardPrefix) && rand.IntN(4) == 0 {
+			// A card only Adyen takes, whose bank asks for
+			// authentication: the rider abandons the challenge.
+			source = fakeadyen.TokenEncryptedAuthenticationRequired
+		}
 		if u = l.createRiderWith(ctx, source); u == nil {
 			return
 		}
@@ -141,6 +151,14 @@ func (l *chaosLoad) trip(ctx context.Context, like *chaosUser) {
 	rec.answers = append(rec.answers, ans)
 	l.book.add(rec)
 	var ride chaosTripRide
+	if ans.Definitive && ans.Status == http.StatusAccepted && json.Unmarshal(ans.Body, &ride) == nil &&
+		ride.ChargeStatus == string(service.RideChargeRequiresAction) && u.source == fakeadyen.TokenEncryptedAuthenticationRequired {
+		// The rider never answers the bank's page: at the deadline the
+		// service cancels the payment, and Adyen's TECHNICAL_CANCEL
+		// expires the ride.
+		l.trips.add(&chaosTrip{rideID: ride.ID, processor: ride.Processor, hold: ride.AmountCents, did: tripAbandoned, booking: rec})
+		return
+	}
 	if !ans.Definitive || ans.Status != http.StatusCreated || json.Unmarshal(ans.Body, &ride) != nil ||
 		ride.ChargeStatus != string(service.RideChargeAuthorized) {
 		return
@@ -214,7 +232,9 @@ func (l *chaosLoad) trip(ctx context.Context, like *chaosUser) {
 		crec.answers = append(crec.answers, a)
 		l.book.add(crec)
 		t.ends = append(t.ends, crec)
-		if a.Definitive && (a.Status == http.StatusCreated || a.Status == http.StatusOK) {
+		// 202: the processor took the cancel on (Adyen), and its
+		// notification ends the ride cancelled.
+		if a.Definitive && (a.Status == http.StatusCreated || a.Status == http.StatusOK || a.Status == http.StatusAccepted) {
 			t.answered, t.status, t.told = true, a.Status, a
 		}
 	}
