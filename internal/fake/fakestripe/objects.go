@@ -170,16 +170,20 @@ func (c *Charge) object() chargeObject {
 }
 
 func (r *Refund) object() refundObject {
-	return refundObject{
-		ID:                 r.ID,
-		Object:             "refund",
-		Amount:             r.Amount,
-		BalanceTransaction: nullable("txn_" + r.ID[len("re_"):]),
-		Charge:             r.Charge,
-		Created:            unix(r.Created),
-		Currency:           r.Currency,
-		Metadata:           metadataOrEmpty(r.Metadata),
-		PaymentIntent:      nullable(r.PaymentIntent),
-		Status:             r.Status,
+	o := refundObject{
+		ID:            r.ID,
+		Object:        "refund",
+		Amount:        r.Amount,
+		Charge:        r.Charge,
+		Created:       unix(r.Created),
+		Currency:      r.Currency,
+		Metadata:      metadataOrEmpty(r.Metadata),
+		PaymentIntent: nullable(r.PaymentIntent),
+		Reason:        nullable(r.Reason),
+		Status:        r.Status,
 	}
+	if !r.Release {
+		o.BalanceTransaction = nullable("txn_" + r.ID[len("re_"):])
+	}
+	return o
 }
