@@ -63,13 +63,15 @@ type refundObject struct {
 	ID                 string            `json:"id"`
 	Object             string            `json:"object"`
 	Amount             int64             `json:"amount"`
-	BalanceTransaction *string           `json:"balance_transaction"`
-	Charge             string            `json:"charge"`
-	Created            int64             `json:"created"`
-	Currency           string            `json:"currency"`
-	Metadata           map[string]string `json:"metadata"`
-	PaymentIntent      *string           `json:"payment_intent"`
-	Reason             *string           `json:"reason"`
+	BalanceTransaction *string `json:"balance_transaction"`
+	// Charge is the charge's id, or the charge itself when expanded
+	// (expand[]=charge, expand[]=data.charge in a list).
+	Charge        any               `json:"charge"`
+	Created       int64             `json:"created"`
+	Currency      string            `json:"currency"`
+	Metadata      map[string]string `json:"metadata"`
+	PaymentIntent *string           `json:"payment_intent"`
+	Reason        *string           `json:"reason"`
 	Status             string            `json:"status"`
 }
 
