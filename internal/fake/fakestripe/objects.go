@@ -60,9 +60,9 @@ type chargeObject struct {
 }
 
 type refundObject struct {
-	ID                 string            `json:"id"`
-	Object             string            `json:"object"`
-	Amount             int64             `json:"amount"`
+	ID                 string  `json:"id"`
+	Object             string  `json:"object"`
+	Amount             int64   `json:"amount"`
 	BalanceTransaction *string `json:"balance_transaction"`
 	// Charge is the charge's id, or the charge itself when expanded
 	// (expand[]=charge, expand[]=data.charge in a list).
@@ -72,7 +72,7 @@ type refundObject struct {
 	Metadata      map[string]string `json:"metadata"`
 	PaymentIntent *string           `json:"payment_intent"`
 	Reason        *string           `json:"reason"`
-	Status             string            `json:"status"`
+	Status        string            `json:"status"`
 }
 
 type searchResult struct {
