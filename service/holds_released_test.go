@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/atomicrides/atomicrides/internal/fake/fakebank"
 	"github.com/atomicrides/atomicrides/internal/fake/fakestripe"
 	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/service"
@@ -205,4 +207,38 @@ func TestStripeReleasedHoldIsNoRefund(t *testing.T) {
 		require.Equal(t, service.RideRefundRefunded, got.RefundStatus)
 		require.Equal(t, r.StripeRefundID, *got.RefundID)
 	})
+}
+
+// The bank settles what a trip captured, and nothing of a hold released:
+// every line it sends matches a ride (its captured fare), none is a refund.
+func TestStripeReleasedHoldSettlesNothing(t *testing.T) {
+	t.Parallel()
+	b, uid := setupTrips(t, "released-settle@example.com")
+	completed := bookTrip(t, b, uid)
+	resp, _ := complete(t, b, testkit.NewKey(), completed.ID, service.RideAmountCents-650)
+	require.Equal(t, http.StatusCreated, resp.Status, string(resp.Body))
+	cancelled := bookTrip(t, b, uid)
+	_, err := b.Service.RideCancel(b.Ctx, uid, testkit.NewKey(), cancelled.ID, nil)
+	require.NoError(t, err)
+	lapsed := bookTrip(t, b, uid)
+	require.NoError(t, b.Stripe.ExpireHold(*lapsed.PaymentID))
+	deliverStripeTwice(t, b, releaseEvents...)
+
+	lines := fakebank.Statement(b.Stripe.Charges(), b.Stripe.Refunds(), "po_trips", time.Now())
+	require.Len(t, lines, 2, "the completed trip's charge and the payout")
+	require.Equal(t, *completed.StripeChargeID, lines[0].SourceID)
+	require.EqualValues(t, service.RideAmountCents-650, lines[0].GrossCents, "what was captured")
+	rec, err := b.Service.SettlementFileReceive(b.Ctx, "settlement_trips.csv", fakebank.Render(lines))
+	require.NoError(t, err)
+	applied, err := b.Service.SettlementFileApply(b.Ctx, rec.FileID)
+	require.NoError(t, err)
+	require.Equal(t, service.SettlementApplied{FileID: rec.FileID, Status: "applied", Applied: 2}, applied)
+	require.Zero(t, b.Count(t, `SELECT count(*) FROM settlement_lines WHERE match IN ('unknown', 'mismatch')`))
+	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM settlement_lines WHERE match = 'matched' AND ride_id = $1`, completed.ID))
+	for _, r := range []service.Ride{cancelled, lapsed} {
+		d, err := b.Service.RideDetailGet(b.Ctx, uid, r.ID)
+		require.NoError(t, err)
+		require.Nil(t, d.Settlement)
+		require.Equal(t, service.RideRefundNone, d.RefundStatus)
+	}
 }
