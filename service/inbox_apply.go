@@ -431,11 +431,17 @@ func (s *Service) refundEffect(ctx context.Context, ev *InboundEvent) (effect, e
 // refundRecordExternal records r, a refund the processor accepted, on the
 // ride of chargeID: created refunded when the ride has no refund row, set
 // refunded when its row is pending or failed; a row already refunded
-// stays as it is. The rider's refund receipt is queued with it.
+// stays as it is. The rider's refund receipt is queued with it. A ride
+// whose hold was released (cancelled, expired) took nothing and never
+// records a refund, whatever the processor lists: what it shows refunded
+// of that charge is the released authorization (InboxOutcomeNoRefund).
 func (s *Service) refundRecordExternal(ctx context.Context, tx pgx.Tx, chargeID string, r *Refund) (string, error) {
 	ride, err := s.queries.RideLockByCharge(ctx, tx, &chargeID)
 	if err != nil {
 		return "", err
+	}
+	if r.Release || tookNothing(RideChargeStatus(ride.ChargeStatus)) {
+		return InboxOutcomeNoRefund, nil
 	}
 	ref, err := s.queries.RefundLockByRide(ctx, tx, ride.ID)
 	switch {
@@ -464,6 +470,13 @@ func (s *Service) refundRecordExternal(ctx context.Context, tx pgx.Tx, chargeID 
 		return "", err
 	}
 	return InboxOutcomeRefundRecorded, nil
+}
+
+// tookNothing reports whether a ride in status st ended without taking
+// money: its hold released (cancelled, expired; an authentication never
+// finished expires too).
+func tookNothing(st RideChargeStatus) bool {
+	return st == RideChargeCancelled || st == RideChargeExpired
 }
 
 // disputeEffect moves the ride's dispute forward to the event's status. A

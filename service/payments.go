@@ -317,11 +317,20 @@ type Refund struct {
 	Status  string
 	Created time.Time
 	Tag     Tag
+	// Release is set on what the processor shows as a refund but is the
+	// release of an authorization that took no money: Stripe's refund of a
+	// hold cancelled or lapsed uncaptured, or of a partial capture's
+	// uncaptured rest. It is never a ride's refund, nor an orphan's, nor
+	// anything reconciliation or settlement matching counts as one.
+	Release bool
 }
 
 // Accepted reports whether the processor took the refund on: the money
-// is returned or on its way back.
-func (r *Refund) Accepted() bool { return r.Status == RefundSucceeded || r.Status == RefundPending }
+// is returned or on its way back. A release (Release) returns no money
+// and is never accepted as a refund.
+func (r *Refund) Accepted() bool {
+	return !r.Release && (r.Status == RefundSucceeded || r.Status == RefundPending)
+}
 
 // PaymentClass is what a processor failure means: whose outcome it is, and
 // whether the operation may have taken effect. It is the one classification

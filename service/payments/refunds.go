@@ -60,6 +60,7 @@ func (c *Client) RefundList(ctx context.Context, chargeID string) ([]*service.Re
 	p := &stripe.RefundListParams{Charge: stripe.String(chargeID)}
 	p.Context = ctx
 	p.Limit = stripe.Int64(100)
+	p.AddExpand("data.charge") // what tells a release from a refund
 	it := c.refunds.List(p)
 	out := []*service.Refund{}
 	for it.Next() {
@@ -79,6 +80,7 @@ func (c *Client) RefundListSince(ctx context.Context, since time.Time) ([]*servi
 	p := &stripe.RefundListParams{CreatedRange: &stripe.RangeQueryParams{GreaterThanOrEqual: since.Unix()}}
 	p.Context = ctx
 	p.Limit = stripe.Int64(100)
+	p.AddExpand("data.charge")
 	it := c.refunds.List(p)
 	out := []*service.Refund{}
 	for it.Next() {
@@ -94,6 +96,9 @@ func (c *Client) RefundListSince(ctx context.Context, since time.Time) ([]*servi
 // status other than succeeded or pending.
 var errRefundNotAccepted = errors.New("payments: refund not accepted")
 
+// RefundList and RefundListSince list refunds with their charge expanded,
+// so that each refund is read with the charge it belongs to.
+
 // toRefund maps a Stripe refund; chargeID stands in when the answer does
 // not name the charge.
 func toRefund(r *stripe.Refund, chargeID string) *service.Refund {
@@ -107,5 +112,34 @@ func toRefund(r *stripe.Refund, chargeID string) *service.Refund {
 		Status:      string(r.Status),
 		Created:     unixTime(r.Created),
 		Tag:         tagOf(r.Metadata),
+		Release:     isRelease(r),
 	}
+}
+
+// isRelease reports whether r is Stripe's record of an authorization
+// released, not a refund. Cancelling a PaymentIntent that requires capture
+// "automatically refunds" what was capturable, and a hold that lapses is
+// released the same way (reason expired_uncaptured_charge): each shows on
+// the charge as a refund Stripe made itself. A refund of a charge never
+// captured is therefore a release, and so is one of a partial capture's
+// charge that is exactly its uncaptured rest. A refund the service made
+// carries its tag and never is one. Whether the charge was captured is
+// known only when it is expanded (RefundList, RefundListSince); a refund
+// read without it (an event's object) is a release only by its reason.
+func isRelease(r *stripe.Refund) bool {
+	if tagOf(r.Metadata) != (service.Tag{}) {
+		return false
+	}
+	if r.Reason == stripe.RefundReasonExpiredUncapturedCharge {
+		return true
+	}
+	ch := r.Charge
+	if ch == nil || ch.Object != "charge" {
+		return false
+	}
+	if !ch.Captured {
+		return true
+	}
+	rest := ch.Amount - ch.AmountCaptured
+	return ch.PaymentIntent != nil && rest > 0 && r.Amount == rest
 }

@@ -139,6 +139,15 @@ func (e *Events) parse(payload []byte, bad error) (*service.InboundEvent, error)
 		var ch stripe.Charge
 		if err = json.Unmarshal(raw, &ch); err == nil {
 			out.Kind, out.ChargeID, out.Namespace = service.InboundRefund, ch.ID, tagOf(ch.Metadata).Namespace
+			if ch.Status == stripe.ChargeStatusSucceeded && !ch.Captured {
+				// A charge never captured took no money: what Stripe
+				// shows refunded is its hold, released (its
+				// PaymentIntent cancelled, or the hold lapsed). The
+				// event is read as charge.expired is, never as a refund.
+				c := toCharge(&ch)
+				c.Status = service.ChargeCanceled
+				out.Kind, out.Charge = service.InboundPayment, c
+			}
 		}
 	case strings.HasPrefix(t, "refund.") || strings.HasPrefix(t, "charge.refund."):
 		var r stripe.Refund

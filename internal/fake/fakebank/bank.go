@@ -25,8 +25,9 @@ import (
 func Fee(amount int64) int64 { return (amount*29+500)/1000 + 30 }
 
 // Statement returns the settlement lines of charges and refunds, settled by
-// one payout: a line per succeeded charge (gross its amount, less Fee), a
-// line per succeeded refund (gross minus its amount), and per currency a
+// one payout: a line per succeeded charge that took money (gross what was
+// captured, less Fee), a line per succeeded refund that returned money
+// (gross minus its amount), and per currency a
 // payout line that moves the net total to the bank account. Lines come in
 // the order given; ids of balance transactions are derived from the
 // objects', so the same ledger gives the same file.
@@ -43,17 +44,18 @@ func Statement(charges []fakestripe.Charge, refunds []fakestripe.Refund, payoutI
 		lines = append(lines, l)
 	}
 	for _, c := range charges {
-		if c.Status != fakestripe.ChargeSucceeded {
+		if !settles(c) {
 			continue
 		}
+		captured := c.Amount - c.AmountReleased
 		add(settlementfile.Line{
 			Created: c.Created.UTC().Truncate(time.Second), Currency: c.Currency,
-			GrossCents: c.Amount, FeeCents: Fee(c.Amount), Category: settlementfile.CategoryCharge,
+			GrossCents: captured, FeeCents: Fee(captured), Category: settlementfile.CategoryCharge,
 			SourceID: c.ID, Description: c.Description,
 		})
 	}
 	for _, r := range refunds {
-		if r.Status != "succeeded" {
+		if !settlesRefund(r) {
 			continue
 		}
 		add(settlementfile.Line{
@@ -97,6 +99,21 @@ func txnID(source, category string) string {
 	return "txn_" + hex.EncodeToString(sum[:12])
 }
 
+// settles reports whether the bank settles c: a succeeded charge that
+// took money. A hold is settled once captured, for what was captured (its
+// released rest took nothing); a hold never captured, outstanding or
+// released, never is.
+func settles(c fakestripe.Charge) bool {
+	return c.Status == fakestripe.ChargeSucceeded && !c.Uncaptured && c.Amount > c.AmountReleased
+}
+
+// settlesRefund reports whether the bank settles r: a succeeded refund
+// that returned money. The refund by which Stripe shows a hold released
+// (Refund.Release) returned none and has no balance transaction.
+func settlesRefund(r fakestripe.Refund) bool {
+	return r.Status == "succeeded" && !r.Release
+}
+
 // Bank settles what the fake Stripe charged and refunded into an inbox
 // directory, one file per call of Settle. It remembers what it settled, so
 // each charge and refund is in exactly one file. It is safe for concurrent
@@ -125,12 +142,12 @@ func (b *Bank) Settle(now time.Time) (string, []settlementfile.Line, error) {
 	var charges []fakestripe.Charge
 	var refunds []fakestripe.Refund
 	for _, c := range snap.Charges {
-		if c.Status == fakestripe.ChargeSucceeded && !b.settled[c.ID] {
+		if settles(c) && !b.settled[c.ID] {
 			charges = append(charges, c)
 		}
 	}
 	for _, r := range snap.Refunds {
-		if r.Status == "succeeded" && !b.settled[r.ID] {
+		if settlesRefund(r) && !b.settled[r.ID] {
 			refunds = append(refunds, r)
 		}
 	}

@@ -33,6 +33,29 @@ func TestStatementFeesAndPayout(t *testing.T) {
 	require.Equal(t, int64(59), lines[2].NetCents, "the payout moves the net balance out: 9.41 - 10.00")
 }
 
+// A hold settles once captured, for what was captured; a hold never
+// captured, and the refund by which Stripe shows a hold released, moved no
+// money and settle nothing.
+func TestStatementSettlesCapturedMoneyOnly(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
+	lines := fakebank.Statement(
+		[]fakestripe.Charge{
+			{ID: "ch_partial", Amount: 1000, AmountReleased: 300, AmountRefunded: 300, Currency: "usd", Status: fakestripe.ChargeSucceeded, Created: at},
+			{ID: "ch_held", Amount: 1000, Uncaptured: true, Currency: "usd", Status: fakestripe.ChargeSucceeded, Created: at},
+			{ID: "ch_released", Amount: 1000, AmountReleased: 1000, AmountRefunded: 1000, Refunded: true, Uncaptured: true,
+				Currency: "usd", Status: fakestripe.ChargeSucceeded, Created: at},
+		},
+		[]fakestripe.Refund{{ID: "re_release", Charge: "ch_released", Amount: 1000, Currency: "usd", Status: "succeeded",
+			Release: true, Created: at}},
+		"po_x", at)
+	require.Len(t, lines, 2, "the partial capture and the payout")
+	require.Equal(t, "ch_partial", lines[0].SourceID)
+	require.Equal(t, int64(700), lines[0].GrossCents, "what was captured")
+	require.Equal(t, fakebank.Fee(700), lines[0].FeeCents)
+	require.Equal(t, settlementfile.CategoryPayout, lines[1].Category)
+}
+
 func TestDevSFTPServerServesTheInbox(t *testing.T) {
 	t.Parallel()
 	srv, err := fakebank.ServeSFTP(slog.New(slog.NewTextHandler(io.Discard, nil)))

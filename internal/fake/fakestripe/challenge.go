@@ -203,8 +203,10 @@ func formatAmount(amount int64, currency string) string {
 
 // ExpireHold lets the uncaptured hold of the PaymentIntent id lapse, as a
 // card network does after its window: the PaymentIntent is canceled and its
-// charge released in full, with a charge.expired event (and
-// payment_intent.canceled).
+// charge released in full, with a charge.expired event, the release shown
+// as Stripe's own refund (reason RefundReasonExpired, charge.refunded), and
+// payment_intent.canceled. POST /_fake/payment_intents/{id}/expire does it
+// over HTTP.
 func (s *Server) ExpireHold(id string) error {
 	l := &s.ledger
 	l.mu.Lock()
@@ -220,13 +222,12 @@ func (s *Server) ExpireHold(id string) error {
 	if !ok {
 		return fmt.Errorf("fakestripe: %s has no charge", id)
 	}
-	ch.AmountReleased = ch.Amount
-	ch.AmountRefunded, ch.Refunded = ch.Amount, true
-	pi.AmountCapturable = 0
+	s.releaseHoldLocked(pi, ch, RefundReasonExpired)
 	pi.Status = PaymentIntentCanceled
 	pi.CancellationReason = "automatic"
 	pi.CanceledAt = s.Now()
 	s.emit("charge.expired", ch.object())
+	s.emit("charge.refunded", ch.object())
 	s.emit("payment_intent.canceled", pi.object())
 	return nil
 }

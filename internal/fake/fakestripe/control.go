@@ -24,6 +24,10 @@ func (s *Server) serveControl(w http.ResponseWriter, r *http.Request) {
 			s.serveAuthenticate(w, r, id)
 			return
 		}
+		if id, ok := strings.CutSuffix(rest, "/expire"); ok && id != "" && !strings.Contains(id, "/") {
+			s.serveExpire(w, id)
+			return
+		}
 	}
 	switch r.Method + " " + path {
 	case "GET ledger":
@@ -120,6 +124,23 @@ func (s *Server) serveControl(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "unknown control endpoint " + r.Method + " " + r.URL.Path})
 	}
+}
+
+// serveExpire is POST /_fake/payment_intents/{id}/expire: ExpireHold over
+// HTTP. It answers the PaymentIntent as the ledger records it; 404 for an
+// unknown PaymentIntent, 409 for one that holds nothing.
+func (s *Server) serveExpire(w http.ResponseWriter, id string) {
+	err := s.ExpireHold(id)
+	switch {
+	case errors.Is(err, errNoSuchPaymentIntent):
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
+		return
+	case err != nil:
+		writeJSON(w, http.StatusConflict, map[string]string{"error": err.Error()})
+		return
+	}
+	pi, _ := s.PaymentIntent(id)
+	writeJSON(w, http.StatusOK, pi)
 }
 
 // decodeFaults reads one fault or an array of faults and validates them all

@@ -57,7 +57,15 @@
 // by payment_intent. Every step emits the events Stripe emits
 // (payment_intent.created, .requires_action, .succeeded,
 // .amount_capturable_updated, .payment_failed, .canceled; charge.succeeded,
-// .failed, .captured).
+// .failed, .captured). Cancelling a PaymentIntent in requires_capture
+// releases its hold as Stripe documents it, "automatically refunded": the
+// charge shows the whole amount refunded, a refund without the caller's
+// metadata is recorded (Refund.Release: it moves no money, and has no
+// balance transaction), and charge.refunded is emitted before
+// payment_intent.canceled. A hold that lapses (ExpireHold) is released the
+// same way, its refund's reason expired_uncaptured_charge, after
+// charge.expired. A partial capture's uncaptured rest is counted in the
+// charge's amount_refunded only.
 //
 // The challenge page stands in for the rider's bank. GET
 // /_fake/challenge/{id} shows it, with two buttons (ids "complete" and
@@ -98,4 +106,7 @@
 //	POST   /_fake/challenge/{id}  action=complete or action=fail: the page's answer, 303 to return_url
 //	POST   /_fake/payment_intents/{id}/authenticate
 //	                      {"complete":true} or {"complete":false}: Authenticate, answering the PaymentIntent
+//	POST   /_fake/payment_intents/{id}/expire
+//	                      let the uncaptured hold lapse (ExpireHold): charge.expired, charge.refunded
+//	                      (Stripe's release, reason expired_uncaptured_charge), payment_intent.canceled
 package fakestripe

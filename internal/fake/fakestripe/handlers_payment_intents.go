@@ -245,7 +245,8 @@ func (c *call) paymentIntentConfirm() response {
 }
 
 // paymentIntentCancel is POST /v1/payment_intents/{id}/cancel. Cancelling
-// a PaymentIntent that requires capture releases its charge's hold.
+// a PaymentIntent that requires capture releases its charge's hold, which
+// Stripe shows as a refund of the capturable amount (releaseHoldLocked).
 func (c *call) paymentIntentCancel() response {
 	if bad, ok := rejectUnknown(c.params, "cancellation_reason", "expand"); ok {
 		return bad
@@ -272,11 +273,13 @@ func (c *call) paymentIntentCancel() response {
 			"requires_capture, requires_confirmation, requires_action, processing.", pi.Status))
 	}
 	if pi.Status == PaymentIntentRequiresCapture {
-		if ch, ok := l.chargeLocked(pi.LatestCharge); ok {
-			ch.AmountReleased = ch.Amount
-			ch.AmountRefunded, ch.Refunded = ch.Amount, true
+		ch, ok := l.chargeLocked(pi.LatestCharge)
+		if !ok {
+			// A PaymentIntent requires capture only once its charge is made.
+			panic("fakestripe: payment intent " + pi.ID + " requires capture without a charge")
 		}
-		pi.AmountCapturable = 0
+		c.s.releaseHoldLocked(pi, ch, "")
+		c.s.emit("charge.refunded", ch.object())
 	}
 	pi.Status = PaymentIntentCanceled
 	pi.CancellationReason = reason
@@ -353,6 +356,36 @@ func (c *call) paymentIntentCapture() response {
 	c.s.emit("charge.captured", ch.object())
 	c.s.emit("payment_intent.succeeded", pi.object())
 	return okResponse(pi.object())
+}
+
+// releaseHoldLocked releases the uncaptured hold of ch, pi's charge, as
+// Stripe documents it: the capturable amount is "automatically refunded",
+// so the release shows on the charge as refunded in full (amount_refunded,
+// refunded) and as a refund object of its own, made by Stripe (no metadata
+// of the caller; reason, when not empty, is Stripe's own:
+// RefundReasonExpired for a lapsed hold). It moves no money: the refund is
+// marked Release and carries no balance transaction. The caller emits
+// charge.refunded. s.ledger.mu must be held.
+func (s *Server) releaseHoldLocked(pi *PaymentIntent, ch *Charge, reason string) {
+	amount := ch.Amount - ch.AmountRefunded
+	ch.AmountReleased = ch.Amount
+	ch.AmountRefunded, ch.Refunded = ch.Amount, true
+	pi.AmountCapturable = 0
+	if amount <= 0 {
+		return
+	}
+	s.ledger.addRefundLocked(&Refund{
+		ID:            s.ledger.newIDLocked("re"),
+		Charge:        ch.ID,
+		Amount:        amount,
+		Currency:      ch.Currency,
+		Status:        "succeeded",
+		Metadata:      map[string]string{},
+		Created:       s.Now(),
+		PaymentIntent: pi.ID,
+		Reason:        reason,
+		Release:       true,
+	})
 }
 
 // confirmLocked confirms pi with pm, whose return URL check has passed:

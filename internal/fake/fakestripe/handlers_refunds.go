@@ -3,6 +3,7 @@ package fakestripe
 import (
 	"fmt"
 	"net/http"
+	"slices"
 )
 
 // refundCreate is POST /v1/refunds: refunds the rest of the charge, or
@@ -135,7 +136,7 @@ func (c *call) refundRetrieve() response {
 	if !ok {
 		return noSuchObject(http.StatusNotFound, "refund", "id", c.pathID)
 	}
-	return okResponse(ref.object())
+	return okResponse(l.refundObjectLocked(ref, slices.Contains(listParam(c.params, "expand"), "charge")))
 }
 
 // listResult is the JSON shape of a Stripe list.
@@ -149,7 +150,7 @@ type listResult struct {
 // refundList is GET /v1/refunds: the refunds, newest first, of one charge
 // when charge is given, of one PaymentIntent when payment_intent is given,
 // within a created range when one is given. Pages follow starting_after,
-// as Stripe's lists do.
+// as Stripe's lists do; expand[]=data.charge embeds each refund's charge.
 func (c *call) refundList() response {
 	if bad, ok := rejectUnknown(c.params, "charge", "payment_intent", "created", "limit", "starting_after", "expand"); ok {
 		return bad
@@ -170,6 +171,17 @@ func (c *call) refundList() response {
 			found = append(found, r)
 		}
 	}
+	expandCharge := slices.Contains(listParam(c.params, "expand"), "data.charge")
 	return listPage(c, "/v1/refunds", "refund", found,
-		func(r *Refund) string { return r.ID }, func(r *Refund) any { return r.object() })
+		func(r *Refund) string { return r.ID }, func(r *Refund) any { return l.refundObjectLocked(r, expandCharge) })
+}
+
+// refundObjectLocked is r's JSON shape, its charge expanded when
+// expandCharge. l.mu must be held.
+func (l *ledger) refundObjectLocked(r *Refund, expandCharge bool) refundObject {
+	o := r.object()
+	if ch, ok := l.chargeLocked(r.Charge); ok && expandCharge {
+		o.Charge = ch.object()
+	}
+	return o
 }

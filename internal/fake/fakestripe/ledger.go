@@ -82,7 +82,19 @@ type Refund struct {
 	Created  time.Time         `json:"created"`
 	// PaymentIntent is the PaymentIntent of the refunded charge, if any.
 	PaymentIntent string `json:"payment_intent,omitempty"`
+	// Reason is the refund's reason, as Stripe names it; Stripe sets
+	// RefundReasonExpired itself on the release of a lapsed hold.
+	Reason string `json:"reason,omitempty"`
+	// Release is set on the refund by which Stripe shows an uncaptured
+	// hold released (its PaymentIntent cancelled, or the hold lapsed): no
+	// money was taken, so none is returned, and no balance transaction
+	// (nothing to settle) comes with it.
+	Release bool `json:"release,omitempty"`
 }
+
+// RefundReasonExpired is the reason of the refund that releases a hold
+// that lapsed uncaptured.
+const RefundReasonExpired = "expired_uncaptured_charge"
 
 // Snapshot is a consistent copy of everything the server recorded.
 type Snapshot struct {

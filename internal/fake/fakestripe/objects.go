@@ -60,17 +60,19 @@ type chargeObject struct {
 }
 
 type refundObject struct {
-	ID                 string            `json:"id"`
-	Object             string            `json:"object"`
-	Amount             int64             `json:"amount"`
-	BalanceTransaction *string           `json:"balance_transaction"`
-	Charge             string            `json:"charge"`
-	Created            int64             `json:"created"`
-	Currency           string            `json:"currency"`
-	Metadata           map[string]string `json:"metadata"`
-	PaymentIntent      *string           `json:"payment_intent"`
-	Reason             *string           `json:"reason"`
-	Status             string            `json:"status"`
+	ID                 string  `json:"id"`
+	Object             string  `json:"object"`
+	Amount             int64   `json:"amount"`
+	BalanceTransaction *string `json:"balance_transaction"`
+	// Charge is the charge's id, or the charge itself when expanded
+	// (expand[]=charge, expand[]=data.charge in a list).
+	Charge        any               `json:"charge"`
+	Created       int64             `json:"created"`
+	Currency      string            `json:"currency"`
+	Metadata      map[string]string `json:"metadata"`
+	PaymentIntent *string           `json:"payment_intent"`
+	Reason        *string           `json:"reason"`
+	Status        string            `json:"status"`
 }
 
 type searchResult struct {
@@ -170,16 +172,20 @@ func (c *Charge) object() chargeObject {
 }
 
 func (r *Refund) object() refundObject {
-	return refundObject{
-		ID:                 r.ID,
-		Object:             "refund",
-		Amount:             r.Amount,
-		BalanceTransaction: nullable("txn_" + r.ID[len("re_"):]),
-		Charge:             r.Charge,
-		Created:            unix(r.Created),
-		Currency:           r.Currency,
-		Metadata:           metadataOrEmpty(r.Metadata),
-		PaymentIntent:      nullable(r.PaymentIntent),
-		Status:             r.Status,
+	o := refundObject{
+		ID:            r.ID,
+		Object:        "refund",
+		Amount:        r.Amount,
+		Charge:        r.Charge,
+		Created:       unix(r.Created),
+		Currency:      r.Currency,
+		Metadata:      metadataOrEmpty(r.Metadata),
+		PaymentIntent: nullable(r.PaymentIntent),
+		Reason:        nullable(r.Reason),
+		Status:        r.Status,
 	}
+	if !r.Release {
+		o.BalanceTransaction = nullable("txn_" + r.ID[len("re_"):])
+	}
+	return o
 }
