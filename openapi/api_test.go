@@ -30,7 +30,7 @@ func setup(t *testing.T) *testBundle {
 	t.Helper()
 	env := testkit.New(t)
 	riverUI := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "river ui") })
-	url := testkit.Serve(t, openapi.NewHandler(openapi.Config{
+	url := testkit.ServeAPI(t, openapi.NewHandler(openapi.Config{
 		Service: env.Service, AdminToken: adminToken, RiverUI: riverUI, Logger: slog.New(slog.DiscardHandler),
 	}))
 	return &testBundle{Env: env, url: url}
