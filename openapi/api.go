@@ -129,6 +129,7 @@ func register(mux *http.ServeMux, cfg Config) huma.API {
 	h.registerHealth(cfg.Ready)
 	nullableRefs(api.OpenAPI().Components.Schemas, "RideNextAction")
 	finishExamples(api.OpenAPI())
+	strictSpec(api.OpenAPI())
 	return api
 }
 

@@ -536,6 +536,11 @@ type Problem struct {
 	// Examples: the card was declined: Your card was declined.
 	Detail *string `json:"detail,omitempty"`
 
+	// Instance A URI reference naming the occurrence: the ride the problem is about, such as the ride whose balance is due (402 /problems/balance-due; pay it with POST /rides/{id}/balance). Absent elsewhere.
+	//
+	// Examples: /rides/5351843670591273
+	Instance *string `json:"instance,omitempty"`
+
 	// RideID Extension member of a declined booking (402): the ride the booking created, whose charge_status is declined (GET /rides/{id}). Absent from answers stored before the service named the ride.
 	//
 	// Examples: 5351843670591273
@@ -997,10 +1002,19 @@ type RideRefundParams struct {
 }
 
 // WebhookAdyenJSONBody defines parameters for WebhookAdyen.
-type WebhookAdyenJSONBody = openapi_types.File
+type WebhookAdyenJSONBody struct {
+	NotificationItems []map[string]interface{} `json:"notificationItems"`
+}
 
 // WebhookStripeJSONBody defines parameters for WebhookStripe.
-type WebhookStripeJSONBody = openapi_types.File
+type WebhookStripeJSONBody struct {
+	Data map[string]interface{} `json:"data"`
+	ID   string                 `json:"id"`
+
+	// Object event
+	Object string `json:"object"`
+	Type   string `json:"type"`
+}
 
 // WebhookStripeParams defines parameters for WebhookStripe.
 type WebhookStripeParams struct {
@@ -1018,10 +1032,10 @@ type RideCompleteJSONRequestBody = RideCompleteInputBody
 type UserPutJSONRequestBody = UserPutBody
 
 // WebhookAdyenJSONRequestBody defines body for WebhookAdyen for application/json ContentType.
-type WebhookAdyenJSONRequestBody = WebhookAdyenJSONBody
+type WebhookAdyenJSONRequestBody WebhookAdyenJSONBody
 
 // WebhookStripeJSONRequestBody defines body for WebhookStripe for application/json ContentType.
-type WebhookStripeJSONRequestBody = WebhookStripeJSONBody
+type WebhookStripeJSONRequestBody WebhookStripeJSONBody
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -3137,7 +3151,7 @@ type RideBalancePayReply struct {
 	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationProblemJSON401 *ErrorModel
 	// ApplicationProblemJSON402 the response for an HTTP 402 `application/problem+json` response
-	ApplicationProblemJSON402 *ErrorModel
+	ApplicationProblemJSON402 *Problem
 	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationProblemJSON404 *ErrorModel
 	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
@@ -3185,7 +3199,7 @@ func (r RideBalancePayReply) GetApplicationProblemJSON401() *ErrorModel {
 }
 
 // GetApplicationProblemJSON402 returns the response for an HTTP 402 `application/problem+json` response
-func (r RideBalancePayReply) GetApplicationProblemJSON402() *ErrorModel {
+func (r RideBalancePayReply) GetApplicationProblemJSON402() *Problem {
 	return r.ApplicationProblemJSON402
 }
 
@@ -5198,7 +5212,7 @@ func ParseRideBalancePayReply(rsp *http.Response) (*RideBalancePayReply, error) 
 		response.ApplicationProblemJSON401 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 402:
-		var dest ErrorModel
+		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

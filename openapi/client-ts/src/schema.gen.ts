@@ -365,6 +365,12 @@ export interface components {
              */
             detail?: string;
             /**
+             * Format: uri-reference
+             * @description A URI reference naming the occurrence: the ride the problem is about, such as the ride whose balance is due (402 /problems/balance-due; pay it with POST /rides/{id}/balance). Absent elsewhere.
+             * @example /rides/5351843670591273
+             */
+            instance?: string;
+            /**
              * Format: int64
              * @description Extension member of a declined booking (402): the ride the booking created, whose charge_status is declined (GET /rides/{id}). Absent from answers stored before the service named the ride.
              * @example 5351843670591273
@@ -1274,7 +1280,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorModel"];
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description No such resource for this caller. */
@@ -2217,7 +2223,9 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": string;
+                "application/json": {
+                    notificationItems: Record<string, never>[];
+                };
             };
         };
         responses: {
@@ -2286,7 +2294,13 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": string;
+                "application/json": {
+                    data: Record<string, never>;
+                    id: string;
+                    /** @description event */
+                    object: string;
+                    type: string;
+                };
             };
         };
         responses: {
