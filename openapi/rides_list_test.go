@@ -72,6 +72,9 @@ func TestRideListHTTP(t *testing.T) {
 		"starting_after=0":          "query.starting_after",
 		"charge_status=refunded":    "query.charge_status",
 		"created%5Bgte%5D=tomorrow": "query.created[gte]",
+		"starting_after=":           "query.starting_after",
+		"charge_status=":            "query.charge_status",
+		"limit=10&created%5Blt%5D=": "query.created[lt]",
 		"starting_after=" + itoa(ids[0]) + "&ending_before=" + itoa(ids[1]): "query.ending_before",
 	} {
 		require.Equal(t, []string{loc}, b.do(t, http.MethodGet, "/rides?"+q, rider(apiKey, ""), "").Problem(t, http.StatusUnprocessableEntity), q)
