@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"sync"
 	"testing"
 
@@ -30,6 +32,26 @@ const maxCheckedBody = 1 << 20
 func ServeAPI(t testing.TB, h http.Handler) string {
 	t.Helper()
 	return Serve(t, Conform(t, h))
+}
+
+// ServeConformingProxy serves, until t ends, a reverse proxy to the API
+// served at base (a process of the built binary), which checks every
+// exchange passing through it as Conform does, and returns its base URL.
+func ServeConformingProxy(t testing.TB, base string) string {
+	t.Helper()
+	target, err := url.Parse(base)
+	if err != nil {
+		t.Fatalf("proxy to %s: %v", base, err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	// The client's own address and host, as if it asked the API itself.
+	rewrite := proxy.Director
+	proxy.Director = func(r *http.Request) {
+		rewrite(r)
+		r.Host = target.Host
+		r.Header["X-Forwarded-For"] = nil
+	}
+	return Serve(t, Conform(t, proxy))
 }
 
 // Conform wraps h, the API's handler, so that every exchange it serves is
