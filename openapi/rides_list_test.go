@@ -232,7 +232,7 @@ func TestRideListQueryHTTP(t *testing.T) {
 		{query: "limit=1&limit=1&limit=1", want: map[string]string{"query.limit": "must be given at most once"}},
 		{query: gt + "=" + ts(1, 0) + "&" + gt + "=" + ts(2, 0), want: map[string]string{"query.created[gt]": "must be given at most once"}},
 		{query: "starting_after=" + itoa(all[0].ID) + "&starting_after=" + itoa(all[1].ID), want: map[string]string{"query.starting_after": "must be given at most once"}},
-		{query: "limit=&limit=5", want: map[string]string{"query.limit": "must be given at most once"}},
+		{query: "limit=&limit=5", want: map[string]string{"query.limit": "must not be empty: give a value, or leave the parameter out; must be given at most once"}},
 		{query: "foo=1", want: map[string]string{"query.foo": "unknown query parameter"}},
 		{query: "foo=", want: map[string]string{"query.foo": "unknown query parameter"}},
 		{query: "foo=1&foo=2", want: map[string]string{"query.foo": "unknown query parameter"}},
