@@ -46,7 +46,7 @@ func TestBookCommand(t *testing.T) {
 		APIBase: fake.URL, SecretKey: "sk_test_book", MaxNetworkRetries: payments.NoRetries,
 	})})
 	require.NoError(t, err)
-	srv := httptest.NewServer(openapi.NewHandler(openapi.Config{Service: svc, Logger: slog.New(slog.DiscardHandler)}))
+	srv := httptest.NewServer(testkit.Conform(t, openapi.NewHandler(openapi.Config{Service: svc, Logger: slog.New(slog.DiscardHandler)})))
 	t.Cleanup(srv.Close)
 	rider, err := svc.UserUpsert(ctx, service.UserUpsertParams{Email: "cli@example.com"})
 	require.NoError(t, err)
@@ -119,7 +119,7 @@ func TestBookListCommand(t *testing.T) {
 		APIBase: fake.URL, SecretKey: "sk_test_book_list", MaxNetworkRetries: payments.NoRetries,
 	})})
 	require.NoError(t, err)
-	srv := httptest.NewServer(openapi.NewHandler(openapi.Config{Service: svc, Logger: slog.New(slog.DiscardHandler)}))
+	srv := httptest.NewServer(testkit.Conform(t, openapi.NewHandler(openapi.Config{Service: svc, Logger: slog.New(slog.DiscardHandler)})))
 	t.Cleanup(srv.Close)
 	rider, err := svc.UserUpsert(ctx, service.UserUpsertParams{Email: "lister@example.com", PaymentSource: "tok_visa"})
 	require.NoError(t, err)
@@ -187,7 +187,7 @@ const tripDispatchToken = "book-test-dispatch-token-5TQ2W"
 func tripWorld(t *testing.T) (*testkit.Env, string) {
 	t.Helper()
 	env := testkit.NewWith(t, testkit.Options{Capture: service.CaptureTrip})
-	return env, testkit.Serve(t, openapi.NewHandler(openapi.Config{
+	return env, testkit.ServeAPI(t, openapi.NewHandler(openapi.Config{
 		Service: env.Service, DispatchToken: tripDispatchToken, Logger: slog.New(slog.DiscardHandler),
 	}))
 }

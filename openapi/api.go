@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/atomicrides/atomicrides/internal/limits"
 	"github.com/atomicrides/atomicrides/service"
 )
 
@@ -127,8 +128,10 @@ func register(mux *http.ServeMux, cfg Config) huma.API {
 	h.registerWebhooks()
 	h.registerAdyenWebhooks()
 	h.registerHealth(cfg.Ready)
+	h.edgeResponses()
 	nullableRefs(api.OpenAPI().Components.Schemas, "RideNextAction")
 	finishExamples(api.OpenAPI())
+	strictSpec(api.OpenAPI())
 	return api
 }
 
@@ -184,6 +187,36 @@ func (h *handlers) errorResponses(op *huma.Operation, codes ...int) {
 		}
 		resp.Content["application/problem+json"].Examples = problemExamples[code]
 		op.Responses[itoa(code)] = resp
+	}
+}
+
+// edgeResponses documents, on every operation, the answers of what stands
+// before it: the admission control's 503 on every route it does not exempt,
+// and on every authenticated one the 401 of a missing credential and the
+// 429 of the failed-authentication guard (and of the riders' budgets). An
+// operation that documents one of them already keeps its own.
+func (h *handlers) edgeResponses() {
+	for path, item := range h.api.OpenAPI().Paths {
+		for method, op := range map[string]*huma.Operation{
+			http.MethodGet: item.Get, http.MethodPut: item.Put, http.MethodPost: item.Post,
+			http.MethodDelete: item.Delete, http.MethodPatch: item.Patch,
+		} {
+			if op == nil {
+				continue
+			}
+			var codes []int
+			if routeClass(method+" "+path) != limits.Exempt {
+				codes = append(codes, http.StatusServiceUnavailable)
+			}
+			if len(op.Security) > 0 {
+				codes = append(codes, http.StatusUnauthorized, http.StatusTooManyRequests)
+			}
+			for _, code := range codes {
+				if op.Responses[itoa(code)] == nil {
+					h.errorResponses(op, code)
+				}
+			}
+		}
 	}
 }
 

@@ -23,7 +23,7 @@ func instance(t *testing.T, pool *pgxpool.Pool) string {
 	t.Helper()
 	svc := testkit.Instance(t, pool)
 	testkit.ListenRevocations(t, svc)
-	return testkit.Serve(t, openapi.NewHandler(openapi.Config{Service: svc, AdminToken: adminToken, Logger: slog.New(slog.DiscardHandler)}))
+	return testkit.ServeAPI(t, openapi.NewHandler(openapi.Config{Service: svc, AdminToken: adminToken, Logger: slog.New(slog.DiscardHandler)}))
 }
 
 // get answers GET path on the server at base with the bearer token.

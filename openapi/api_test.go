@@ -30,7 +30,7 @@ func setup(t *testing.T) *testBundle {
 	t.Helper()
 	env := testkit.New(t)
 	riverUI := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "river ui") })
-	url := testkit.Serve(t, openapi.NewHandler(openapi.Config{
+	url := testkit.ServeAPI(t, openapi.NewHandler(openapi.Config{
 		Service: env.Service, AdminToken: adminToken, RiverUI: riverUI, Logger: slog.New(slog.DiscardHandler),
 	}))
 	return &testBundle{Env: env, url: url}
@@ -88,6 +88,9 @@ func TestUsersHTTP(t *testing.T) {
 	require.Equal(t, []string{"path.email"}, b.do(t, http.MethodPut, "/users/not-an-email", admin(), "").Problem(t, http.StatusUnprocessableEntity))
 	require.Equal(t, []string{"path.email"}, b.do(t, http.MethodPut, "/users/"+strings.Repeat("a", 250)+"@example.com", admin(), "").Problem(t, http.StatusUnprocessableEntity))
 	require.Contains(t, b.do(t, http.MethodPut, "/users/b@example.com", admin(), `{"bogus":1}`).Problem(t, http.StatusUnprocessableEntity), "body.bogus")
+	// null is no string: the field is left out to keep a rider's source.
+	require.Equal(t, []string{"body.payment_source"}, b.do(t, http.MethodPut, "/users/b@example.com", admin(), `{"payment_source":null}`).Problem(t, http.StatusUnprocessableEntity))
+	require.Equal(t, []string{"body.payment_source"}, b.do(t, http.MethodPut, "/users/a@example.com", admin(), `{"payment_source":null}`).Problem(t, http.StatusUnprocessableEntity))
 	b.do(t, http.MethodPut, "/users/b@example.com", admin(), `{"payment_source":`).Problem(t, http.StatusBadRequest)
 	b.do(t, http.MethodPut, "/users/b@example.com", admin(), `{"payment_source":"`+strings.Repeat("x", 20000)+`"}`).Problem(t, http.StatusRequestEntityTooLarge)
 	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM users WHERE role = 'rider'`), "bad input writes nothing")

@@ -38,7 +38,7 @@ func exampleRide(refunded bool) *service.Ride {
 		TargetLat: exampleRideBody.TargetLat, TargetLon: exampleRideBody.TargetLon,
 		AmountCents: 2000, Currency: "usd",
 		ChargeStatus: "charged", PaymentID: &examplePaymentID, ChargeID: &exampleChargeID, StripeChargeID: &exampleChargeID,
-		RefundStatus: "none", Processor: service.ProcessorStripe,
+		RefundStatus: "none", DisputeStatus: service.DisputeNone, Processor: service.ProcessorStripe,
 	}
 	r.Capture = service.CaptureBooking
 	if refunded {
@@ -209,6 +209,13 @@ var (
 	overloadedExample = example("The service is at its capacity: nothing was done, retry after Retry-After",
 		problem(503, ProblemOverloaded, "the service is at its capacity; retry after 2 s with the same idempotency key (nothing was done)"))
 )
+
+// balanceDueExample is the 402 of a booking by a rider who owes the
+// balance of a ride: instance names the ride.
+var balanceDueExample = example("The rider owes the balance of a ride (not stored): instance names it; pay it, then book again with the same key",
+	service.Problem{Type: ProblemBalanceDue, Title: "Payment Required", Status: 402,
+		Detail:   "the rider owes 6.00 USD for ride 5351843670591273: pay it (POST /rides/5351843670591273/balance), then book again",
+		Instance: "/rides/5351843670591273"})
 
 // keyReusedExample is the 422 of an idempotency key sent again with another
 // request.

@@ -27,7 +27,7 @@ func setupLimited(t *testing.T, lim openapi.Limits) *testBundle {
 		lim.Limiter = limits.NewLocalAt(env.Clock.Now)
 	}
 	riverUI := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "river ui") })
-	url := testkit.Serve(t, openapi.NewHandler(openapi.Config{
+	url := testkit.ServeAPI(t, openapi.NewHandler(openapi.Config{
 		Service: env.Service, AdminToken: adminToken, RiverUI: riverUI, Logger: slog.New(slog.DiscardHandler),
 		Metrics: prometheus.NewRegistry(), Limits: lim,
 	}))

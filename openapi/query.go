@@ -13,14 +13,17 @@ const (
 	msgUnknownQueryParam  = "unknown query parameter"
 	msgRepeatedQueryParam = "must be given at most once"
 	msgMalformedQuery     = "is not a valid URL-encoded query parameter (a bad %-escape, or a ';', which does not separate parameters)"
+	msgEmptyQueryParam    = "must not be empty: give a value, or leave the parameter out"
 )
 
 // strictQuery is an operation middleware that takes a query only if every
 // parameter in it is one the operation declares, given once, and properly
-// URL-encoded. Otherwise it answers one 422 (as for every other bad query
-// parameter) that names each parameter at fault in errors[].location,
-// query.<name>: "unknown query parameter", "must be given at most once",
-// or that the pair is not valid URL encoding.
+// URL-encoded, with a value. Otherwise it answers one 422 (as for every
+// other bad query parameter) that names each parameter at fault in
+// errors[].location, query.<name>: "unknown query parameter", "must be
+// given at most once", that the pair is not valid URL encoding, or that
+// its value is empty (no parameter of the API takes an empty value, and
+// Huma would read one as the parameter left out).
 //
 // Left to itself, Huma reads the first of repeated values and ignores the
 // parameters it does not know, and the pairs url.ParseQuery cannot decode
@@ -92,7 +95,7 @@ func queryFaults(op *huma.Operation, raw string) []error {
 		if kerr != nil {
 			name = k
 		}
-		_, verr := url.QueryUnescape(v)
+		value, verr := url.QueryUnescape(v)
 		p, ok := isKnown(name)
 		msg := ""
 		switch {
@@ -102,6 +105,8 @@ func queryFaults(op *huma.Operation, raw string) []error {
 			msg = msgUnknownQueryParam
 		case count[name] == 1 && !p.repeatable:
 			msg = msgRepeatedQueryParam
+		case value == "":
+			msg = msgEmptyQueryParam
 		}
 		if msg != "" {
 			errs = append(errs, &huma.ErrorDetail{Location: "query." + name, Message: msg})

@@ -44,6 +44,8 @@ func TestStrictQueryAnyOperation(t *testing.T) {
 		{"n=%zz&tag=a;b", []string{"query.n", "query.tag"}},
 		{"%zz=1", []string{"query.%zz"}},
 		{"n=1&&&n=2", []string{"query.n"}},
+		{"n=", []string{"query.n"}},
+		{"tag=a&tag=&filter[x]=&colors", []string{"query.tag", "query.filter[x]", "query.colors"}},
 	} {
 		t.Run(c.query, func(t *testing.T) {
 			t.Parallel()

@@ -146,6 +146,10 @@ func (h *handlers) rideCreateOperation() huma.Operation {
 	h.errorResponses(&op, 400, 401, 402, 409, 413, 415, 422, 429, 500, 503)
 	op.Responses["402"].Headers = replayHeader
 	op.Responses["402"].Content["application/problem+json"].Schema = registry.Schema(reflect.TypeOf(service.Problem{}), true, "DeclinedProblem")
+	withExamples(&op, "402", map[string]*huma.Example{
+		"declined":    problemExamples[http.StatusPaymentRequired]["declined"],
+		"balance-due": balanceDueExample,
+	})
 	withExamples(&op, "422", map[string]*huma.Example{
 		"invalid-field": problemExamples[http.StatusUnprocessableEntity]["invalid-field"],
 		"key-reused":    keyReusedExample,

@@ -38,7 +38,7 @@ func (h *handlers) registerRideList() {
 			"A cursor is a position, not an offset: rides booked while a client pages never shift, repeat or hide the rides of later pages. " +
 			"A cursor that is not one of the rider's rides is 404, whoever's it is. " +
 			"The filters created[gt], created[gte], created[lt] and created[lte] (RFC 3339 times, as Stripe's created[…] with times for Unix seconds) bound the rides' creation time; given together they are one range, and cursors page within it. " +
-			"A query parameter not listed here, or one given more than once, is refused with 422 naming it (errors[].location query.<name>): a misspelt filter never lists every ride. " +
+			"A query parameter not listed here, one given more than once, or one given without a value (starting_after=) is refused with 422 naming it (errors[].location query.<name>): a misspelt filter never lists every ride. " +
 			"Read-only and safe to retry; it takes no Idempotency-Key.",
 		Tags:        []string{"rides"},
 		Security:    []map[string][]string{{schemeRider: {}}},
@@ -62,6 +62,8 @@ func (h *handlers) registerRideList() {
 			problem(422, "", "validation failed", &huma.ErrorDetail{Message: msgUnknownQueryParam, Location: "query.created[after]"})),
 		"repeated": example("A query parameter given more than once",
 			problem(422, "", "validation failed", &huma.ErrorDetail{Message: msgRepeatedQueryParam, Location: "query.limit"})),
+		"empty": example("A query parameter given without a value",
+			problem(422, "", "validation failed", &huma.ErrorDetail{Message: msgEmptyQueryParam, Location: "query.starting_after"})),
 	})
 	withExamples(&op, "500", map[string]*huma.Example{"internal": example("Our failure: retry", problem(500, "", "internal error"))})
 	huma.Register(h.api, op, h.rideList)

@@ -72,6 +72,9 @@ func TestRideListHTTP(t *testing.T) {
 		"starting_after=0":          "query.starting_after",
 		"charge_status=refunded":    "query.charge_status",
 		"created%5Bgte%5D=tomorrow": "query.created[gte]",
+		"starting_after=":           "query.starting_after",
+		"charge_status=":            "query.charge_status",
+		"limit=10&created%5Blt%5D=": "query.created[lt]",
 		"starting_after=" + itoa(ids[0]) + "&ending_before=" + itoa(ids[1]): "query.ending_before",
 	} {
 		require.Equal(t, []string{loc}, b.do(t, http.MethodGet, "/rides?"+q, rider(apiKey, ""), "").Problem(t, http.StatusUnprocessableEntity), q)
@@ -229,7 +232,7 @@ func TestRideListQueryHTTP(t *testing.T) {
 		{query: "limit=1&limit=1&limit=1", want: map[string]string{"query.limit": "must be given at most once"}},
 		{query: gt + "=" + ts(1, 0) + "&" + gt + "=" + ts(2, 0), want: map[string]string{"query.created[gt]": "must be given at most once"}},
 		{query: "starting_after=" + itoa(all[0].ID) + "&starting_after=" + itoa(all[1].ID), want: map[string]string{"query.starting_after": "must be given at most once"}},
-		{query: "limit=&limit=5", want: map[string]string{"query.limit": "must be given at most once"}},
+		{query: "limit=&limit=5", want: map[string]string{"query.limit": "must not be empty: give a value, or leave the parameter out; must be given at most once"}},
 		{query: "foo=1", want: map[string]string{"query.foo": "unknown query parameter"}},
 		{query: "foo=", want: map[string]string{"query.foo": "unknown query parameter"}},
 		{query: "foo=1&foo=2", want: map[string]string{"query.foo": "unknown query parameter"}},

@@ -172,6 +172,12 @@ func (h *handlers) registerTrips() {
 		},
 	}
 	h.errorResponses(&balance, 400, 401, 402, 404, 409, 422, 429, 500, 503)
+	balance.Responses["402"].Content["application/problem+json"].Schema = h.api.OpenAPI().Components.Schemas.Schema(reflect.TypeOf(service.Problem{}), true, "DeclinedProblem")
+	withExamples(&balance, "402", map[string]*huma.Example{
+		"declined": example("The balance's payment was declined (stored, replayed); ride_id names the ride that owes it",
+			service.Problem{Type: service.ProblemCardDeclined, Title: "Card declined", Status: 402,
+				Detail: "the card was declined: Your card was declined.", RideID: exampleRideID}),
+	})
 	withExamples(&balance, "409", map[string]*huma.Example{
 		"key-in-use": problemExamples[http.StatusConflict]["key-in-use"],
 		"no-balance-due": example("The ride owes nothing (not stored)",

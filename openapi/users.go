@@ -2,6 +2,7 @@ package openapi
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"reflect"
 
@@ -16,7 +17,36 @@ type userPutInput struct {
 }
 
 type userPutBody struct {
-	PaymentSource string `json:"payment_source,omitempty" maxLength:"255" pattern:"^[A-Za-z0-9_]+$" doc:"A payment processor token or source id. Required; only a development server (serve -dev) defaults it to the test card tok_visa (and, for an existing rider, keeps its source). Another source than the existing rider's replaces it." example:"tok_visa"`
+	// paymentSourceNull is whether the body gave payment_source as null,
+	// which its schema does not allow (Huma's validation lets a null
+	// through for an optional field, and decoding reads it as absent).
+	paymentSourceNull bool
+	PaymentSource     string `json:"payment_source,omitempty" maxLength:"255" pattern:"^[A-Za-z0-9_]+$" doc:"A payment processor token or source id. Required; only a development server (serve -dev) defaults it to the test card tok_visa (and, for an existing rider, keeps its source). Another source than the existing rider's replaces it." example:"tok_visa"`
+}
+
+// UnmarshalJSON decodes the body, noting a payment_source given as null.
+func (b *userPutBody) UnmarshalJSON(data []byte) error {
+	type plain userPutBody
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err != nil {
+		return err
+	}
+	if err := json.Unmarshal(data, (*plain)(b)); err != nil {
+		return err
+	}
+	v, ok := fields["payment_source"]
+	b.paymentSourceNull = ok && string(v) == "null"
+	return nil
+}
+
+// Resolve refuses a payment_source given as null: 422 naming the field,
+// as for any other value its schema does not allow. To keep a rider's
+// source, leave the field out.
+func (b *userPutBody) Resolve(_ huma.Context, prefix *huma.PathBuffer) []error {
+	if !b.paymentSourceNull {
+		return nil
+	}
+	return []error{&huma.ErrorDetail{Location: prefix.With("payment_source"), Message: "expected string, not null: leave the field out instead", Value: nil}}
 }
 
 // UserPutResponse is the body of PUT /users/{email}.

@@ -64,6 +64,19 @@ func (h *handlers) registerWebhooks() {
 	op.Responses["404"].Description = "Webhooks from Stripe are not configured (STRIPE_WEBHOOK_SECRET unset)."
 	huma.Register(h.api, op, h.stripeWebhook)
 	registered := h.api.OpenAPI().Paths[op.Path].Post
+	// What the body is to the service: an event, read whole only once its
+	// signature is verified.
+	registered.RequestBody.Content["application/json"].Schema = &huma.Schema{
+		Type:        huma.TypeObject,
+		Description: "A Stripe event (https://docs.stripe.com/api/events/object), verified byte for byte against Stripe-Signature before it is read. Any other body is refused (400).",
+		Required:    []string{"id", "object", "type", "data"},
+		Properties: map[string]*huma.Schema{
+			"id":     {Type: huma.TypeString, MinLength: ptr(1)},
+			"object": {Type: huma.TypeString, Description: "event"},
+			"type":   {Type: huma.TypeString, MinLength: ptr(1)},
+			"data":   {Type: huma.TypeObject, Required: []string{"object"}},
+		},
+	}
 	registered.RequestBody.Content["application/json"].Examples = map[string]*huma.Example{
 		"charge-refunded": example("A refund made in Stripe's dashboard (abridged)", json.RawMessage(exampleStripeEvent)),
 	}
@@ -103,3 +116,6 @@ type limitedBodyContext struct {
 }
 
 func (c *limitedBodyContext) BodyReader() io.Reader { return c.body }
+
+// ptr is a pointer to v, for the optional keywords of a schema.
+func ptr[T any](v T) *T { return &v }

@@ -68,6 +68,18 @@ func (h *handlers) registerAdyenWebhooks() {
 	op.Responses["404"].Description = "Adyen's notifications are not configured (ADYEN_HMAC_KEY unset)."
 	huma.Register(h.api, op, h.adyenWebhook)
 	registered := h.api.OpenAPI().Paths[op.Path].Post
+	// What the body is to the service: a batch of items, each read only
+	// once its own signature is verified.
+	registered.RequestBody.Content["application/json"].Schema = &huma.Schema{
+		Type:        huma.TypeObject,
+		Description: "Adyen's standard notification (JSON): one or more items, each signed on its own (additionalData.hmacSignature). Any other body is refused (400).",
+		Required:    []string{"notificationItems"},
+		Properties: map[string]*huma.Schema{
+			"notificationItems": {Type: huma.TypeArray, MinItems: ptr(1), Items: &huma.Schema{
+				Type: huma.TypeObject, Required: []string{"NotificationRequestItem"},
+			}},
+		},
+	}
 	registered.RequestBody.Content["application/json"].Examples = map[string]*huma.Example{
 		"authorisation": example("A payment authorised", json.RawMessage(exampleAdyenNotification)),
 	}

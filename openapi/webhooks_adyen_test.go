@@ -35,7 +35,7 @@ func setupAdyenWebhooks(t *testing.T, keys ...string) *webhookBundle {
 	}
 	svc, err := service.New(service.Config{Pool: env.Pool, Payments: env.Payments, Registerer: reg, Inbound: inbound})
 	require.NoError(t, err)
-	url := testkit.Serve(t, openapi.NewHandler(openapi.Config{Service: svc, Logger: slog.New(slog.DiscardHandler)}))
+	url := testkit.ServeAPI(t, openapi.NewHandler(openapi.Config{Service: svc, Logger: slog.New(slog.DiscardHandler)}))
 	return &webhookBundle{Env: env, url: url + "/webhooks/adyen", reg: reg}
 }
 

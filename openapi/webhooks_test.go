@@ -38,7 +38,7 @@ func setupWebhooks(t *testing.T, secrets ...string) *webhookBundle {
 	}
 	svc, err := service.New(service.Config{Pool: env.Pool, Payments: env.Payments, Registerer: reg, Inbound: inbound})
 	require.NoError(t, err)
-	url := testkit.Serve(t, openapi.NewHandler(openapi.Config{Service: svc, Logger: slog.New(slog.DiscardHandler)}))
+	url := testkit.ServeAPI(t, openapi.NewHandler(openapi.Config{Service: svc, Logger: slog.New(slog.DiscardHandler)}))
 	return &webhookBundle{Env: env, url: url + "/webhooks/stripe", reg: reg}
 }
 

@@ -25,6 +25,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/atomicrides/atomicrides/internal/limits"
+	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/openapi"
 	"github.com/atomicrides/atomicrides/service"
 	"github.com/atomicrides/atomicrides/service/payments"
@@ -187,10 +188,10 @@ func exportedNames(t *testing.T) map[string]bool {
 	admission := limits.NewAdmission(limits.AdmissionConfig{Min: minLimit, Max: maxLimit, Metrics: metrics})
 	registry.MustRegister(admission.Collector())
 	const token = "ops-test-token"
-	srv := httptest.NewServer(openapi.NewHandler(openapi.Config{
+	srv := httptest.NewServer(testkit.Conform(t, openapi.NewHandler(openapi.Config{
 		Service: svc, AdminToken: token, Metrics: registry, Logger: slog.New(slog.DiscardHandler),
 		Limits: openapi.Limits{Metrics: metrics, Admission: admission},
-	}))
+	})))
 	t.Cleanup(srv.Close)
 
 	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, srv.URL+"/metrics", nil)

@@ -8,6 +8,9 @@ type Problem struct {
 	Title  string `json:"title" example:"Card declined" doc:"A short summary of the problem type."`
 	Status int    `json:"status" example:"402" doc:"The HTTP status code."`
 	Detail string `json:"detail,omitempty" example:"the card was declined: Your card was declined." doc:"What happened to this request."`
+	// Instance (RFC 9457) names the ride a problem is about, such as the
+	// ride whose balance is due; absent elsewhere.
+	Instance string `json:"instance,omitempty" format:"uri-reference" example:"/rides/5351843670591273" doc:"A URI reference naming the occurrence: the ride the problem is about, such as the ride whose balance is due (402 /problems/balance-due; pay it with POST /rides/{id}/balance). Absent elsewhere."`
 	// RideID, an extension member, names the ride a declined booking
 	// created (402), so that its rider can find it; absent elsewhere.
 	RideID int64 `json:"ride_id,omitempty" example:"5351843670591273" doc:"Extension member of a declined booking (402): the ride the booking created, whose charge_status is declined (GET /rides/{id}). Absent from answers stored before the service named the ride."`

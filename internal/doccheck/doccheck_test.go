@@ -267,3 +267,81 @@ func TestConfigVars(t *testing.T) {
 	page := Parse("| `LEASE` | x |\n| `ADDR`, `PORT` | y |\n\nAPI_KEY in prose only.\n")
 	require.Equal(t, []string{"API_KEY"}, UndocumentedVars(page, vars))
 }
+
+// TestWebhooksDocumentEveryHandledEvent: docs/webhooks.md's tables say what
+// each Stripe event type and each Adyen event code the code acts on does,
+// and call none of them ignored. The handled events are read from the
+// code, so that an event handled tomorrow fails this until it is
+// documented.
+func TestWebhooksDocumentEveryHandledEvent(t *testing.T) {
+	t.Parallel()
+	root, err := binrun.ModuleRoot()
+	require.NoError(t, err)
+	read := func(rel string) []byte {
+		b, err := os.ReadFile(filepath.Join(root, rel))
+		require.NoError(t, err)
+		return b
+	}
+	page := string(read("docs/webhooks.md"))
+
+	stripe, err := HandledStripeTypes(read("service/payments/webhooks.go"))
+	require.NoError(t, err)
+	require.Contains(t, stripe, "charge.refunded")
+	require.Contains(t, stripe, "charge.dispute.*")
+	stripeRows, err := EventTable(page, "What each event does")
+	require.NoError(t, err)
+
+	adyen, err := HandledAdyenCodes(read("service/adyen/notifications.go"))
+	require.NoError(t, err)
+	require.Contains(t, adyen, "AUTHORISATION")
+	require.Contains(t, adyen, "CAPTURE")
+	adyenRows, err := EventTable(page, "Adyen's notifications")
+	require.NoError(t, err)
+
+	for _, p := range append(CheckEvents("docs/webhooks.md", stripeRows, stripe), CheckEvents("docs/webhooks.md", adyenRows, adyen)...) {
+		t.Error(p)
+	}
+}
+
+// TestCheckEvents reports a handled event the table leaves out or calls
+// ignored, and reads the table's shorthand.
+func TestCheckEvents(t *testing.T) {
+	t.Parallel()
+	page := "# Events\n\nSome prose.\n\n" +
+		"| event | effect |\n|---|---|\n" +
+		"| `a.created`, `.updated` | moves it |\n" +
+		"| `refund.*` | records it |\n" +
+		"| `b.done` / `.failed` | ends it |\n" +
+		"| any other (`CAPTURE`, `X`) | `ignored_type`, counted |\n\n# Next\n\n| `late` | x |\n"
+	rows, err := EventTable(page, "Events")
+	require.NoError(t, err)
+	require.Len(t, rows, 4)
+	require.Equal(t, []string{"a.created", "a.updated"}, rows[0].Names)
+	require.Equal(t, []string{"b.done", "b.failed"}, rows[2].Names)
+	require.Empty(t, CheckEvents("p.md", rows, []string{"a.updated", "refund.created", "refund.*", "b.*"}))
+
+	problems := CheckEvents("p.md", rows, []string{"a.deleted", "CAPTURE", "c.*", "late"})
+	var msgs []string
+	for _, p := range problems {
+		msgs = append(msgs, p.String())
+	}
+	require.Len(t, problems, 4, "%v", msgs)
+	require.Contains(t, msgs[0], "p.md:7: a.deleted is handled by the code, yet no row")
+	require.Contains(t, msgs[1], "p.md:10: CAPTURE is handled by the code, yet this row says it is ignored")
+	require.Contains(t, msgs[3], "late is handled by the code, yet no row", "a table under another heading is not this one")
+
+	_, err = EventTable(page, "Nowhere")
+	require.Error(t, err)
+}
+
+// TestHandledEventsFromCode reads the handled events off the code's
+// constants and comparisons.
+func TestHandledEventsFromCode(t *testing.T) {
+	t.Parallel()
+	codes, err := HandledAdyenCodes([]byte("package a\nconst (\n\tEventB = \"B\"\n\tEventA = \"A\"\n\tother = \"C\"\n)\nconst EventD = \"D\"\n"))
+	require.NoError(t, err)
+	require.Equal(t, []string{"A", "B", "D"}, codes)
+	types, err := HandledStripeTypes([]byte("package p\nimport \"strings\"\nfunc f(t, u string) {\n\tswitch {\n\tcase t == \"x.a\" || \"x.b\" == t:\n\tcase strings.HasPrefix(t, \"y.\"):\n\tcase u == \"z\":\n\t}\n}\n"))
+	require.NoError(t, err)
+	require.Equal(t, []string{"x.a", "x.b", "y.*"}, types)
+}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"regexp"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +26,9 @@ type instance struct {
 	base string
 	logs *binrun.Buffer
 	proc *binrun.Process
+	// proxy is checked's proxy.
+	proxy     string
+	proxyOnce sync.Once
 }
 
 // startServe runs `serve` with env added to the test's environment and waits
@@ -44,6 +48,15 @@ func startServe(t *testing.T, env ...string) *instance {
 	return in
 }
 
+// checked is the instance's API behind a proxy that checks every exchange
+// against the spec the instance serves (testkit.Conform), started on first
+// use.
+func (in *instance) checked(t *testing.T) string {
+	t.Helper()
+	in.proxyOnce.Do(func() { in.proxy = testkit.ServeConformingProxy(t, in.base) })
+	return in.proxy
+}
+
 // do sends a request to the instance, authorised by the bearer token auth
 // unless it is empty, and returns the answer's status and body; a non-empty
 // body is sent as JSON.
@@ -54,7 +67,7 @@ func (in *instance) do(t *testing.T, method, path, auth string, header map[strin
 		h = testkit.Bearer(auth)
 	}
 	maps.Copy(h, header)
-	r := testkit.Do(t, method, in.base+path, h, body)
+	r := testkit.Do(t, method, in.checked(t)+path, h, body)
 	return r.Status, r.Body
 }
 

@@ -90,9 +90,9 @@ func setupTree(t *testing.T) *treeBundle {
 	require.NoError(t, client.Start(ctx))
 	t.Cleanup(func() { _ = client.Stop(context.Background()) })
 
-	srv := httptest.NewServer(openapi.NewHandler(openapi.Config{
+	srv := httptest.NewServer(testkit.Conform(t, openapi.NewHandler(openapi.Config{
 		Service: svc, AdminToken: adminToken, Logger: slog.New(slog.DiscardHandler), TracerProvider: tp,
-	}))
+	})))
 	t.Cleanup(srv.Close)
 	return &treeBundle{url: srv.URL, spans: rec, fake: fake.Server, sink: sink, events: events}
 }

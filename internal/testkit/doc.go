@@ -28,8 +28,10 @@
 // traced service): NewStripe, NewMailSink and NewMail; another instance of
 // the service on a shared database (Instance) with its listener of API-key
 // revocations (ListenRevocations); an HTTP client that returns the whole
-// answer (Do, DoRaw and Reply, with its problem+json check); and a headless
-// Chromium (Browser) whose screenshots SaveScreenshot keeps.
+// answer (Do, DoRaw and Reply, with its problem+json check); the API served
+// with every exchange checked against the spec it serves (ServeAPI, Conform,
+// and ServeConformingProxy in front of a process of the binary); and a
+// headless Chromium (Browser) whose screenshots SaveScreenshot keeps.
 //
 // Each package keeps its own small bundle, River style, made of a world and
 // what that package adds to it (a River client, an HTTP server):
@@ -43,7 +45,7 @@
 //		t.Helper()
 //		env := testkit.New(t)
 //		h := openapi.NewHandler(openapi.Config{Service: env.Service})
-//		return &testBundle{Env: env, url: testkit.Serve(t, h)}
+//		return &testBundle{Env: env, url: testkit.ServeAPI(t, h)}
 //	}
 //
 // Nothing here writes to the working tree; whatever a test needs on disk

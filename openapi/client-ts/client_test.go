@@ -60,7 +60,7 @@ func setup(t *testing.T, node, packages string) *testBundle {
 		HTTPClient: &http.Client{Transport: transport},
 	})})
 	require.NoError(t, err)
-	srv := httptest.NewServer(openapi.NewHandler(openapi.Config{Service: svc, AdminToken: adminToken, Logger: slog.New(slog.DiscardHandler)}))
+	srv := httptest.NewServer(testkit.Conform(t, openapi.NewHandler(openapi.Config{Service: svc, AdminToken: adminToken, Logger: slog.New(slog.DiscardHandler)})))
 	t.Cleanup(srv.Close)
 	b.url = srv.URL
 	return b
@@ -117,7 +117,7 @@ type tripBundle struct {
 func setupTrips(t *testing.T) *tripBundle {
 	t.Helper()
 	env := testkit.NewWith(t, testkit.Options{Capture: service.CaptureTrip})
-	return &tripBundle{Env: env, url: testkit.Serve(t, openapi.NewHandler(openapi.Config{
+	return &tripBundle{Env: env, url: testkit.ServeAPI(t, openapi.NewHandler(openapi.Config{
 		Service: env.Service, AdminToken: adminToken, DispatchToken: dispatchToken, Logger: slog.New(slog.DiscardHandler),
 	}))}
 }

@@ -536,6 +536,11 @@ type Problem struct {
 	// Examples: the card was declined: Your card was declined.
 	Detail *string `json:"detail,omitempty"`
 
+	// Instance A URI reference naming the occurrence: the ride the problem is about, such as the ride whose balance is due (402 /problems/balance-due; pay it with POST /rides/{id}/balance). Absent elsewhere.
+	//
+	// Examples: /rides/5351843670591273
+	Instance *string `json:"instance,omitempty"`
+
 	// RideID Extension member of a declined booking (402): the ride the booking created, whose charge_status is declined (GET /rides/{id}). Absent from answers stored before the service named the ride.
 	//
 	// Examples: 5351843670591273
@@ -1003,10 +1008,19 @@ type RideRefundParams struct {
 }
 
 // WebhookAdyenJSONBody defines parameters for WebhookAdyen.
-type WebhookAdyenJSONBody = openapi_types.File
+type WebhookAdyenJSONBody struct {
+	NotificationItems []map[string]interface{} `json:"notificationItems"`
+}
 
 // WebhookStripeJSONBody defines parameters for WebhookStripe.
-type WebhookStripeJSONBody = openapi_types.File
+type WebhookStripeJSONBody struct {
+	Data map[string]interface{} `json:"data"`
+	ID   string                 `json:"id"`
+
+	// Object event
+	Object string `json:"object"`
+	Type   string `json:"type"`
+}
 
 // WebhookStripeParams defines parameters for WebhookStripe.
 type WebhookStripeParams struct {
@@ -1024,10 +1038,10 @@ type RideCompleteJSONRequestBody = RideCompleteInputBody
 type UserPutJSONRequestBody = UserPutBody
 
 // WebhookAdyenJSONRequestBody defines body for WebhookAdyen for application/json ContentType.
-type WebhookAdyenJSONRequestBody = WebhookAdyenJSONBody
+type WebhookAdyenJSONRequestBody WebhookAdyenJSONBody
 
 // WebhookStripeJSONRequestBody defines body for WebhookStripe for application/json ContentType.
-type WebhookStripeJSONRequestBody = WebhookStripeJSONBody
+type WebhookStripeJSONRequestBody WebhookStripeJSONBody
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -1119,7 +1133,7 @@ type ClientInterface interface {
 
 	// RideList List the rider's rides, newest first, a page at a time
 	//
-	// The rider's rides, newest first (by created_at, then id), with their charge and refund as GET /rides/{id} shows them. Pages follow cursors the way Stripe's lists do: pass the last ride's id of a page as starting_after to read the next (older) page while has_more is true, or the first ride's id as ending_before to read the previous (newer) one. A cursor is a position, not an offset: rides booked while a client pages never shift, repeat or hide the rides of later pages. A cursor that is not one of the rider's rides is 404, whoever's it is. The filters created[gt], created[gte], created[lt] and created[lte] (RFC 3339 times, as Stripe's created[…] with times for Unix seconds) bound the rides' creation time; given together they are one range, and cursors page within it. A query parameter not listed here, or one given more than once, is refused with 422 naming it (errors[].location query.<name>): a misspelt filter never lists every ride. Read-only and safe to retry; it takes no Idempotency-Key.
+	// The rider's rides, newest first (by created_at, then id), with their charge and refund as GET /rides/{id} shows them. Pages follow cursors the way Stripe's lists do: pass the last ride's id of a page as starting_after to read the next (older) page while has_more is true, or the first ride's id as ending_before to read the previous (newer) one. A cursor is a position, not an offset: rides booked while a client pages never shift, repeat or hide the rides of later pages. A cursor that is not one of the rider's rides is 404, whoever's it is. The filters created[gt], created[gte], created[lt] and created[lte] (RFC 3339 times, as Stripe's created[…] with times for Unix seconds) bound the rides' creation time; given together they are one range, and cursors page within it. A query parameter not listed here, one given more than once, or one given without a value (starting_after=) is refused with 422 naming it (errors[].location query.<name>): a misspelt filter never lists every ride. Read-only and safe to retry; it takes no Idempotency-Key.
 	//
 	// Corresponds with GET /rides (the `RideList` operationId).
 	RideList(ctx context.Context, params *RideListParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1307,7 +1321,7 @@ func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*ht
 
 // RideList List the rider's rides, newest first, a page at a time
 //
-// The rider's rides, newest first (by created_at, then id), with their charge and refund as GET /rides/{id} shows them. Pages follow cursors the way Stripe's lists do: pass the last ride's id of a page as starting_after to read the next (older) page while has_more is true, or the first ride's id as ending_before to read the previous (newer) one. A cursor is a position, not an offset: rides booked while a client pages never shift, repeat or hide the rides of later pages. A cursor that is not one of the rider's rides is 404, whoever's it is. The filters created[gt], created[gte], created[lt] and created[lte] (RFC 3339 times, as Stripe's created[…] with times for Unix seconds) bound the rides' creation time; given together they are one range, and cursors page within it. A query parameter not listed here, or one given more than once, is refused with 422 naming it (errors[].location query.<name>): a misspelt filter never lists every ride. Read-only and safe to retry; it takes no Idempotency-Key.
+// The rider's rides, newest first (by created_at, then id), with their charge and refund as GET /rides/{id} shows them. Pages follow cursors the way Stripe's lists do: pass the last ride's id of a page as starting_after to read the next (older) page while has_more is true, or the first ride's id as ending_before to read the previous (newer) one. A cursor is a position, not an offset: rides booked while a client pages never shift, repeat or hide the rides of later pages. A cursor that is not one of the rider's rides is 404, whoever's it is. The filters created[gt], created[gte], created[lt] and created[lte] (RFC 3339 times, as Stripe's created[…] with times for Unix seconds) bound the rides' creation time; given together they are one range, and cursors page within it. A query parameter not listed here, one given more than once, or one given without a value (starting_after=) is refused with 422 naming it (errors[].location query.<name>): a misspelt filter never lists every ride. Read-only and safe to retry; it takes no Idempotency-Key.
 //
 // Corresponds with GET /rides (the `RideList` operationId).
 func (c *Client) RideList(ctx context.Context, params *RideListParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2477,7 +2491,7 @@ type ClientWithResponsesInterface interface {
 
 	// RideListWithResponse List the rider's rides, newest first, a page at a time
 	//
-	// The rider's rides, newest first (by created_at, then id), with their charge and refund as GET /rides/{id} shows them. Pages follow cursors the way Stripe's lists do: pass the last ride's id of a page as starting_after to read the next (older) page while has_more is true, or the first ride's id as ending_before to read the previous (newer) one. A cursor is a position, not an offset: rides booked while a client pages never shift, repeat or hide the rides of later pages. A cursor that is not one of the rider's rides is 404, whoever's it is. The filters created[gt], created[gte], created[lt] and created[lte] (RFC 3339 times, as Stripe's created[…] with times for Unix seconds) bound the rides' creation time; given together they are one range, and cursors page within it. A query parameter not listed here, or one given more than once, is refused with 422 naming it (errors[].location query.<name>): a misspelt filter never lists every ride. Read-only and safe to retry; it takes no Idempotency-Key.
+	// The rider's rides, newest first (by created_at, then id), with their charge and refund as GET /rides/{id} shows them. Pages follow cursors the way Stripe's lists do: pass the last ride's id of a page as starting_after to read the next (older) page while has_more is true, or the first ride's id as ending_before to read the previous (newer) one. A cursor is a position, not an offset: rides booked while a client pages never shift, repeat or hide the rides of later pages. A cursor that is not one of the rider's rides is 404, whoever's it is. The filters created[gt], created[gte], created[lt] and created[lte] (RFC 3339 times, as Stripe's created[…] with times for Unix seconds) bound the rides' creation time; given together they are one range, and cursors page within it. A query parameter not listed here, one given more than once, or one given without a value (starting_after=) is refused with 422 naming it (errors[].location query.<name>): a misspelt filter never lists every ride. Read-only and safe to retry; it takes no Idempotency-Key.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -2743,8 +2757,20 @@ func (r ReadyzReply) ContentType() string {
 	return ""
 }
 
+// RideListReply429Headers the declared response headers of an HTTP 429 response for RideList
+type RideListReply429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
 // RideListReply500Headers the declared response headers of an HTTP 500 response for RideList
 type RideListReply500Headers struct {
+	RetryAfter *int
+}
+
+// RideListReply503Headers the declared response headers of an HTTP 503 response for RideList
+type RideListReply503Headers struct {
 	RetryAfter *int
 }
 
@@ -2759,10 +2785,18 @@ type RideListReply struct {
 	ApplicationProblemJSON404 *ErrorModel
 	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationProblemJSON422 *ErrorModel
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *ErrorModel
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *ErrorModel
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *ErrorModel
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RideListReply429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *RideListReply500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RideListReply503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -2785,9 +2819,19 @@ func (r RideListReply) GetApplicationProblemJSON422() *ErrorModel {
 	return r.ApplicationProblemJSON422
 }
 
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r RideListReply) GetApplicationProblemJSON429() *ErrorModel {
+	return r.ApplicationProblemJSON429
+}
+
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r RideListReply) GetApplicationProblemJSON500() *ErrorModel {
 	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RideListReply) GetApplicationProblemJSON503() *ErrorModel {
+	return r.ApplicationProblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -3143,7 +3187,7 @@ type RideBalancePayReply struct {
 	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationProblemJSON401 *ErrorModel
 	// ApplicationProblemJSON402 the response for an HTTP 402 `application/problem+json` response
-	ApplicationProblemJSON402 *ErrorModel
+	ApplicationProblemJSON402 *Problem
 	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationProblemJSON404 *ErrorModel
 	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
@@ -3191,7 +3235,7 @@ func (r RideBalancePayReply) GetApplicationProblemJSON401() *ErrorModel {
 }
 
 // GetApplicationProblemJSON402 returns the response for an HTTP 402 `application/problem+json` response
-func (r RideBalancePayReply) GetApplicationProblemJSON402() *ErrorModel {
+func (r RideBalancePayReply) GetApplicationProblemJSON402() *Problem {
 	return r.ApplicationProblemJSON402
 }
 
@@ -3736,8 +3780,20 @@ func (r RideRefundReply) ContentType() string {
 	return ""
 }
 
+// UserGetReply429Headers the declared response headers of an HTTP 429 response for UserGet
+type UserGetReply429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      *int
+}
+
 // UserGetReply500Headers the declared response headers of an HTTP 500 response for UserGet
 type UserGetReply500Headers struct {
+	RetryAfter *int
+}
+
+// UserGetReply503Headers the declared response headers of an HTTP 503 response for UserGet
+type UserGetReply503Headers struct {
 	RetryAfter *int
 }
 
@@ -3752,10 +3808,18 @@ type UserGetReply struct {
 	ApplicationProblemJSON404 *ErrorModel
 	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationProblemJSON422 *ErrorModel
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *ErrorModel
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *ErrorModel
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *ErrorModel
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *UserGetReply429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *UserGetReply500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *UserGetReply503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -3778,9 +3842,19 @@ func (r UserGetReply) GetApplicationProblemJSON422() *ErrorModel {
 	return r.ApplicationProblemJSON422
 }
 
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r UserGetReply) GetApplicationProblemJSON429() *ErrorModel {
+	return r.ApplicationProblemJSON429
+}
+
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r UserGetReply) GetApplicationProblemJSON500() *ErrorModel {
 	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r UserGetReply) GetApplicationProblemJSON503() *ErrorModel {
+	return r.ApplicationProblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -4260,6 +4334,11 @@ type WebhookAdyenReply500Headers struct {
 	RetryAfter *int
 }
 
+// WebhookAdyenReply503Headers the declared response headers of an HTTP 503 response for WebhookAdyen
+type WebhookAdyenReply503Headers struct {
+	RetryAfter *int
+}
+
 type WebhookAdyenReply struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -4271,10 +4350,14 @@ type WebhookAdyenReply struct {
 	ApplicationProblemJSON413 *ErrorModel
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *ErrorModel
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *ErrorModel
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *WebhookAdyenReply200Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *WebhookAdyenReply500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *WebhookAdyenReply503Headers
 }
 
 // GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
@@ -4295,6 +4378,11 @@ func (r WebhookAdyenReply) GetApplicationProblemJSON413() *ErrorModel {
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r WebhookAdyenReply) GetApplicationProblemJSON500() *ErrorModel {
 	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r WebhookAdyenReply) GetApplicationProblemJSON503() *ErrorModel {
+	return r.ApplicationProblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -4331,6 +4419,11 @@ type WebhookStripeReply500Headers struct {
 	RetryAfter *int
 }
 
+// WebhookStripeReply503Headers the declared response headers of an HTTP 503 response for WebhookStripe
+type WebhookStripeReply503Headers struct {
+	RetryAfter *int
+}
+
 type WebhookStripeReply struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -4344,8 +4437,12 @@ type WebhookStripeReply struct {
 	ApplicationProblemJSON413 *ErrorModel
 	// ApplicationProblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationProblemJSON500 *ErrorModel
+	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationProblemJSON503 *ErrorModel
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *WebhookStripeReply500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *WebhookStripeReply503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -4371,6 +4468,11 @@ func (r WebhookStripeReply) GetApplicationProblemJSON413() *ErrorModel {
 // GetApplicationProblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r WebhookStripeReply) GetApplicationProblemJSON500() *ErrorModel {
 	return r.ApplicationProblemJSON500
+}
+
+// GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r WebhookStripeReply) GetApplicationProblemJSON503() *ErrorModel {
+	return r.ApplicationProblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -4434,7 +4536,7 @@ func (c *ClientWithResponses) ReadyzWithResponse(ctx context.Context, reqEditors
 
 // RideListWithResponse List the rider's rides, newest first, a page at a time
 //
-// The rider's rides, newest first (by created_at, then id), with their charge and refund as GET /rides/{id} shows them. Pages follow cursors the way Stripe's lists do: pass the last ride's id of a page as starting_after to read the next (older) page while has_more is true, or the first ride's id as ending_before to read the previous (newer) one. A cursor is a position, not an offset: rides booked while a client pages never shift, repeat or hide the rides of later pages. A cursor that is not one of the rider's rides is 404, whoever's it is. The filters created[gt], created[gte], created[lt] and created[lte] (RFC 3339 times, as Stripe's created[…] with times for Unix seconds) bound the rides' creation time; given together they are one range, and cursors page within it. A query parameter not listed here, or one given more than once, is refused with 422 naming it (errors[].location query.<name>): a misspelt filter never lists every ride. Read-only and safe to retry; it takes no Idempotency-Key.
+// The rider's rides, newest first (by created_at, then id), with their charge and refund as GET /rides/{id} shows them. Pages follow cursors the way Stripe's lists do: pass the last ride's id of a page as starting_after to read the next (older) page while has_more is true, or the first ride's id as ending_before to read the previous (newer) one. A cursor is a position, not an offset: rides booked while a client pages never shift, repeat or hide the rides of later pages. A cursor that is not one of the rider's rides is 404, whoever's it is. The filters created[gt], created[gte], created[lt] and created[lte] (RFC 3339 times, as Stripe's created[…] with times for Unix seconds) bound the rides' creation time; given together they are one range, and cursors page within it. A query parameter not listed here, one given more than once, or one given without a value (starting_after=) is refused with 422 naming it (errors[].location query.<name>): a misspelt filter never lists every ride. Read-only and safe to retry; it takes no Idempotency-Key.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -4825,6 +4927,13 @@ func ParseRideListReply(rsp *http.Response) (*RideListReply, error) {
 		}
 		response.ApplicationProblemJSON422 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest ErrorModel
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -4832,9 +4941,40 @@ func ParseRideListReply(rsp *http.Response) (*RideListReply, error) {
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	switch {
+	case rsp.StatusCode == 429:
+		var headers RideListReply429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers RideListReply500Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -4845,6 +4985,16 @@ func ParseRideListReply(rsp *http.Response) (*RideListReply, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers RideListReply503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -5219,7 +5369,7 @@ func ParseRideBalancePayReply(rsp *http.Response) (*RideBalancePayReply, error) 
 		response.ApplicationProblemJSON401 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 402:
-		var dest ErrorModel
+		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -6007,6 +6157,13 @@ func ParseUserGetReply(rsp *http.Response) (*UserGetReply, error) {
 		}
 		response.ApplicationProblemJSON422 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest ErrorModel
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -6014,9 +6171,40 @@ func ParseUserGetReply(rsp *http.Response) (*UserGetReply, error) {
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	switch {
+	case rsp.StatusCode == 429:
+		var headers UserGetReply429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers UserGetReply500Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -6027,6 +6215,16 @@ func ParseUserGetReply(rsp *http.Response) (*UserGetReply, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers UserGetReply503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -6551,6 +6749,13 @@ func ParseWebhookAdyenReply(rsp *http.Response) (*WebhookAdyenReply, error) {
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -6574,6 +6779,16 @@ func ParseWebhookAdyenReply(rsp *http.Response) (*WebhookAdyenReply, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers WebhookAdyenReply503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -6628,6 +6843,13 @@ func ParseWebhookStripeReply(rsp *http.Response) (*WebhookStripeReply, error) {
 		}
 		response.ApplicationProblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -6641,6 +6863,16 @@ func ParseWebhookStripeReply(rsp *http.Response) (*WebhookStripeReply, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers WebhookStripeReply503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil

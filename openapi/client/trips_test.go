@@ -27,7 +27,7 @@ const dispatchToken = "client-test-dispatch-token-6Q2ZK8"
 func setupTrips(t *testing.T) *testBundle {
 	t.Helper()
 	env := testkit.NewWith(t, testkit.Options{Capture: service.CaptureTrip})
-	return &testBundle{Env: env, url: testkit.Serve(t, openapi.NewHandler(openapi.Config{
+	return &testBundle{Env: env, url: testkit.ServeAPI(t, openapi.NewHandler(openapi.Config{
 		Service: env.Service, DispatchToken: dispatchToken, Logger: slog.New(slog.DiscardHandler),
 	}))}
 }

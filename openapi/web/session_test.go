@@ -154,7 +154,7 @@ func TestBookingSessionSecureBehindProxy(t *testing.T) {
 	env := testkit.New(t)
 	logger := slog.New(slog.DiscardHandler)
 	pages := web.New(web.Config{Service: env.Service, Secret: "test-secret", Logger: logger, PublicURL: "https://rides.example"})
-	url := testkit.Serve(t, openapi.NewHandler(openapi.Config{Service: env.Service, Logger: logger, Pages: pages}))
+	url := testkit.ServeAPI(t, openapi.NewHandler(openapi.Config{Service: env.Service, Logger: logger, Pages: pages}))
 	apiKey := env.Rider(t, "proxied@example.com", "").APIKey
 	bl := newBrowserless(t, url)
 	p := bl.do(http.MethodPost, "/book/signin", urlValues("api_key", apiKey), sameSite)

@@ -54,7 +54,7 @@ func setupWith(t *testing.T, capture service.Capture) *testBundle {
 	b := &testBundle{Env: testkit.NewWith(t, testkit.Options{PublicURL: base, Capture: capture}), url: base, arrived: make(chan struct{}, 16)}
 	logger := slog.New(slog.DiscardHandler)
 	pages := web.New(web.Config{Service: b.Service, Secret: "test-secret", Logger: logger})
-	h := openapi.NewHandler(openapi.Config{Service: b.Service, Logger: logger, Pages: pages})
+	h := testkit.Conform(t, openapi.NewHandler(openapi.Config{Service: b.Service, Logger: logger, Pages: pages}))
 	serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && r.URL.Path == "/book" {
 			b.posts.Add(1)

@@ -53,7 +53,7 @@ export interface paths {
         };
         /**
          * List the rider's rides, newest first, a page at a time
-         * @description The rider's rides, newest first (by created_at, then id), with their charge and refund as GET /rides/{id} shows them. Pages follow cursors the way Stripe's lists do: pass the last ride's id of a page as starting_after to read the next (older) page while has_more is true, or the first ride's id as ending_before to read the previous (newer) one. A cursor is a position, not an offset: rides booked while a client pages never shift, repeat or hide the rides of later pages. A cursor that is not one of the rider's rides is 404, whoever's it is. The filters created[gt], created[gte], created[lt] and created[lte] (RFC 3339 times, as Stripe's created[…] with times for Unix seconds) bound the rides' creation time; given together they are one range, and cursors page within it. A query parameter not listed here, or one given more than once, is refused with 422 naming it (errors[].location query.<name>): a misspelt filter never lists every ride. Read-only and safe to retry; it takes no Idempotency-Key.
+         * @description The rider's rides, newest first (by created_at, then id), with their charge and refund as GET /rides/{id} shows them. Pages follow cursors the way Stripe's lists do: pass the last ride's id of a page as starting_after to read the next (older) page while has_more is true, or the first ride's id as ending_before to read the previous (newer) one. A cursor is a position, not an offset: rides booked while a client pages never shift, repeat or hide the rides of later pages. A cursor that is not one of the rider's rides is 404, whoever's it is. The filters created[gt], created[gte], created[lt] and created[lte] (RFC 3339 times, as Stripe's created[…] with times for Unix seconds) bound the rides' creation time; given together they are one range, and cursors page within it. A query parameter not listed here, one given more than once, or one given without a value (starting_after=) is refused with 422 naming it (errors[].location query.<name>): a misspelt filter never lists every ride. Read-only and safe to retry; it takes no Idempotency-Key.
          */
         get: operations["ride-list"];
         put?: never;
@@ -364,6 +364,12 @@ export interface components {
              * @example the card was declined: Your card was declined.
              */
             detail?: string;
+            /**
+             * Format: uri-reference
+             * @description A URI reference naming the occurrence: the ride the problem is about, such as the ride whose balance is due (402 /problems/balance-due; pay it with POST /rides/{id}/balance). Absent elsewhere.
+             * @example /rides/5351843670591273
+             */
+            instance?: string;
             /**
              * Format: int64
              * @description Extension member of a declined booking (402): the ride the booking created, whose charge_status is declined (GET /rides/{id}). Absent from answers stored before the service named the ride.
@@ -961,8 +967,34 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
+            /** @description A budget is spent: the rider's writes or reads, or the failed authentications of the client's address. Nothing was done and the idempotency key is unused: retry after Retry-After. */
+            429: {
+                headers: {
+                    /** @description What is left of the budget, e.g. "writes";r=0;t=10: 0 requests left, full again in 10 seconds. Absent on a refusal for failed authentications. */
+                    RateLimit?: string;
+                    /** @description The rider's budget of this kind of request (draft-ietf-httpapi-ratelimit-headers), e.g. "writes";q=50;w=10: 50 requests per 10 seconds. Absent on a refusal for failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
             /** @description Internal error. Not stored: retry with the same idempotency key. */
             500: {
+                headers: {
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description The payment processor gave no definitive answer, or the service is shedding load. Not stored: retry with the same idempotency key after Retry-After. */
+            503: {
                 headers: {
                     /** @description Seconds to wait before retrying with the same idempotency key. */
                     "Retry-After"?: number;
@@ -1278,7 +1310,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorModel"];
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description No such resource for this caller. */
@@ -1816,8 +1848,34 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
+            /** @description A budget is spent: the rider's writes or reads, or the failed authentications of the client's address. Nothing was done and the idempotency key is unused: retry after Retry-After. */
+            429: {
+                headers: {
+                    /** @description What is left of the budget, e.g. "writes";r=0;t=10: 0 requests left, full again in 10 seconds. Absent on a refusal for failed authentications. */
+                    RateLimit?: string;
+                    /** @description The rider's budget of this kind of request (draft-ietf-httpapi-ratelimit-headers), e.g. "writes";q=50;w=10: 50 requests per 10 seconds. Absent on a refusal for failed authentications. */
+                    "RateLimit-Policy"?: string;
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
             /** @description Internal error. Not stored: retry with the same idempotency key. */
             500: {
+                headers: {
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description The payment processor gave no definitive answer, or the service is shedding load. Not stored: retry with the same idempotency key after Retry-After. */
+            503: {
                 headers: {
                     /** @description Seconds to wait before retrying with the same idempotency key. */
                     "Retry-After"?: number;
@@ -2232,7 +2290,9 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": string;
+                "application/json": {
+                    notificationItems: Record<string, never>[];
+                };
             };
         };
         responses: {
@@ -2284,6 +2344,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
+            /** @description The payment processor gave no definitive answer, or the service is shedding load. Not stored: retry with the same idempotency key after Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
         };
     };
     "webhook-stripe": {
@@ -2301,7 +2372,13 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": string;
+                "application/json": {
+                    data: Record<string, never>;
+                    id: string;
+                    /** @description event */
+                    object: string;
+                    type: string;
+                };
             };
         };
         responses: {
@@ -2343,6 +2420,17 @@ export interface operations {
             };
             /** @description Internal error. Not stored: retry with the same idempotency key. */
             500: {
+                headers: {
+                    /** @description Seconds to wait before retrying with the same idempotency key. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description The payment processor gave no definitive answer, or the service is shedding load. Not stored: retry with the same idempotency key after Retry-After. */
+            503: {
                 headers: {
                     /** @description Seconds to wait before retrying with the same idempotency key. */
                     "Retry-After"?: number;
