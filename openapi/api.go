@@ -75,7 +75,7 @@ func NewHandler(cfg Config) http.Handler {
 	}
 	mux := http.NewServeMux()
 	registerDocs(mux)
-	register(mux, cfg)
+	api := register(mux, cfg)
 	guard := authGuard{lim: &cfg.Limits}
 	if cfg.Pages != nil {
 		cfg.Pages.Register(mux)
@@ -92,7 +92,7 @@ func NewHandler(cfg Config) http.Handler {
 	if cfg.Service != nil {
 		h = paymentDeadlines(mux, cfg.Service.Lease(), h)
 	}
-	h = admit(mux, cfg.Limits, h)
+	h = admit(mux, cfg.Limits, authenticatedRoutes(api), h)
 	return traceRequests(cfg.TracerProvider, requestContext(cfg.Logger, hm, routeSpan(h)))
 }
 

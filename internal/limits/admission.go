@@ -188,7 +188,10 @@ func (a *Admission) Admit(ctx context.Context, c Class) (*Ticket, *Refusal) {
 	reason := RefusedQueueTimeout
 	var got *Ticket
 	decided := false
-	timer := time.NewTimer(w.deadline.Sub(now))
+	// The waiter wakes at its deadline, and at least once an interval
+	// meanwhile, so that a queue judged standing is cut even when no
+	// request arrives or ends to judge it.
+	timer := time.NewTimer(min(w.deadline.Sub(now), queueInterval))
 	defer timer.Stop()
 wait:
 	for {
@@ -197,17 +200,19 @@ wait:
 			decided = true
 			break wait
 		case <-ctx.Done():
-			reason = RefusedClientGone
+			if ctx.Err() != context.DeadlineExceeded {
+				reason = RefusedClientGone
+			}
 			break wait
 		case <-timer.C:
-			// Past its deadline: expire refuses it, and hands any slot
-			// free meanwhile to the others.
+			// expire refuses it past its deadline or in a standing
+			// queue, and dispatch hands any slot free meanwhile.
 			now = a.now()
 			a.mu.Lock()
 			a.expire(now)
 			a.dispatch(now)
 			a.mu.Unlock()
-			timer.Reset(max(w.deadline.Sub(now), time.Millisecond))
+			timer.Reset(min(max(w.deadline.Sub(now), time.Millisecond), queueInterval))
 		}
 	}
 	if got != nil {
