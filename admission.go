@@ -31,6 +31,12 @@ func newLimits(cfg *config, pool *pgxpool.Pool, svc *service.Service, reg promet
 		Started:             limits.NewStarted(limits.DefaultStartedTTL, 1<<16),
 		Metrics:             metrics,
 	}
+	switch {
+	case cfg.RateLimitInFlight > 0:
+		lim.RiderConcurrency = cfg.RateLimitInFlight
+	case cfg.RateLimitInFlight < 0:
+		lim.RiderConcurrency = 0
+	}
 	stop = func() {}
 	if cfg.RedisURL != "" {
 		opt, _ := limits.RedisOptions(cfg.RedisURL) // checked by config
