@@ -1078,7 +1078,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description A budget is spent: the rider's writes or reads, or the failed authentications of the client's address. Nothing was done and the idempotency key is unused: retry after Retry-After. */
+            /** @description The caller's own budget is spent, whatever other clients do: its writes or reads, its requests in flight at once, or the failed authentications of its address. Nothing was done and the idempotency key is unused: retry after Retry-After (or the RateLimit field's reset). */
             429: {
                 headers: {
                     /** @description What is left of the budget, e.g. "writes";r=0;t=10: 0 requests left, full again in 10 seconds. Absent on a refusal for failed authentications. */
@@ -1104,7 +1104,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description The payment processor gave no definitive answer, or the service is shedding load. Not stored: retry with the same idempotency key after Retry-After. */
+            /** @description The payment processor gave no definitive answer, or the service as a whole is at its capacity (/problems/overloaded: never one client's doing). Not stored: retry with the same idempotency key after Retry-After, backing off. */
             503: {
                 headers: {
                     /** @description Seconds to wait before retrying with the same idempotency key. */
@@ -1168,7 +1168,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description A budget is spent: the rider's writes or reads, or the failed authentications of the client's address. Nothing was done and the idempotency key is unused: retry after Retry-After. */
+            /** @description The caller's own budget is spent, whatever other clients do: its writes or reads, its requests in flight at once, or the failed authentications of its address. Nothing was done and the idempotency key is unused: retry after Retry-After (or the RateLimit field's reset). */
             429: {
                 headers: {
                     /** @description What is left of the budget, e.g. "writes";r=0;t=10: 0 requests left, full again in 10 seconds. Absent on a refusal for failed authentications. */
@@ -1194,7 +1194,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description The payment processor gave no definitive answer, or the service is shedding load. Not stored: retry with the same idempotency key after Retry-After. */
+            /** @description The payment processor gave no definitive answer, or the service as a whole is at its capacity (/problems/overloaded: never one client's doing). Not stored: retry with the same idempotency key after Retry-After, backing off. */
             503: {
                 headers: {
                     /** @description Seconds to wait before retrying with the same idempotency key. */
@@ -1306,7 +1306,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description A budget is spent: the rider's writes or reads, or the failed authentications of the client's address. Nothing was done and the idempotency key is unused: retry after Retry-After. */
+            /** @description The caller's own budget is spent, whatever other clients do: its writes or reads, its requests in flight at once, or the failed authentications of its address. Nothing was done and the idempotency key is unused: retry after Retry-After (or the RateLimit field's reset). */
             429: {
                 headers: {
                     /** @description What is left of the budget, e.g. "writes";r=0;t=10: 0 requests left, full again in 10 seconds. Absent on a refusal for failed authentications. */
@@ -1332,7 +1332,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description The payment processor gave no definitive answer, or the service is shedding load. Not stored: retry with the same idempotency key after Retry-After. */
+            /** @description The payment processor gave no definitive answer, or the service as a whole is at its capacity (/problems/overloaded: never one client's doing). Not stored: retry with the same idempotency key after Retry-After, backing off. */
             503: {
                 headers: {
                     /** @description Seconds to wait before retrying with the same idempotency key. */
@@ -1436,7 +1436,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description A budget is spent: the rider's writes or reads, or the failed authentications of the client's address. Nothing was done and the idempotency key is unused: retry after Retry-After. */
+            /** @description The caller's own budget is spent, whatever other clients do: its writes or reads, its requests in flight at once, or the failed authentications of its address. Nothing was done and the idempotency key is unused: retry after Retry-After (or the RateLimit field's reset). */
             429: {
                 headers: {
                     /** @description What is left of the budget, e.g. "writes";r=0;t=10: 0 requests left, full again in 10 seconds. Absent on a refusal for failed authentications. */
@@ -1462,7 +1462,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description The payment processor gave no definitive answer, or the service is shedding load. Not stored: retry with the same idempotency key after Retry-After. */
+            /** @description The payment processor gave no definitive answer, or the service as a whole is at its capacity (/problems/overloaded: never one client's doing). Not stored: retry with the same idempotency key after Retry-After, backing off. */
             503: {
                 headers: {
                     /** @description Seconds to wait before retrying with the same idempotency key. */
@@ -1580,7 +1580,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description A budget is spent: the rider's writes or reads, or the failed authentications of the client's address. Nothing was done and the idempotency key is unused: retry after Retry-After. */
+            /** @description The caller's own budget is spent, whatever other clients do: its writes or reads, its requests in flight at once, or the failed authentications of its address. Nothing was done and the idempotency key is unused: retry after Retry-After (or the RateLimit field's reset). */
             429: {
                 headers: {
                     /** @description What is left of the budget, e.g. "writes";r=0;t=10: 0 requests left, full again in 10 seconds. Absent on a refusal for failed authentications. */
@@ -1606,7 +1606,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description The payment processor gave no definitive answer, or the service is shedding load. Not stored: retry with the same idempotency key after Retry-After. */
+            /** @description The payment processor gave no definitive answer, or the service as a whole is at its capacity (/problems/overloaded: never one client's doing). Not stored: retry with the same idempotency key after Retry-After, backing off. */
             503: {
                 headers: {
                     /** @description Seconds to wait before retrying with the same idempotency key. */
@@ -1711,7 +1711,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description A budget is spent: the rider's writes or reads, or the failed authentications of the client's address. Nothing was done and the idempotency key is unused: retry after Retry-After. */
+            /** @description The caller's own budget is spent, whatever other clients do: its writes or reads, its requests in flight at once, or the failed authentications of its address. Nothing was done and the idempotency key is unused: retry after Retry-After (or the RateLimit field's reset). */
             429: {
                 headers: {
                     /** @description What is left of the budget, e.g. "writes";r=0;t=10: 0 requests left, full again in 10 seconds. Absent on a refusal for failed authentications. */
@@ -1737,7 +1737,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description The payment processor gave no definitive answer, or the service is shedding load. Not stored: retry with the same idempotency key after Retry-After. */
+            /** @description The payment processor gave no definitive answer, or the service as a whole is at its capacity (/problems/overloaded: never one client's doing). Not stored: retry with the same idempotency key after Retry-After, backing off. */
             503: {
                 headers: {
                     /** @description Seconds to wait before retrying with the same idempotency key. */
@@ -1896,7 +1896,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description A budget is spent: the rider's writes or reads, or the failed authentications of the client's address. Nothing was done and the idempotency key is unused: retry after Retry-After. */
+            /** @description The caller's own budget is spent, whatever other clients do: its writes or reads, its requests in flight at once, or the failed authentications of its address. Nothing was done and the idempotency key is unused: retry after Retry-After (or the RateLimit field's reset). */
             429: {
                 headers: {
                     /** @description What is left of the budget, e.g. "writes";r=0;t=10: 0 requests left, full again in 10 seconds. Absent on a refusal for failed authentications. */
@@ -1922,7 +1922,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description The payment processor gave no definitive answer, or the service is shedding load. Not stored: retry with the same idempotency key after Retry-After. */
+            /** @description The payment processor gave no definitive answer, or the service as a whole is at its capacity (/problems/overloaded: never one client's doing). Not stored: retry with the same idempotency key after Retry-After, backing off. */
             503: {
                 headers: {
                     /** @description Seconds to wait before retrying with the same idempotency key. */
@@ -1986,7 +1986,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description A budget is spent: the rider's writes or reads, or the failed authentications of the client's address. Nothing was done and the idempotency key is unused: retry after Retry-After. */
+            /** @description The caller's own budget is spent, whatever other clients do: its writes or reads, its requests in flight at once, or the failed authentications of its address. Nothing was done and the idempotency key is unused: retry after Retry-After (or the RateLimit field's reset). */
             429: {
                 headers: {
                     /** @description What is left of the budget, e.g. "writes";r=0;t=10: 0 requests left, full again in 10 seconds. Absent on a refusal for failed authentications. */
@@ -2012,7 +2012,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description The payment processor gave no definitive answer, or the service is shedding load. Not stored: retry with the same idempotency key after Retry-After. */
+            /** @description The payment processor gave no definitive answer, or the service as a whole is at its capacity (/problems/overloaded: never one client's doing). Not stored: retry with the same idempotency key after Retry-After, backing off. */
             503: {
                 headers: {
                     /** @description Seconds to wait before retrying with the same idempotency key. */
@@ -2076,7 +2076,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description A budget is spent: the rider's writes or reads, or the failed authentications of the client's address. Nothing was done and the idempotency key is unused: retry after Retry-After. */
+            /** @description The caller's own budget is spent, whatever other clients do: its writes or reads, its requests in flight at once, or the failed authentications of its address. Nothing was done and the idempotency key is unused: retry after Retry-After (or the RateLimit field's reset). */
             429: {
                 headers: {
                     /** @description What is left of the budget, e.g. "writes";r=0;t=10: 0 requests left, full again in 10 seconds. Absent on a refusal for failed authentications. */
@@ -2102,7 +2102,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description The payment processor gave no definitive answer, or the service is shedding load. Not stored: retry with the same idempotency key after Retry-After. */
+            /** @description The payment processor gave no definitive answer, or the service as a whole is at its capacity (/problems/overloaded: never one client's doing). Not stored: retry with the same idempotency key after Retry-After, backing off. */
             503: {
                 headers: {
                     /** @description Seconds to wait before retrying with the same idempotency key. */
@@ -2169,7 +2169,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description A budget is spent: the rider's writes or reads, or the failed authentications of the client's address. Nothing was done and the idempotency key is unused: retry after Retry-After. */
+            /** @description The caller's own budget is spent, whatever other clients do: its writes or reads, its requests in flight at once, or the failed authentications of its address. Nothing was done and the idempotency key is unused: retry after Retry-After (or the RateLimit field's reset). */
             429: {
                 headers: {
                     /** @description What is left of the budget, e.g. "writes";r=0;t=10: 0 requests left, full again in 10 seconds. Absent on a refusal for failed authentications. */
@@ -2195,7 +2195,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description The payment processor gave no definitive answer, or the service is shedding load. Not stored: retry with the same idempotency key after Retry-After. */
+            /** @description The payment processor gave no definitive answer, or the service as a whole is at its capacity (/problems/overloaded: never one client's doing). Not stored: retry with the same idempotency key after Retry-After, backing off. */
             503: {
                 headers: {
                     /** @description Seconds to wait before retrying with the same idempotency key. */
