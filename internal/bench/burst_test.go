@@ -83,7 +83,7 @@ func (e *benchEnv) measureBurst(tb testing.TB, sizes []int) *burstRun {
 			req, _ := http.NewRequest(http.MethodPost, srv.base+"/rides", bytes.NewReader(benchRideBody))
 			req.Header.Set("Authorization", "Bearer "+apiKey)
 			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("Idempotency-Key", fmt.Sprintf("burst-%d-n%06d", n, j))
+			req.Header.Set("Idempotency-Key", fmt.Sprintf("burst-%04d-key-n%09d", n, j))
 			return req
 		})
 		rides.Name, rides.Rider = "a rider's POST /rides", true

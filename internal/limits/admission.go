@@ -13,13 +13,17 @@ import (
 // many wait (CoDel's notion of a standing queue, with Facebook's adaptive
 // LIFO). A request waits for a slot up to its own deadline (its context's)
 // or maxQueueWait, whichever is sooner: a burst the service drains is the
-// good queue it is, and is served whole. The queue stands when, over a
-// whole queueInterval, every request it served waited at least
-// queueTarget (the oldest waiter's wait when it served none) and its
+// good queue it is, and is served whole. A wait is judged against what
+// the service is serving: the target is queueTarget or the mean time the
+// service takes to serve an admitted request, whichever is longer, so that
+// a slow machine's queue of a few requests is not taken for a standing
+// one. The queue stands when, over a whole queueInterval, every request it
+// served waited at least the target (the oldest waiter's wait when it
+// served none) and its
 // backlog did not drain (it shed less than a quarter of what it served
 // from its peak): arrivals keep it as long as it is. A standing queue is
 // kept until it empties: the newest waiter is served first and a waiter
-// gives up after queueTarget (priority work aside: it is served first from
+// gives up after the target (priority work aside: it is served first from
 // every slot freed, and waits to its deadline). The memory the waiters hold
 // is bounded by maxQueued, a cap only an attack reaches; at the cap a
 // request of a higher class takes the place of the newest waiter of the
@@ -37,7 +41,7 @@ const (
 	// RefusedFull: the queue held maxQueued waiters of its class or higher.
 	RefusedFull = "full"
 	// RefusedQueueTimeout: it waited in the queue past its wait (its
-	// deadline, maxQueueWait, or queueTarget in a standing queue).
+	// deadline, maxQueueWait, or the target in a standing queue).
 	RefusedQueueTimeout = "queue_timeout"
 	// RefusedClientGone: its client went away while it waited.
 	RefusedClientGone = "client_gone"
@@ -98,6 +102,9 @@ type Admission struct {
 	intervalServed int
 	intervalPeak   int
 	stands         bool
+	// served is the mean time an admitted request took to be served
+	// (moving, the last eight or so weighing most); zero before the first.
+	served time.Duration
 }
 
 // waiter is a request in the queue; mu guards its fields.
@@ -287,9 +294,15 @@ func (a *Admission) observe(now time.Time) {
 			least = a.oldestWait(now)
 		}
 		drained := a.intervalServed > 0 && 4*(a.intervalPeak-a.queued) >= a.intervalServed
-		a.stands = least >= queueTarget && !drained
+		a.stands = least >= a.target() && !drained
 	}
 	a.newInterval(now)
+}
+
+// target is the wait a standing queue is judged by and cut at: queueTarget,
+// or the mean time a request takes to be served when longer; mu held.
+func (a *Admission) target() time.Duration {
+	return max(queueTarget, a.served)
 }
 
 // newInterval begins the queue's interval at now; mu held.
@@ -401,7 +414,7 @@ func (a *Admission) withdraw(w *waiter) bool {
 }
 
 // expire refuses the waiters past their deadline, and in a standing
-// queue those that waited queueTarget, but for priority work; mu held.
+// queue those that waited the target, but for priority work; mu held.
 func (a *Admission) expire(now time.Time) {
 	a.observe(now)
 	if a.queued == 0 {
@@ -411,9 +424,10 @@ func (a *Admission) expire(now time.Time) {
 		// Priority work is served first from every slot freed: it waits
 		// to its deadline even in a standing queue.
 		short := a.stands && c != Priority
+		target := a.target()
 		q := a.queues[c][:0]
 		for _, w := range a.queues[c] {
-			if !now.Before(w.deadline) || short && now.Sub(w.at) >= queueTarget {
+			if !now.Before(w.deadline) || short && now.Sub(w.at) >= target {
 				a.queued--
 				a.exc.refused(now)
 				a.metrics.admissionRefused(c, RefusedQueueTimeout)
@@ -478,6 +492,13 @@ func (a *Admission) done(t *Ticket, op string, outcome Outcome) {
 	a.inFlight[t.class]--
 	a.total--
 	a.exc.served(now)
+	if outcome == Served {
+		if d := now.Sub(t.start); a.served == 0 {
+			a.served = d
+		} else {
+			a.served += (d - a.served) / 8
+		}
+	}
 	if a.grad != nil {
 		switch outcome {
 		case Served:

@@ -174,6 +174,23 @@ func TestAStandingQueueDropsItsOldWaiters(t *testing.T) {
 	require.Less(t, waited, 2*queueInterval)
 }
 
+func TestAQueueIsJudgedAgainstTheServiceTime(t *testing.T) {
+	t.Parallel()
+	a, clock := setup(t, 4)
+	// A slow machine: each request takes 100 ms to serve.
+	for _, tk := range hold(t, a, Booking, 3) {
+		clock.advance(100 * time.Millisecond)
+		tk.Done("op", Served)
+	}
+	held := hold(t, a, Booking, 3)
+	// Every waiter waits 60 ms (two steps of 30), far above 5 ms but under
+	// the 100 ms a request takes: a few clients more than the limit on a
+	// slow machine, not a standing queue.
+	dropped, _ := turnover(t, a, clock, held, 2*time.Second, 30*time.Millisecond)
+	require.True(t, dropped.IsZero(), "no waiter was dropped")
+	require.False(t, a.stands)
+}
+
 func TestAShortQueueThatTurnsOverFastDoesNotStand(t *testing.T) {
 	t.Parallel()
 	a, clock := setup(t, 4)
