@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -258,6 +259,9 @@ func admit(mux *http.ServeMux, lim Limits, authenticated map[string]bool, next h
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, pattern := mux.Handler(r)
+		if d, ok := requestTimeout(r.Header.Get("Request-Timeout")); ok {
+			r = r.WithContext(limits.WithWaitDeadline(r.Context(), time.Now().Add(d)))
+		}
 		g := &gate{lim: &lim, class: routeClass(pattern)}
 		if pattern == routeRideCreate && lim.Started != nil {
 			g.key = startedKey(r)
@@ -302,6 +306,26 @@ func admit(mux *http.ServeMux, lim Limits, authenticated map[string]bool, next h
 		}
 		g.ticket.Done(op, outcome(r, sw.status))
 	})
+}
+
+// maxRequestTimeout bounds a Request-Timeout: the server's own write
+// timeout ends a request sooner anyway.
+const maxRequestTimeout = 5 * time.Minute
+
+// requestTimeout reads a Request-Timeout field: how long the client waits
+// for the answer, in seconds (a decimal number above 0, at most
+// maxRequestTimeout). A request that gives one waits in the admission
+// queue while the service could still answer it in time; one that gives
+// none waits half a second at most.
+func requestTimeout(v string) (time.Duration, bool) {
+	if v == "" {
+		return 0, false
+	}
+	secs, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if err != nil || !(secs > 0) || secs > maxRequestTimeout.Seconds() {
+		return 0, false
+	}
+	return time.Duration(secs * float64(time.Second)), true
 }
 
 // gate is a request's way through the admission control: its class, its

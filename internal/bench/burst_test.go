@@ -24,8 +24,12 @@ import (
 // answered 2xx every one; a rider's bookings answered 201 up to its
 // budget's worth and 429 with the RateLimit fields past it, never 503.
 
-// burstTimeout is each request's timeout in a burst.
-const burstTimeout = 5 * time.Second
+// burstTimeout is each request's timeout in a burst, which each request
+// tells the server in its Request-Timeout field.
+const (
+	burstTimeout       = 5 * time.Second
+	burstTimeoutHeader = "5"
+)
 
 // defaultBurstSizes are the bursts of BenchmarkRides.
 var defaultBurstSizes = []int{50, 500}
@@ -73,6 +77,7 @@ func (e *benchEnv) measureBurst(tb testing.TB, sizes []int) *burstRun {
 				strings.NewReader(`{"payment_source":"tok_visa"}`))
 			req.Header.Set("Authorization", "Bearer "+benchAdminToken)
 			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Request-Timeout", burstTimeoutHeader)
 			return req
 		})
 		users.Name = "the operator's PUT /users/{email}"
@@ -84,6 +89,7 @@ func (e *benchEnv) measureBurst(tb testing.TB, sizes []int) *burstRun {
 			req.Header.Set("Authorization", "Bearer "+apiKey)
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("Idempotency-Key", fmt.Sprintf("burst-%04d-key-n%09d", n, j))
+			req.Header.Set("Request-Timeout", burstTimeoutHeader)
 			return req
 		})
 		rides.Name, rides.Rider = "a rider's POST /rides", true

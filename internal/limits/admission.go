@@ -11,8 +11,11 @@ import (
 
 // The admission queue is judged by how long its requests wait, not by how
 // many wait (CoDel's notion of a standing queue, with Facebook's adaptive
-// LIFO). A request waits for a slot up to its own deadline (its context's)
-// or maxQueueWait, whichever is sooner: a burst the service drains is the
+// LIFO). A request waits for a slot up to its own deadline: the one its
+// client gave (WithWaitDeadline: its timeout, less the time the service
+// takes to serve it, at most maxQueueWait), its context's, or
+// defaultQueueWait when it gave none, whichever is sooner: a burst the
+// service drains within its requests' timeouts is the
 // good queue it is, and is served whole. A wait is judged against what
 // the service is serving: the target is queueTarget or the mean time the
 // service takes to serve an admitted request, whichever is longer, so that
@@ -31,8 +34,12 @@ import (
 const (
 	queueTarget   = 5 * time.Millisecond
 	queueInterval = 250 * time.Millisecond
-	maxQueueWait  = 2 * time.Second
-	maxQueued     = 10_000
+	// defaultQueueWait is the wait of a request that gave no deadline:
+	// half the shortest timeout a client commonly has (a second), so that
+	// a request admitted late still answers within it.
+	defaultQueueWait = 500 * time.Millisecond
+	maxQueueWait     = 30 * time.Second
+	maxQueued        = 10_000
 )
 
 // Reasons a request is refused by the admission control, the label of the
@@ -41,7 +48,7 @@ const (
 	// RefusedFull: the queue held maxQueued waiters of its class or higher.
 	RefusedFull = "full"
 	// RefusedQueueTimeout: it waited in the queue past its wait (its
-	// deadline, maxQueueWait, or the target in a standing queue).
+	// deadline, or the target in a standing queue).
 	RefusedQueueTimeout = "queue_timeout"
 	// RefusedClientGone: its client went away while it waited.
 	RefusedClientGone = "client_gone"
@@ -111,8 +118,7 @@ type Admission struct {
 type waiter struct {
 	class Class
 	at    time.Time
-	// deadline is when it gives up waiting: its context's deadline or
-	// maxQueueWait after at, whichever is sooner.
+	// deadline is when it gives up waiting (see Admit).
 	deadline time.Time
 	// reason is why it was refused, set before a nil is sent on ch.
 	reason string
@@ -184,9 +190,22 @@ func (a *Admission) Admit(ctx context.Context, c Class) (*Ticket, *Refusal) {
 	if ctx.Err() != nil {
 		return nil, a.refuseLocked(c, RefusedClientGone, RefusedClientGone)
 	}
-	deadline, _ := ctx.Deadline()
 	now := a.now()
+	deadline, _ := ctx.Deadline()
 	a.mu.Lock()
+	if d, ok := ctx.Value(waitDeadlineKey{}).(time.Time); ok {
+		// Its client waits until d: it may wait for a slot until the
+		// service would still answer in time.
+		d = d.Add(-a.served)
+		if limit := now.Add(maxQueueWait); limit.Before(d) {
+			d = limit
+		}
+		if deadline.IsZero() || d.Before(deadline) {
+			deadline = d
+		}
+	} else if d := now.Add(defaultQueueWait); deadline.IsZero() || d.Before(deadline) {
+		deadline = d
+	}
 	t, w, r := a.admit(c, now, deadline)
 	a.mu.Unlock()
 	if w == nil {
@@ -251,6 +270,15 @@ wait:
 	return nil, a.refuseLocked(c, reason, reason)
 }
 
+type waitDeadlineKey struct{}
+
+// WithWaitDeadline returns ctx carrying the time its request's client
+// stops waiting for the answer (its Request-Timeout), which Admit queues
+// the request against instead of defaultQueueWait.
+func WithWaitDeadline(ctx context.Context, d time.Time) context.Context {
+	return context.WithValue(ctx, waitDeadlineKey{}, d)
+}
+
 // refuseLocked is refuse with mu taken, for reason; an empty count counts
 // nothing (the refusal was counted when it was decided).
 func (a *Admission) refuseLocked(c Class, count, reason string) *Refusal {
@@ -293,7 +321,9 @@ func (a *Admission) observe(now time.Time) {
 		if least < 0 {
 			least = a.oldestWait(now)
 		}
-		drained := a.intervalServed > 0 && 4*(a.intervalPeak-a.queued) >= a.intervalServed
+		// A queue that served nothing waits for its deadlines: nothing
+		// tells a standing queue from a slow answer.
+		drained := 4*(a.intervalPeak-a.queued) >= a.intervalServed
 		a.stands = least >= a.target() && !drained
 	}
 	a.newInterval(now)
@@ -345,10 +375,10 @@ func (a *Admission) admit(c Class, now, deadline time.Time) (*Ticket, *waiter, *
 	if a.queued == 0 {
 		a.newInterval(now)
 	}
-	w := &waiter{class: c, at: now, deadline: now.Add(maxQueueWait), ch: make(chan *Ticket, 1)}
-	if !deadline.IsZero() && deadline.Before(w.deadline) {
-		w.deadline = deadline
+	if deadline.IsZero() {
+		deadline = now.Add(defaultQueueWait)
 	}
+	w := &waiter{class: c, at: now, deadline: deadline, ch: make(chan *Ticket, 1)}
 	a.queues[c] = append(a.queues[c], w)
 	a.queued++
 	a.intervalPeak = max(a.intervalPeak, a.queued)

@@ -291,12 +291,12 @@ func TestAQueuedRequestPastItsDeadlineIsDroppedBeforeAnyWork(t *testing.T) {
 	require.NotNil(t, tk, "the slot went to the next waiter")
 }
 
-func TestAQueueThatServesNothingWaitsNoLongerThanMaxQueueWait(t *testing.T) {
+func TestARequestWithoutADeadlineWaitsNoLongerThanDefaultQueueWait(t *testing.T) {
 	t.Parallel()
 	a, clock := setup(t, 1)
 	held, _, _ := admitNow(a, Booking)
 	_, w, _ := admitNow(a, Priority) // priority work is never cut short
-	clock.advance(maxQueueWait - time.Millisecond)
+	clock.advance(defaultQueueWait - time.Millisecond)
 	a.mu.Lock()
 	a.expire(a.now())
 	a.mu.Unlock()
@@ -475,4 +475,22 @@ func TestBoundsComeFromThePoolAndTheMachine(t *testing.T) {
 	require.Equal(t, max(256, 16*lo), hi)
 	_, hi = Bounds(50)
 	require.Equal(t, max(3200, 16*lo), hi, "64 requests per pooled connection")
+}
+
+// TestARequestWaitsForTheDeadlineItsClientGave runs the blocking Admit: a
+// request whose client waits 300 ms waits for a slot longer than one that
+// gave no deadline, and gives up before its client does.
+func TestARequestWaitsForTheDeadlineItsClientGave(t *testing.T) {
+	t.Parallel()
+	a := NewAdmission(AdmissionConfig{Fixed: 1})
+	held, r := a.Admit(context.Background(), Booking)
+	require.Nil(t, r)
+	start := time.Now()
+	_, r = a.Admit(WithWaitDeadline(context.Background(), start.Add(700*time.Millisecond)), Booking)
+	require.NotNil(t, r)
+	require.Equal(t, RefusedQueueTimeout, r.Reason)
+	waited := time.Since(start)
+	require.Greater(t, waited, defaultQueueWait, "longer than a request without a deadline")
+	require.Less(t, waited, 700*time.Millisecond+queueInterval, "not past its client's deadline")
+	held.Done("op", Served)
 }
