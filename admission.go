@@ -12,18 +12,30 @@ import (
 )
 
 // newLimits builds the API's admission control from the configuration:
-// in-process budgets, or budgets shared through REDIS_URL, and the
-// admission limit, learnt within bounds taken from the machine and the
+// in-process budgets, or budgets shared through REDIS_URL, each
+// credential's limit of requests in flight, and the admission limit, learnt within bounds taken from the machine and the
 // pool unless LOAD_SHED_IN_FLIGHT fixes it or turns it off. stop closes
 // the Redis client.
 func newLimits(cfg *config, pool *pgxpool.Pool, svc *service.Service, reg prometheus.Registerer, logger *slog.Logger) (lim openapi.Limits, stop func()) {
 	metrics := limits.NewMetrics(reg)
 	lim = openapi.Limits{
-		Writes:       policyOr(cfg.RateLimitWrites, limits.DefaultWrites),
-		Reads:        policyOr(cfg.RateLimitReads, limits.DefaultReads),
-		AuthFailures: policyOr(cfg.RateLimitAuthFailures, limits.DefaultAuthFailures),
-		Started:      limits.NewStarted(limits.DefaultStartedTTL, 1<<16),
-		Metrics:      metrics,
+		Writes:              policyOr(cfg.RateLimitWrites, limits.DefaultWrites),
+		Reads:               policyOr(cfg.RateLimitReads, limits.DefaultReads),
+		AuthFailures:        policyOr(cfg.RateLimitAuthFailures, limits.DefaultAuthFailures),
+		Operator:            limits.DefaultOperator,
+		Dispatch:            limits.DefaultDispatch,
+		Concurrency:         limits.NewConcurrency(),
+		RiderConcurrency:    limits.DefaultRiderConcurrency,
+		OperatorConcurrency: limits.DefaultOperatorConcurrency,
+		DispatchConcurrency: limits.DefaultDispatchConcurrency,
+		Started:             limits.NewStarted(limits.DefaultStartedTTL, 1<<16),
+		Metrics:             metrics,
+	}
+	switch {
+	case cfg.RateLimitInFlight > 0:
+		lim.RiderConcurrency = cfg.RateLimitInFlight
+	case cfg.RateLimitInFlight < 0:
+		lim.RiderConcurrency = 0
 	}
 	stop = func() {}
 	if cfg.RedisURL != "" {

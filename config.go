@@ -131,6 +131,10 @@ type config struct {
 	// RATE_LIMIT_WRITES, RATE_LIMIT_READS and RATE_LIMIT_AUTH_FAILURES
 	// (QUOTA/WINDOW or off); nil is unset, for package limits' default.
 	RateLimitWrites, RateLimitReads, RateLimitAuthFailures *limits.Policy
+	// RateLimitInFlight is RATE_LIMIT_IN_FLIGHT, each rider's limit of
+	// requests in flight: 0 unset (limits.DefaultRiderConcurrency), a
+	// number, or -1 off.
+	RateLimitInFlight int
 	// ShedInFlight is LOAD_SHED_IN_FLIGHT: 0 auto (the admission limit is
 	// learnt; the default), a fixed limit, or -1 off.
 	ShedInFlight int
@@ -249,6 +253,7 @@ func loadConfig(getenv func(string) string, needs backends) (*config, error) {
 		RateLimitWrites:       r.policy("RATE_LIMIT_WRITES", "writes"),
 		RateLimitReads:        r.policy("RATE_LIMIT_READS", "reads"),
 		RateLimitAuthFailures: r.policy("RATE_LIMIT_AUTH_FAILURES", "auth-failures"),
+		RateLimitInFlight:     r.riderInFlight("RATE_LIMIT_IN_FLIGHT"),
 		ShedInFlight:          r.inFlight("LOAD_SHED_IN_FLIGHT"),
 		RedisURL:              r.redisURL("REDIS_URL"),
 		SettlementInbox:       r.settlementInbox("SETTLEMENT_SFTP_URL", "SETTLEMENT_SFTP_HOST_KEY", "SETTLEMENT_SFTP_KEY_FILE"),
@@ -705,6 +710,24 @@ func (r *envReader) inFlight(name string) int {
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 || n > 100_000 {
 		r.fail(invalid(name, "%q: want auto, a whole number of requests from 1 to 100000, or off", v))
+		return 0
+	}
+	return n
+}
+
+// riderInFlight reads a rider's limit of requests in flight: unset (0),
+// a whole number, or off (-1).
+func (r *envReader) riderInFlight(name string) int {
+	v := r.getenv(name)
+	switch v {
+	case "":
+		return 0
+	case "off":
+		return -1
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 100_000 {
+		r.fail(invalid(name, "%q: want a whole number of requests from 1 to 100000, or off", v))
 		return 0
 	}
 	return n

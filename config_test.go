@@ -103,6 +103,7 @@ func TestInvalidConfiguration(t *testing.T) {
 		{"RATE_LIMIT_WRITES", "50", nil, "want QUOTA/WINDOW", nil},
 		{"RATE_LIMIT_READS", "0/10s", nil, "not a whole number from 1 to 1000000", nil},
 		{"RATE_LIMIT_AUTH_FAILURES", "20/500ms", nil, "not a duration from 1s to 24h", nil},
+		{"RATE_LIMIT_IN_FLIGHT", "0", nil, "want a whole number of requests from 1 to 100000, or off", nil},
 		{"LOAD_SHED_IN_FLIGHT", "lots", nil, "want auto, a whole number of requests from 1 to 100000, or off", nil},
 		{"LOAD_SHED_RESERVED", "0.25", nil, "no longer read: the admission limit learns", nil},
 		{"LOAD_SHED_DB_WAIT", "500ms", nil, "no longer read: the admission limit learns", nil},

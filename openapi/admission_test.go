@@ -131,3 +131,77 @@ func TestAdmissionKeepsEachClassItsShare(t *testing.T) {
 	require.Len(t, b.Stripe.Charges(), 6)
 	require.Zero(t, adm.Stats().InFlight[limits.Booking]+adm.Stats().InFlight[limits.Priority]+adm.Stats().InFlight[limits.List])
 }
+
+// TestBudgetsComeBeforeTheSharedLimit: while the bookings' share of the
+// limit is full, what a credential's own budgets refuse is answered 429 at
+// once and never reaches the admission control: a rider at its limit of
+// requests in flight, a rider whose writes are spent; requests without a
+// credential or with a wrong one are answered 401 the same way. Only a
+// request within its budgets waits for a slot, and is answered 503 when
+// none frees.
+func TestBudgetsComeBeforeTheSharedLimit(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	metrics := limits.NewMetrics(reg)
+	adm := limits.NewAdmission(limits.AdmissionConfig{Fixed: 5, Metrics: metrics})
+	b := setupLimited(t, openapi.Limits{
+		Admission:        adm,
+		Writes:           limits.Policy{Name: "writes", Quota: 6, Window: time.Hour},
+		Concurrency:      limits.NewConcurrency(),
+		RiderConcurrency: 4,
+		Metrics:          metrics,
+	})
+	alice := b.newRider(t, "alice@example.com")
+	bob := b.newRider(t, "bob@example.com")
+	carol := b.newRider(t, "carol@example.com")
+	for _, r := range []string{alice, bob} { // each rider's Stripe customer
+		require.Equal(t, http.StatusCreated, b.do(t, http.MethodPost, "/rides", rider(r, testkit.NewKey()), rideBody).Status)
+	}
+
+	gate, held := make(chan struct{}), make(chan struct{}, 4)
+	b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpPaymentIntentCreate, Kind: fakestripe.FaultLatency, Gate: gate, Fired: held, Times: 4})
+	var wg sync.WaitGroup
+	answers := make([]testkit.Reply, 4)
+	for i := range answers {
+		wg.Go(func() { answers[i] = b.do(t, http.MethodPost, "/rides", rider(alice, testkit.NewKey()), rideBody) })
+	}
+	for range answers {
+		<-held
+	}
+	require.Equal(t, 4, adm.Stats().InFlight[limits.Booking], "alice fills the bookings' share")
+
+	concurrent := b.do(t, http.MethodGet, "/rides", rider(alice, ""), "")
+	concurrent.Problem(t, http.StatusTooManyRequests)
+	require.Equal(t, openapi.ProblemRateLimited, concurrent.JSON(t)["type"])
+	require.Equal(t, "1", concurrent.Header.Get("Retry-After"))
+	require.Equal(t, 1.0, counterOf(t, reg, "atomicrides_requests_refused_total", map[string]string{"reason": limits.RefusalRiderConcurrency, "class": "list"}))
+
+	for range 20 {
+		b.do(t, http.MethodPost, "/rides", rider("ar_live_wrong", testkit.NewKey()), rideBody).Problem(t, http.StatusUnauthorized)
+		b.do(t, http.MethodPost, "/rides", nil, rideBody).Problem(t, http.StatusUnauthorized)
+	}
+	require.Zero(t, adm.Stats().Queued[limits.Booking], "no request without a valid credential waits for a slot")
+
+	// bob's sixth write this hour is within his budget, and waits for a
+	// slot that does not free; his seventh is his own excess.
+	shed := b.do(t, http.MethodPost, "/rides", rider(bob, testkit.NewKey()), rideBody)
+	shed.Problem(t, http.StatusServiceUnavailable)
+	require.Equal(t, openapi.ProblemOverloaded, shed.JSON(t)["type"])
+	for range 4 {
+		b.do(t, http.MethodPost, "/rides", rider(bob, testkit.NewKey()), rideBody).Problem(t, http.StatusServiceUnavailable)
+	}
+	spent := b.do(t, http.MethodPost, "/rides", rider(bob, testkit.NewKey()), rideBody)
+	spent.Problem(t, http.StatusTooManyRequests)
+	require.NotEmpty(t, spent.Header.Get("RateLimit"))
+	require.Equal(t, 5.0, admissionRefused(t, reg, "booking", limits.RefusedQueueTimeout), "bob's five writes within his budget, no more")
+	require.Equal(t, 1.0, counterOf(t, reg, "atomicrides_requests_refused_total", map[string]string{"reason": limits.RefusalRiderRate, "class": "booking"}))
+	require.Equal(t, 5.0, counterOf(t, reg, "atomicrides_requests_refused_total", map[string]string{"reason": limits.RefusalQueueTimeout, "class": "booking"}))
+
+	close(gate)
+	wg.Wait()
+	for _, a := range answers {
+		require.Equal(t, http.StatusCreated, a.Status, string(a.Body))
+	}
+	require.Equal(t, http.StatusCreated, b.do(t, http.MethodPost, "/rides", rider(carol, testkit.NewKey()), rideBody).Status)
+	require.Zero(t, adm.Stats().InFlight[limits.Booking]+adm.Stats().InFlight[limits.List])
+}

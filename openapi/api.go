@@ -76,7 +76,7 @@ func NewHandler(cfg Config) http.Handler {
 	}
 	mux := http.NewServeMux()
 	registerDocs(mux)
-	register(mux, cfg)
+	api := register(mux, cfg)
 	guard := authGuard{lim: &cfg.Limits}
 	if cfg.Pages != nil {
 		cfg.Pages.Register(mux)
@@ -93,7 +93,7 @@ func NewHandler(cfg Config) http.Handler {
 	if cfg.Service != nil {
 		h = paymentDeadlines(mux, cfg.Service.Lease(), h)
 	}
-	h = admit(mux, cfg.Limits, h)
+	h = admit(mux, cfg.Limits, authenticatedRoutes(api), h)
 	return traceRequests(cfg.TracerProvider, requestContext(cfg.Logger, hm, routeSpan(h)))
 }
 
@@ -230,8 +230,8 @@ var statusDescriptions = map[int]string{
 	http.StatusUnsupportedMediaType:  "The body is not declared as application/json (a missing Content-Type included).",
 	http.StatusUnprocessableEntity:   "Invalid input (the errors name the field), or an idempotency key reused with a different request.",
 	http.StatusInternalServerError:   "Internal error. Not stored: retry with the same idempotency key.",
-	http.StatusTooManyRequests:       "A budget is spent: the rider's writes or reads, or the failed authentications of the client's address. Nothing was done and the idempotency key is unused: retry after Retry-After.",
-	http.StatusServiceUnavailable:    "The payment processor gave no definitive answer, or the service is shedding load. Not stored: retry with the same idempotency key after Retry-After.",
+	http.StatusTooManyRequests:       "The caller's own budget is spent, whatever other clients do: its writes or reads, its requests in flight at once, or the failed authentications of its address. Nothing was done and the idempotency key is unused: retry after Retry-After (or the RateLimit field's reset).",
+	http.StatusServiceUnavailable:    "The payment processor gave no definitive answer, or the service as a whole is at its capacity (/problems/overloaded: never one client's doing). Not stored: retry with the same idempotency key after Retry-After, backing off.",
 }
 
 func describeStatus(code int) string {

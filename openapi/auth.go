@@ -10,6 +10,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/atomicrides/atomicrides/internal/limits"
 	"github.com/atomicrides/atomicrides/service"
 )
 
@@ -26,10 +27,14 @@ func tokenEqual(got, want string) bool {
 }
 
 // requireRider authenticates a rider's API key before anything else about
-// the request (its body included) is looked at.
-// An address that failed to authenticate too often is answered 429 before
-// its credential is looked at; a rider over its budget is answered 429
-// before the operation runs (riderLimited).
+// the request (its body included) is looked at, then passes it through
+// the chain of limits, each refusing at once what it refuses: an address
+// that failed to authenticate too often is answered 429 before its
+// credential is looked at; a wrong credential 401; a rider over its
+// budget of writes or reads, or at its limit of requests in flight, 429;
+// and only then does the request ask the admission control for a slot
+// (503 when the service is at its capacity). A key the process
+// authenticated lately is answered from memory, with no database work.
 func (h *handlers) requireRider(ctx huma.Context, next func(huma.Context)) {
 	token := bearer(ctx.Header("Authorization"))
 	if token != "" && h.guard.guardCtx(ctx) {
@@ -43,13 +48,20 @@ func (h *handlers) requireRider(ctx huma.Context, next func(huma.Context)) {
 		h.unauthorized(ctx, err)
 		return
 	}
-	if h.riderLimited(ctx, user.ID) {
+	release, refused := h.riderLimited(ctx, user.ID)
+	if refused {
+		return
+	}
+	defer release()
+	if !admitted(ctx) {
 		return
 	}
 	next(huma.WithValue(ctx, ctxKeyUser, user))
 }
 
-// requireAdmin authenticates the operator credential.
+// requireAdmin authenticates the operator credential, then passes the
+// request through the operator's budget and limit of requests in flight
+// and the admission control, as requireRider does a rider's.
 func (h *handlers) requireAdmin(ctx huma.Context, next func(huma.Context)) {
 	token := bearer(ctx.Header("Authorization"))
 	if token != "" && h.guard.guardCtx(ctx) {
@@ -60,6 +72,22 @@ func (h *handlers) requireAdmin(ctx huma.Context, next func(huma.Context)) {
 			h.guard.failed(ctx.Context(), clientIP(ctx.Context()))
 		}
 		h.unauthorized(ctx, &service.Error{Code: service.CodeUnauthenticated, Message: "the operator token is required"})
+		return
+	}
+	h.withinBudgets(ctx, "operator's", h.limits.Operator, h.limits.OperatorConcurrency, next)
+}
+
+// withinBudgets passes an authenticated operator's or dispatch request
+// through its credential's budget under p and its limit of requests in
+// flight, then the admission control, and runs next when all let it
+// through.
+func (h *handlers) withinBudgets(ctx huma.Context, who string, p limits.Policy, concurrency int, next func(huma.Context)) {
+	release, refused := h.budgetLimited(ctx, who, p, limits.ReasonRiderWrites, p.Name, p.Name, concurrency)
+	if refused {
+		return
+	}
+	defer release()
+	if !admitted(ctx) {
 		return
 	}
 	next(ctx)

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -38,9 +39,17 @@ type Limits struct {
 	// Writes and Reads are each rider's budgets of writes (POST) and reads
 	// (GET).
 	Writes, Reads limits.Policy
+	// Operator and Dispatch are the budgets of the operator's and the
+	// dispatch side's requests.
+	Operator, Dispatch limits.Policy
 	// AuthFailures is each client address's budget of failed
 	// authentications (API key, operator token, River UI password).
 	AuthFailures limits.Policy
+	// Concurrency, when set, counts each credential's requests in flight
+	// against RiderConcurrency, OperatorConcurrency and
+	// DispatchConcurrency (zero: no limit), and answers 429 past it.
+	Concurrency                                                *limits.Concurrency
+	RiderConcurrency, OperatorConcurrency, DispatchConcurrency int
 	// Admission, when set, admits requests by class within its limit and
 	// refuses the rest at once (503 with Retry-After).
 	Admission *limits.Admission
@@ -65,33 +74,55 @@ func writeCtxProblem(ctx huma.Context, m *huma.ErrorModel) {
 }
 
 // riderLimited charges the request to the rider's budget of its kind and
-// sets the RateLimit-Policy and RateLimit fields. When the budget is spent
-// it answers 429 and reports true; the request has touched nothing.
-func (h *handlers) riderLimited(ctx huma.Context, riderID int64) bool {
+// counts it against the rider's requests in flight (released by the
+// returned func); when either is spent it answers 429 and reports true;
+// the request has touched nothing.
+func (h *handlers) riderLimited(ctx huma.Context, riderID int64) (release func(), refused bool) {
 	lim := h.limits
-	if lim.Limiter == nil {
-		return false
-	}
 	p, reason := lim.Writes, limits.ReasonRiderWrites
 	if m := ctx.Method(); m == http.MethodGet || m == http.MethodHead {
 		p, reason = lim.Reads, limits.ReasonRiderReads
 	}
-	if p.Off() {
-		return false
+	id := strconv.FormatInt(riderID, 10)
+	return h.budgetLimited(ctx, "rider's", p, reason, "rider:"+id, id, lim.RiderConcurrency)
+}
+
+// budgetLimited charges the request to key's budget under p and sets the
+// RateLimit-Policy and RateLimit fields, then counts it against
+// concurrency requests in flight of ckey. When the budget is spent, or
+// the requests in flight are at the limit, it answers 429 with
+// Retry-After and reports true; the request has touched nothing, and
+// takes no slot nor place in the admission control's queue. Otherwise the
+// caller calls release when the request ends.
+func (h *handlers) budgetLimited(ctx huma.Context, who string, p limits.Policy, reason, ckey, key string, concurrency int) (release func(), refused bool) {
+	lim := h.limits
+	class := requestClass(ctx.Context())
+	if lim.Limiter != nil && !p.Off() {
+		d := lim.Limiter.Allow(ctx.Context(), p, key)
+		ctx.SetHeader("RateLimit-Policy", p.Header())
+		ctx.SetHeader("RateLimit", fmt.Sprintf("%q;r=%d;t=%d", p.Name, d.Remaining, limits.Seconds(d.Reset)))
+		if !d.Allowed {
+			lim.Metrics.Refused(reason, class)
+			secs := limits.Seconds(d.RetryAfter)
+			ctx.SetHeader("Retry-After", strconv.Itoa(secs))
+			writeCtxProblem(ctx, problem(http.StatusTooManyRequests, ProblemRateLimited, fmt.Sprintf(
+				"the %s %s budget (%d per %s) is spent; retry after %d s (the same idempotency key is unused)",
+				who, p.Name, p.Quota, p.Window, secs)))
+			return nil, true
+		}
 	}
-	d := lim.Limiter.Allow(ctx.Context(), p, strconv.FormatInt(riderID, 10))
-	ctx.SetHeader("RateLimit-Policy", p.Header())
-	ctx.SetHeader("RateLimit", fmt.Sprintf("%q;r=%d;t=%d", p.Name, d.Remaining, limits.Seconds(d.Reset)))
-	if d.Allowed {
-		return false
+	if lim.Concurrency == nil || concurrency <= 0 {
+		return func() {}, false
 	}
-	lim.Metrics.Refused(reason)
-	secs := limits.Seconds(d.RetryAfter)
-	ctx.SetHeader("Retry-After", strconv.Itoa(secs))
-	writeCtxProblem(ctx, problem(http.StatusTooManyRequests, ProblemRateLimited, fmt.Sprintf(
-		"the rider's %s budget (%d per %s) is spent; retry after %d s (the same idempotency key is unused)",
-		p.Name, p.Quota, p.Window, secs)))
-	return true
+	if !lim.Concurrency.Acquire(ckey, concurrency) {
+		lim.Metrics.Refused(limits.ReasonRiderConcurrency, class)
+		ctx.SetHeader("Retry-After", "1")
+		writeCtxProblem(ctx, problem(http.StatusTooManyRequests, ProblemRateLimited, fmt.Sprintf(
+			"the %s requests in flight are at their limit (%d at once); retry after 1 s, once one has been answered (the same idempotency key is unused)",
+			who, concurrency)))
+		return nil, true
+	}
+	return func() { lim.Concurrency.Release(ckey) }, false
 }
 
 // authGuard keeps each client address's budget of failed authentications.
@@ -127,7 +158,7 @@ func (g authGuard) blocked(ctx context.Context, ip *netip.Addr) (*huma.ErrorMode
 	if !spent {
 		return nil, "", false
 	}
-	g.lim.Metrics.Refused(limits.ReasonAuthFailures)
+	g.lim.Metrics.Refused(limits.ReasonAuthFailures, requestClass(ctx))
 	secs := limits.Seconds(after)
 	return problem(http.StatusTooManyRequests, ProblemAuthLimited, fmt.Sprintf(authLimitedDetail, secs)), strconv.Itoa(secs), true
 }
@@ -217,34 +248,37 @@ func startedKey(r *http.Request) string {
 // admit passes each request through lim.Admission by its class, answering
 // 503 with Retry-After to what it refuses before anything reads the body
 // or touches the database, and tells the limit how each admitted request
-// ended.
-func admit(mux *http.ServeMux, lim Limits, next http.Handler) http.Handler {
+// ended. A request of a route in authenticated is admitted only once its
+// credential is authenticated and within its own budgets (admitted, called
+// by requireRider, requireAdmin and requireDispatch): a request refused
+// for its credential, or by its budgets, never takes a slot of the limit
+// nor a place in its queue.
+func admit(mux *http.ServeMux, lim Limits, authenticated map[string]bool, next http.Handler) http.Handler {
 	if lim.Admission == nil {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, pattern := mux.Handler(r)
-		class := routeClass(pattern)
-		var key string
+		if d, ok := requestTimeout(r.Header.Get("Request-Timeout")); ok {
+			r = r.WithContext(limits.WithWaitDeadline(r.Context(), time.Now().Add(d)))
+		}
+		g := &gate{lim: &lim, class: routeClass(pattern)}
 		if pattern == routeRideCreate && lim.Started != nil {
-			key = startedKey(r)
-			switch started, finished := lim.Started.Seen(key); {
+			g.key = startedKey(r)
+			switch started, finished := lim.Started.Seen(g.key); {
 			case finished:
 				// A replay answered from memory costs a lookup.
-				class = limits.Exempt
+				g.class = limits.Exempt
 			case started:
-				class = limits.Priority
+				g.class = limits.Priority
 			}
 		}
-		ticket, refused := lim.Admission.Admit(r.Context(), class)
-		if refused != nil {
-			w.Header().Set("Retry-After", strconv.Itoa(refused.RetryAfter))
-			writeProblemModel(w, problem(http.StatusServiceUnavailable, ProblemOverloaded, fmt.Sprintf(
-				"the service is at its capacity; retry after %d s with the same idempotency key (nothing was done)", refused.RetryAfter)))
+		if authenticated[pattern] {
+			r = r.WithContext(context.WithValue(r.Context(), ctxKeyGate, g))
+		} else if refusal := g.admit(r.Context()); refusal != nil {
+			w.Header().Set("Retry-After", strconv.Itoa(refusal.RetryAfter))
+			writeProblemModel(w, overloaded(refusal))
 			return
-		}
-		if key != "" && class != limits.Exempt {
-			lim.Started.Add(key)
 		}
 		// requestContext's writer, which records the status, when it is
 		// the one served.
@@ -253,22 +287,115 @@ func admit(mux *http.ServeMux, lim Limits, next http.Handler) http.Handler {
 			sw = &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		}
 		next.ServeHTTP(sw, r)
+		if g.ticket == nil {
+			return // refused before the limit
+		}
 		op := pattern
 		if sw.Header().Get("Idempotent-Replayed") == "true" {
 			op += " replayed"
 		}
-		if key != "" {
+		if g.key != "" {
 			switch {
 			case definitive(sw.status):
-				lim.Started.Finish(key)
+				lim.Started.Finish(g.key)
 			case sw.status < http.StatusInternalServerError && sw.status != http.StatusConflict:
 				// Refused before its key was used (a 4xx of the request
-				// itself, a 429): nothing is under way to continue.
-				lim.Started.Forget(key)
+				// itself): nothing is under way to continue.
+				lim.Started.Forget(g.key)
 			}
 		}
-		ticket.Done(op, outcome(r, sw.status))
+		g.ticket.Done(op, outcome(r, sw.status))
 	})
+}
+
+// maxRequestTimeout bounds a Request-Timeout: the server's own write
+// timeout ends a request sooner anyway.
+const maxRequestTimeout = 5 * time.Minute
+
+// requestTimeout reads a Request-Timeout field: how long the client waits
+// for the answer, in seconds (a decimal number above 0, at most
+// maxRequestTimeout). A request that gives one waits in the admission
+// queue while the service could still answer it in time; one that gives
+// none waits half a second at most.
+func requestTimeout(v string) (time.Duration, bool) {
+	if v == "" {
+		return 0, false
+	}
+	secs, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if err != nil || !(secs > 0) || secs > maxRequestTimeout.Seconds() {
+		return 0, false
+	}
+	return time.Duration(secs * float64(time.Second)), true
+}
+
+// gate is a request's way through the admission control: its class, its
+// key in the Started record, and its ticket once admitted.
+type gate struct {
+	lim    *Limits
+	class  limits.Class
+	key    string
+	ticket *limits.Ticket
+}
+
+// admit admits the request, or returns the refusal to answer.
+func (g *gate) admit(ctx context.Context) *limits.Refusal {
+	ticket, refused := g.lim.Admission.Admit(ctx, g.class)
+	if refused != nil {
+		return refused
+	}
+	g.ticket = ticket
+	if g.key != "" && g.class != limits.Exempt {
+		g.lim.Started.Add(g.key)
+	}
+	return nil
+}
+
+// overloaded is the problem of a request the admission control refused.
+func overloaded(r *limits.Refusal) *huma.ErrorModel {
+	return problem(http.StatusServiceUnavailable, ProblemOverloaded, fmt.Sprintf(
+		"the service is at its capacity; retry after %d s with the same idempotency key (nothing was done)", r.RetryAfter))
+}
+
+// requestClass is the admission class of the request of ctx (Booking when
+// admit did not sort it).
+func requestClass(ctx context.Context) limits.Class {
+	if g, ok := ctx.Value(ctxKeyGate).(*gate); ok {
+		return g.class
+	}
+	return limits.Booking
+}
+
+// admitted admits an authenticated request within its budgets through
+// the admission control, when admit left it to be admitted here; when
+// the control refuses it, it answers 503 with Retry-After and reports
+// false.
+func admitted(ctx huma.Context) bool {
+	g, ok := ctx.Context().Value(ctxKeyGate).(*gate)
+	if !ok || g.ticket != nil {
+		return true
+	}
+	refusal := g.admit(ctx.Context())
+	if refusal == nil {
+		return true
+	}
+	ctx.SetHeader("Retry-After", strconv.Itoa(refusal.RetryAfter))
+	writeCtxProblem(ctx, overloaded(refusal))
+	return false
+}
+
+// authenticatedRoutes are the mux patterns of api's operations that take a
+// credential.
+func authenticatedRoutes(api huma.API) map[string]bool {
+	routes := map[string]bool{}
+	for path, item := range api.OpenAPI().Paths {
+		for method, op := range map[string]*huma.Operation{http.MethodGet: item.Get, http.MethodPut: item.Put,
+			http.MethodPost: item.Post, http.MethodDelete: item.Delete, http.MethodPatch: item.Patch} {
+			if op != nil && len(op.Security) > 0 {
+				routes[method+" "+path] = true
+			}
+		}
+	}
+	return routes
 }
 
 // definitive reports whether a booking's answer is one stored on its key,

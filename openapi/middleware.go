@@ -16,7 +16,12 @@ import (
 
 type ctxKey int
 
-const ctxKeyUser ctxKey = iota
+const (
+	ctxKeyUser ctxKey = iota
+	// ctxKeyGate holds a request's *gate while it waits to be admitted
+	// after its authentication.
+	ctxKeyGate
+)
 
 // RequestID returns the id of the request being served, "" outside one.
 func RequestID(ctx context.Context) string { return httpctx.RequestID(ctx) }

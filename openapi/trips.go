@@ -210,14 +210,14 @@ func (h *handlers) requireDispatch(ctx huma.Context, next func(huma.Context)) {
 		h.unauthorized(ctx, &service.Error{Code: service.CodeUnauthenticated, Message: "the dispatch token is required"})
 		return
 	}
-	next(ctx)
+	h.withinBudgets(ctx, "dispatch side's", h.limits.Dispatch, h.limits.DispatchConcurrency, next)
 }
 
 // requireRiderOrDispatch lets the dispatch side's token through as the
 // dispatch side, and authenticates anything else as a rider.
 func (h *handlers) requireRiderOrDispatch(ctx huma.Context, next func(huma.Context)) {
 	if token := bearer(ctx.Header("Authorization")); token != "" && tokenEqual(token, h.dispatchToken) {
-		next(ctx)
+		h.withinBudgets(ctx, "dispatch side's", h.limits.Dispatch, h.limits.DispatchConcurrency, next)
 		return
 	}
 	h.requireRider(ctx, next)

@@ -292,7 +292,7 @@ func (d *deployment) start(tb testing.TB) *servingProcess {
 // capacityLimitsOff is the environment of the capacity runs' processes:
 // they measure the service as it queues, its limits off. The admission
 // runs start theirs with startLimited instead.
-var capacityLimitsOff = []string{"RATE_LIMIT_WRITES=off", "RATE_LIMIT_READS=off", "LOAD_SHED_IN_FLIGHT=off"}
+var capacityLimitsOff = []string{"RATE_LIMIT_WRITES=off", "RATE_LIMIT_READS=off", "RATE_LIMIT_IN_FLIGHT=off", "LOAD_SHED_IN_FLIGHT=off"}
 
 // startEnv is start with more environment variables (later entries win),
 // the limits off.

@@ -40,7 +40,11 @@ func limitsOn() []string {
 
 // limitsRuns is what the admission runs measured; nil runs were left out.
 type limitsRuns struct {
-	Noisy    *noisyRun
+	Noisy *noisyRun
+	// Flood is the noisy-neighbour run with one rider at
+	// floodFactor × its budget.
+	Flood    *noisyRun
+	Burst    *burstRun
 	Overload *overloadRun
 }
 
@@ -62,8 +66,28 @@ func (e *benchEnv) benchLimits(b *testing.B, cfg benchConfig) {
 			b.ReportMetric(float64(n.BookingCPU)/1e6, "server-cpu-ms/booking")
 			b.ReportMetric(float64(n.RefusalCPU)/1e6, "server-cpu-ms/refusal")
 		})
+		b.Run("flood", func(b *testing.B) {
+			runs.Flood = e.measureNoisy(b, defaultFloodSpec)
+			n := runs.Flood
+			b.ReportMetric(0, "ns/op")
+			b.ReportMetric(msf(n.Alone.P99), "quiet-alone-p99-ms")
+			b.ReportMetric(msf(n.WithNoisy.P99), "quiet-flood-p99-ms")
+			b.ReportMetric(float64(n.WithNoisy.Errors+n.WithNoisy.Refused), "quiet-refused-or-failed")
+			b.ReportMetric(float64(n.Noisy.Errors), "flooder-non-429-refusals")
+		})
 	}
 	if *benchOverload {
+		b.Run("burst", func(b *testing.B) {
+			runs.Burst = e.measureBurst(b, defaultBurstSizes)
+			b.ReportMetric(0, "ns/op")
+			met := 0
+			for _, c := range runs.Burst.Cases {
+				if c.met() {
+					met++
+				}
+			}
+			b.ReportMetric(float64(met), "bursts-met")
+		})
 		b.Run("overload", func(b *testing.B) {
 			runs.Overload = e.measureOverload(b, defaultOverloadSpec)
 			o := runs.Overload
@@ -82,7 +106,7 @@ func (e *benchEnv) benchLimits(b *testing.B, cfg benchConfig) {
 			b.ReportMetric(float64(o.ChargedTwice), "keys-charged-twice")
 		})
 	}
-	if runs.Noisy == nil && runs.Overload == nil {
+	if runs.Noisy == nil && runs.Flood == nil && runs.Burst == nil && runs.Overload == nil {
 		return
 	}
 	for _, t := range limitsTargets(runs) {
@@ -96,8 +120,13 @@ func (e *benchEnv) benchLimits(b *testing.B, cfg benchConfig) {
 // limitsTargets judges the admission runs that ran.
 func limitsTargets(runs limitsRuns) []benchTarget {
 	var ts []benchTarget
-	if n := runs.Noisy; n != nil {
-		ts = append(ts, n.targets()...)
+	for _, n := range []*noisyRun{runs.Noisy, runs.Flood} {
+		if n != nil {
+			ts = append(ts, n.targets()...)
+		}
+	}
+	if r := runs.Burst; r != nil {
+		ts = append(ts, r.targets()...)
 	}
 	if o := runs.Overload; o != nil {
 		ts = append(ts, o.targets()...)
@@ -144,8 +173,13 @@ func appendLimitsReport(dir string, runs limitsRuns) error {
 // verdicts in the form of the report's targets.
 func limitsMarkdown(runs limitsRuns) string {
 	var b strings.Builder
-	if n := runs.Noisy; n != nil {
-		n.markdown(&b)
+	for _, n := range []*noisyRun{runs.Noisy, runs.Flood} {
+		if n != nil {
+			n.markdown(&b)
+		}
+	}
+	if r := runs.Burst; r != nil {
+		r.markdown(&b)
 	}
 	if o := runs.Overload; o != nil {
 		o.markdown(&b)
@@ -171,10 +205,11 @@ func retryAfter(v string) (time.Duration, bool) {
 	return time.Duration(s) * time.Second, true
 }
 
-// smokeLimits runs the noisy-neighbour and overload runs short, for
+// smokeLimits runs the noisy-neighbour, burst and overload runs short, for
 // TestBenchSmoke: it asserts their mechanics (the noisy rider refused with
-// Retry-After and held to its budget, the quiet riders never refused, the
-// CPU measured, keys booked and none charged twice), not their targets,
+// 429 and Retry-After, never 503, and held to its budget, the quiet riders
+// never refused, a queued burst served whole, the CPU measured, keys
+// booked and none charged twice), not their targets,
 // which a second's run on a shared machine cannot judge.
 func smokeLimits(t *testing.T, e *benchEnv) {
 	t.Helper()
@@ -195,6 +230,15 @@ func smokeLimits(t *testing.T, e *benchEnv) {
 	require.Positive(t, n.BookingCPU, "the server's CPU per booking")
 	require.Positive(t, n.Refusals.CPU.Server, "the server's CPU in the refusal run")
 
+	// A burst a rider's budget allows, and the operator's, each queued
+	// for the admission limit (50 at once, far above what the limit
+	// admits on a small machine), are served whole: no 503.
+	burst := e.measureBurst(t, []int{50})
+	for _, c := range burst.Cases {
+		require.Zero(t, c.Unavailable+c.Errors, "burst of %d × %s: %d × 503, %d other: %v", c.Size, c.Name, c.Unavailable, c.Errors, c.ErrorSample)
+		require.Equal(t, c.Size, c.OK, "burst of %d × %s: every request within the budget served", c.Size, c.Name)
+	}
+
 	o := e.measureOverload(t, overloadSpec{SweepFrom: 2, SweepTo: 4, Factor: 10, Timeout: overloadClientTimeout,
 		MaxAttempts: overloadMaxAttempts, PriorityRate: overloadPriorityRate})
 	require.NotEmpty(t, o.Sweep)
@@ -212,10 +256,10 @@ func smokeLimits(t *testing.T, e *benchEnv) {
 	require.Zero(t, o.ChargedTwice, "keys charged twice at the fake Stripe")
 	require.GreaterOrEqual(t, o.ChargedKeys, o.KeysBooked, "a key answered 201 has no PaymentIntent at the fake Stripe")
 
-	require.NoError(t, appendLimitsReport(e.cfg.OutDir, limitsRuns{Noisy: n, Overload: o}))
+	require.NoError(t, appendLimitsReport(e.cfg.OutDir, limitsRuns{Noisy: n, Burst: burst, Overload: o}))
 	report, err := os.ReadFile(filepath.Join(e.cfg.OutDir, "report.md"))
 	require.NoError(t, err)
-	for _, s := range []string{"## Noisy neighbour", "## Overload", "## Targets of the limits", "| priority kind |", "back at 1 ×"} {
+	for _, s := range []string{"## Noisy neighbour", "## Bursts", "## Overload", "## Targets of the limits", "| priority kind |", "back at 1 ×"} {
 		require.Contains(t, string(report), s)
 	}
 	require.FileExists(t, filepath.Join(e.cfg.OutDir, "limits.json"))

@@ -58,6 +58,14 @@ type noisySpec struct {
 // each, one rider at ten times its budget.
 var defaultNoisySpec = noisySpec{QuietRiders: 15, QuietClients: 2, QuietShare: 0.8, Factor: 10, RefusalClients: 4, Rounds: 2}
 
+// floodFactor is how many times its budget the flooding rider offers in
+// the flood run.
+const floodFactor = 100
+
+// defaultFloodSpec is the flood run: the same quiet riders while one rider
+// offers floodFactor × its budget.
+var defaultFloodSpec = noisySpec{QuietRiders: 15, QuietClients: 2, QuietShare: 0.8, Factor: floodFactor, RefusalClients: 4, Rounds: 1}
+
 // quietInterval is the start-to-start interval of each quiet client.
 func (s noisySpec) quietInterval(p limits.Policy) time.Duration {
 	return time.Duration(float64(p.Interval()) * float64(s.QuietClients) / s.QuietShare)
@@ -501,7 +509,15 @@ func (n *noisyRun) targets() []benchTarget {
 	rate := ratio(n.WithNoisy.PerSec(), n.Alone.PerSec())
 	cpu := ratio(float64(n.RefusalCPU), float64(n.BookingCPU))
 	clean := n.WithNoisy.Errors == 0 && n.WithNoisy.Refused == 0 && n.Alone.Errors == 0 && n.Alone.Refused == 0
+	// Past its burst, the noisy rider books at most one ride per interval
+	// of its budget (and one for the bucket's rounding).
+	policy := limits.DefaultWrites
+	worth := int(n.Noisy.Elapsed/policy.Interval()) + 2
 	return []benchTarget{
+		{Name: fmt.Sprintf("%s: the noisy rider's excess answered 429 with Retry-After, never 503, its budget's worth booked", name), Judged: true,
+			Met: n.Noisy.Refused > 0 && n.Noisy.Errors == 0 && n.Noisy.OK > 0 && n.Noisy.OK <= worth,
+			Got: fmt.Sprintf("%d × 201 (its budget's worth: ≤ %d over %s s), %d × 429, %d other answers (503s included)",
+				n.Noisy.OK, worth, fmt.Sprintf("%.1f", n.Noisy.Elapsed.Seconds()), n.Noisy.Refused, n.Noisy.Errors)},
 		{Name: fmt.Sprintf("%s: the quiet riders' p99 ≤ %.1f × their p99 alone", name, targetNoisyP99Ratio), Judged: true,
 			Met: n.Alone.P99 > 0 && p99 <= targetNoisyP99Ratio,
 			Got: fmt.Sprintf("%.2f × (%s ms against %s ms)", p99, ms(n.WithNoisy.P99), ms(n.Alone.P99))},
@@ -519,7 +535,11 @@ func (n *noisyRun) targets() []benchTarget {
 
 // markdown writes the run's section of the report.
 func (n *noisyRun) markdown(b *strings.Builder) {
-	fmt.Fprintf(b, "\n## Noisy neighbour\n\n")
+	title := "Noisy neighbour"
+	if n.Spec.Factor >= floodFactor {
+		title = "Flood"
+	}
+	fmt.Fprintf(b, "\n## %s\n\n", title)
 	fmt.Fprintf(b, "Limits at their defaults (writes %s per rider). In each of %d rounds, %d quiet riders book with %d paced clients each (a booking every %s per client, start to start: %.0f%% of the rider's budget); "+
 		"then again while one more rider offers %.0f new bookings/s in an open loop (%d × its budget; measured once its burst was spent); after the rounds, that rider alone, its budget spent, with %d closed-loop clients: "+
 		"what a refusal costs. One serve process throughout; the rounds' samples pooled. CPU is the server's, from /proc, per booking (the quiet riders alone) and per refusal (the last run, its few bookings set apart).\n\n",

@@ -55,11 +55,12 @@ import (
 // server stops and the fake Stripe's ledger is read: no key may have two
 // PaymentIntents or charges.
 //
-// The per-rider budget of writes is off in this run (RATE_LIMIT_WRITES=off,
-// a documented setting): with the default budget the riders could not
-// saturate the machine, and the run would measure the budget (the
-// noisy-neighbour run does) instead of the admission control. Everything
-// else is at its default.
+// The per-rider budget of writes and limit of requests in flight are off
+// in this run (RATE_LIMIT_WRITES=off, RATE_LIMIT_IN_FLIGHT=off, documented
+// settings): with the defaults the riders could not saturate the machine,
+// and the run would measure the budgets (the noisy-neighbour, flood and
+// burst runs do) instead of the admission control. Everything else is at
+// its default.
 
 // Targets of the overload run, judged against the saturated throughput S
 // measured on the same process in the same run.
@@ -747,7 +748,7 @@ func (e *benchEnv) measureOverload(tb testing.TB, spec overloadSpec) *overloadRu
 	tb.Helper()
 	o := &overloadRun{Spec: spec, Recovery: -1, RecoveryBase: -1, Missing: map[string]int{}}
 	d := e.deployOn(tb, dbtest.NewURL(tb), e.cfg.Users).forTrips()
-	env := append(append(append([]string{}, d.env...), limitsOn()...), "RATE_LIMIT_WRITES=off")
+	env := append(append(append([]string{}, d.env...), limitsOn()...), "RATE_LIMIT_WRITES=off", "RATE_LIMIT_IN_FLIGHT=off")
 	srv := d.startLimited(tb, env...)
 	ctx := context.Background()
 	key := func(label string, clients int) func(client, n int) string {

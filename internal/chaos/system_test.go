@@ -293,7 +293,7 @@ func (sys *chaosSystem) env() []string {
 		"JOB_RESCUE_AFTER="+chaosJobRescueAfter.String(),
 		// The chaos checks exactly-once under faults, not admission
 		// control: its clients run at full speed with few riders.
-		"RATE_LIMIT_WRITES=off", "RATE_LIMIT_READS=off", "LOAD_SHED_IN_FLIGHT=off",
+		"RATE_LIMIT_WRITES=off", "RATE_LIMIT_READS=off", "RATE_LIMIT_IN_FLIGHT=off", "LOAD_SHED_IN_FLIGHT=off",
 	), sys.hooks.env()...) // webhooks_test.go
 }
 

@@ -9,32 +9,46 @@ import (
 	"time"
 )
 
-// The admission queue, an adaptive LIFO with CoDel's notion of a standing
-// queue: a queue whose waiters all waited at least standingTimeout over a
-// whole standingAfter (the least wait of the interval, or the oldest
-// waiter's when none left) stands, until it empties; while it stands, the
-// newest waiter is served first and a waiter gives up after
-// standingTimeout instead of queueTimeout (priority work aside: it is
-// served first from every slot freed), so that a burst is absorbed and a
-// standing queue is not kept. A short queue that turns over fast does not
-// stand, however long it is never empty.
+// The admission queue is judged by how long its requests wait, not by how
+// many wait (CoDel's notion of a standing queue, with Facebook's adaptive
+// LIFO). A request waits for a slot up to its own deadline: the one its
+// client gave (WithWaitDeadline: its timeout, less the time the service
+// takes to serve it, at most maxQueueWait), its context's, or
+// defaultQueueWait when it gave none, whichever is sooner: a burst the
+// service drains within its requests' timeouts is the
+// good queue it is, and is served whole. A wait is judged against what
+// the service is serving: the target is queueTarget or the mean time the
+// service takes to serve an admitted request, whichever is longer, so that
+// a slow machine's queue of a few requests is not taken for a standing
+// one. The queue stands when, over a whole queueInterval, every request it
+// served waited at least the target (the oldest waiter's wait when it
+// served none) and its
+// backlog did not drain (it shed less than a quarter of what it served
+// from its peak): arrivals keep it as long as it is. A standing queue is
+// kept until it empties: the newest waiter is served first and a waiter
+// gives up after the target (priority work aside: it is served first from
+// every slot freed, and waits to its deadline). The memory the waiters hold
+// is bounded by maxQueued, a cap only an attack reaches; at the cap a
+// request of a higher class takes the place of the newest waiter of the
+// lowest class, and any other is refused.
 const (
-	queueTimeout    = 100 * time.Millisecond
-	standingTimeout = 5 * time.Millisecond
-	standingAfter   = 100 * time.Millisecond
-	// minQueue is the shortest queue; it holds as many requests as the
-	// limit otherwise, which the service drains in about one answer's
-	// time: long enough for a burst, or a few clients more than the
-	// limit, too short to stand.
-	minQueue = 8
+	queueTarget   = 5 * time.Millisecond
+	queueInterval = 250 * time.Millisecond
+	// defaultQueueWait is the wait of a request that gave no deadline:
+	// half the shortest timeout a client commonly has (a second), so that
+	// a request admitted late still answers within it.
+	defaultQueueWait = 500 * time.Millisecond
+	maxQueueWait     = 30 * time.Second
+	maxQueued        = 10_000
 )
 
 // Reasons a request is refused by the admission control, the label of the
 // admission refusals.
 const (
-	// RefusedFull: its class's share of the limit and the queue were full.
+	// RefusedFull: the queue held maxQueued waiters of its class or higher.
 	RefusedFull = "full"
-	// RefusedQueueTimeout: it waited in the queue past the queue's timeout.
+	// RefusedQueueTimeout: it waited in the queue past its wait (its
+	// deadline, or the target in a standing queue).
 	RefusedQueueTimeout = "queue_timeout"
 	// RefusedClientGone: its client went away while it waited.
 	RefusedClientGone = "client_gone"
@@ -88,16 +102,26 @@ type Admission struct {
 	queued   int
 	exc      excess
 	// The queue's interval: when it began, the least wait of the waiters
-	// it served (-1: none yet), and whether the queue stands.
-	intervalStart time.Time
-	intervalMin   time.Duration
-	stands        bool
+	// it served (-1: none yet), how many it served, its longest length,
+	// and whether the queue stands.
+	intervalStart  time.Time
+	intervalMin    time.Duration
+	intervalServed int
+	intervalPeak   int
+	stands         bool
+	// served is the mean time an admitted request took to be served
+	// (moving, the last eight or so weighing most); zero before the first.
+	served time.Duration
 }
 
 // waiter is a request in the queue; mu guards its fields.
 type waiter struct {
 	class Class
 	at    time.Time
+	// deadline is when it gives up waiting (see Admit).
+	deadline time.Time
+	// reason is why it was refused, set before a nil is sent on ch.
+	reason string
 	// ch receives the decision once: a ticket, or nil when it timed out.
 	ch chan *Ticket
 }
@@ -153,8 +177,9 @@ func NewAdmission(cfg AdmissionConfig) *Admission {
 }
 
 // Admit admits a request of class c at once, after a wait in the queue
-// (never past ctx), or refuses it. An admitted request calls Done on its
-// ticket when it ends.
+// (never past ctx, nor past ctx's deadline), or refuses it. An admitted
+// request calls Done on its ticket when it ends. A request whose client
+// left while it waited is refused, never handed a slot.
 func (a *Admission) Admit(ctx context.Context, c Class) (*Ticket, *Refusal) {
 	if c == Exempt {
 		// Counted for the record only, without the lock: exempt requests
@@ -162,38 +187,108 @@ func (a *Admission) Admit(ctx context.Context, c Class) (*Ticket, *Refusal) {
 		a.exempt.Add(1)
 		return &Ticket{a: a, class: c}, nil
 	}
+	if ctx.Err() != nil {
+		return nil, a.refuseLocked(c, RefusedClientGone, RefusedClientGone)
+	}
 	now := a.now()
+	deadline, _ := ctx.Deadline()
 	a.mu.Lock()
-	t, w, r := a.admit(c, now)
+	if d, ok := ctx.Value(waitDeadlineKey{}).(time.Time); ok {
+		// Its client waits until d: it may wait for a slot until the
+		// service would still answer in time.
+		d = d.Add(-a.served)
+		if limit := now.Add(maxQueueWait); limit.Before(d) {
+			d = limit
+		}
+		if deadline.IsZero() || d.Before(deadline) {
+			deadline = d
+		}
+	} else if d := now.Add(defaultQueueWait); deadline.IsZero() || d.Before(deadline) {
+		deadline = d
+	}
+	t, w, r := a.admit(c, now, deadline)
 	a.mu.Unlock()
 	if w == nil {
 		return t, r
 	}
-	timer := time.NewTimer(queueTimeout)
-	defer timer.Stop()
 	reason := RefusedQueueTimeout
 	var got *Ticket
 	decided := false
-	select {
-	case got = <-w.ch:
-		decided = true
-	case <-timer.C:
-	case <-ctx.Done():
-		reason = RefusedClientGone
-	}
-	if got != nil {
-		return got, nil
-	}
-	now = a.now()
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if !decided && !a.withdraw(w) {
-		// Decided meanwhile.
-		if got = <-w.ch; got != nil {
-			return got, nil
+	// The waiter wakes at its deadline, and at least once an interval
+	// meanwhile, so that a queue judged standing is cut even when no
+	// request arrives or ends to judge it.
+	timer := time.NewTimer(min(w.deadline.Sub(now), queueInterval))
+	defer timer.Stop()
+wait:
+	for {
+		select {
+		case got = <-w.ch:
+			decided = true
+			break wait
+		case <-ctx.Done():
+			if ctx.Err() != context.DeadlineExceeded {
+				reason = RefusedClientGone
+			}
+			break wait
+		case <-timer.C:
+			// expire refuses it past its deadline or in a standing
+			// queue, and dispatch hands any slot free meanwhile.
+			now = a.now()
+			a.mu.Lock()
+			a.expire(now)
+			a.dispatch(now)
+			a.mu.Unlock()
+			timer.Reset(min(max(w.deadline.Sub(now), time.Millisecond), queueInterval))
 		}
 	}
-	return nil, a.refuse(c, reason, now)
+	if got != nil {
+		if ctx.Err() == nil {
+			return got, nil
+		}
+		// Its client left as it got the slot: the slot goes to the next.
+		got.Done("", Answered)
+		return nil, a.refuseLocked(c, RefusedClientGone, RefusedClientGone)
+	}
+	if decided {
+		// Refused by expire or displace, which counted it.
+		return nil, a.refuseLocked(c, "", w.reason)
+	}
+	a.mu.Lock()
+	if a.withdraw(w) {
+		defer a.mu.Unlock()
+		return nil, a.refuse(c, reason, a.now())
+	}
+	a.mu.Unlock()
+	// Decided meanwhile.
+	if got = <-w.ch; got == nil {
+		return nil, a.refuseLocked(c, "", w.reason)
+	}
+	if reason != RefusedClientGone {
+		return got, nil
+	}
+	got.Done("", Answered)
+	return nil, a.refuseLocked(c, reason, reason)
+}
+
+type waitDeadlineKey struct{}
+
+// WithWaitDeadline returns ctx carrying the time its request's client
+// stops waiting for the answer (its Request-Timeout), which Admit queues
+// the request against instead of defaultQueueWait.
+func WithWaitDeadline(ctx context.Context, d time.Time) context.Context {
+	return context.WithValue(ctx, waitDeadlineKey{}, d)
+}
+
+// refuseLocked is refuse with mu taken, for reason; an empty count counts
+// nothing (the refusal was counted when it was decided).
+func (a *Admission) refuseLocked(c Class, count, reason string) *Refusal {
+	now := a.now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if count == "" {
+		return a.refusal(reason, now)
+	}
+	return a.refuse(c, count, now)
 }
 
 // limit is the limit now; mu held.
@@ -209,30 +304,56 @@ func (a *Admission) room(c Class, limit int) bool {
 	return a.total == 0 || float64(a.total+1) <= c.Share()*float64(limit)
 }
 
-// observe judges the queue at the end of each interval; mu held.
+// observe judges the queue at the end of each interval; mu held. An
+// empty queue does not stand; a standing one stands until it empties.
 func (a *Admission) observe(now time.Time) {
 	if a.queued == 0 {
-		a.stands, a.intervalStart, a.intervalMin = false, now, -1
+		a.stands = false
+		a.newInterval(now)
 		return
 	}
-	if now.Sub(a.intervalStart) < standingAfter {
+	a.intervalPeak = max(a.intervalPeak, a.queued)
+	if now.Sub(a.intervalStart) < queueInterval {
 		return
 	}
-	least := a.intervalMin
-	if least < 0 {
-		for _, c := range Classes {
-			if q := a.queues[c]; len(q) > 0 {
-				least = max(least, now.Sub(q[0].at))
-			}
+	if !a.stands {
+		least := a.intervalMin
+		if least < 0 {
+			least = a.oldestWait(now)
 		}
+		// A queue that served nothing waits for its deadlines: nothing
+		// tells a standing queue from a slow answer.
+		drained := 4*(a.intervalPeak-a.queued) >= a.intervalServed
+		a.stands = least >= a.target() && !drained
 	}
-	a.stands = least >= standingTimeout
-	a.intervalStart, a.intervalMin = now, -1
+	a.newInterval(now)
 }
 
-// admit decides a request of class c: a ticket, a waiter queued, or a
-// refusal; mu held.
-func (a *Admission) admit(c Class, now time.Time) (*Ticket, *waiter, *Refusal) {
+// target is the wait a standing queue is judged by and cut at: queueTarget,
+// or the mean time a request takes to be served when longer; mu held.
+func (a *Admission) target() time.Duration {
+	return max(queueTarget, a.served)
+}
+
+// newInterval begins the queue's interval at now; mu held.
+func (a *Admission) newInterval(now time.Time) {
+	a.intervalStart, a.intervalMin, a.intervalServed, a.intervalPeak = now, -1, 0, a.queued
+}
+
+// oldestWait is the wait of the oldest waiter; mu held.
+func (a *Admission) oldestWait(now time.Time) time.Duration {
+	var oldest time.Duration
+	for _, c := range Classes {
+		if q := a.queues[c]; len(q) > 0 {
+			oldest = max(oldest, now.Sub(q[0].at))
+		}
+	}
+	return oldest
+}
+
+// admit decides a request of class c whose context ends at deadline (zero:
+// never): a ticket, a waiter queued, or a refusal; mu held.
+func (a *Admission) admit(c Class, now, deadline time.Time) (*Ticket, *waiter, *Refusal) {
 	if a.grad != nil {
 		a.grad.tick(now)
 	}
@@ -248,16 +369,40 @@ func (a *Admission) admit(c Class, now time.Time) (*Ticket, *waiter, *Refusal) {
 	if a.grad != nil {
 		a.grad.wanted()
 	}
-	if a.queued < max(minQueue, limit) {
-		if a.queued == 0 {
-			a.intervalStart, a.intervalMin = now, -1
-		}
-		w := &waiter{class: c, at: now, ch: make(chan *Ticket, 1)}
-		a.queues[c] = append(a.queues[c], w)
-		a.queued++
-		return nil, w, nil
+	if a.queued >= maxQueued && !a.displace(c, now) {
+		return nil, nil, a.refuse(c, RefusedFull, now)
 	}
-	return nil, nil, a.refuse(c, RefusedFull, now)
+	if a.queued == 0 {
+		a.newInterval(now)
+	}
+	if deadline.IsZero() {
+		deadline = now.Add(defaultQueueWait)
+	}
+	w := &waiter{class: c, at: now, deadline: deadline, ch: make(chan *Ticket, 1)}
+	a.queues[c] = append(a.queues[c], w)
+	a.queued++
+	a.intervalPeak = max(a.intervalPeak, a.queued)
+	return nil, w, nil
+}
+
+// displace refuses the newest waiter of the lowest class below c, to make
+// room for a request of class c in a full queue, and reports whether there
+// was one; mu held.
+func (a *Admission) displace(c Class, now time.Time) bool {
+	for i := len(Classes) - 1; i >= 0 && Classes[i] != c; i-- {
+		k := Classes[i]
+		if q := a.queues[k]; len(q) > 0 {
+			w := q[len(q)-1]
+			q[len(q)-1] = nil
+			a.queues[k] = q[:len(q)-1]
+			a.queued--
+			a.refuse(k, RefusedFull, now)
+			w.reason = RefusedFull
+			w.ch <- nil
+			return true
+		}
+	}
+	return false
 }
 
 // ticket admits a request of class c; mu held.
@@ -279,6 +424,11 @@ func (a *Admission) refuse(c Class, reason string, now time.Time) *Refusal {
 	return &Refusal{Reason: reason, RetryAfter: spread(a.exc.base(now, a.queued), a.rand)}
 }
 
+// refusal draws the Retry-After of a refusal already counted; mu held.
+func (a *Admission) refusal(reason string, now time.Time) *Refusal {
+	return &Refusal{Reason: reason, RetryAfter: spread(a.exc.base(now, a.queued), a.rand)}
+}
+
 // withdraw takes w out of the queue, reporting false when it was no longer
 // there (decided meanwhile); mu held.
 func (a *Admission) withdraw(w *waiter) bool {
@@ -293,24 +443,25 @@ func (a *Admission) withdraw(w *waiter) bool {
 	return false
 }
 
-// expire refuses the waiters past the queue's timeout, which is short
-// while the queue stands, but for priority work; mu held.
+// expire refuses the waiters past their deadline, and in a standing
+// queue those that waited the target, but for priority work; mu held.
 func (a *Admission) expire(now time.Time) {
 	a.observe(now)
 	if a.queued == 0 {
 		return
 	}
 	for _, c := range Classes {
-		// Priority work is served first from every slot freed: it keeps
-		// the long timeout even in a standing queue.
-		timeout := queueTimeout
-		if a.stands && c != Priority {
-			timeout = standingTimeout
-		}
+		// Priority work is served first from every slot freed: it waits
+		// to its deadline even in a standing queue.
+		short := a.stands && c != Priority
+		target := a.target()
 		q := a.queues[c][:0]
 		for _, w := range a.queues[c] {
-			if now.Sub(w.at) >= timeout {
+			if !now.Before(w.deadline) || short && now.Sub(w.at) >= target {
 				a.queued--
+				a.exc.refused(now)
+				a.metrics.admissionRefused(c, RefusedQueueTimeout)
+				w.reason = RefusedQueueTimeout
 				w.ch <- nil
 				continue
 			}
@@ -345,6 +496,7 @@ func (a *Admission) dispatch(now time.Time) {
 			return
 		}
 		a.queued--
+		a.intervalServed++
 		if wait := now.Sub(w.at); a.intervalMin < 0 || wait < a.intervalMin {
 			a.intervalMin = wait
 		}
@@ -370,6 +522,13 @@ func (a *Admission) done(t *Ticket, op string, outcome Outcome) {
 	a.inFlight[t.class]--
 	a.total--
 	a.exc.served(now)
+	if outcome == Served {
+		if d := now.Sub(t.start); a.served == 0 {
+			a.served = d
+		} else {
+			a.served += (d - a.served) / 8
+		}
+	}
 	if a.grad != nil {
 		switch outcome {
 		case Served:

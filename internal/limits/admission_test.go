@@ -28,9 +28,14 @@ func setup(t *testing.T, fixed int) (*Admission, *fakeClock) {
 // admitNow decides a request at the fake clock's time, holding the lock
 // as Admit does.
 func admitNow(a *Admission, c Class) (*Ticket, *waiter, *Refusal) {
+	return admitBy(a, c, time.Time{})
+}
+
+// admitBy is admitNow for a request whose context ends at deadline.
+func admitBy(a *Admission, c Class, deadline time.Time) (*Ticket, *waiter, *Refusal) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.admit(c, a.now())
+	return a.admit(c, a.now(), deadline)
 }
 
 // hold admits n requests of class c at once and returns their tickets.
@@ -159,14 +164,31 @@ func TestAStandingQueueDropsItsOldWaiters(t *testing.T) {
 	a, clock := setup(t, 4)
 	start := clock.now()
 	held := hold(t, a, Booking, 3)
-	// Every waiter waits 20 ms (two steps of 10): after a whole interval of
-	// it the queue stands, and a waiter is dropped long before the 100 ms a
-	// burst's waiter is given.
-	dropped, waited := turnover(t, a, clock, held, time.Second, 10*time.Millisecond)
+	// Every waiter waits 20 ms (two steps of 10), and each one served is
+	// replaced by a new one: after a whole interval of it the queue stands,
+	// and a waiter is cut long before the wait a burst's waiter is given.
+	dropped, waited := turnover(t, a, clock, held, 2*time.Second, 10*time.Millisecond)
 	require.False(t, dropped.IsZero(), "a waiter was dropped")
-	require.GreaterOrEqual(t, dropped.Sub(start), standingAfter)
-	require.Less(t, dropped.Sub(start), 2*standingAfter+20*time.Millisecond)
-	require.Less(t, waited, queueTimeout)
+	require.GreaterOrEqual(t, dropped.Sub(start), queueInterval)
+	require.Less(t, dropped.Sub(start), 2*queueInterval+20*time.Millisecond)
+	require.Less(t, waited, 2*queueInterval)
+}
+
+func TestAQueueIsJudgedAgainstTheServiceTime(t *testing.T) {
+	t.Parallel()
+	a, clock := setup(t, 4)
+	// A slow machine: each request takes 100 ms to serve.
+	for _, tk := range hold(t, a, Booking, 3) {
+		clock.advance(100 * time.Millisecond)
+		tk.Done("op", Served)
+	}
+	held := hold(t, a, Booking, 3)
+	// Every waiter waits 60 ms (two steps of 30), far above 5 ms but under
+	// the 100 ms a request takes: a few clients more than the limit on a
+	// slow machine, not a standing queue.
+	dropped, _ := turnover(t, a, clock, held, 2*time.Second, 30*time.Millisecond)
+	require.True(t, dropped.IsZero(), "no waiter was dropped")
+	require.False(t, a.stands)
 }
 
 func TestAShortQueueThatTurnsOverFastDoesNotStand(t *testing.T) {
@@ -185,7 +207,8 @@ func TestAShortQueueThatTurnsOverFastDoesNotStand(t *testing.T) {
 func stand(a *Admission) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.stands, a.intervalStart, a.intervalMin = true, a.now(), -1
+	a.stands = true
+	a.newInterval(a.now())
 }
 
 func TestAStandingQueueServesTheNewestFirst(t *testing.T) {
@@ -203,7 +226,7 @@ func TestAStandingQueueServesTheNewestFirst(t *testing.T) {
 	require.NotNil(t, tb, "LIFO: the newest waiter")
 	_, ok = decided(wa)
 	require.False(t, ok)
-	clock.advance(standingTimeout)
+	clock.advance(queueTarget)
 	held[1].Done("op", Answered) // expires wa before it hands the slot
 	ta, ok := decided(wa)
 	require.True(t, ok)
@@ -211,19 +234,76 @@ func TestAStandingQueueServesTheNewestFirst(t *testing.T) {
 	require.False(t, a.stands, "an empty queue stands no more")
 }
 
-func TestQueueTimesOutAfter100msWhenNotStanding(t *testing.T) {
+func TestABurstThatDrainsWithinItsWaitIsServedWhole(t *testing.T) {
+	t.Parallel()
+	a, clock := setup(t, 4)
+	held := hold(t, a, Booking, 3)
+	// 200 requests at once against a limit whose booking share is 3: the
+	// queue drains three every 5 ms, in about 330 ms, longer than an
+	// interval, and no request arrives meanwhile.
+	var ws []*waiter
+	for range 200 {
+		_, w, r := admitNow(a, Booking)
+		require.Nil(t, r, "a burst is queued, never refused by its length")
+		require.NotNil(t, w)
+		ws = append(ws, w)
+	}
+	served := 0
+	for next := 0; next < len(ws); {
+		clock.advance(5 * time.Millisecond)
+		for i := range held {
+			held[i].Done("op", Answered)
+			tk, ok := decided(ws[next])
+			require.True(t, ok, "waiter %d decided after %s", next, clock.now().Sub(ws[next].at))
+			require.NotNil(t, tk, "waiter %d served after %s", next, clock.now().Sub(ws[next].at))
+			held[i] = tk
+			served++
+			next++
+			if next == len(ws) {
+				break
+			}
+		}
+		require.False(t, a.stands, "a draining queue does not stand (after %s)", clock.now().Sub(ws[0].at))
+	}
+	require.Equal(t, len(ws), served)
+}
+
+func TestAQueuedRequestPastItsDeadlineIsDroppedBeforeAnyWork(t *testing.T) {
 	t.Parallel()
 	a, clock := setup(t, 1)
 	held, _, _ := admitNow(a, Booking)
-	_, w, _ := admitNow(a, Booking)
-	clock.advance(queueTimeout - time.Millisecond)
+	_, late, _ := admitBy(a, Booking, clock.now().Add(20*time.Millisecond))
+	_, next, _ := admitNow(a, Booking)
+	clock.advance(19 * time.Millisecond)
+	a.mu.Lock()
+	a.expire(a.now())
+	a.mu.Unlock()
+	_, ok := decided(late)
+	require.False(t, ok, "within its deadline")
+	clock.advance(time.Millisecond)
+	held.Done("op", Answered) // expires late before it hands the slot
+	tk, ok := decided(late)
+	require.True(t, ok)
+	require.Nil(t, tk, "past its deadline: refused, never handed the slot")
+	require.Equal(t, RefusedQueueTimeout, late.reason)
+	tk, ok = decided(next)
+	require.True(t, ok)
+	require.NotNil(t, tk, "the slot went to the next waiter")
+}
+
+func TestARequestWithoutADeadlineWaitsNoLongerThanDefaultQueueWait(t *testing.T) {
+	t.Parallel()
+	a, clock := setup(t, 1)
+	held, _, _ := admitNow(a, Booking)
+	_, w, _ := admitNow(a, Priority) // priority work is never cut short
+	clock.advance(defaultQueueWait - time.Millisecond)
 	a.mu.Lock()
 	a.expire(a.now())
 	a.mu.Unlock()
 	_, ok := decided(w)
-	require.False(t, ok, "within the timeout")
+	require.False(t, ok, "within the wait")
 	clock.advance(time.Millisecond)
-	held.Done("op", Answered) // expires w before it hands the slot
+	held.Done("op", Answered)
 	tk, ok := decided(w)
 	require.True(t, ok)
 	require.Nil(t, tk)
@@ -236,15 +316,28 @@ func TestQueueIsBoundedAndARefusalSaysWhenToComeBack(t *testing.T) {
 		tk, _, _ := admitNow(a, Priority)
 		require.NotNil(t, tk)
 	}
-	for range minQueue {
+	var last *waiter
+	for range maxQueued {
 		_, w, _ := admitNow(a, Booking)
 		require.NotNil(t, w)
+		last = w
 	}
 	tk, w, r := admitNow(a, Booking)
 	require.Nil(t, tk)
 	require.Nil(t, w)
 	require.Equal(t, RefusedFull, r.Reason)
 	require.GreaterOrEqual(t, r.RetryAfter, 1)
+
+	// Priority work is never refused while bookings wait: it takes the
+	// newest booking's place.
+	_, wp, r := admitNow(a, Priority)
+	require.Nil(t, r)
+	require.NotNil(t, wp)
+	tk, ok := decided(last)
+	require.True(t, ok)
+	require.Nil(t, tk)
+	require.Equal(t, RefusedFull, last.reason)
+	require.Equal(t, maxQueued, a.Stats().Queued[Booking]+a.Stats().Queued[Priority])
 }
 
 func TestRetryAfterFollowsTheExcessAndSpreads(t *testing.T) {
@@ -315,6 +408,14 @@ func TestAdmitWaitsForASlot(t *testing.T) {
 	require.NotNil(t, r)
 	require.Equal(t, RefusedClientGone, r.Reason)
 	require.Zero(t, a.Stats().Queued[Booking])
+
+	// A request whose deadline passes while it waits gives up then.
+	dctx, dcancel := context.WithTimeout(ctx, 30*time.Millisecond)
+	defer dcancel()
+	_, r = a.Admit(dctx, Booking)
+	require.NotNil(t, r)
+	require.Equal(t, RefusedQueueTimeout, r.Reason)
+	require.Zero(t, a.Stats().Queued[Booking])
 	second.Done("op", Served)
 	require.Zero(t, a.Stats().InFlight[Booking])
 }
@@ -374,4 +475,22 @@ func TestBoundsComeFromThePoolAndTheMachine(t *testing.T) {
 	require.Equal(t, max(256, 16*lo), hi)
 	_, hi = Bounds(50)
 	require.Equal(t, max(3200, 16*lo), hi, "64 requests per pooled connection")
+}
+
+// TestARequestWaitsForTheDeadlineItsClientGave runs the blocking Admit: a
+// request whose client waits 300 ms waits for a slot longer than one that
+// gave no deadline, and gives up before its client does.
+func TestARequestWaitsForTheDeadlineItsClientGave(t *testing.T) {
+	t.Parallel()
+	a := NewAdmission(AdmissionConfig{Fixed: 1})
+	held, r := a.Admit(context.Background(), Booking)
+	require.Nil(t, r)
+	start := time.Now()
+	_, r = a.Admit(WithWaitDeadline(context.Background(), start.Add(700*time.Millisecond)), Booking)
+	require.NotNil(t, r)
+	require.Equal(t, RefusedQueueTimeout, r.Reason)
+	waited := time.Since(start)
+	require.Greater(t, waited, defaultQueueWait, "longer than a request without a deadline")
+	require.Less(t, waited, 700*time.Millisecond+queueInterval, "not past its client's deadline")
+	held.Done("op", Served)
 }

@@ -8,10 +8,41 @@ const (
 	ReasonRiderWrites  = "rider_writes"
 	ReasonRiderReads   = "rider_reads"
 	ReasonAuthFailures = "auth_failures"
+	// ReasonRiderConcurrency: the credential's requests in flight were at
+	// its concurrency limit (429).
+	ReasonRiderConcurrency = "rider_concurrency"
 	// ReasonOverloaded: the admission control refused it (503); its own
 	// metric says by class and why.
 	ReasonOverloaded = "overloaded"
 )
+
+// Reasons of atomicrides_requests_refused_total, which counts every
+// refusal by reason and class: the credential's own budgets (429) apart
+// from the service's capacity (503).
+const (
+	// RefusalRiderRate: the credential's budget of writes or reads (429).
+	RefusalRiderRate = "rider_rate"
+	// RefusalRiderConcurrency: the credential's requests in flight (429).
+	RefusalRiderConcurrency = "rider_concurrency"
+	// RefusalAuthFailures: the address's failed authentications (429).
+	RefusalAuthFailures = "auth_failures"
+	// RefusalQueueTimeout, RefusalQueueFull and RefusalClientGone: the
+	// admission control (503, or no answer to a client gone).
+	RefusalQueueTimeout = "admission_queue_timeout"
+	RefusalQueueFull    = "admission_queue_full"
+	RefusalClientGone   = "admission_client_gone"
+)
+
+// refusalOf names each reason of the older metrics in the newer one.
+var refusalOf = map[string]string{
+	ReasonRiderWrites:      RefusalRiderRate,
+	ReasonRiderReads:       RefusalRiderRate,
+	ReasonRiderConcurrency: RefusalRiderConcurrency,
+	ReasonAuthFailures:     RefusalAuthFailures,
+	RefusedFull:            RefusalQueueFull,
+	RefusedQueueTimeout:    RefusalQueueTimeout,
+	RefusedClientGone:      RefusalClientGone,
+}
 
 // Metrics counts refused requests by reason, the admission control's
 // admissions, refusals and back-offs, and reports whether the shared
@@ -19,6 +50,7 @@ const (
 // nothing.
 type Metrics struct {
 	refused  *prometheus.CounterVec
+	byClass  *prometheus.CounterVec
 	fallback prometheus.Gauge
 
 	admittedC *prometheus.CounterVec
@@ -32,8 +64,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "atomicrides_http_refused_total",
 			Help: "Requests refused before they reached the service, by reason: a rider's write or read budget (429), " +
-				"an address's failed authentications (429), the admission control (503 overloaded).",
+				"a credential's requests in flight (429 rider_concurrency), an address's failed authentications (429), " +
+				"the admission control (503 overloaded). atomicrides_requests_refused_total says it by class too.",
 		}, []string{"reason"}),
+		byClass: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "atomicrides_requests_refused_total",
+			Help: "Requests refused before their work, by reason and class. The client's own budgets answer 429: rider_rate " +
+				"(the credential's writes or reads), rider_concurrency (its requests in flight), auth_failures (the address's failed " +
+				"authentications). The service's capacity answers 503: admission_queue_timeout (waited past its wait), " +
+				"admission_queue_full (the queue at its cap); admission_client_gone: the client left while it waited.",
+		}, []string{"reason", "class"}),
 		fallback: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "atomicrides_ratelimit_redis_fallback",
 			Help: "1 while REDIS_URL is set but Redis does not answer, so each replica enforces its own in-process budgets.",
@@ -53,9 +93,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 				"serialization failures, a standing wait for a pooled connection.",
 		}, []string{"signal"}),
 	}
-	reg.MustRegister(m.refused, m.fallback, m.admittedC, m.refusedC, m.backoffs)
-	for _, r := range []string{ReasonRiderWrites, ReasonRiderReads, ReasonAuthFailures, ReasonOverloaded} {
+	reg.MustRegister(m.refused, m.byClass, m.fallback, m.admittedC, m.refusedC, m.backoffs)
+	for _, r := range []string{ReasonRiderWrites, ReasonRiderReads, ReasonRiderConcurrency, ReasonAuthFailures, ReasonOverloaded} {
 		m.refused.WithLabelValues(r)
+	}
+	for _, c := range Classes {
+		for _, r := range []string{RefusalRiderRate, RefusalRiderConcurrency, RefusalAuthFailures, RefusalQueueTimeout, RefusalQueueFull, RefusalClientGone} {
+			m.byClass.WithLabelValues(r, c.String())
+		}
 	}
 	for _, c := range Classes {
 		m.admittedC.WithLabelValues(c.String())
@@ -69,10 +114,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-// Refused counts a request refused for reason.
-func (m *Metrics) Refused(reason string) {
+// Refused counts a request of class c refused for reason (one of the
+// Reason constants).
+func (m *Metrics) Refused(reason string, c Class) {
 	if m != nil {
 		m.refused.WithLabelValues(reason).Inc()
+		m.byClass.WithLabelValues(refusalOf[reason], c.String()).Inc()
 	}
 }
 
@@ -85,7 +132,11 @@ func (m *Metrics) admitted(c Class) {
 func (m *Metrics) admissionRefused(c Class, reason string) {
 	if m != nil {
 		m.refusedC.WithLabelValues(c.String(), reason).Inc()
-		m.refused.WithLabelValues(ReasonOverloaded).Inc()
+		m.byClass.WithLabelValues(refusalOf[reason], c.String()).Inc()
+		if reason != RefusedClientGone {
+			// Answered 503; a client gone gets no answer.
+			m.refused.WithLabelValues(ReasonOverloaded).Inc()
+		}
 	}
 }
 

@@ -57,6 +57,14 @@ var (
 	// in a row is answered 429, and so is every request from the address
 	// that presents credentials until the budget refills.
 	DefaultAuthFailures = Policy{Name: "auth-failures", Quota: 20, Window: 10 * time.Minute}
+	// DefaultOperator is the budget of the operator credential's requests
+	// (users and their keys): an import script's burst of 1000, then 100 a
+	// second.
+	DefaultOperator = Policy{Name: "operator", Quota: 1000, Window: 10 * time.Second}
+	// DefaultDispatch is the budget of the dispatch side's requests
+	// (completing and cancelling trips): a burst of 1000, then 100 a
+	// second.
+	DefaultDispatch = Policy{Name: "dispatch", Quota: 1000, Window: 10 * time.Second}
 )
 
 // ParsePolicy reads a budget written QUOTA/WINDOW (e.g. 50/10s: 50

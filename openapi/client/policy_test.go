@@ -312,3 +312,41 @@ func TestDoStopsWhenTheCallerGivesUp(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	require.Len(t, s.sent(), 1)
 }
+
+// A 429 is the caller's own budget: the wait is the server's Retry-After
+// (or, without one, the RateLimit field's reset), spread, and never grown
+// by the backoff; a 503 is the service's capacity: the backoff grows, never
+// below the spread Retry-After.
+func TestA429WaitsForTheBudgetAndA503BacksOff(t *testing.T) {
+	t.Parallel()
+	highest := Policy{Rand: func(n int64) int64 { return n - 1 }}.withDefaults()
+	require.Equal(t, 2*time.Second, highest.waitBefore(8, http.StatusTooManyRequests, time.Second), "the budget's second, spread across the next, at the eighth retry too")
+	require.Equal(t, 10*time.Second, highest.waitBefore(8, http.StatusServiceUnavailable, time.Second), "the service's: backed off to MaxDelay")
+	require.Equal(t, 10*time.Second, highest.waitBefore(8, http.StatusTooManyRequests, 0), "a 429 that says nothing backs off")
+
+	require.Equal(t, 10*time.Second, rateLimitReset(`"writes";r=0;t=10`))
+	require.Zero(t, rateLimitReset(`"writes";r=3;t=10`), "room left: no wait to read")
+	require.Zero(t, rateLimitReset(""))
+	require.Zero(t, rateLimitReset(`"writes";r=0;t=x`))
+
+	var calls int
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls++
+		if calls == 1 {
+			w.Header().Set("RateLimit", `"writes";r=0;t=3`)
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer srv.Close()
+	var waits []time.Duration
+	p := Policy{Rand: func(int64) int64 { return 0 }, Sleep: func(_ context.Context, d time.Duration) error { waits = append(waits, d); return nil }}
+	res, err := Do(context.Background(), p, "k", func(ctx context.Context, key string) (*http.Response, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, nil)
+		return http.DefaultClient.Do(req)
+	}, func(*http.Response) (struct{}, error) { return struct{}{}, nil })
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, res.StatusCode)
+	require.Equal(t, []time.Duration{3 * time.Second}, waits, "a 429 without Retry-After waits for its RateLimit reset")
+}

@@ -92,6 +92,19 @@ func (p Policy) backoff(n int, retryAfter time.Duration) time.Duration {
 	return wait
 }
 
+// waitBefore is the wait before retry n (from 1) after an answer of
+// status that said retryAfter. A 429 is the caller's own budget, spent: it
+// refills when the server says, whatever the service's load, so the wait
+// is the server's Retry-After spread (RetryAfterWait) and nothing grows it.
+// Every other answer (a 503: the service short of capacity; a 5xx, a 409,
+// no answer) backs off exponentially, never sooner than Retry-After.
+func (p Policy) waitBefore(n, status int, retryAfter time.Duration) time.Duration {
+	if status == http.StatusTooManyRequests && retryAfter > 0 {
+		return RetryAfterWait(retryAfter, p.Rand)
+	}
+	return p.backoff(n, retryAfter)
+}
+
 // RetryAfterWait is how long a client waits when the server said
 // Retry-After: retryAfter, never less, plus a spread of its own drawn with
 // randn (a uniform int64 in [0, n)): up to half of retryAfter more, and at
@@ -167,7 +180,7 @@ func Do[T any](ctx context.Context, p Policy, key string, send func(ctx context.
 		if res.Attempts >= p.MaxAttempts {
 			return finalAnswer(res, err)
 		}
-		wait := p.backoff(res.Attempts, retryAfter)
+		wait := p.waitBefore(res.Attempts, status, retryAfter)
 		if p.Now().Add(wait).After(deadline) {
 			return finalAnswer(res, err)
 		}
@@ -210,6 +223,9 @@ func attempt[T any](ctx context.Context, p Policy, res *Result[T], send func(con
 	var retryAfter time.Duration
 	if retry {
 		retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), p.Now())
+		if retryAfter == 0 && resp.StatusCode == http.StatusTooManyRequests {
+			retryAfter = rateLimitReset(resp.Header.Get("RateLimit"))
+		}
 	}
 	reply, err := parse(resp)
 	if err != nil {
@@ -285,6 +301,31 @@ func transient(err error) bool {
 	var ue *url.Error
 	var lost *lostAnswerError
 	return errors.As(err, &ue) || errors.As(err, &lost)
+}
+
+// rateLimitReset reads the time until the budget of a RateLimit field
+// (draft-ietf-httpapi-ratelimit-headers, e.g. "writes";r=0;t=10) allows a
+// request again: its t parameter when nothing remains; 0 when absent,
+// unreadable, or when the budget still has room.
+func rateLimitReset(v string) time.Duration {
+	var remaining, reset int64 = -1, -1
+	for _, param := range strings.Split(v, ";")[1:] {
+		name, val, ok := strings.Cut(strings.TrimSpace(param), "=")
+		n, err := strconv.ParseInt(val, 10, 64)
+		if !ok || err != nil || n < 0 {
+			continue
+		}
+		switch name {
+		case "r":
+			remaining = n
+		case "t":
+			reset = n
+		}
+	}
+	if remaining != 0 || reset <= 0 {
+		return 0
+	}
+	return time.Duration(min(reset, int64(24*time.Hour/time.Second))) * time.Second
 }
 
 // parseRetryAfter reads Retry-After as delay-seconds or as an HTTP date; 0

@@ -182,6 +182,43 @@ export function backoff(policy: Policy, n: number, retryAfterMs: number): number
 }
 
 /**
+ * The wait before retry n (from 1) after an answer of status that said
+ * retryAfterMs. A 429 is the caller's own budget, spent: it refills when
+ * the server says, whatever the service's load, so the wait is the server's
+ * Retry-After spread ({@link retryAfterWait}) and nothing grows it. Every
+ * other answer (a 503: the service short of capacity; a 5xx, a 409, no
+ * answer) backs off exponentially, never sooner than Retry-After.
+ */
+export function waitBefore(policy: Policy, n: number, status: number, retryAfterMs: number): number {
+  if (status === 429 && retryAfterMs > 0) {
+    return retryAfterWait(retryAfterMs, policy.random ?? Math.random);
+  }
+  return backoff(policy, n, retryAfterMs);
+}
+
+/**
+ * The time, in milliseconds, until the budget of a RateLimit field
+ * (draft-ietf-httpapi-ratelimit-headers, e.g. "writes";r=0;t=10) allows a
+ * request again: its t parameter when nothing remains; 0 when absent,
+ * unreadable, or when the budget still has room.
+ */
+export function rateLimitReset(value: string | null): number {
+  let remaining = -1;
+  let reset = -1;
+  for (const param of (value ?? "").split(";").slice(1)) {
+    const m = /^\s*([rt])=(\d+)\s*$/.exec(param);
+    if (m) {
+      if (m[1] === "r") {
+        remaining = Number(m[2]);
+      } else {
+        reset = Number(m[2]);
+      }
+    }
+  }
+  return remaining !== 0 || reset <= 0 ? 0 : Math.min(reset, 86_400) * 1000;
+}
+
+/**
  * How long a client waits, in milliseconds, when the server said
  * Retry-After: retryAfterMs, never less, plus a spread of its own drawn with
  * random (uniform in [0, 1)): up to half of retryAfterMs more, and at least
@@ -254,6 +291,9 @@ export async function withRetries<A extends Answer>(
         return result(answer, key, attempt);
       }
       retryAfterMs = parseRetryAfter(answer.response.headers.get("Retry-After"), now());
+      if (retryAfterMs === 0 && status === 429) {
+        retryAfterMs = rateLimitReset(answer.response.headers.get("RateLimit"));
+      }
     } catch (err) {
       if (bounded.aborted || !transient(err)) {
         throw new NoAnswerError(`attempt ${attempt} of key ${key}: ${describe(err)}`, key, attempt, err);
@@ -262,7 +302,7 @@ export async function withRetries<A extends Answer>(
     }
     // The last attempt's outcome is final once the attempts or the time
     // run out.
-    const waitMs = backoff(policy, attempt, retryAfterMs);
+    const waitMs = waitBefore(policy, attempt, status, retryAfterMs);
     if (attempt >= maxAttempts || now() + waitMs > deadline) {
       if (error !== undefined || last === undefined) {
         throw new NoAnswerError(`gave up after ${attempt} attempts of key ${key}: ${describe(error)}`, key, attempt, error);

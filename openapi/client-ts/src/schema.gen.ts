@@ -1114,7 +1114,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description A budget is spent: the rider's writes or reads, or the failed authentications of the client's address. Nothing was done and the idempotency key is unused: retry after Retry-After. */
+            /** @description The caller's own budget is spent, whatever other clients do: its writes or reads, its requests in flight at once, or the failed authentications of its address. Nothing was done and the idempotency key is unused: retry after Retry-After (or the RateLimit field's reset). */
             429: {
                 headers: {
                     /** @description What is left of the budget, e.g. "writes";r=0;t=10: 0 requests left, full again in 10 seconds. Absent on a refusal for failed authentications. */
@@ -1140,7 +1140,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description The payment processor gave no definitive answer, or the service is shedding load. Not stored: retry with the same idempotency key after Retry-After. */
+            /** @description The payment processor gave no definitive answer, or the service as a whole is at its capacity (/problems/overloaded: never one client's doing). Not stored: retry with the same idempotency key after Retry-After, backing off. */
             503: {
                 headers: {
                     /** @description Seconds to wait before retrying with the same idempotency key. */
@@ -1204,7 +1204,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description A budget is spent: the rider's writes or reads, or the failed authentications of the client's address. Nothing was done and the idempotency key is unused: retry after Retry-After. */
+            /** @description The caller's own budget is spent, whatever other clients do: its writes or reads, its requests in flight at once, or the failed authentications of its address. Nothing was done and the idempotency key is unused: retry after Retry-After (or the RateLimit field's reset). */
             429: {
                 headers: {
                     /** @description What is left of the budget, e.g. "writes";r=0;t=10: 0 requests left, full again in 10 seconds. Absent on a refusal for failed authentications. */
@@ -1230,7 +1230,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description The payment processor gave no definitive answer, or the service is shedding load. Not stored: retry with the same idempotency key after Retry-After. */
+            /** @description The payment processor gave no definitive answer, or the service as a whole is at its capacity (/problems/overloaded: never one client's doing). Not stored: retry with the same idempotency key after Retry-After, backing off. */
             503: {
                 headers: {
                     /** @description Seconds to wait before retrying with the same idempotency key. */
@@ -1342,7 +1342,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description A budget is spent: the rider's writes or reads, or the failed authentications of the client's address. Nothing was done and the idempotency key is unused: retry after Retry-After. */
+            /** @description The caller's own budget is spent, whatever other clients do: its writes or reads, its requests in flight at once, or the failed authentications of its address. Nothing was done and the idempotency key is unused: retry after Retry-After (or the RateLimit field's reset). */
             429: {
                 headers: {
                     /** @description What is left of the budget, e.g. "writes";r=0;t=10: 0 requests left, full again in 10 seconds. Absent on a refusal for failed authentications. */
@@ -1368,7 +1368,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description The payment processor gave no definitive answer, or the service is shedding load. Not stored: retry with the same idempotency key after Retry-After. */
+            /** @description The payment processor gave no definitive answer, or the service as a whole is at its capacity (/problems/overloaded: never one client's doing). Not stored: retry with the same idempotency key after Retry-After, backing off. */
             503: {
                 headers: {
                     /** @description Seconds to wait before retrying with the same idempotency key. */
@@ -1483,7 +1483,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description A budget is spent: the rider's writes or reads, or the failed authentications of the client's address. Nothing was done and the idempotency key is unused: retry after Retry-After. */
+            /** @description The caller's own budget is spent, whatever other clients do: its writes or reads, its requests in flight at once, or the failed authentications of its address. Nothing was done and the idempotency key is unused: retry after Retry-After (or the RateLimit field's reset). */
             429: {
                 headers: {
                     /** @description What is left of the budget, e.g. "writes";r=0;t=10: 0 requests left, full again in 10 seconds. Absent on a refusal for failed authentications. */
@@ -1509,7 +1509,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description The payment processor gave no definitive answer, or the service is shedding load. Not stored: retry with the same idempotency key after Retry-After. */
+            /** @description The payment processor gave no definitive answer, or the service as a whole is at its capacity (/problems/overloaded: never one client's doing). Not stored: retry with the same idempotency key after Retry-After, backing off. */
             503: {
                 headers: {
                     /** @description Seconds to wait before retrying with the same idempotency key. */
@@ -1627,7 +1627,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description A budget is spent: the rider's writes or reads, or the failed authentications of the client's address. Nothing was done and the idempotency key is unused: retry after Retry-After. */
+            /** @description The caller's own budget is spent, whatever other clients do: its writes or reads, its requests in flight at once, or the failed authentications of its address. Nothing was done and the idempotency key is unused: retry after Retry-After (or the RateLimit field's reset). */
             429: {
                 headers: {
                     /** @description What is left of the budget, e.g. "writes";r=0;t=10: 0 requests left, full again in 10 seconds. Absent on a refusal for failed authentications. */
@@ -1653,7 +1653,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description The payment processor gave no definitive answer, or the service is shedding load. Not stored: retry with the same idempotency key after Retry-After. */
+            /** @description The payment processor gave no definitive answer, or the service as a whole is at its capacity (/problems/overloaded: never one client's doing). Not stored: retry with the same idempotency key after Retry-After, backing off. */
             503: {
                 headers: {
                     /** @description Seconds to wait before retrying with the same idempotency key. */
@@ -1758,7 +1758,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description A budget is spent: the rider's writes or reads, or the failed authentications of the client's address. Nothing was done and the idempotency key is unused: retry after Retry-After. */
+            /** @description The caller's own budget is spent, whatever other clients do: its writes or reads, its requests in flight at once, or the failed authentications of its address. Nothing was done and the idempotency key is unused: retry after Retry-After (or the RateLimit field's reset). */
             429: {
                 headers: {
                     /** @description What is left of the budget, e.g. "writes";r=0;t=10: 0 requests left, full again in 10 seconds. Absent on a refusal for failed authentications. */
@@ -1784,7 +1784,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description The payment processor gave no definitive answer, or the service is shedding load. Not stored: retry with the same idempotency key after Retry-After. */
+            /** @description The payment processor gave no definitive answer, or the service as a whole is at its capacity (/problems/overloaded: never one client's doing). Not stored: retry with the same idempotency key after Retry-After, backing off. */
             503: {
                 headers: {
                     /** @description Seconds to wait before retrying with the same idempotency key. */
@@ -1969,7 +1969,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description A budget is spent: the rider's writes or reads, or the failed authentications of the client's address. Nothing was done and the idempotency key is unused: retry after Retry-After. */
+            /** @description The caller's own budget is spent, whatever other clients do: its writes or reads, its requests in flight at once, or the failed authentications of its address. Nothing was done and the idempotency key is unused: retry after Retry-After (or the RateLimit field's reset). */
             429: {
                 headers: {
                     /** @description What is left of the budget, e.g. "writes";r=0;t=10: 0 requests left, full again in 10 seconds. Absent on a refusal for failed authentications. */
@@ -1995,7 +1995,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description The payment processor gave no definitive answer, or the service is shedding load. Not stored: retry with the same idempotency key after Retry-After. */
+            /** @description The payment processor gave no definitive answer, or the service as a whole is at its capacity (/problems/overloaded: never one client's doing). Not stored: retry with the same idempotency key after Retry-After, backing off. */
             503: {
                 headers: {
                     /** @description Seconds to wait before retrying with the same idempotency key. */
@@ -2059,7 +2059,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description A budget is spent: the rider's writes or reads, or the failed authentications of the client's address. Nothing was done and the idempotency key is unused: retry after Retry-After. */
+            /** @description The caller's own budget is spent, whatever other clients do: its writes or reads, its requests in flight at once, or the failed authentications of its address. Nothing was done and the idempotency key is unused: retry after Retry-After (or the RateLimit field's reset). */
             429: {
                 headers: {
                     /** @description What is left of the budget, e.g. "writes";r=0;t=10: 0 requests left, full again in 10 seconds. Absent on a refusal for failed authentications. */
@@ -2085,7 +2085,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description The payment processor gave no definitive answer, or the service is shedding load. Not stored: retry with the same idempotency key after Retry-After. */
+            /** @description The payment processor gave no definitive answer, or the service as a whole is at its capacity (/problems/overloaded: never one client's doing). Not stored: retry with the same idempotency key after Retry-After, backing off. */
             503: {
                 headers: {
                     /** @description Seconds to wait before retrying with the same idempotency key. */
@@ -2149,7 +2149,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description A budget is spent: the rider's writes or reads, or the failed authentications of the client's address. Nothing was done and the idempotency key is unused: retry after Retry-After. */
+            /** @description The caller's own budget is spent, whatever other clients do: its writes or reads, its requests in flight at once, or the failed authentications of its address. Nothing was done and the idempotency key is unused: retry after Retry-After (or the RateLimit field's reset). */
             429: {
                 headers: {
                     /** @description What is left of the budget, e.g. "writes";r=0;t=10: 0 requests left, full again in 10 seconds. Absent on a refusal for failed authentications. */
@@ -2175,7 +2175,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description The payment processor gave no definitive answer, or the service is shedding load. Not stored: retry with the same idempotency key after Retry-After. */
+            /** @description The payment processor gave no definitive answer, or the service as a whole is at its capacity (/problems/overloaded: never one client's doing). Not stored: retry with the same idempotency key after Retry-After, backing off. */
             503: {
                 headers: {
                     /** @description Seconds to wait before retrying with the same idempotency key. */
@@ -2242,7 +2242,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description A budget is spent: the rider's writes or reads, or the failed authentications of the client's address. Nothing was done and the idempotency key is unused: retry after Retry-After. */
+            /** @description The caller's own budget is spent, whatever other clients do: its writes or reads, its requests in flight at once, or the failed authentications of its address. Nothing was done and the idempotency key is unused: retry after Retry-After (or the RateLimit field's reset). */
             429: {
                 headers: {
                     /** @description What is left of the budget, e.g. "writes";r=0;t=10: 0 requests left, full again in 10 seconds. Absent on a refusal for failed authentications. */
@@ -2268,7 +2268,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description The payment processor gave no definitive answer, or the service is shedding load. Not stored: retry with the same idempotency key after Retry-After. */
+            /** @description The payment processor gave no definitive answer, or the service as a whole is at its capacity (/problems/overloaded: never one client's doing). Not stored: retry with the same idempotency key after Retry-After, backing off. */
             503: {
                 headers: {
                     /** @description Seconds to wait before retrying with the same idempotency key. */

@@ -9,9 +9,11 @@ import {
   NoAnswerError,
   parseRetryAfter,
   problemKeyInUse,
+  rateLimitReset,
   retryable,
   retryableAnswer,
   retryAfterWait,
+  waitBefore,
   withRetries,
   type Policy,
 } from "../src/retry.js";
@@ -214,4 +216,21 @@ test("the caller's signal ends the operation", async () => {
   );
   await assert.rejects(r, NoAnswerError);
   assert.equal(attempts.length, 1);
+});
+
+test("a 429 waits for the budget, a 503 backs off", async () => {
+  const highest: Policy = { random: () => 0.999999999 };
+  assert.equal(waitBefore(highest, 8, 429, 1000), 2000, "the budget's second, spread across the next, at the eighth retry too");
+  assert.equal(waitBefore(highest, 8, 503, 1000), 10_000, "the service's: backed off to the cap");
+  assert.equal(waitBefore(highest, 8, 429, 0), 10_000, "a 429 that says nothing backs off");
+  assert.equal(rateLimitReset('"writes";r=0;t=10'), 10_000);
+  assert.equal(rateLimitReset('"writes";r=3;t=10'), 0, "room left: no wait to read");
+  assert.equal(rateLimitReset(null), 0);
+
+  const { result, waits } = await run(
+    [{ status: 429, headers: { RateLimit: '"writes";r=0;t=3' } }, { status: 201 }],
+    { random: () => 0 },
+  );
+  assert.equal((await result).status, 201);
+  assert.deepEqual(waits, [3000], "a 429 without Retry-After waits for its RateLimit reset");
 });
