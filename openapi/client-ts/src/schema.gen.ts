@@ -967,7 +967,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description A budget is spent: the rider's writes or reads, or the failed authentications of the client's address. Nothing was done and the idempotency key is unused: retry after Retry-After. */
+            /** @description The caller's own budget is spent, whatever other clients do: its writes or reads, its requests in flight at once, or the failed authentications of its address. Nothing was done and the idempotency key is unused: retry after Retry-After (or the RateLimit field's reset). */
             429: {
                 headers: {
                     /** @description What is left of the budget, e.g. "writes";r=0;t=10: 0 requests left, full again in 10 seconds. Absent on a refusal for failed authentications. */
@@ -993,7 +993,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description The payment processor gave no definitive answer, or the service is shedding load. Not stored: retry with the same idempotency key after Retry-After. */
+            /** @description The payment processor gave no definitive answer, or the service as a whole is at its capacity (/problems/overloaded: never one client's doing). Not stored: retry with the same idempotency key after Retry-After, backing off. */
             503: {
                 headers: {
                     /** @description Seconds to wait before retrying with the same idempotency key. */
@@ -1848,7 +1848,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description A budget is spent: the rider's writes or reads, or the failed authentications of the client's address. Nothing was done and the idempotency key is unused: retry after Retry-After. */
+            /** @description The caller's own budget is spent, whatever other clients do: its writes or reads, its requests in flight at once, or the failed authentications of its address. Nothing was done and the idempotency key is unused: retry after Retry-After (or the RateLimit field's reset). */
             429: {
                 headers: {
                     /** @description What is left of the budget, e.g. "writes";r=0;t=10: 0 requests left, full again in 10 seconds. Absent on a refusal for failed authentications. */
@@ -1874,7 +1874,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description The payment processor gave no definitive answer, or the service is shedding load. Not stored: retry with the same idempotency key after Retry-After. */
+            /** @description The payment processor gave no definitive answer, or the service as a whole is at its capacity (/problems/overloaded: never one client's doing). Not stored: retry with the same idempotency key after Retry-After, backing off. */
             503: {
                 headers: {
                     /** @description Seconds to wait before retrying with the same idempotency key. */
@@ -2344,7 +2344,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description The payment processor gave no definitive answer, or the service is shedding load. Not stored: retry with the same idempotency key after Retry-After. */
+            /** @description The payment processor gave no definitive answer, or the service as a whole is at its capacity (/problems/overloaded: never one client's doing). Not stored: retry with the same idempotency key after Retry-After, backing off. */
             503: {
                 headers: {
                     /** @description Seconds to wait before retrying with the same idempotency key. */
@@ -2429,7 +2429,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description The payment processor gave no definitive answer, or the service is shedding load. Not stored: retry with the same idempotency key after Retry-After. */
+            /** @description The payment processor gave no definitive answer, or the service as a whole is at its capacity (/problems/overloaded: never one client's doing). Not stored: retry with the same idempotency key after Retry-After, backing off. */
             503: {
                 headers: {
                     /** @description Seconds to wait before retrying with the same idempotency key. */
