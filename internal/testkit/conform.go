@@ -75,6 +75,10 @@ func Conform(t testing.TB, h http.Handler) http.Handler {
 	if err != nil {
 		t.Fatalf("the spec served at %s: %v", SpecPath, err)
 	}
+	// The checks run beside the exchanges, not on their path, so that a
+	// test's timing is the service's; the test waits for the last of them.
+	var checks sync.WaitGroup
+	t.Cleanup(checks.Wait)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		route, params, err := c.router.FindRoute(r)
 		if err != nil {
@@ -96,9 +100,15 @@ func Conform(t testing.TB, h http.Handler) http.Handler {
 			// of the request still.
 			_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, maxCheckedBody+1))
 		}
-		if err := c.check(r, route, params, reqBody, rec); err != nil {
-			t.Errorf("%s %s answered %d against the spec: %v", r.Method, r.URL.RequestURI(), rec.status, err)
-		}
+		req := r.Clone(context.Background())
+		header := rec.Header().Clone()
+		checks.Add(1)
+		go func() {
+			defer checks.Done()
+			if err := c.check(req, route, params, reqBody, rec.status, header, &rec.body); err != nil {
+				t.Errorf("%s %s answered %d against the spec: %v", req.Method, req.URL.RequestURI(), rec.status, err)
+			}
+		}()
 	})
 }
 
@@ -136,9 +146,8 @@ func checkerOf(h http.Handler) (*checker, error) {
 	return c.(*checker), nil
 }
 
-func (c *checker) check(r *http.Request, route *routers.Route, params map[string]string, reqBody *capped, rec *recorder) error {
+func (c *checker) check(req *http.Request, route *routers.Route, params map[string]string, reqBody *capped, status int, header http.Header, body *capped) error {
 	ctx := context.Background()
-	req := r.Clone(ctx)
 	req.Body = io.NopCloser(bytes.NewReader(reqBody.buf.Bytes()))
 	in := &openapi3filter.RequestValidationInput{
 		Request: req, PathParams: params, Route: route,
@@ -148,25 +157,25 @@ func (c *checker) check(r *http.Request, route *routers.Route, params map[string
 			MultiError:         true,
 		},
 	}
-	if rec.status < 400 && !reqBody.over {
+	if status < 400 && !reqBody.over {
 		if err := failure(openapi3filter.ValidateRequest(ctx, in)); err != nil {
 			return fmt.Errorf("the request is one the spec forbids, yet it was not refused: %w", err)
 		}
 	}
-	if rec.body.over {
+	if body.over {
 		return nil
 	}
 	out := &openapi3filter.ResponseValidationInput{
 		RequestValidationInput: in,
-		Status:                 rec.status,
-		Header:                 rec.Header(),
+		Status:                 status,
+		Header:                 header,
 		Options: &openapi3filter.Options{
 			IncludeResponseStatus: true,
 			MultiError:            true,
-			ExcludeResponseBody:   r.Method == http.MethodHead,
+			ExcludeResponseBody:   req.Method == http.MethodHead,
 		},
 	}
-	out.SetBodyBytes(rec.body.buf.Bytes())
+	out.SetBodyBytes(body.buf.Bytes())
 	return failure(openapi3filter.ValidateResponse(ctx, out))
 }
 

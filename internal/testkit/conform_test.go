@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -68,11 +69,30 @@ func things() http.Handler {
 // recorder is a testing.TB that keeps the errors reported to it.
 type recorder struct {
 	testing.TB
-	mu   sync.Mutex
-	errs []string
+	mu       sync.Mutex
+	errs     []string
+	cleanups []func()
 }
 
 func (r *recorder) Helper() {}
+
+// Cleanup keeps f for finish.
+func (r *recorder) Cleanup(f func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cleanups = append(r.cleanups, f)
+}
+
+// finish runs the cleanups kept, as the end of a test would: Conform's
+// waits for the checks so far. It may run again.
+func (r *recorder) finish() {
+	r.mu.Lock()
+	fs := slices.Clone(r.cleanups)
+	r.mu.Unlock()
+	for i := len(fs) - 1; i >= 0; i-- {
+		fs[i]()
+	}
+}
 
 func (r *recorder) Errorf(format string, args ...any) {
 	r.mu.Lock()
@@ -96,6 +116,7 @@ func TestConform(t *testing.T) {
 	t.Parallel()
 	rec := &recorder{TB: t}
 	base := testkit.Serve(t, testkit.Conform(rec, things()))
+	t.Cleanup(rec.finish)
 
 	for _, c := range []struct {
 		path string
@@ -111,6 +132,7 @@ func TestConform(t *testing.T) {
 	} {
 		r := testkit.Do(t, http.MethodGet, base+c.path, nil, "")
 		require.NotZero(t, r.Status)
+		rec.finish()
 		errs := rec.take()
 		if c.want == "" {
 			require.Empty(t, errs, c.path)
