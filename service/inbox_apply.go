@@ -94,7 +94,7 @@ func (s *Service) InboxApply(ctx context.Context, source, eventID string) (strin
 			return err
 		}
 		if locked.AppliedAt != nil {
-			outcome, applied = *locked.Outcome, false
+			outcome = *locked.Outcome
 			return nil
 		}
 		applied = true
@@ -206,16 +206,6 @@ func (s *Service) preparePayment(ctx context.Context, ev *InboundEvent) (effect,
 	}
 	if eff, err := s.holdExpiredEffect(ctx, ev.Processor, p); err != nil || eff != nil {
 		return eff, err
-	}
-	if p.Status == ChargeCanceled && ev.Processor == ProcessorAdyen {
-		// A cancel's outcome at a processor whose notifications are the
-		// only record of its payments: a payment no ride of ours made or
-		// holds.
-		if ride, err := s.rideOfPayment(ctx, ev.Processor, p); err != nil {
-			return nil, err
-		} else if ride == nil {
-			return constant(InboxOutcomeUnknownCharge), nil
-		}
 	}
 	if p.Status == ChargeSucceeded && p.ID != "" {
 		return s.chargeOutcomeEffect(ctx, p)

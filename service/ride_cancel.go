@@ -343,7 +343,8 @@ func (s *Service) HoldsRelease(ctx context.Context, limit int32) (int, error) {
 // Adyen's CANCELLATION or TECHNICAL_CANCEL): a ride still holding it
 // expires (the processor's own expiry, or a cancel outside the service);
 // one being cancelled or expired by the service ends as its release
-// started. nil when the event is about no such ride.
+// started. nil when the event is about no such ride (at Adyen, whose
+// notifications are the only record of its payments: unknown_charge).
 func (s *Service) holdExpiredEffect(ctx context.Context, processor string, p *Charge) (effect, error) {
 	if p.Status != ChargeCanceled || (p.Tag.Key == "" && p.PaymentID == "") {
 		return nil, nil
@@ -352,8 +353,17 @@ func (s *Service) holdExpiredEffect(ctx context.Context, processor string, p *Ch
 		processor = ProcessorStripe
 	}
 	ride, err := s.rideOfPayment(ctx, processor, p)
-	if err != nil || ride == nil {
+	if err != nil {
 		return nil, err
+	}
+	if ride == nil {
+		if processor == ProcessorAdyen {
+			// Adyen's notifications are the only record of its
+			// payments: a cancel of a payment no ride of ours made or
+			// holds.
+			return constant(InboxOutcomeUnknownCharge), nil
+		}
+		return nil, nil
 	}
 	switch RideChargeStatus(ride.ChargeStatus) {
 	case RideChargeAuthorized, RideChargeCancelling:

@@ -96,9 +96,6 @@ func (c *Client) RefundListSince(ctx context.Context, since time.Time) ([]*servi
 // status other than succeeded or pending.
 var errRefundNotAccepted = errors.New("payments: refund not accepted")
 
-// RefundList and RefundListSince list refunds with their charge expanded,
-// so that each refund is read with the charge it belongs to.
-
 // toRefund maps a Stripe refund; chargeID stands in when the answer does
 // not name the charge.
 func toRefund(r *stripe.Refund, chargeID string) *service.Refund {
