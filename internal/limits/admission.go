@@ -2,6 +2,7 @@ package limits
 
 import (
 	"context"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"sync"
@@ -15,9 +16,14 @@ import (
 // client gave (WithWaitDeadline: its timeout, less the time the service
 // takes to serve it, at most maxQueueWait), its context's, or
 // defaultQueueWait when it gave none, whichever is sooner: a burst the
-// service drains within its requests' timeouts is the
-// good queue it is, and is served whole. A wait is judged against what
-// the service is serving: the target is queueTarget or the mean time the
+// service drains within its requests' timeouts is the good queue it is,
+// and is served whole. Once the queue has lasted an interval (a flood,
+// not a burst), a request that would wait past its deadline (the waiters
+// before it, at the rate the queue is served) is refused as it arrives:
+// the queue holds no more than its slots can serve in time, and a flood
+// costs the service a refusal per request, not a connection held to its
+// deadline for nothing. A wait is judged against what the service is
+// serving: the target is queueTarget or the mean time the
 // service takes to serve an admitted request, whichever is longer, so that
 // a slow machine's queue of a few requests is not taken for a standing
 // one. The queue stands when, over a whole queueInterval, every request it
@@ -48,7 +54,8 @@ const (
 	// RefusedFull: the queue held maxQueued waiters of its class or higher.
 	RefusedFull = "full"
 	// RefusedQueueTimeout: it waited in the queue past its wait (its
-	// deadline, or the target in a standing queue).
+	// deadline, or the target in a standing queue), or would have: the
+	// waiters before it would take longer than its deadline allows.
 	RefusedQueueTimeout = "queue_timeout"
 	// RefusedClientGone: its client went away while it waited.
 	RefusedClientGone = "client_gone"
@@ -109,6 +116,10 @@ type Admission struct {
 	intervalServed int
 	intervalPeak   int
 	stands         bool
+	// queueSince is when the queue last began (it was empty before), and
+	// queueServed how many of its waiters were served since.
+	queueSince  time.Time
+	queueServed int
 	// served is the mean time an admitted request took to be served
 	// (moving, the last eight or so weighing most); zero before the first.
 	served time.Duration
@@ -369,20 +380,61 @@ func (a *Admission) admit(c Class, now, deadline time.Time) (*Ticket, *waiter, *
 	if a.grad != nil {
 		a.grad.wanted()
 	}
+	if deadline.IsZero() {
+		deadline = now.Add(defaultQueueWait)
+	}
+	if now.Add(a.expectedWait(c, limit, now)).After(deadline) {
+		// It would wait past its deadline: refused now, at the cost of a
+		// refusal, rather than holding its connection for nothing.
+		return nil, nil, a.refuse(c, RefusedQueueTimeout, now)
+	}
 	if a.queued >= maxQueued && !a.displace(c, now) {
 		return nil, nil, a.refuse(c, RefusedFull, now)
 	}
 	if a.queued == 0 {
 		a.newInterval(now)
-	}
-	if deadline.IsZero() {
-		deadline = now.Add(defaultQueueWait)
+		a.queueSince, a.queueServed = now, 0
 	}
 	w := &waiter{class: c, at: now, deadline: deadline, ch: make(chan *Ticket, 1)}
 	a.queues[c] = append(a.queues[c], w)
 	a.queued++
 	a.intervalPeak = max(a.intervalPeak, a.queued)
 	return nil, w, nil
+}
+
+// expectedWait is how long a request of class c joining the queue now
+// would wait for a slot, zero when nothing tells: while the queue is
+// younger than an interval (a burst is queued whole, its wait bounded by
+// its deadlines alone), in a standing queue (which serves the newest
+// first), or before the service has served anything. Otherwise it is the
+// shorter of two estimates of the time the waiters served before it (those
+// of its class and higher, itself included) take to be served: at the
+// service's mean time per request on the slots its class may fill, and at
+// the rate the queue was served since it last was empty; mu held.
+func (a *Admission) expectedWait(c Class, limit int, now time.Time) time.Duration {
+	age := now.Sub(a.queueSince)
+	if a.queued == 0 || a.stands || age < queueInterval {
+		return 0
+	}
+	ahead := 1
+	for _, k := range Classes {
+		ahead += len(a.queues[k])
+		if k == c {
+			break
+		}
+	}
+	wait := time.Duration(math.MaxInt64)
+	if a.served > 0 {
+		slots := max(math.Floor(c.Share()*float64(limit)), 1)
+		wait = time.Duration(float64(ahead) / slots * float64(a.served))
+	}
+	if a.queueServed > 0 {
+		wait = min(wait, time.Duration(float64(ahead)/float64(a.queueServed)*float64(age)))
+	}
+	if wait == math.MaxInt64 {
+		return 0
+	}
+	return wait
 }
 
 // displace refuses the newest waiter of the lowest class below c, to make
@@ -497,6 +549,7 @@ func (a *Admission) dispatch(now time.Time) {
 		}
 		a.queued--
 		a.intervalServed++
+		a.queueServed++
 		if wait := now.Sub(w.at); a.intervalMin < 0 || wait < a.intervalMin {
 			a.intervalMin = wait
 		}

@@ -494,3 +494,68 @@ func TestARequestWaitsForTheDeadlineItsClientGave(t *testing.T) {
 	require.Less(t, waited, 700*time.Millisecond+queueInterval, "not past its client's deadline")
 	held.Done("op", Served)
 }
+
+func TestARequestThatWouldWaitPastItsDeadlineIsRefusedAtOnce(t *testing.T) {
+	t.Parallel()
+	a, clock := setup(t, 4)
+	// Requests take 100 ms to serve; a booking may fill three slots.
+	for range 3 {
+		tk := hold(t, a, Booking, 1)[0]
+		clock.advance(100 * time.Millisecond)
+		tk.Done("op", Served)
+	}
+	hold(t, a, Booking, 3)
+	// A queue that lasted an interval, none of its waiters served yet.
+	_, first, _ := admitNow(a, Booking)
+	require.NotNil(t, first)
+	clock.advance(queueInterval)
+	deadline := clock.now().Add(time.Second)
+	// The nth waiter would be served after n / 3 × 100 ms: the 30th at its
+	// deadline, the 31st after it.
+	for i := 1; i < 29; i++ {
+		_, w, r := admitBy(a, Booking, deadline)
+		require.Nil(t, r, "waiter %d fits its deadline", i+1)
+		require.NotNil(t, w)
+	}
+	_, w, r := admitBy(a, Booking, deadline)
+	require.NotNil(t, w, "the 30th is served at its deadline's edge")
+	require.Nil(t, r)
+	_, w, r = admitBy(a, Booking, deadline)
+	require.Nil(t, w, "the 31st is never queued")
+	require.NotNil(t, r)
+	require.Equal(t, RefusedQueueTimeout, r.Reason)
+	require.Equal(t, 30, a.Stats().Queued[Booking])
+
+	// Priority work passes the bookings: its wait counts only its own.
+	hold(t, a, Priority, 1)
+	_, wp, rp := admitBy(a, Priority, deadline)
+	require.Nil(t, rp)
+	require.NotNil(t, wp)
+
+	// A request whose client gives it longer waits behind them.
+	_, wl, rl := admitBy(a, Booking, clock.now().Add(5*time.Second))
+	require.Nil(t, rl)
+	require.NotNil(t, wl)
+}
+
+func TestABurstIsQueuedWholeWhateverItsEstimatedWait(t *testing.T) {
+	t.Parallel()
+	a, clock := setup(t, 4)
+	for range 3 {
+		tk := hold(t, a, Booking, 1)[0]
+		clock.advance(100 * time.Millisecond)
+		tk.Done("op", Served)
+	}
+	hold(t, a, Booking, 3)
+	// 60 requests at once, each waiting a second: at 100 ms a request on
+	// three slots the last would wait two, but a young queue is a burst,
+	// judged by how it drains, not by the estimate.
+	deadline := clock.now().Add(time.Second)
+	for i := range 60 {
+		clock.advance(time.Millisecond)
+		_, w, r := admitBy(a, Booking, deadline)
+		require.Nil(t, r, "waiter %d is queued", i+1)
+		require.NotNil(t, w)
+	}
+	require.Equal(t, 60, a.Stats().Queued[Booking])
+}
