@@ -17,6 +17,7 @@ import (
 	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/openapi"
 	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/accounts"
 	"github.com/atomicrides/atomicrides/service/payments"
 	"github.com/atomicrides/atomicrides/sql/dbtest"
 )
@@ -42,13 +43,15 @@ func TestBookCommand(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	fake := testkit.NewStripe(t)
-	svc, err := service.New(service.Config{DevDefaultPaymentSource: true, Pool: dbtest.New(t), Payments: payments.New(payments.Config{
+	pool := dbtest.New(t)
+	svc, err := service.New(service.Config{Pool: pool, Payments: payments.New(payments.Config{
 		APIBase: fake.URL, SecretKey: "sk_test_book", MaxNetworkRetries: payments.NoRetries,
 	})})
 	require.NoError(t, err)
-	srv := httptest.NewServer(testkit.Conform(t, openapi.NewHandler(openapi.Config{Service: svc, Logger: slog.New(slog.DiscardHandler)})))
+	acc := testkit.NewAccounts(t, svc, nil)
+	srv := httptest.NewServer(testkit.Conform(t, openapi.NewHandler(openapi.Config{Service: svc, Accounts: acc, Logger: slog.New(slog.DiscardHandler)})))
 	t.Cleanup(srv.Close)
-	rider, err := svc.UserUpsert(ctx, service.UserUpsertParams{Email: "cli@example.com"})
+	rider, err := acc.UserUpsert(ctx, accounts.UserUpsertParams{Email: "cli@example.com"})
 	require.NoError(t, err)
 	// book, a client, reads only its own variables: a server's, even
 	// invalid, do not stand in its way.
@@ -115,15 +118,16 @@ func TestBookListCommand(t *testing.T) {
 	ctx := context.Background()
 	fake := testkit.NewStripe(t)
 	pool := dbtest.New(t)
-	svc, err := service.New(service.Config{DevDefaultPaymentSource: true, Pool: pool, Payments: payments.New(payments.Config{
+	svc, err := service.New(service.Config{Pool: pool, Payments: payments.New(payments.Config{
 		APIBase: fake.URL, SecretKey: "sk_test_book_list", MaxNetworkRetries: payments.NoRetries,
 	})})
 	require.NoError(t, err)
-	srv := httptest.NewServer(testkit.Conform(t, openapi.NewHandler(openapi.Config{Service: svc, Logger: slog.New(slog.DiscardHandler)})))
+	acc := testkit.NewAccounts(t, svc, nil)
+	srv := httptest.NewServer(testkit.Conform(t, openapi.NewHandler(openapi.Config{Service: svc, Accounts: acc, Logger: slog.New(slog.DiscardHandler)})))
 	t.Cleanup(srv.Close)
-	rider, err := svc.UserUpsert(ctx, service.UserUpsertParams{Email: "lister@example.com", PaymentSource: "tok_visa"})
+	rider, err := acc.UserUpsert(ctx, accounts.UserUpsertParams{Email: "lister@example.com", PaymentSource: "tok_visa"})
 	require.NoError(t, err)
-	other, err := svc.UserUpsert(ctx, service.UserUpsertParams{Email: "not-listed@example.com", PaymentSource: "tok_visa"})
+	other, err := acc.UserUpsert(ctx, accounts.UserUpsertParams{Email: "not-listed@example.com", PaymentSource: "tok_visa"})
 	require.NoError(t, err)
 	env := []string{"ATOMICRIDES_URL=" + srv.URL, "ATOMICRIDES_API_KEY=" + rider.APIKey}
 
@@ -139,7 +143,7 @@ func TestBookListCommand(t *testing.T) {
 		FROM generate_series(1, 101) AS i`, rider.User.ID)
 	require.NoError(t, err)
 	var booked []int64
-	for _, u := range []*service.UserUpsertResult{rider, rider, other} {
+	for _, u := range []*accounts.UserUpsertResult{rider, rider, other} {
 		resp, err := svc.RideCreate(ctx, u.User.ID, testkit.NewKey(), testkit.SomeRide, nil)
 		require.NoError(t, err)
 		require.Equal(t, http.StatusCreated, resp.Status)
@@ -188,7 +192,7 @@ func tripWorld(t *testing.T) (*testkit.Env, string) {
 	t.Helper()
 	env := testkit.NewWith(t, testkit.Options{Capture: service.CaptureTrip})
 	return env, testkit.ServeAPI(t, openapi.NewHandler(openapi.Config{
-		Service: env.Service, DispatchToken: tripDispatchToken, Logger: slog.New(slog.DiscardHandler),
+		Service: env.Service, Accounts: env.Accounts, DispatchToken: tripDispatchToken, Logger: slog.New(slog.DiscardHandler),
 	}))
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/atomicrides/atomicrides/internal/fake/fakestripe"
 	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/accounts"
 	"github.com/atomicrides/atomicrides/service/payments"
 	"github.com/atomicrides/atomicrides/sql/dbtest"
 )
@@ -29,11 +30,11 @@ func TestKeysCommand(t *testing.T) {
 	t.Cleanup(pool.Close)
 
 	// A request left at ride_created by a processor outage.
-	svc, err := service.New(service.Config{DevDefaultPaymentSource: true, Pool: pool, Payments: payments.New(payments.Config{
+	svc, err := service.New(service.Config{Pool: pool, Payments: payments.New(payments.Config{
 		APIBase: fake.URL, SecretKey: "sk_test_keys", MaxNetworkRetries: -1,
 	})})
 	require.NoError(t, err)
-	res, err := svc.UserUpsert(ctx, service.UserUpsertParams{Email: "keys@example.com", PaymentSource: "tok_visa"})
+	res, err := testkit.NewAccounts(t, svc, nil).UserUpsert(ctx, accounts.UserUpsertParams{Email: "keys@example.com", PaymentSource: "tok_visa"})
 	require.NoError(t, err)
 	fake.Inject(fakestripe.Fault{Op: fakestripe.OpPaymentIntentCreate, Kind: fakestripe.FaultStatus, Status: 503, Times: 1})
 	_, err = svc.RideCreate(ctx, res.User.ID, "keys-command-key-000001",

@@ -50,6 +50,7 @@ import (
 	"github.com/atomicrides/atomicrides/openapi"
 	"github.com/atomicrides/atomicrides/openapi/web"
 	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/accounts"
 	"github.com/atomicrides/atomicrides/service/adyen"
 	"github.com/atomicrides/atomicrides/service/mail"
 	"github.com/atomicrides/atomicrides/service/payments"
@@ -313,7 +314,14 @@ func serve(ctx context.Context, args []string, stdout io.Writer, logger *slog.Lo
 	}
 	// Revoked API keys are forgotten by this process's auth cache as they are
 	// announced; the goroutine ends with ctx.
-	go func() { _ = svc.ListenAPIKeyRevocations(ctx) }()
+	acc, err := accounts.New(accounts.Config{
+		Pool: pool, Engine: svc.Engine(), Jobs: svc.Jobs(), ListenConfig: direct.Config().ConnConfig,
+		DevDefaultPaymentSource: needs.dev, Logger: logger,
+	})
+	if err != nil {
+		return err
+	}
+	go func() { _ = acc.ListenAPIKeyRevocations(ctx) }()
 	// The database's heartbeat: a restore or a failover that lost commits
 	// is noticed by the beat it left stale (service/database_gaps.go). The
 	// first beat runs before any request or job; the goroutine ends with ctx.
@@ -350,13 +358,14 @@ func serve(ctx context.Context, args []string, stdout io.Writer, logger *slog.Lo
 	handler := openapi.NewHandler(openapi.Config{
 		Limits:        admission,
 		Service:       svc,
+		Accounts:      acc,
 		AdminToken:    adminToken,
 		DispatchToken: cfg.DispatchToken,
 		RiverUI:       ui,
 		Ready:         func(ctx context.Context) error { return ready(ctx, pool) },
 		Logger:        logger,
 		Metrics:       registry,
-		Pages:         web.New(web.Config{Service: svc, Secret: adminToken, Logger: logger, PublicURL: cfg.PublicURL}),
+		Pages:         web.New(web.Config{Service: svc, Accounts: acc, Secret: adminToken, Logger: logger, PublicURL: cfg.PublicURL}),
 	})
 	if metricsAddr := cfg.MetricsAddr; metricsAddr != "" {
 		mln, err := net.Listen("tcp", metricsAddr)
@@ -706,10 +715,9 @@ func newService(pool, direct *pgxpool.Pool, cfg *config, reg prometheus.Register
 		inbound[service.InboxSourceAdyen] = notes
 	}
 	svc, err = service.New(service.Config{
-		Inbound: inbound,
-		Pool:    pool, ListenConfig: direct.Config().ConnConfig,
+		Inbound:    inbound,
+		Pool:       pool,
 		Processors: procs, Mailer: mailer, MailFrom: cfg.MailFrom, Logger: logger, Registerer: reg,
-		DevDefaultPaymentSource: needs.dev,
 		// Zero values take the service's defaults.
 		AbandonedAfter: cfg.CompleterIdle, KeyRetention: cfg.KeyRetention, Lease: cfg.Lease,
 		OrphanRefundAfter: cfg.OrphanRefundAfter,

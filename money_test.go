@@ -17,6 +17,7 @@ import (
 	"github.com/atomicrides/atomicrides/internal/fake/fakestripe"
 	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/accounts"
 	"github.com/atomicrides/atomicrides/sql/dbtest"
 )
 
@@ -39,9 +40,9 @@ func abandonedRide(t *testing.T, dbURL string, fake *testkit.Stripe) (*pgxpool.P
 	pool, err := pgxpool.New(ctx, dbURL)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	svc, err := service.New(service.Config{DevDefaultPaymentSource: true, Pool: pool, Payments: fake.Payments()})
+	svc, err := service.New(service.Config{Pool: pool, Payments: fake.Payments()})
 	require.NoError(t, err)
-	user, err := svc.UserUpsert(ctx, service.UserUpsertParams{Email: "abandoned@example.com"})
+	user, err := testkit.NewAccounts(t, svc, nil).UserUpsert(ctx, accounts.UserUpsertParams{Email: "abandoned@example.com"})
 	require.NoError(t, err)
 	fake.Inject(fakestripe.Fault{Op: fakestripe.OpCustomerCreate, Kind: fakestripe.FaultStatus, Status: http.StatusServiceUnavailable, Times: 1})
 	_, err = svc.RideCreate(ctx, user.User.ID, "abandoned-booking-0001", service.RideCreateParams{OriginLat: 1, OriginLon: 2, TargetLat: 3, TargetLon: 4}, nil)

@@ -18,7 +18,7 @@ import (
 // fake Adyen's notifications at it, with ep's fault switches.
 func (b *testBundle) adyenNotifications(t *testing.T, ep fakeadyen.NotificationEndpoint) {
 	t.Helper()
-	url := testkit.ServeAPI(t, openapi.NewHandler(openapi.Config{Service: b.Service}))
+	url := testkit.ServeAPI(t, openapi.NewHandler(openapi.Config{Service: b.Service, Accounts: b.Accounts}))
 	ep.URL, ep.HMACKey = url+"/webhooks/adyen", testkit.AdyenHMACKey
 	b.adyen.SetNotificationEndpoint(&ep)
 	t.Cleanup(func() { b.adyen.SetNotificationEndpoint(nil) })

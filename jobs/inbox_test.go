@@ -19,7 +19,7 @@ import (
 // webhook endpoint at it, with ep's fault switches.
 func (b *testBundle) webhooks(t *testing.T, ep fakestripe.WebhookEndpoint) {
 	t.Helper()
-	url := testkit.ServeAPI(t, openapi.NewHandler(openapi.Config{Service: b.Service}))
+	url := testkit.ServeAPI(t, openapi.NewHandler(openapi.Config{Service: b.Service, Accounts: b.Accounts}))
 	ep.URL, ep.Secret = url+"/webhooks/stripe", testkit.WebhookSecret
 	b.Stripe.SetWebhookEndpoint(&ep)
 	t.Cleanup(func() { b.Stripe.SetWebhookEndpoint(nil) })

@@ -19,12 +19,17 @@ import (
 
 	"github.com/atomicrides/atomicrides/internal/limits"
 	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/accounts"
 )
 
 // Config configures the HTTP handler.
 type Config struct {
-	// Service serves every operation. Only Spec may leave it nil.
+	// Service serves every operation but the accounts'. Only Spec may
+	// leave it nil.
 	Service *service.Service
+	// Accounts serves the riders, their API keys, and authentication. Only
+	// Spec may leave it nil.
+	Accounts *accounts.Service
 	// AdminToken is the operator credential: Bearer on the admin operations,
 	// the password of HTTP Basic on River UI.
 	AdminToken string
@@ -118,7 +123,7 @@ func register(mux *http.ServeMux, cfg Config) huma.API {
 		schemeDispatch: {Type: "http", Scheme: "bearer", Description: "The dispatch side's credential (DISPATCH_TOKEN): it completes and cancels trips, and nothing else."},
 	}
 	api := humago.New(mux, config)
-	h := &handlers{svc: cfg.Service, api: api, logger: cfg.Logger, adminToken: cfg.AdminToken, dispatchToken: cfg.DispatchToken,
+	h := &handlers{svc: cfg.Service, acc: cfg.Accounts, api: api, logger: cfg.Logger, adminToken: cfg.AdminToken, dispatchToken: cfg.DispatchToken,
 		limits: &cfg.Limits, guard: authGuard{lim: &cfg.Limits}}
 	api.UseMiddleware(h.requireContentType)
 	h.registerUsers()
@@ -137,6 +142,7 @@ func register(mux *http.ServeMux, cfg Config) huma.API {
 
 type handlers struct {
 	svc        *service.Service
+	acc        *accounts.Service
 	api        huma.API
 	logger     *slog.Logger
 	adminToken string

@@ -21,9 +21,9 @@ import (
 // run it: its own pool, service (caches included) and revocation listener.
 func instance(t *testing.T, pool *pgxpool.Pool) string {
 	t.Helper()
-	svc := testkit.Instance(t, pool)
-	testkit.ListenRevocations(t, svc)
-	return testkit.ServeAPI(t, openapi.NewHandler(openapi.Config{Service: svc, AdminToken: adminToken, Logger: slog.New(slog.DiscardHandler)}))
+	svc, acc := testkit.Instance(t, pool)
+	testkit.ListenRevocations(t, acc)
+	return testkit.ServeAPI(t, openapi.NewHandler(openapi.Config{Service: svc, Accounts: acc, AdminToken: adminToken, Logger: slog.New(slog.DiscardHandler)}))
 }
 
 // get answers GET path on the server at base with the bearer token.

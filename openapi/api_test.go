@@ -31,7 +31,7 @@ func setup(t *testing.T) *testBundle {
 	env := testkit.New(t)
 	riverUI := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "river ui") })
 	url := testkit.ServeAPI(t, openapi.NewHandler(openapi.Config{
-		Service: env.Service, AdminToken: adminToken, RiverUI: riverUI, Logger: slog.New(slog.DiscardHandler),
+		Service: env.Service, Accounts: env.Accounts, AdminToken: adminToken, RiverUI: riverUI, Logger: slog.New(slog.DiscardHandler),
 	}))
 	return &testBundle{Env: env, url: url}
 }

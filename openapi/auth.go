@@ -40,7 +40,7 @@ func (h *handlers) requireRider(ctx huma.Context, next func(huma.Context)) {
 	if token != "" && h.guard.guardCtx(ctx) {
 		return
 	}
-	user, err := h.svc.Authenticate(ctx.Context(), token)
+	user, err := h.acc.Authenticate(ctx.Context(), token)
 	if err != nil {
 		if token != "" && service.ErrorCode(err) == service.CodeUnauthenticated {
 			h.guard.failed(ctx.Context(), clientIP(ctx.Context()))

@@ -7,6 +7,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/accounts"
 )
 
 // The examples of the spec: one request and one answer per documented
@@ -122,9 +123,9 @@ func exampleUserRefused() *service.User {
 }
 
 // exampleAPIKeys is a rider's key list: one live, one revoked.
-func exampleAPIKeys() []*service.APIKey {
+func exampleAPIKeys() []*accounts.APIKey {
 	used, revoked := exampleTime.Add(time.Hour), exampleTime.Add(48*time.Hour)
-	return []*service.APIKey{
+	return []*accounts.APIKey{
 		{ID: exampleRevokedKeyID, CreatedAt: exampleTime, LastUsedAt: &used, RevokedAt: &revoked},
 		{ID: exampleKeyID, CreatedAt: exampleTime.Add(47 * time.Hour), LastUsedAt: &revoked},
 	}

@@ -28,7 +28,7 @@ func setupLimited(t *testing.T, lim openapi.Limits) *testBundle {
 	}
 	riverUI := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "river ui") })
 	url := testkit.ServeAPI(t, openapi.NewHandler(openapi.Config{
-		Service: env.Service, AdminToken: adminToken, RiverUI: riverUI, Logger: slog.New(slog.DiscardHandler),
+		Service: env.Service, Accounts: env.Accounts, AdminToken: adminToken, RiverUI: riverUI, Logger: slog.New(slog.DiscardHandler),
 		Metrics: prometheus.NewRegistry(), Limits: lim,
 	}))
 	return &testBundle{Env: env, url: url}

@@ -34,7 +34,7 @@ func TestRideReplayFromMemory(t *testing.T) {
 	config.Formats = jsonFormatsWithSelfDecoding(config.Formats)
 	api := humago.New(mux, config)
 	var lim Limits
-	h := &handlers{svc: env.Service, api: api, logger: slog.New(slog.DiscardHandler), limits: &lim, guard: authGuard{lim: &lim}}
+	h := &handlers{svc: env.Service, acc: env.Accounts, api: api, logger: slog.New(slog.DiscardHandler), limits: &lim, guard: authGuard{lim: &lim}}
 	api.UseMiddleware(h.requireContentType)
 	var reached atomic.Int64
 	huma.Register(api, h.rideCreateOperation(), func(ctx context.Context, in *rideCreateInput) (*storedOutput, error) {

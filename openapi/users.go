@@ -9,6 +9,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/accounts"
 )
 
 type userPutInput struct {
@@ -77,7 +78,7 @@ type apiKeyInput struct {
 
 // APIKeyListResponse is the body of GET /users/{email}/api_keys.
 type APIKeyListResponse struct {
-	APIKeys []*service.APIKey `json:"api_keys" doc:"Every key of the rider, revoked ones included, oldest first. Never a secret."`
+	APIKeys []*accounts.APIKey `json:"api_keys" doc:"Every key of the rider, revoked ones included, oldest first. Never a secret."`
 }
 
 type apiKeyListOutput struct {
@@ -224,11 +225,11 @@ func (h *handlers) registerUsers() {
 }
 
 func (h *handlers) userPut(ctx context.Context, in *userPutInput) (*userPutOutput, error) {
-	p := service.UserUpsertParams{Email: in.Email, IP: clientIP(ctx)}
+	p := accounts.UserUpsertParams{Email: in.Email, IP: clientIP(ctx)}
 	if in.Body != nil {
 		p.PaymentSource = in.Body.PaymentSource
 	}
-	res, err := h.svc.UserUpsert(ctx, p)
+	res, err := h.acc.UserUpsert(ctx, p)
 	if err != nil {
 		return nil, h.fail(ctx, "user put", err)
 	}
@@ -246,7 +247,7 @@ type userGetOutput struct {
 }
 
 func (h *handlers) userGet(ctx context.Context, in *apiKeyInput) (*userGetOutput, error) {
-	user, err := h.svc.UserGet(ctx, in.Email)
+	user, err := h.acc.UserGet(ctx, in.Email)
 	if err != nil {
 		return nil, h.fail(ctx, "user get", err)
 	}
@@ -254,7 +255,7 @@ func (h *handlers) userGet(ctx context.Context, in *apiKeyInput) (*userGetOutput
 }
 
 func (h *handlers) apiKeyCreate(ctx context.Context, in *apiKeyInput) (*apiKeyOutput, error) {
-	user, key, err := h.svc.APIKeyMint(ctx, in.Email, clientIP(ctx))
+	user, key, err := h.acc.APIKeyMint(ctx, in.Email, clientIP(ctx))
 	if err != nil {
 		return nil, h.fail(ctx, "api key create", err)
 	}
@@ -262,7 +263,7 @@ func (h *handlers) apiKeyCreate(ctx context.Context, in *apiKeyInput) (*apiKeyOu
 }
 
 func (h *handlers) apiKeyList(ctx context.Context, in *apiKeyInput) (*apiKeyListOutput, error) {
-	keys, err := h.svc.APIKeyList(ctx, in.Email)
+	keys, err := h.acc.APIKeyList(ctx, in.Email)
 	if err != nil {
 		return nil, h.fail(ctx, "api key list", err)
 	}
@@ -270,7 +271,7 @@ func (h *handlers) apiKeyList(ctx context.Context, in *apiKeyInput) (*apiKeyList
 }
 
 func (h *handlers) apiKeyRevoke(ctx context.Context, in *apiKeyRevokeInput) (*struct{}, error) {
-	if err := h.svc.APIKeyRevoke(ctx, in.Email, in.ID, clientIP(ctx)); err != nil {
+	if err := h.acc.APIKeyRevoke(ctx, in.Email, in.ID, clientIP(ctx)); err != nil {
 		return nil, h.fail(ctx, "api key revoke", err)
 	}
 	return nil, nil

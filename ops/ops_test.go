@@ -175,8 +175,9 @@ func exportedNames(t *testing.T) map[string]bool {
 	t.Helper()
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	svc, err := service.New(service.Config{DevDefaultPaymentSource: true,
-		Pool:       dbtest.New(t),
+	pool := dbtest.New(t)
+	svc, err := service.New(service.Config{
+		Pool:       pool,
 		Payments:   payments.New(payments.Config{APIBase: "http://127.0.0.1:1", SecretKey: "sk_test_ops"}),
 		Registerer: registry,
 	})
@@ -189,7 +190,7 @@ func exportedNames(t *testing.T) map[string]bool {
 	registry.MustRegister(admission.Collector())
 	const token = "ops-test-token"
 	srv := httptest.NewServer(testkit.Conform(t, openapi.NewHandler(openapi.Config{
-		Service: svc, AdminToken: token, Metrics: registry, Logger: slog.New(slog.DiscardHandler),
+		Service: svc, Accounts: testkit.NewAccounts(t, svc, nil), AdminToken: token, Metrics: registry, Logger: slog.New(slog.DiscardHandler),
 		Limits: openapi.Limits{Metrics: metrics, Admission: admission},
 	})))
 	t.Cleanup(srv.Close)

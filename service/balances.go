@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/atomicrides/atomicrides/dbgen"
+	"github.com/atomicrides/atomicrides/service/audit"
 	"github.com/atomicrides/atomicrides/service/idem"
 )
 
@@ -38,7 +39,7 @@ type RideBalanceParams struct {
 // CodeNoBalanceDue and writes nothing.
 func (s *Service) RideBalancePay(ctx context.Context, userID int64, idempotencyKey string, rideID int64, ip *netip.Addr) (*Response, error) {
 	if rideID < 1 {
-		return nil, invalid("path.id", "must be a ride id (1 or more)")
+		return nil, Invalid("path.id", "must be a ride id (1 or more)")
 	}
 	return run(ctx, s, s.balances, idem.Request{
 		UserID: userID,
@@ -83,7 +84,7 @@ func (s *Service) balanceFlow() *idem.Flow[balanceState] {
 // attempt) and the payment comes next.
 func (s *Service) balanceRequestPhase(ctx context.Context, tx pgx.Tx, key *idem.Key, st *balanceState) (idem.Outcome, error) {
 	ride, err := s.queries.RideLockForUser(ctx, tx, st.params.RideID, key.UserID)
-	if isNoRows(err) {
+	if IsNoRows(err) {
 		return idem.Outcome{}, &Error{Code: CodeNotFound, Message: "no such ride"}
 	}
 	if err != nil {
@@ -101,7 +102,7 @@ func (s *Service) balanceRequestPhase(ctx context.Context, tx pgx.Tx, key *idem.
 	if st.rider, err = s.queries.UserGet(ctx, tx, key.UserID); err != nil {
 		return idem.Outcome{}, err
 	}
-	if err := s.audit(ctx, tx, "ride.balance_payment_requested", "ride", ride.ID, ride.UserID, key.IP, map[string]any{
+	if err := audit.Record(ctx, tx, "ride.balance_payment_requested", "ride", ride.ID, ride.UserID, key.IP, map[string]any{
 		"extra_cents": ride.ExtraCents, "attempt": st.ride.BalanceAttempt,
 	}); err != nil {
 		return idem.Outcome{}, err
@@ -161,7 +162,7 @@ func (s *Service) currentCustomer(ctx context.Context, name string, rider *dbgen
 	reg, err := s.registration(ctx, s.pool, rider, name, rider.PaymentSource)
 	switch {
 	case err != nil:
-		return "", internal(err)
+		return "", Internal(err)
 	case reg != nil && reg.Status == registrationRefused:
 		return "", &PaymentError{Class: PaymentClassRefusal, Kind: PaymentInvalid, Code: PaymentCodeSourceRefused, Message: cmp.Or(deref(reg.Reason), "refused")}
 	case reg != nil && reg.CustomerID != nil:
@@ -172,7 +173,7 @@ func (s *Service) currentCustomer(ctx context.Context, name string, rider *dbgen
 		return "", err
 	}
 	if _, err := s.storeCustomer(ctx, s.queries, s.pool, name, rider.ID, rider.PaymentSource, c.ID); err != nil {
-		return "", internal(err)
+		return "", Internal(err)
 	}
 	return c.ID, nil
 }
@@ -184,7 +185,7 @@ func (s *Service) balanceRecordPhase(ctx context.Context, tx pgx.Tx, key *idem.K
 		if _, err := s.queries.RideBalanceFailed(ctx, tx, d.code, st.ride.ID); err != nil {
 			return idem.Outcome{}, err
 		}
-		if err := s.audit(ctx, tx, "ride.balance_payment_declined", "ride", st.ride.ID, st.ride.UserID, key.IP, map[string]string{"code": d.code}); err != nil {
+		if err := audit.Record(ctx, tx, "ride.balance_payment_declined", "ride", st.ride.ID, st.ride.UserID, key.IP, map[string]string{"code": d.code}); err != nil {
 			return idem.Outcome{}, err
 		}
 		return idem.Finish(http.StatusPaymentRequired, d.problem(st.ride.ID)), nil
@@ -192,11 +193,11 @@ func (s *Service) balanceRecordPhase(ctx context.Context, tx pgx.Tx, key *idem.K
 	if st.paid != nil {
 		ride, err := s.queries.RideBalancePaid(ctx, tx, st.paid.ID, st.ride.ID)
 		switch {
-		case isNoRows(err):
+		case IsNoRows(err):
 		case err != nil:
 			return idem.Outcome{}, err
 		default:
-			if err := s.audit(ctx, tx, "ride.balance_paid", "ride", ride.ID, ride.UserID, key.IP, map[string]any{
+			if err := audit.Record(ctx, tx, "ride.balance_paid", "ride", ride.ID, ride.UserID, key.IP, map[string]any{
 				"charge_id": st.paid.ID, "extra_cents": ride.ExtraCents,
 			}); err != nil {
 				return idem.Outcome{}, err

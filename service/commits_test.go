@@ -12,6 +12,7 @@ import (
 
 	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/accounts"
 	"github.com/atomicrides/atomicrides/sql/dbtest"
 )
 
@@ -70,7 +71,7 @@ func TestRideCommits(t *testing.T) {
 		require.NoError(t, err)
 		conn.Release()
 		fn(func() *service.Service {
-			svc, err := service.New(service.Config{DevDefaultPaymentSource: true, Pool: pool, Payments: fake.Payments()})
+			svc, err := service.New(service.Config{Pool: pool, Payments: fake.Payments()})
 			require.NoError(t, err)
 			return svc
 		})
@@ -81,7 +82,7 @@ func TestRideCommits(t *testing.T) {
 
 	var uid int64
 	withService(func(newSvc func() *service.Service) {
-		res, err := newSvc().UserUpsert(ctx, service.UserUpsertParams{Email: "commits@example.com"})
+		res, err := testkit.NewAccounts(t, newSvc(), nil).UserUpsert(ctx, accounts.UserUpsertParams{Email: "commits@example.com"})
 		require.NoError(t, err)
 		uid = res.User.ID
 	})

@@ -32,10 +32,10 @@ import (
 func (s *Service) CustomerCreate(ctx context.Context, userID int64, source string) (string, error) {
 	user, err := s.queries.UserGet(ctx, s.pool, userID)
 	if err != nil {
-		if isNoRows(err) {
+		if IsNoRows(err) {
 			return "", &Error{Code: CodeNotFound, Message: "no such user"}
 		}
-		return "", internal(err)
+		return "", Internal(err)
 	}
 	if source == "" {
 		source = user.PaymentSource
@@ -46,7 +46,7 @@ func (s *Service) CustomerCreate(ctx context.Context, userID int64, source strin
 	}
 	now, err := s.queries.ClockNow(ctx, s.pool)
 	if err != nil {
-		return "", internal(err)
+		return "", Internal(err)
 	}
 	var (
 		first   string
@@ -78,7 +78,7 @@ func (s *Service) CustomerCreate(ctx context.Context, userID int64, source strin
 func (s *Service) registrations(ctx context.Context, user *dbgen.User, source string) (map[string]*dbgen.ProcessorRegistration, error) {
 	rows, err := s.queries.ProcessorRegistrationListForSource(ctx, s.pool, user.ID, source)
 	if err != nil {
-		return nil, internal(err)
+		return nil, Internal(err)
 	}
 	out := map[string]*dbgen.ProcessorRegistration{}
 	for _, r := range rows {
@@ -135,7 +135,7 @@ func (s *Service) registrationRefused(ctx context.Context, db dbgen.DBTX, userID
 	if _, err := s.queries.ProcessorRegistrationSetRefused(ctx, db, dbgen.ProcessorRegistrationSetRefusedParams{
 		UserID: userID, Processor: name, PaymentSource: source, Reason: reason,
 	}); err != nil {
-		return internal(err)
+		return Internal(err)
 	}
 	return nil
 }
@@ -212,14 +212,14 @@ func (s *Service) processorCustomerOf(ctx context.Context, proc *processor, pkey
 func (s *Service) customerStore(ctx context.Context, name string, userID int64, source, customerID string) (string, error) {
 	n, err := s.storeCustomer(ctx, s.queries, s.pool, name, userID, source, customerID)
 	if err != nil {
-		return "", internal(err)
+		return "", Internal(err)
 	}
 	if n == 1 {
 		return customerID, nil
 	}
 	user, err := s.queries.UserGet(ctx, s.pool, userID)
 	if err != nil {
-		return "", internal(err)
+		return "", Internal(err)
 	}
 	regs, err := s.registrations(ctx, user, source)
 	if err != nil {
@@ -227,7 +227,7 @@ func (s *Service) customerStore(ctx context.Context, name string, userID int64, 
 	}
 	reg := regs[name]
 	if reg == nil || reg.CustomerID == nil {
-		return "", internal(errors.New("customer not recorded and none stored"))
+		return "", Internal(errors.New("customer not recorded and none stored"))
 	}
 	s.logger.WarnContext(ctx, "user already has another customer", "processor", name, "user_id", userID,
 		"stored", *reg.CustomerID, "offered", customerID)

@@ -49,7 +49,7 @@ const gapSkew = 5 * time.Minute
 func (s *Service) Heartbeat(ctx context.Context) (*time.Time, error) {
 	row, err := s.queries.DatabaseHeartbeat(ctx, s.pool)
 	if err != nil {
-		return nil, internal(err)
+		return nil, Internal(err)
 	}
 	s.metrics.gapsOpen.Set(float64(row.OpenGaps))
 	if !row.Found {
@@ -88,13 +88,13 @@ func (s *Service) RunHeartbeat(ctx context.Context) {
 // was made, when every processor's charges were listed or notified.
 func (s *Service) databaseGapsResolve(ctx context.Context, rep *ReconcileReport, now time.Time, grace time.Duration) error {
 	if _, err := s.queries.DatabaseGapsResolve(ctx, s.pool, now.Add(-grace)); err != nil {
-		return internal(err)
+		return Internal(err)
 	}
 	if len(rep.Unlisted) == 0 {
 		if _, err := s.queries.DatabaseGapsResolveEmpty(ctx, s.pool, dbgen.DatabaseGapsResolveEmptyParams{
 			CoveredUntil: rep.at, SkewSeconds: gapSkew.Seconds(), ListedSince: rep.Since, Unrecorded: rep.unrecorded,
 		}); err != nil {
-			return internal(err)
+			return Internal(err)
 		}
 	}
 	// The open gaps' gauge follows at the next beat.
@@ -115,7 +115,7 @@ func gapLostFrom(open bool, lostFrom time.Time) *time.Time {
 func (s *Service) lostFrom(ctx context.Context) (*time.Time, error) {
 	row, err := s.queries.DatabaseLostFrom(ctx, s.pool)
 	if err != nil {
-		return nil, internal(err)
+		return nil, Internal(err)
 	}
 	return gapLostFrom(row.GapOpen, row.LostFrom), nil
 }

@@ -344,12 +344,11 @@ func adyenServiceWith(t *testing.T, pool *pgxpool.Pool, a *testkit.Adyen, reg pr
 	notes, err := adyen.NewNotifications([]string{testkit.AdyenHMACKey}, testkit.AdyenMerchantAccount)
 	require.NoError(t, err)
 	svc, err := service.New(service.Config{
-		Pool:                    pool,
-		Registerer:              reg,
-		Processors:              []service.Processor{{Name: service.ProcessorAdyen, Payments: a.Client()}},
-		Inbound:                 map[string]service.EventSource{service.InboxSourceAdyen: notes},
-		DevDefaultPaymentSource: true,
-		Capture:                 capture,
+		Pool:       pool,
+		Registerer: reg,
+		Processors: []service.Processor{{Name: service.ProcessorAdyen, Payments: a.Client()}},
+		Inbound:    map[string]service.EventSource{service.InboxSourceAdyen: notes},
+		Capture:    capture,
 	})
 	require.NoError(t, err)
 	return svc

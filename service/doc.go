@@ -80,7 +80,8 @@
 // sent with no transaction open and recorded afterwards, under a Message-ID
 // that is the same for every resend.
 //
-// PUT /users/{email} is one SERIALIZABLE transaction per request (the 1:1
-// model): the user, an audit record, the first API key and the job that
-// creates the Stripe customer.
+// PUT /users/{email}, API keys and booking sessions are package accounts';
+// the audit trail every flow writes in its own transaction is package
+// audit's. This package is also the vocabulary the domain packages share:
+// Error and its codes, the rider (User), the email rule (NormalizeEmail).
 package service

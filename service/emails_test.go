@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/accounts"
 )
 
 func TestNormalizeEmail(t *testing.T) {
@@ -61,7 +62,7 @@ func TestOneRiderPerMailbox(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				res, err := b.Service.UserUpsert(b.Ctx, service.UserUpsertParams{Email: emails[i%len(emails)]})
+				res, err := b.Accounts.UserUpsert(b.Ctx, accounts.UserUpsertParams{Email: emails[i%len(emails)]})
 				mu.Lock()
 				defer mu.Unlock()
 				if !assertNoError(t, err) {
@@ -95,11 +96,11 @@ func TestOneRiderPerMailbox(t *testing.T) {
 		var id int64
 		require.NoError(t, b.Pool.QueryRow(b.Ctx,
 			`INSERT INTO users (email, payment_source) VALUES ('Legacy@Example.com', 'tok_visa') RETURNING id`).Scan(&id))
-		res, err := b.Service.UserUpsert(b.Ctx, service.UserUpsertParams{Email: "legacy@example.com"})
+		res, err := b.Accounts.UserUpsert(b.Ctx, accounts.UserUpsertParams{Email: "legacy@example.com"})
 		require.NoError(t, err)
 		require.False(t, res.Created)
 		require.Equal(t, id, res.User.ID)
-		user, _, err := b.Service.APIKeyMint(b.Ctx, "LEGACY@example.com", nil)
+		user, _, err := b.Accounts.APIKeyMint(b.Ctx, "LEGACY@example.com", nil)
 		require.NoError(t, err)
 		require.Equal(t, id, user.ID)
 	})

@@ -64,7 +64,7 @@ func engineError(err error) error {
 			Err:        err,
 		}
 	}
-	return internal(err)
+	return Internal(err)
 }
 
 func keyInUse(retryAfter time.Duration) *Error {

@@ -120,11 +120,15 @@ func ErrorCode(err error) Code {
 	return CodeInternal
 }
 
-func invalid(field, format string, args ...any) *Error {
+// Invalid is the error of an invalid input field (a JSON path relative to
+// its location, like "body.origin_lat"), its message formatted.
+func Invalid(field, format string, args ...any) *Error {
 	return &Error{Code: CodeInvalid, Field: field, Message: fmt.Sprintf(format, args...)}
 }
 
-func internal(err error) *Error {
+// Internal is err as the domain's error: itself when it is one, otherwise
+// CodeInternal carrying err, which the client may retry.
+func Internal(err error) *Error {
 	var e *Error
 	if errors.As(err, &e) {
 		return e
@@ -180,8 +184,24 @@ func isIDCollision(err error) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == sqlStateUniqueViolation && randomIDKeys[pgErr.ConstraintName]
 }
 
-func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
+// IsNoRows reports whether err is a query that found no row.
+func IsNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
 
-// isForeignKeyViolation reports whether err is a row referring to one that
+// IsForeignKeyViolation reports whether err is a row referring to one that
 // does not exist (any longer).
-func isForeignKeyViolation(err error) bool { return sqlState(err) == sqlStateForeignKeyViolation }
+func IsForeignKeyViolation(err error) bool { return sqlState(err) == sqlStateForeignKeyViolation }
+
+// serializationConflict marks a unique violation that a rerun resolves.
+type serializationConflict struct{ err error }
+
+func (e *serializationConflict) Error() string { return e.err.Error() }
+func (e *serializationConflict) Unwrap() error { return e.err }
+
+// RetryableConflict marks err, a unique violation that running the
+// transaction again resolves (a concurrent insert of the same row, which
+// the rerun finds), as one the engine retries.
+func RetryableConflict(err error) error { return &serializationConflict{err} }
+
+// IsUniqueViolation reports whether err is a row that a unique constraint
+// refused.
+func IsUniqueViolation(err error) bool { return sqlState(err) == sqlStateUniqueViolation }

@@ -47,15 +47,15 @@ func (s *Service) EventsPass(ctx context.Context) (*ReplayReport, error) {
 	}
 	now, err := s.queries.ClockNow(ctx, s.pool)
 	if err != nil {
-		return nil, internal(err)
+		return nil, Internal(err)
 	}
 	created, err := s.queries.DeploymentCreatedAt(ctx, s.pool)
 	if err != nil {
-		return nil, internal(err)
+		return nil, Internal(err)
 	}
 	newest, err := s.queries.InboxEventNewest(ctx, s.pool, source)
 	if err != nil {
-		return nil, internal(err)
+		return nil, Internal(err)
 	}
 	since := now.Add(-EventsRetention)
 	for _, t := range []time.Time{created, newest} {

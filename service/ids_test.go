@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/atomicrides/atomicrides/internal/testkit"
-	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/accounts"
 )
 
 // maxID is the largest id the database draws: 2^53 - 1, exact in a
@@ -107,7 +107,7 @@ func TestRandomIDs(t *testing.T) {
 		b.collideOnce(t, existing.ID)
 		retries := b.Service.Stats().TxRetries
 
-		res, err := b.Service.UserUpsert(b.Ctx, service.UserUpsertParams{Email: "second@example.com"})
+		res, err := b.Accounts.UserUpsert(b.Ctx, accounts.UserUpsertParams{Email: "second@example.com"})
 		require.NoError(t, err)
 		require.True(t, res.Created)
 		require.NotEqual(t, existing.ID, res.User.ID)
@@ -117,12 +117,12 @@ func TestRandomIDs(t *testing.T) {
 
 		// The next draw meets that rider's API key.
 		b.collideOnce(t, res.APIKeyID)
-		_, minted, err := b.Service.APIKeyMint(b.Ctx, "second@example.com", nil)
+		_, minted, err := b.Accounts.APIKeyMint(b.Ctx, "second@example.com", nil)
 		require.NoError(t, err)
 		require.NotEqual(t, res.APIKeyID, minted.ID)
 		require.Equal(t, retries+2, b.Service.Stats().TxRetries)
 		for _, secret := range []string{res.APIKey, minted.Secret} {
-			u, err := b.Service.Authenticate(b.Ctx, secret)
+			u, err := b.Accounts.Authenticate(b.Ctx, secret)
 			require.NoError(t, err)
 			require.Equal(t, res.User.ID, u.ID)
 		}

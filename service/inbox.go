@@ -228,7 +228,7 @@ func (s *Service) inboxRecord(ctx context.Context, source string, msgs []Inbound
 		return nil
 	})
 	if err != nil {
-		return false, internal(err)
+		return false, Internal(err)
 	}
 	s.metrics.inboxReceived.WithLabelValues(source, "recorded").Add(float64(recorded))
 	s.metrics.inboxReceived.WithLabelValues(source, "duplicate").Add(float64(len(msgs) - recorded))

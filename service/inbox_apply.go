@@ -9,6 +9,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/atomicrides/atomicrides/dbgen"
+	"github.com/atomicrides/atomicrides/service/audit"
 )
 
 // Outcomes of applying an inbound event, as recorded on its row (outcome)
@@ -63,22 +64,22 @@ type effect func(ctx context.Context, tx pgx.Tx) (string, error)
 // already applied returns its recorded outcome.
 func (s *Service) InboxApply(ctx context.Context, source, eventID string) (string, error) {
 	row, err := s.queries.InboxEventGet(ctx, s.pool, source, eventID)
-	if isNoRows(err) {
+	if IsNoRows(err) {
 		return "", &Error{Code: CodeNotFound, Message: fmt.Sprintf("no inbound event %s/%s", source, eventID)}
 	}
 	if err != nil {
-		return "", internal(err)
+		return "", Internal(err)
 	}
 	if row.AppliedAt != nil {
 		return *row.Outcome, nil
 	}
 	src := s.inbound[source]
 	if src == nil {
-		return "", internal(fmt.Errorf("inbound event %s/%s: source not configured", source, eventID))
+		return "", Internal(fmt.Errorf("inbound event %s/%s: source not configured", source, eventID))
 	}
 	ev, err := src.Parse(row.Payload)
 	if err != nil {
-		return "", internal(fmt.Errorf("inbound event %s/%s: %w", source, eventID, err))
+		return "", Internal(fmt.Errorf("inbound event %s/%s: %w", source, eventID, err))
 	}
 	eff, err := s.prepare(ctx, ev)
 	if err != nil {
@@ -105,7 +106,7 @@ func (s *Service) InboxApply(ctx context.Context, source, eventID string) (strin
 		return err
 	})
 	if err != nil {
-		return "", internal(err)
+		return "", Internal(err)
 	}
 	s.metrics.inboxApplied.WithLabelValues(source, string(ev.Kind), outcome).Inc()
 	s.countAction(outcome, actionViaEvent)
@@ -227,11 +228,11 @@ func (s *Service) waitingRideEffect(ctx context.Context, processor string, p *Ch
 		return nil, nil
 	}
 	ride, err := s.queries.RideGetByChargeKey(ctx, s.pool, &p.Tag.Key)
-	if isNoRows(err) {
+	if IsNoRows(err) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, internal(err)
+		return nil, Internal(err)
 	}
 	if processor == "" {
 		processor = ProcessorStripe
@@ -263,8 +264,8 @@ func (s *Service) waitingRideEffect(ctx context.Context, processor string, p *Ch
 func (s *Service) chargeOutcomeEffect(ctx context.Context, ch *Charge) (effect, error) {
 	if _, err := s.queries.RideGetByCharge(ctx, s.pool, &ch.ID); err == nil {
 		return constant(InboxOutcomeAlreadyRecorded), nil
-	} else if !isNoRows(err) {
-		return nil, internal(err)
+	} else if !IsNoRows(err) {
+		return nil, Internal(err)
 	}
 	keyID, err := s.unfinishedRideKey(ctx, ch.Tag.Key)
 	if err != nil {
@@ -301,8 +302,8 @@ func (s *Service) chargeOutcomeEffect(ctx context.Context, ch *Charge) (effect, 
 func (s *Service) waitForBooking(ctx context.Context, processor, chargeID string) error {
 	if _, err := s.queries.RideGetByCharge(ctx, s.pool, &chargeID); err == nil {
 		return nil
-	} else if !isNoRows(err) {
-		return internal(err)
+	} else if !IsNoRows(err) {
+		return Internal(err)
 	}
 	if processor == "" {
 		processor = ProcessorStripe
@@ -339,7 +340,7 @@ func (s *Service) unfinishedRideKey(ctx context.Context, pkey string) (int64, er
 	}
 	keys, err := s.queries.IdempotencyKeyListUnfinishedRideIDs(ctx, s.pool, s.rides.Name)
 	if err != nil {
-		return 0, internal(err)
+		return 0, Internal(err)
 	}
 	for _, k := range keys {
 		if ChargeKey(s.namespace, k.Email, k.IdempotencyKey) == pkey {
@@ -380,10 +381,10 @@ func (s *Service) refundEffect(ctx context.Context, ev *InboundEvent) (effect, e
 	if err := s.waitForBooking(ctx, ev.Processor, ev.ChargeID); err != nil {
 		return nil, err
 	}
-	if _, err := s.queries.RideGetByCharge(ctx, s.pool, &ev.ChargeID); isNoRows(err) {
+	if _, err := s.queries.RideGetByCharge(ctx, s.pool, &ev.ChargeID); IsNoRows(err) {
 		return constant(InboxOutcomeUnknownCharge), nil
 	} else if err != nil {
-		return nil, internal(err)
+		return nil, Internal(err)
 	}
 	// An event is about its processor's charges: the refunds are read
 	// from that processor. One whose API lists no refunds (Adyen) tells
@@ -435,7 +436,7 @@ func (s *Service) refundRecordExternal(ctx context.Context, tx pgx.Tx, chargeID 
 	}
 	ref, err := s.queries.RefundLockByRide(ctx, tx, ride.ID)
 	switch {
-	case isNoRows(err):
+	case IsNoRows(err):
 		ref, err = s.queries.RefundRecordExternal(ctx, tx, dbgen.RefundRecordExternalParams{
 			RideID: ride.ID, StripeRefundID: r.ID, AmountCents: ride.AmountCents, Currency: ride.Currency,
 		})
@@ -451,7 +452,7 @@ func (s *Service) refundRecordExternal(ctx context.Context, tx pgx.Tx, chargeID 
 			return "", err
 		}
 	}
-	if err := s.audit(ctx, tx, "refund.recorded_from_processor", "refund", ref.ID, ride.UserID, nil, map[string]any{
+	if err := audit.Record(ctx, tx, "refund.recorded_from_processor", "refund", ref.ID, ride.UserID, nil, map[string]any{
 		"ride_id": ride.ID, "stripe_refund_id": r.ID, "amount_cents": r.AmountCents,
 	}); err != nil {
 		return "", err
@@ -477,7 +478,7 @@ func (s *Service) disputeEffect(ev *InboundEvent) effect {
 	return func(ctx context.Context, tx pgx.Tx) (string, error) {
 		d := ev.Dispute
 		ride, err := s.queries.RideLockByCharge(ctx, tx, &d.ChargeID)
-		if isNoRows(err) {
+		if IsNoRows(err) {
 			return InboxOutcomeUnknownCharge, nil
 		}
 		if err != nil {
@@ -492,7 +493,7 @@ func (s *Service) disputeEffect(ev *InboundEvent) effect {
 		if n == 0 {
 			return InboxOutcomeDisputeStale, nil
 		}
-		if err := s.audit(ctx, tx, "ride.dispute_"+string(d.Status), "ride", ride.ID, ride.UserID, nil, map[string]any{
+		if err := audit.Record(ctx, tx, "ride.dispute_"+string(d.Status), "ride", ride.ID, ride.UserID, nil, map[string]any{
 			"stripe_dispute_id": d.ID, "charge_id": d.ChargeID,
 		}); err != nil {
 			return "", err

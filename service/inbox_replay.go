@@ -40,7 +40,7 @@ func (s *Service) InboxReplay(ctx context.Context, source string, since time.Tim
 	}
 	lister, ok := s.rawPayments.(EventLister)
 	if source != InboxSourceStripe || !ok {
-		return nil, internal(errors.New("the payment processor of " + source + " lists no events"))
+		return nil, Internal(errors.New("the payment processor of " + source + " lists no events"))
 	}
 	events, err := lister.EventListSince(ctx, since)
 	if err != nil {
@@ -52,7 +52,7 @@ func (s *Service) InboxReplay(ctx context.Context, source string, since time.Tim
 	for i, raw := range events {
 		ev, err := src.Parse(raw)
 		if err != nil {
-			return rep, internal(fmt.Errorf("event listed by the processor: %w", err))
+			return rep, Internal(fmt.Errorf("event listed by the processor: %w", err))
 		}
 		parsed[i], ids[i] = ev, ev.ID
 	}

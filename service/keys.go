@@ -123,7 +123,7 @@ func (s *Service) KeysAbandonedEnqueue(ctx context.Context, limit int) (int, err
 		return nil
 	})
 	if err != nil {
-		return 0, internal(err)
+		return 0, Internal(err)
 	}
 	s.metrics.completerQueued.Add(float64(inserted))
 	s.metrics.ops.completerLastRun.SetToCurrentTime()
@@ -176,7 +176,7 @@ func (s *Service) KeysReap(ctx context.Context, batch int) (ReapResult, error) {
 	deleted, n, err := s.engine.Reap(ctx, s.retention, batch, func(n int64) { s.metrics.reaped.Add(float64(n)) })
 	res.Deleted = deleted
 	if err != nil {
-		return res, internal(err)
+		return res, Internal(err)
 	}
 	res.UnfinishedPastRetention = n
 	s.metrics.pastHorizon.Set(float64(n))
@@ -197,11 +197,11 @@ func (s *Service) KeysStuck(ctx context.Context, limit int) ([]*KeyInfo, error) 
 		MaxKeys:          int32(limit),
 	})
 	if err != nil {
-		return nil, internal(err)
+		return nil, Internal(err)
 	}
 	now, err := s.queries.ClockNow(ctx, s.pool)
 	if err != nil {
-		return nil, internal(err)
+		return nil, Internal(err)
 	}
 	keys := make([]*KeyInfo, len(rows))
 	for i, row := range rows {
@@ -217,7 +217,7 @@ func (s *Service) KeysDead(ctx context.Context, limit int) ([]*KeyInfo, error) {
 	res, err := s.jobs.JobList(ctx, river.NewJobListParams().
 		Kinds(KeyCompleteArgs{}.Kind()).States(rivertype.JobStateDiscarded).First(limit))
 	if err != nil {
-		return nil, internal(err)
+		return nil, Internal(err)
 	}
 	jobsByKey := make(map[int64]*rivertype.JobRow, len(res.Jobs))
 	ids := make([]int64, 0, len(res.Jobs))
@@ -233,11 +233,11 @@ func (s *Service) KeysDead(ctx context.Context, limit int) ([]*KeyInfo, error) {
 	}
 	rows, err := s.queries.IdempotencyKeyListByIDs(ctx, s.pool, ids)
 	if err != nil {
-		return nil, internal(err)
+		return nil, Internal(err)
 	}
 	now, err := s.queries.ClockNow(ctx, s.pool)
 	if err != nil {
-		return nil, internal(err)
+		return nil, Internal(err)
 	}
 	var keys []*KeyInfo
 	for _, row := range rows {
@@ -254,14 +254,14 @@ func (s *Service) KeysDead(ctx context.Context, limit int) ([]*KeyInfo, error) {
 // KeyGet returns one key with its latest completion job.
 func (s *Service) KeyGet(ctx context.Context, keyID int64) (*KeyInfo, error) {
 	row, err := s.queries.IdempotencyKeyGetByID(ctx, s.pool, keyID)
-	if isNoRows(err) {
+	if IsNoRows(err) {
 		return nil, &Error{Code: CodeNotFound, Message: fmt.Sprintf("no idempotency key %d", keyID)}
 	} else if err != nil {
-		return nil, internal(err)
+		return nil, Internal(err)
 	}
 	now, err := s.queries.ClockNow(ctx, s.pool)
 	if err != nil {
-		return nil, internal(err)
+		return nil, Internal(err)
 	}
 	k := s.keyInfo(row, now)
 	if k.Attempts, err = s.keyAttempts(ctx, k); err != nil {
@@ -282,8 +282,8 @@ func (s *Service) KeyGet(ctx context.Context, keyID int64) (*KeyInfo, error) {
 			switch {
 			case err == nil:
 				k.Ride = &KeyRide{ID: ride.ID, ChargeStatus: RideChargeStatus(ride.ChargeStatus)}
-			case !isNoRows(err):
-				return nil, internal(err)
+			case !IsNoRows(err):
+				return nil, Internal(err)
 			}
 		}
 	}
@@ -294,11 +294,11 @@ func (s *Service) KeyGet(ctx context.Context, keyID int64) (*KeyInfo, error) {
 // waiting for its rider comes with its deadline's job.
 func (s *Service) keyRide(ctx context.Context, keyID int64) (*KeyRide, error) {
 	ride, err := s.queries.RideGetByIdempotencyKey(ctx, s.pool, &keyID)
-	if isNoRows(err) {
+	if IsNoRows(err) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, internal(err)
+		return nil, Internal(err)
 	}
 	kr := &KeyRide{ID: ride.ID, ChargeStatus: RideChargeStatus(ride.ChargeStatus)}
 	if kr.ChargeStatus != RideChargeRequiresAction {
@@ -314,7 +314,7 @@ func (s *Service) keyRide(ctx context.Context, keyID int64) (*KeyRide, error) {
 		OrderBy(river.JobListOrderByID, river.SortOrderDesc).
 		First(1))
 	if err != nil {
-		return nil, internal(err)
+		return nil, Internal(err)
 	}
 	for _, job := range res.Jobs {
 		kr.Expiry = &KeyCompletionJob{JobID: job.ID, State: job.State, Attempt: job.Attempt, MaxAttempts: job.MaxAttempts}
@@ -342,7 +342,7 @@ func (s *Service) attachCompletions(ctx context.Context, keys []*KeyInfo) error 
 		OrderBy(river.JobListOrderByID, river.SortOrderAsc).
 		First(10000))
 	if err != nil {
-		return internal(err)
+		return Internal(err)
 	}
 	for _, job := range res.Jobs {
 		keyID, err := completionKeyID(job)
@@ -360,7 +360,7 @@ func (s *Service) attachCompletions(ctx context.Context, keys []*KeyInfo) error 
 func completionKeyID(job *rivertype.JobRow) (int64, error) {
 	var args KeyCompleteArgs
 	if err := json.Unmarshal(job.EncodedArgs, &args); err != nil {
-		return 0, internal(fmt.Errorf("job %d args: %w", job.ID, err))
+		return 0, Internal(fmt.Errorf("job %d args: %w", job.ID, err))
 	}
 	return args.KeyID, nil
 }

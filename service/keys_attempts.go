@@ -23,14 +23,14 @@ func (s *Service) keyAttempts(ctx context.Context, k *KeyInfo) ([]KeyAttempt, er
 	switch k.Flow {
 	case s.rides.Name:
 		ride, err := s.queries.RideGetByIdempotencyKey(ctx, s.pool, &k.ID)
-		if isNoRows(err) {
+		if IsNoRows(err) {
 			return nil, nil
 		} else if err != nil {
-			return nil, internal(err)
+			return nil, Internal(err)
 		}
 		audits, err := s.queries.AuditRecordListByResource(ctx, s.pool, "ride", ride.ID)
 		if err != nil {
-			return nil, internal(err)
+			return nil, Internal(err)
 		}
 		var out []KeyAttempt
 		for _, a := range audits {
@@ -42,17 +42,17 @@ func (s *Service) keyAttempts(ctx context.Context, k *KeyInfo) ([]KeyAttempt, er
 				Reason string `json:"reason"`
 			}
 			if err := json.Unmarshal(a.Data, &moved); err != nil {
-				return nil, internal(err)
+				return nil, Internal(err)
 			}
 			out = append(out, KeyAttempt{Attempt: len(out) + 1, Processor: moved.From, Reason: moved.Reason})
 		}
 		return append(out, KeyAttempt{Attempt: len(out) + 1, Processor: ride.Processor}), nil
 	case s.refunds.Name:
 		ref, err := s.queries.RefundGetByIdempotencyKey(ctx, s.pool, &k.ID)
-		if isNoRows(err) {
+		if IsNoRows(err) {
 			return nil, nil
 		} else if err != nil {
-			return nil, internal(err)
+			return nil, Internal(err)
 		}
 		return []KeyAttempt{{Attempt: 1, Processor: ref.Processor}}, nil
 	}

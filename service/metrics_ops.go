@@ -167,7 +167,7 @@ func (s *Service) DeadLettersMeasure(ctx context.Context) (int, error) {
 func (s *Service) RidesWaitingMeasure(ctx context.Context) (int64, error) {
 	n, err := s.queries.RideActionsWaiting(ctx, s.pool)
 	if err != nil {
-		return 0, internal(err)
+		return 0, Internal(err)
 	}
 	s.metrics.ridesWaiting.Set(float64(n))
 	return n, nil

@@ -106,7 +106,7 @@ func (t tripMetrics) initSeries(proc string) {
 func (s *Service) TripsMeasure(ctx context.Context) error {
 	g, err := s.queries.RideTripGauges(ctx, s.pool)
 	if err != nil {
-		return internal(err)
+		return Internal(err)
 	}
 	t := s.metrics.tripMetrics
 	t.holds.Set(float64(g.Holds))
@@ -117,7 +117,7 @@ func (s *Service) TripsMeasure(ctx context.Context) error {
 	t.balanceDue.Set(float64(g.BalanceDueCents))
 	failed, err := s.queries.RideCancelsFailedCount(ctx, s.pool)
 	if err != nil {
-		return internal(err)
+		return Internal(err)
 	}
 	t.cancelFailedWaiting.Set(float64(failed))
 	return nil

@@ -14,6 +14,7 @@ import (
 
 	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/accounts"
 	"github.com/atomicrides/atomicrides/sql/dbtest"
 )
 
@@ -34,14 +35,14 @@ func newMoneyWorld(t *testing.T) *moneyWorld {
 // service is a fresh service over pool on the world's Stripe account.
 func (w *moneyWorld) service(t *testing.T, pool *pgxpool.Pool, reg prometheus.Registerer) *service.Service {
 	t.Helper()
-	svc, err := service.New(service.Config{DevDefaultPaymentSource: true, Pool: pool, Registerer: reg, Payments: w.fake.Payments(), Capture: w.capture})
+	svc, err := service.New(service.Config{Pool: pool, Registerer: reg, Payments: w.fake.Payments(), Capture: w.capture})
 	require.NoError(t, err)
 	return svc
 }
 
 func (w *moneyWorld) userID(t *testing.T, svc *service.Service, email string) int64 {
 	t.Helper()
-	res, err := svc.UserUpsert(w.ctx, service.UserUpsertParams{Email: email})
+	res, err := testkit.NewAccounts(t, svc, nil).UserUpsert(w.ctx, accounts.UserUpsertParams{Email: email})
 	require.NoError(t, err)
 	return res.User.ID
 }

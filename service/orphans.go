@@ -106,7 +106,7 @@ func (s *Service) OrphanRefundsSchedule(ctx context.Context, grace time.Duration
 	}
 	now, err := s.queries.ClockNow(ctx, s.pool)
 	if err != nil {
-		return 0, internal(err)
+		return 0, Internal(err)
 	}
 	s.orphansUnresolvedObserved(rep, now, grace)
 	scheduled := 0
@@ -198,10 +198,10 @@ func (s *Service) orphanCharge(ctx context.Context, name, id string) (*Charge, e
 	ch, err := proc.pay.ChargeGet(ctx, id)
 	if isUnsupported(err) {
 		r, err := s.queries.NotifiedChargeGet(ctx, s.pool, name, id)
-		if isNoRows(err) {
+		if IsNoRows(err) {
 			return nil, nil
 		} else if err != nil {
-			return nil, internal(err)
+			return nil, Internal(err)
 		}
 		return notifiedCharge(s.namespace, r), nil
 	}
@@ -218,14 +218,14 @@ func (s *Service) orphanCharge(ctx context.Context, name, id string) (*Charge, e
 // the ride's user, if the charge's rider reference is the user's.
 func (s *Service) doubleChargeRider(ctx context.Context, d ReconcileDouble, ch *Charge) (*int64, *string, error) {
 	ride, err := s.queries.RideGetByCharge(ctx, s.pool, &d.RecordedChargeID)
-	if isNoRows(err) {
+	if IsNoRows(err) {
 		return nil, nil, nil
 	} else if err != nil {
-		return nil, nil, internal(err)
+		return nil, nil, Internal(err)
 	}
 	u, err := s.queries.UserGet(ctx, s.pool, ride.UserID)
 	if err != nil {
-		return nil, nil, internal(err)
+		return nil, nil, Internal(err)
 	}
 	if ch.Tag.Rider != "" && riderRef(s.namespace, u.Email) != ch.Tag.Rider {
 		return nil, nil, nil
@@ -279,7 +279,7 @@ func (s *Service) orphanRecord(ctx context.Context, name, reason string, ch *Cha
 		return err
 	})
 	if err != nil {
-		return 0, internal(err)
+		return 0, Internal(err)
 	}
 	switch {
 	case !inserted:
@@ -300,10 +300,10 @@ func (s *Service) orphanRecord(ctx context.Context, name, reason string, ch *Cha
 // set refunded; a ride refunded already stays as it is. A refund whose
 // charge no ride records is left to its charge (orphanRecord).
 func (s *Service) orphanRefundOfRide(ctx context.Context, o ReconcileOrphan) error {
-	if _, err := s.queries.RideGetByCharge(ctx, s.pool, &o.ChargeID); isNoRows(err) {
+	if _, err := s.queries.RideGetByCharge(ctx, s.pool, &o.ChargeID); IsNoRows(err) {
 		return nil
 	} else if err != nil {
-		return internal(err)
+		return Internal(err)
 	}
 	var outcome string
 	err := s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
@@ -312,7 +312,7 @@ func (s *Service) orphanRefundOfRide(ctx context.Context, o ReconcileOrphan) err
 		return err
 	})
 	if err != nil {
-		return internal(err)
+		return Internal(err)
 	}
 	s.logger.WarnContext(ctx, "orphan refund: recorded on its ride", "refund", o.ID, "charge", o.ChargeID, "outcome", outcome)
 	return nil
@@ -346,8 +346,8 @@ func (s *Service) orphanRider(ctx context.Context, ch *Charge) (*int64, *string,
 		u, err := s.queries.UserGetByStripeCustomer(ctx, s.pool, &ch.CustomerID)
 		if err == nil && riderRef(s.namespace, u.Email) == ch.Tag.Rider {
 			return &u.ID, &u.Email, nil
-		} else if err != nil && !isNoRows(err) {
-			return nil, nil, internal(err)
+		} else if err != nil && !IsNoRows(err) {
+			return nil, nil, Internal(err)
 		}
 	}
 	type user struct {
@@ -358,7 +358,7 @@ func (s *Service) orphanRider(ctx context.Context, ch *Charge) (*int64, *string,
 	if ch.CustomerID != "" && strings.HasPrefix(ch.CustomerID, "cus_") {
 		rows, err := s.queries.UserListWithoutStripeCustomer(ctx, s.pool)
 		if err != nil {
-			return nil, nil, internal(err)
+			return nil, nil, Internal(err)
 		}
 		for _, u := range rows {
 			users = append(users, user{u.ID, u.Email})
@@ -368,7 +368,7 @@ func (s *Service) orphanRider(ctx context.Context, ch *Charge) (*int64, *string,
 		// name none): any user may be its rider.
 		rows, err := s.queries.UserListAll(ctx, s.pool)
 		if err != nil {
-			return nil, nil, internal(err)
+			return nil, nil, Internal(err)
 		}
 		for _, u := range rows {
 			users = append(users, user{u.ID, u.Email})
@@ -391,10 +391,10 @@ func (s *Service) orphanRider(ctx context.Context, ch *Charge) (*int64, *string,
 // pending for the job's retry. It returns the orphan's row as recorded.
 func (s *Service) OrphanRefund(ctx context.Context, chargeID string) (*dbgen.OrphanRefund, error) {
 	o, err := s.queries.OrphanRefundGet(ctx, s.pool, chargeID)
-	if isNoRows(err) {
+	if IsNoRows(err) {
 		return nil, &Error{Code: CodeNotFound, Message: fmt.Sprintf("no orphan charge %s", chargeID)}
 	} else if err != nil {
-		return nil, internal(err)
+		return nil, Internal(err)
 	}
 	if o.Status != OrphanRefundPending {
 		return o, nil
@@ -442,13 +442,13 @@ func (s *Service) OrphanRefund(ctx context.Context, chargeID string) (*dbgen.Orp
 		return err
 	})
 	if err != nil {
-		return nil, internal(err)
+		return nil, Internal(err)
 	}
 	if failure != nil {
 		s.logger.ErrorContext(ctx, "orphan charge: the processor refused its refund", "charge", chargeID, "code", failure.Code)
 	}
 	if o, err = s.queries.OrphanRefundGet(ctx, s.pool, chargeID); err != nil {
-		return nil, internal(err)
+		return nil, Internal(err)
 	}
 	return o, nil
 }
@@ -485,13 +485,13 @@ func OrphanReceiptMessageID(chargeID, from string) string {
 // unknown is CodeInvalid (no retry can mend it).
 func (s *Service) OrphanReceiptSend(ctx context.Context, chargeID string, recorded ReceiptRecordedFunc) (bool, error) {
 	if s.mailer == nil {
-		return false, internal(errNoMailer)
+		return false, Internal(errNoMailer)
 	}
 	o, err := s.queries.OrphanRefundGet(ctx, s.pool, chargeID)
-	if isNoRows(err) {
+	if IsNoRows(err) {
 		return false, &Error{Code: CodeNotFound, Message: fmt.Sprintf("no orphan charge %s", chargeID)}
 	} else if err != nil {
-		return false, internal(err)
+		return false, Internal(err)
 	}
 	if o.ReceiptSentAt != nil {
 		return false, nil
@@ -548,7 +548,7 @@ func (s *Service) OrphanReceiptSend(ctx context.Context, chargeID string, record
 		return err
 	})
 	if err != nil {
-		return true, internal(err)
+		return true, Internal(err)
 	}
 	return true, nil
 }
@@ -578,7 +578,7 @@ func (s *Service) orphanHoldRelease(ctx context.Context, o ReconcileOrphan) erro
 	// A processor that lists no payments (Adyen) is read from its
 	// notifications: the hold is marked released there.
 	if _, err := s.queries.NotifiedChargeSetReleased(ctx, s.pool, o.processor, o.ID); err != nil {
-		return internal(err)
+		return Internal(err)
 	}
 	s.metrics.holdsOrphanReleased.WithLabelValues(o.processor).Inc()
 	s.logger.InfoContext(ctx, "orphan pass: released the hold of a booking the database lost",

@@ -288,7 +288,9 @@ type Registration struct {
 	UpdatedAt time.Time `json:"updated_at"`
 }
 
-func registrationsFromRows(rows []*dbgen.ProcessorRegistration) []Registration {
+// RegistrationsFromRows are the registrations of processor_registrations
+// rows.
+func RegistrationsFromRows(rows []*dbgen.ProcessorRegistration) []Registration {
 	out := make([]Registration, len(rows))
 	for i, r := range rows {
 		out[i] = Registration{Processor: r.Processor, Status: r.Status, Reason: r.Reason, UpdatedAt: r.UpdatedAt.UTC()}

@@ -14,6 +14,7 @@ import (
 	"github.com/atomicrides/atomicrides/internal/fake/fakestripe"
 	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/accounts"
 )
 
 // openFor is how long a tripped circuit stays open in these tests: short,
@@ -191,7 +192,9 @@ func TestPaymentSource(t *testing.T) {
 		b := setup(t)
 		svc, err := service.New(service.Config{Pool: b.Pool, Payments: b.Payments})
 		require.NoError(t, err)
-		_, err = svc.UserUpsert(b.Ctx, service.UserUpsertParams{Email: "nosource@example.com"})
+		acc, err := accounts.New(accounts.Config{Engine: svc.Engine(), Jobs: svc.Jobs()})
+		require.NoError(t, err)
+		_, err = acc.UserUpsert(b.Ctx, accounts.UserUpsertParams{Email: "nosource@example.com"})
 		e := requireCode(t, err, service.CodeInvalid)
 		require.Equal(t, "body.payment_source", e.Field)
 		require.Zero(t, b.Count(t, `SELECT count(*) FROM users WHERE role = 'rider'`))
@@ -206,7 +209,7 @@ func TestPaymentSource(t *testing.T) {
 			{Name: service.ProcessorAdyen, Payments: w.Adyen.Client()},
 		}, Registerer: reg})
 		require.NoError(t, err)
-		res, err := svc.UserUpsert(w.Ctx, service.UserUpsertParams{Email: "z@example.com", PaymentSource: "z"})
+		res, err := testkit.NewAccounts(t, svc, nil).UserUpsert(w.Ctx, accounts.UserUpsertParams{Email: "z@example.com", PaymentSource: "z"})
 		require.NoError(t, err)
 		uid := res.User.ID
 
@@ -214,7 +217,7 @@ func TestPaymentSource(t *testing.T) {
 		// retry.
 		_, err = svc.CustomerCreate(w.Ctx, uid, "")
 		require.NoError(t, err)
-		user, err := svc.UserGet(w.Ctx, "z@example.com")
+		user, err := testkit.NewAccounts(t, svc, nil).UserGet(w.Ctx, "z@example.com")
 		require.NoError(t, err)
 		require.Len(t, user.Registrations, 2)
 		for _, r := range user.Registrations {
@@ -256,7 +259,7 @@ func TestPaymentSource(t *testing.T) {
 		require.True(t, strings.Contains(k.Attempts[0].Reason, "stripe refused the payment source"), k.Attempts[0].Reason)
 		require.Equal(t, service.ProcessorAdyen, k.Attempts[1].Processor)
 
-		user, err := w.Service.UserGet(w.Ctx, "adyen-only@example.com")
+		user, err := w.Accounts.UserGet(w.Ctx, "adyen-only@example.com")
 		require.NoError(t, err)
 		states := map[string]string{}
 		for _, r := range user.Registrations {

@@ -65,10 +65,10 @@ func (s *Service) RideReceiptSend(ctx context.Context, rideID int64, recorded Re
 func (s *Service) RefundReceiptSend(ctx context.Context, rideID int64, recorded ReceiptRecordedFunc) (bool, error) {
 	return s.receiptSend(ctx, ReceiptRefund, rideID, recorded, func(ride *dbgen.Ride) (string, string, error) {
 		refund, err := s.queries.RefundGetByRide(ctx, s.pool, rideID)
-		if isNoRows(err) || (err == nil && (RideRefundStatus(refund.Status) != RideRefundRefunded || refund.StripeRefundID == nil)) {
+		if IsNoRows(err) || (err == nil && (RideRefundStatus(refund.Status) != RideRefundRefunded || refund.StripeRefundID == nil)) {
 			return "", "", &Error{Code: CodeInvalid, Message: fmt.Sprintf("ride %d is not refunded", ride.ID)}
 		} else if err != nil {
-			return "", "", internal(err)
+			return "", "", Internal(err)
 		}
 		var b strings.Builder
 		fmt.Fprintf(&b, "Your ride has been refunded.\n\n")
@@ -86,13 +86,13 @@ type receiptBody func(ride *dbgen.Ride) (subject, text string, err error)
 func (s *Service) receiptSend(ctx context.Context, kind ReceiptKind, rideID int64, recorded ReceiptRecordedFunc, body receiptBody) (sent bool, err error) {
 	defer func() { s.metrics.receipt(kind, sent, err) }()
 	if s.mailer == nil {
-		return false, internal(errNoMailer)
+		return false, Internal(errNoMailer)
 	}
 	subj, err := s.queries.ReceiptSubject(ctx, s.pool, string(kind), rideID)
-	if isNoRows(err) {
+	if IsNoRows(err) {
 		return false, &Error{Code: CodeNotFound, Message: fmt.Sprintf("no ride %d", rideID)}
 	} else if err != nil {
-		return false, internal(err)
+		return false, Internal(err)
 	}
 	if subj.Sent {
 		return false, nil
@@ -129,7 +129,7 @@ func (s *Service) receiptSend(ctx context.Context, kind ReceiptKind, rideID int6
 		return err
 	})
 	if err != nil {
-		return true, internal(err)
+		return true, Internal(err)
 	}
 	return true, nil
 }

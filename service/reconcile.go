@@ -115,7 +115,7 @@ func (r *ReconcileReport) Orphans() map[string]int {
 func (s *Service) Reconcile(ctx context.Context, window time.Duration) (*ReconcileReport, error) {
 	now, err := s.queries.ClockNow(ctx, s.pool)
 	if err != nil {
-		return nil, internal(err)
+		return nil, Internal(err)
 	}
 	rep := &ReconcileReport{
 		at:             now,
@@ -136,7 +136,7 @@ func (s *Service) Reconcile(ctx context.Context, window time.Duration) (*Reconci
 	// listed is seen, and what is recorded meanwhile is at worst in flight.
 	unfinished, err := s.queries.IdempotencyKeyListUnfinishedRides(ctx, s.pool, s.rides.Name)
 	if err != nil {
-		return nil, internal(err)
+		return nil, Internal(err)
 	}
 	for _, k := range unfinished {
 		inFlight[ChargeKey(s.namespace, k.Email, k.IdempotencyKey)] = true
@@ -144,14 +144,14 @@ func (s *Service) Reconcile(ctx context.Context, window time.Duration) (*Reconci
 	pendingRefundCharges := map[string]bool{}
 	pending, err := s.queries.RefundListPendingCharges(ctx, s.pool)
 	if err != nil {
-		return nil, internal(err)
+		return nil, Internal(err)
 	}
 	for _, id := range pending {
 		pendingRefundCharges[id] = true
 	}
 	charged, err := s.queries.RideListChargedSince(ctx, s.pool, window.Seconds())
 	if err != nil {
-		return nil, internal(err)
+		return nil, Internal(err)
 	}
 
 	for _, name := range s.order {
@@ -342,7 +342,7 @@ func (s *Service) classifyHolds(ctx context.Context, name string, holds []*Charg
 func (s *Service) reconcileNotified(ctx context.Context, proc *processor, rep *ReconcileReport, inFlight, pendingRefundCharges map[string]bool, window time.Duration) error {
 	rows, err := s.queries.NotifiedChargeListSince(ctx, s.pool, proc.name, rep.Since)
 	if err != nil {
-		return internal(err)
+		return Internal(err)
 	}
 	var ours, holds []*Charge
 	for _, r := range rows {
@@ -370,7 +370,7 @@ func (s *Service) reconcileNotified(ctx context.Context, proc *processor, rep *R
 func (s *Service) reconcileNotifiedRefunds(ctx context.Context, proc *processor, rep *ReconcileReport, pendingRefundCharges map[string]bool) error {
 	rows, err := s.queries.NotifiedRefundListOfRidesSince(ctx, s.pool, proc.name, rep.Since)
 	if err != nil {
-		return internal(err)
+		return Internal(err)
 	}
 	rep.Refunds += len(rows)
 	ids := make([]string, len(rows))
@@ -409,7 +409,7 @@ func notifiedCharge(namespace string, r *dbgen.NotifiedCharge) *Charge {
 func (s *Service) chargedElsewhere(ctx context.Context, name string, window time.Duration) (map[string]*dbgen.RideListChargedElsewhereRow, error) {
 	rows, err := s.queries.RideListChargedElsewhere(ctx, s.pool, name, window.Seconds())
 	if err != nil {
-		return nil, internal(err)
+		return nil, Internal(err)
 	}
 	out := make(map[string]*dbgen.RideListChargedElsewhereRow, len(rows))
 	for _, r := range rows {
@@ -433,7 +433,7 @@ func (s *Service) recordedSet(ctx context.Context, ids []string, query func(cont
 	}
 	found, err := query(ctx, s.pool, ids)
 	if err != nil {
-		return nil, internal(err)
+		return nil, Internal(err)
 	}
 	for _, id := range found {
 		set[id] = true

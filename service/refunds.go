@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/atomicrides/atomicrides/dbgen"
+	"github.com/atomicrides/atomicrides/service/audit"
 	"github.com/atomicrides/atomicrides/service/idem"
 )
 
@@ -68,7 +69,7 @@ type RideRefundResult struct {
 // *Error and leaves the request resumable with the same key.
 func (s *Service) RideRefundCreate(ctx context.Context, userID int64, idempotencyKey string, rideID int64, ip *netip.Addr) (*Response, error) {
 	if rideID < 1 {
-		return nil, invalid("path.id", "must be a ride id (1 or more)")
+		return nil, Invalid("path.id", "must be a ride id (1 or more)")
 	}
 	return run(ctx, s, s.refunds, idem.Request{
 		UserID: userID,
@@ -136,7 +137,7 @@ func (s *Service) refundLoad(ctx context.Context, tx pgx.Tx, key *idem.Key) (*re
 // pending, or answered at once when already refunded.
 func (s *Service) refundRequestPhase(ctx context.Context, tx pgx.Tx, key *idem.Key, st *refundState) (idem.Outcome, error) {
 	ride, err := s.queries.RideLockForUser(ctx, tx, st.params.RideID, key.UserID)
-	if isNoRows(err) {
+	if IsNoRows(err) {
 		return idem.Outcome{}, &Error{Code: CodeNotFound, Message: "no such ride"}
 	}
 	if err != nil {
@@ -176,7 +177,7 @@ func (s *Service) refundRequestPhase(ctx context.Context, tx pgx.Tx, key *idem.K
 	// on the row as it then is.
 	ref, err := s.queries.RefundLockByRide(ctx, tx, ride.ID)
 	switch {
-	case isNoRows(err):
+	case IsNoRows(err):
 		ref, err = s.queries.RefundCreate(ctx, tx, dbgen.RefundCreateParams{
 			RideID:           ride.ID,
 			IdempotencyKeyID: &key.ID,
@@ -198,7 +199,7 @@ func (s *Service) refundRequestPhase(ctx context.Context, tx pgx.Tx, key *idem.K
 	if err != nil {
 		return idem.Outcome{}, err
 	}
-	if err := s.audit(ctx, tx, "refund.requested", "refund", ref.ID, key.UserID, key.IP, map[string]any{
+	if err := audit.Record(ctx, tx, "refund.requested", "refund", ref.ID, key.UserID, key.IP, map[string]any{
 		"ride_id": ride.ID, "amount_cents": ref.AmountCents, "currency": ref.Currency,
 	}); err != nil {
 		return idem.Outcome{}, err
@@ -332,7 +333,7 @@ func (s *Service) refundRecordPhase(ctx context.Context, tx pgx.Tx, key *idem.Ke
 			}
 			break
 		}
-		if err := s.audit(ctx, tx, "refund.succeeded", "refund", ref.ID, key.UserID, key.IP, map[string]any{
+		if err := audit.Record(ctx, tx, "refund.succeeded", "refund", ref.ID, key.UserID, key.IP, map[string]any{
 			"ride_id": st.ride.ID, "stripe_refund_id": st.result.ID, "amount_cents": st.result.AmountCents,
 		}); err != nil {
 			return idem.Outcome{}, err
@@ -354,7 +355,7 @@ func (s *Service) refundRecordPhase(ctx context.Context, tx pgx.Tx, key *idem.Ke
 			if _, err := s.queries.RefundSetFailed(ctx, tx, code, st.ride.ID); err != nil {
 				return idem.Outcome{}, err
 			}
-			if err := s.audit(ctx, tx, "refund.failed", "refund", ref.ID, key.UserID, key.IP, map[string]any{
+			if err := audit.Record(ctx, tx, "refund.failed", "refund", ref.ID, key.UserID, key.IP, map[string]any{
 				"ride_id": st.ride.ID, "code": code, "kind": string(st.failure.Kind),
 			}); err != nil {
 				return idem.Outcome{}, err

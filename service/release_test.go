@@ -33,7 +33,7 @@ func TestReleaseOutlivesBrokenConnections(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	_, mailer := testkit.NewMail(t)
-	svc, err := service.New(service.Config{DevDefaultPaymentSource: true, Pool: pool, Payments: b.Payments, Mailer: mailer, Clock: b.Clock.Now,
+	svc, err := service.New(service.Config{Pool: pool, Payments: b.Payments, Mailer: mailer, Clock: b.Clock.Now,
 		AbandonedAfter: testkit.AbandonedAfter})
 	require.NoError(t, err)
 	var pids []uint32

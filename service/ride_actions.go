@@ -10,6 +10,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/atomicrides/atomicrides/dbgen"
+	"github.com/atomicrides/atomicrides/service/audit"
 	"github.com/atomicrides/atomicrides/service/idem"
 )
 
@@ -122,7 +123,7 @@ func (s *Service) rideActionRecord(ctx context.Context, tx pgx.Tx, key *idem.Key
 			return nil, err
 		}
 	}
-	if err := s.audit(ctx, tx, "ride.charge_requires_action", "ride", st.ride.ID, key.UserID, key.IP,
+	if err := audit.Record(ctx, tx, "ride.charge_requires_action", "ride", st.ride.ID, key.UserID, key.IP,
 		map[string]any{"payment_id": p.PaymentID, "expires_at": deadline}); err != nil {
 		return nil, err
 	}
@@ -176,7 +177,7 @@ func (s *Service) rideActionApply(ctx context.Context, tx pgx.Tx, waiting *dbgen
 	default:
 		return RideActionWaiting, nil
 	}
-	if isNoRows(err) {
+	if IsNoRows(err) {
 		return InboxOutcomeAlreadyRecorded, nil
 	}
 	if err != nil {
@@ -184,7 +185,7 @@ func (s *Service) rideActionApply(ctx context.Context, tx pgx.Tx, waiting *dbgen
 	}
 	action := map[string]string{RideActionCharged: "ride.charged", RideActionAuthorized: "ride.authorized",
 		RideActionDeclined: "ride.charge_declined", RideActionExpired: "ride.expired"}[outcome]
-	if err := s.audit(ctx, tx, action, "ride", ride.ID, ride.UserID, nil, data); err != nil {
+	if err := audit.Record(ctx, tx, action, "ride", ride.ID, ride.UserID, nil, data); err != nil {
 		return "", err
 	}
 	if outcome == RideActionCharged {
@@ -204,7 +205,7 @@ func (s *Service) applyAction(ctx context.Context, ride *dbgen.Ride, p *Charge, 
 		return err
 	})
 	if err != nil {
-		return "", internal(err)
+		return "", Internal(err)
 	}
 	s.countAction(outcome, via)
 	return outcome, nil
@@ -244,11 +245,11 @@ func (s *Service) paymentNow(ctx context.Context, proc *processor, ride *dbgen.R
 // outcome.
 func (s *Service) RideActionExpire(ctx context.Context, rideID int64) (string, error) {
 	ride, err := s.queries.RideGet(ctx, s.pool, rideID)
-	if isNoRows(err) {
+	if IsNoRows(err) {
 		return "", &Error{Code: CodeNotFound, Message: fmt.Sprintf("no ride %d", rideID)}
 	}
 	if err != nil {
-		return "", internal(err)
+		return "", Internal(err)
 	}
 	if RideChargeStatus(ride.ChargeStatus) != RideChargeRequiresAction || ride.ChargeKey == nil {
 		return InboxOutcomeAlreadyRecorded, nil
@@ -283,7 +284,7 @@ func (s *Service) RideActionExpire(ctx context.Context, rideID int64) (string, e
 		// payment's AUTHORISATION moves it to its outcome; either may have
 		// come already, and then the ride is left as it moved.
 		if _, err := s.queries.RideCancelRequested(ctx, s.pool, ride.ID); err != nil {
-			return "", internal(err)
+			return "", Internal(err)
 		}
 		s.logger.InfoContext(ctx, "ride past its deadline: cancel requested, its outcome comes in a notification",
 			"ride_id", ride.ID, "processor", ride.Processor)
@@ -301,17 +302,17 @@ func (s *Service) RideActionExpire(ctx context.Context, rideID int64) (string, e
 // that names no ride is CodeNotFound.
 func (s *Service) RideActionReturn(ctx context.Context, pkey, redirectResult string) (int64, error) {
 	if pkey == "" || len(pkey) > 255 {
-		return 0, invalid("query.key", "must name a booking's payment (1 to 255 characters)")
+		return 0, Invalid("query.key", "must name a booking's payment (1 to 255 characters)")
 	}
 	if len(redirectResult) > 16<<10 {
-		return 0, invalid("query.redirectResult", "must be at most 16384 characters")
+		return 0, Invalid("query.redirectResult", "must be at most 16384 characters")
 	}
 	ride, err := s.queries.RideGetByChargeKey(ctx, s.pool, &pkey)
-	if isNoRows(err) {
+	if IsNoRows(err) {
 		return 0, &Error{Code: CodeNotFound, Message: "no booking waits under this return link"}
 	}
 	if err != nil {
-		return 0, internal(err)
+		return 0, Internal(err)
 	}
 	if RideChargeStatus(ride.ChargeStatus) != RideChargeRequiresAction {
 		return ride.ID, nil
@@ -326,17 +327,17 @@ func (s *Service) RideActionReturn(ctx context.Context, pkey, redirectResult str
 	}
 	if p == nil {
 		if redirectResult == "" {
-			return 0, invalid("query.redirectResult", "is required: the processor's result of the authentication")
+			return 0, Invalid("query.redirectResult", "is required: the processor's result of the authentication")
 		}
 		p, err = proc.pay.PaymentDetails(ctx, PaymentDetailsParams{IdempotencyKey: actionDetailsKey(pkey, redirectResult), RedirectResult: redirectResult})
 		if pe := PaymentFinal(err); pe != nil {
-			return 0, invalid("query.redirectResult", "was refused by the processor: %s", pe.Message)
+			return 0, Invalid("query.redirectResult", "was refused by the processor: %s", pe.Message)
 		}
 		if err != nil {
 			return 0, err
 		}
 		if p.Tag.Key != pkey {
-			return 0, invalid("query.redirectResult", "is another payment's result, not this booking's")
+			return 0, Invalid("query.redirectResult", "is another payment's result, not this booking's")
 		}
 	}
 	if _, err := s.applyAction(ctx, ride, p, actionViaReturn); err != nil {

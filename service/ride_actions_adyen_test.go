@@ -14,6 +14,7 @@ import (
 	"github.com/atomicrides/atomicrides/internal/fake/fakeadyen"
 	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/accounts"
 )
 
 // bookWaitingAtAdyen books, in a world that prefers Adyen, a ride for a
@@ -320,10 +321,9 @@ func TestAdyenWithoutNotificationsStaysMerchantInitiated(t *testing.T) {
 	ady := testkit.NewAdyen(t)
 	svc, err := service.New(service.Config{
 		Pool: env.Pool, Processors: []service.Processor{{Name: service.ProcessorAdyen, Payments: ady.Client()}},
-		DevDefaultPaymentSource: true,
 	})
 	require.NoError(t, err)
-	res, err := svc.UserUpsert(env.Ctx, service.UserUpsertParams{Email: "no-notes@example.com", PaymentSource: fakeadyen.TokenAuthenticationRequired})
+	res, err := testkit.NewAccounts(t, svc, nil).UserUpsert(env.Ctx, accounts.UserUpsertParams{Email: "no-notes@example.com", PaymentSource: fakeadyen.TokenAuthenticationRequired})
 	require.NoError(t, err)
 	resp, err := svc.RideCreate(env.Ctx, res.User.ID, testkit.NewKey(), testkit.SomeRide, nil)
 	require.NoError(t, err)

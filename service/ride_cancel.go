@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/atomicrides/atomicrides/dbgen"
+	"github.com/atomicrides/atomicrides/service/audit"
 	"github.com/atomicrides/atomicrides/service/idem"
 )
 
@@ -48,7 +49,7 @@ type RideCancelParams struct {
 // of these refusals writes anything.
 func (s *Service) RideCancel(ctx context.Context, userID int64, idempotencyKey string, rideID int64, ip *netip.Addr) (*Response, error) {
 	if rideID < 1 {
-		return nil, invalid("path.id", "must be a ride id (1 or more)")
+		return nil, Invalid("path.id", "must be a ride id (1 or more)")
 	}
 	params := RideCancelParams{RideID: rideID}
 	if userID == 0 {
@@ -149,7 +150,7 @@ func (s *Service) cancelRequestPhase(ctx context.Context, tx pgx.Tx, key *idem.K
 	} else {
 		ride, err = s.queries.RideLockForUser(ctx, tx, st.params.RideID, key.UserID)
 	}
-	if isNoRows(err) {
+	if IsNoRows(err) {
 		return idem.Outcome{}, &Error{Code: CodeNotFound, Message: "no such ride"}
 	}
 	if err != nil {
@@ -167,7 +168,7 @@ func (s *Service) cancelRequestPhase(ctx context.Context, tx pgx.Tx, key *idem.K
 		if st.params.Dispatch {
 			who = "dispatch"
 		}
-		if err := s.audit(ctx, tx, "ride.cancel_requested", "ride", ride.ID, ride.UserID, key.IP, map[string]any{"by": who}); err != nil {
+		if err := audit.Record(ctx, tx, "ride.cancel_requested", "ride", ride.ID, ride.UserID, key.IP, map[string]any{"by": who}); err != nil {
 			return idem.Outcome{}, err
 		}
 		return idem.MoveTo(RecoveryPointReleaseRequested), nil
@@ -244,7 +245,7 @@ func (s *Service) holdRelease(ctx context.Context, ride *dbgen.Ride) (requested 
 		if p != nil && p.Status == ChargeSucceeded && p.CapturedCents > 0 {
 			return false, &holdCapturedError{payment: p}
 		}
-		return false, internal(fmt.Errorf("ride %d: its hold cannot be released: %w", ride.ID, pe))
+		return false, Internal(fmt.Errorf("ride %d: its hold cannot be released: %w", ride.ID, pe))
 	}
 	if err != nil {
 		return false, err
@@ -257,13 +258,13 @@ func (s *Service) holdRelease(ctx context.Context, ride *dbgen.Ride) (requested 
 // returns whether it moved the ride.
 func (s *Service) holdReleased(ctx context.Context, tx pgx.Tx, rideID int64, via string) (bool, error) {
 	ride, err := s.queries.RideReleaseFinish(ctx, tx, rideID)
-	if isNoRows(err) {
+	if IsNoRows(err) {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	if err := s.audit(ctx, tx, "ride."+ride.ChargeStatus, "ride", ride.ID, ride.UserID, nil, map[string]any{"via": via}); err != nil {
+	if err := audit.Record(ctx, tx, "ride."+ride.ChargeStatus, "ride", ride.ID, ride.UserID, nil, map[string]any{"via": via}); err != nil {
 		return false, err
 	}
 	s.metrics.tripsEnded.WithLabelValues(ride.Processor, ride.ChargeStatus).Inc()
@@ -279,14 +280,14 @@ func (s *Service) holdReleased(ctx context.Context, tx pgx.Tx, rideID int64, via
 func (s *Service) HoldsRelease(ctx context.Context, limit int32) (int, error) {
 	rides, err := s.queries.RideHoldsToRelease(ctx, s.pool, limit)
 	if err != nil {
-		return 0, internal(err)
+		return 0, Internal(err)
 	}
 	expired := 0
 	for _, ride := range rides {
 		if RideChargeStatus(ride.ChargeStatus) == RideChargeAuthorized {
 			err := s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
 				r, err := s.queries.RideReleaseStart(ctx, tx, dbgen.RideReleaseStartParams{ReleaseReason: releaseExpired, ID: ride.ID})
-				if isNoRows(err) {
+				if IsNoRows(err) {
 					ride = nil // completed or cancelled meanwhile
 					return nil
 				}
@@ -294,10 +295,10 @@ func (s *Service) HoldsRelease(ctx context.Context, limit int32) (int, error) {
 					return err
 				}
 				ride = r
-				return s.audit(ctx, tx, "ride.hold_expiring", "ride", r.ID, r.UserID, nil, map[string]any{"hold_expires_at": r.HoldExpiresAt})
+				return audit.Record(ctx, tx, "ride.hold_expiring", "ride", r.ID, r.UserID, nil, map[string]any{"hold_expires_at": r.HoldExpiresAt})
 			})
 			if err != nil {
-				return expired, internal(err)
+				return expired, Internal(err)
 			}
 			if ride == nil {
 				continue
@@ -311,7 +312,7 @@ func (s *Service) HoldsRelease(ctx context.Context, limit int32) (int, error) {
 					_, err := s.tripRecognised(ctx, tx, ride.ID, p.CapturedCents, p.ID)
 					return err
 				}); err != nil {
-					return expired, internal(err)
+					return expired, Internal(err)
 				}
 				continue
 			}
@@ -320,7 +321,7 @@ func (s *Service) HoldsRelease(ctx context.Context, limit int32) (int, error) {
 		if requested {
 			// Taken on: the processor's notification expires the ride.
 			if _, err := s.queries.RideCancelRequested(ctx, s.pool, ride.ID); err != nil {
-				return expired, internal(err)
+				return expired, Internal(err)
 			}
 			continue
 		}
@@ -329,7 +330,7 @@ func (s *Service) HoldsRelease(ctx context.Context, limit int32) (int, error) {
 			moved, err = s.holdReleased(ctx, tx, ride.ID, "expiry")
 			return err
 		}); err != nil {
-			return expired, internal(err)
+			return expired, Internal(err)
 		}
 		if moved {
 			expired++
@@ -387,13 +388,13 @@ func (s *Service) holdExpiredEffect(ctx context.Context, processor string, p *Ch
 	}
 	return func(ctx context.Context, tx pgx.Tx) (string, error) {
 		r, err := s.queries.RideHoldExpired(ctx, tx, ride.ID)
-		if isNoRows(err) {
+		if IsNoRows(err) {
 			return InboxOutcomeAlreadyRecorded, nil
 		}
 		if err != nil {
 			return "", err
 		}
-		if err := s.audit(ctx, tx, "ride."+r.ChargeStatus, "ride", r.ID, r.UserID, nil, map[string]any{"via": actionViaEvent}); err != nil {
+		if err := audit.Record(ctx, tx, "ride."+r.ChargeStatus, "ride", r.ID, r.UserID, nil, map[string]any{"via": actionViaEvent}); err != nil {
 			return "", err
 		}
 		s.metrics.tripsEnded.WithLabelValues(r.Processor, r.ChargeStatus).Inc()
@@ -409,8 +410,8 @@ func (s *Service) rideOfPayment(ctx context.Context, processor string, p *Charge
 		switch {
 		case err == nil:
 			return r, nil
-		case !isNoRows(err):
-			return nil, internal(err)
+		case !IsNoRows(err):
+			return nil, Internal(err)
 		}
 	}
 	if p.PaymentID != "" {
@@ -422,8 +423,8 @@ func (s *Service) rideOfPayment(ctx context.Context, processor string, p *Charge
 		switch {
 		case err == nil:
 			return r, nil
-		case !isNoRows(err):
-			return nil, internal(err)
+		case !IsNoRows(err):
+			return nil, Internal(err)
 		}
 	}
 	return nil, nil
@@ -451,13 +452,13 @@ func (s *Service) cancelFailedEffect(ctx context.Context, processor string, p *C
 	reason := cmp.Or(p.FailureMessage, p.FailureCode, "refused")
 	return func(ctx context.Context, tx pgx.Tx) (string, error) {
 		r, err := s.queries.RideCancelFailed(ctx, tx, reason, ride.ID)
-		if isNoRows(err) {
+		if IsNoRows(err) {
 			return InboxOutcomeAlreadyRecorded, nil
 		}
 		if err != nil {
 			return "", err
 		}
-		if err := s.audit(ctx, tx, "ride.cancel_failed", "ride", r.ID, r.UserID, nil, map[string]any{
+		if err := audit.Record(ctx, tx, "ride.cancel_failed", "ride", r.ID, r.UserID, nil, map[string]any{
 			"via": actionViaEvent, "payment_id": p.PaymentID, "event": p.FailureCode, "reason": reason,
 		}); err != nil {
 			return "", err

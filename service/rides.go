@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/atomicrides/atomicrides/dbgen"
+	"github.com/atomicrides/atomicrides/service/audit"
 	"github.com/atomicrides/atomicrides/service/idem"
 )
 
@@ -136,7 +137,7 @@ func (p RideCreateParams) Validate() error {
 		{"body.target_lon", p.TargetLon, 180},
 	} {
 		if math.IsNaN(c.v) || math.IsInf(c.v, 0) || c.v < -c.limit || c.v > c.limit {
-			return invalid(c.field, "must be a number between %v and %v", -c.limit, c.limit)
+			return Invalid(c.field, "must be a number between %v and %v", -c.limit, c.limit)
 		}
 	}
 	return nil
@@ -276,10 +277,10 @@ func rideCreateRequest(userID int64, idempotencyKey string, params RideCreatePar
 func (s *Service) RideGet(ctx context.Context, userID, rideID int64) (*Ride, error) {
 	row, err := s.queries.RideGetWithRefund(ctx, s.pool, rideID, userID)
 	if err != nil {
-		if isNoRows(err) {
+		if IsNoRows(err) {
 			return nil, &Error{Code: CodeNotFound, Message: "no such ride"}
 		}
-		return nil, internal(err)
+		return nil, Internal(err)
 	}
 	return rideWithRefund(&row.Ride, row.RefundStatus, row.StripeRefundID, row.RefundFailureCode), nil
 }
@@ -414,7 +415,7 @@ func (s *Service) rideCreatePhase(ctx context.Context, tx pgx.Tx, key *idem.Key,
 		AuditData:        key.Params,
 		OriginIP:         key.IP,
 	})
-	if isNoRows(err) {
+	if IsNoRows(err) {
 		// The rider owes the balance of a ride: nothing is booked, and
 		// nothing is stored on the key.
 		return idem.Outcome{}, s.balanceDue(ctx, tx, key.UserID)
@@ -453,8 +454,8 @@ func (s *Service) rideChargeCall(ctx context.Context, key *idem.Key, st *rideSta
 		if o, err := s.queries.OrphanRefundGetByChargeKey(ctx, s.pool, pkey); err == nil {
 			st.lostRefund = o
 			return nil
-		} else if !isNoRows(err) {
-			return internal(err)
+		} else if !IsNoRows(err) {
+			return Internal(err)
 		}
 	}
 
@@ -604,7 +605,7 @@ func (s *Service) processorChargeOf(ctx context.Context, proc *processor, find C
 func (s *Service) notifiedChargesOf(ctx context.Context, name, pkey string) ([]*Charge, error) {
 	rows, err := s.queries.NotifiedChargeListByKey(ctx, s.pool, name, pkey)
 	if err != nil {
-		return nil, internal(err)
+		return nil, Internal(err)
 	}
 	out := make([]*Charge, len(rows))
 	for i, r := range rows {
@@ -640,7 +641,7 @@ func (s *Service) rideChargePhase(ctx context.Context, tx pgx.Tx, key *idem.Key,
 		}); err != nil {
 			return idem.Outcome{}, err
 		}
-		if err := s.audit(ctx, tx, "ride.charge_refunded_orphan", "ride", st.ride.ID, key.UserID, key.IP,
+		if err := audit.Record(ctx, tx, "ride.charge_refunded_orphan", "ride", st.ride.ID, key.UserID, key.IP,
 			map[string]string{"stripe_charge_id": o.StripeChargeID}); err != nil {
 			return idem.Outcome{}, err
 		}
@@ -668,7 +669,7 @@ func (s *Service) rideChargePhase(ctx context.Context, tx pgx.Tx, key *idem.Key,
 			if n != 1 {
 				return idem.Outcome{}, fmt.Errorf("ride %d: not pending at attempt %d when rerouting", st.ride.ID, st.ride.ChargeAttempt)
 			}
-			if err := s.audit(ctx, tx, "ride.charge_rerouted", "ride", st.ride.ID, key.UserID, key.IP,
+			if err := audit.Record(ctx, tx, "ride.charge_rerouted", "ride", st.ride.ID, key.UserID, key.IP,
 				map[string]any{"from": st.ride.Processor, "to": next, "attempt": st.ride.ChargeAttempt + 1, "reason": st.failure.Message}); err != nil {
 				return idem.Outcome{}, err
 			}
@@ -686,7 +687,7 @@ func (s *Service) rideChargePhase(ctx context.Context, tx pgx.Tx, key *idem.Key,
 		}); err != nil {
 			return idem.Outcome{}, err
 		}
-		if err := s.audit(ctx, tx, "ride.charge_declined", "ride", st.ride.ID, key.UserID, key.IP,
+		if err := audit.Record(ctx, tx, "ride.charge_declined", "ride", st.ride.ID, key.UserID, key.IP,
 			map[string]string{"code": st.failure.Code, "kind": string(st.failure.Kind)}); err != nil {
 			return idem.Outcome{}, err
 		}

@@ -37,22 +37,22 @@ type RideListParams struct {
 // Validate checks the page's parameters, naming the first one at fault.
 func (p RideListParams) Validate() error {
 	if p.Limit < 0 || p.Limit > RideListLimitMax {
-		return invalid("query.limit", "must be between 1 and %d", RideListLimitMax)
+		return Invalid("query.limit", "must be between 1 and %d", RideListLimitMax)
 	}
 	if p.StartingAfter < 0 {
-		return invalid("query.starting_after", "must be a ride id (1 or more)")
+		return Invalid("query.starting_after", "must be a ride id (1 or more)")
 	}
 	if p.EndingBefore < 0 {
-		return invalid("query.ending_before", "must be a ride id (1 or more)")
+		return Invalid("query.ending_before", "must be a ride id (1 or more)")
 	}
 	if p.StartingAfter != 0 && p.EndingBefore != 0 {
-		return invalid("query.ending_before", "starting_after and ending_before exclude each other")
+		return Invalid("query.ending_before", "starting_after and ending_before exclude each other")
 	}
 	switch p.ChargeStatus {
 	case "", RideChargePending, RideChargeRequiresAction, RideChargeCharged, RideChargeDeclined, RideChargeExpired,
 		RideChargeAuthorized, RideChargeCapturing, RideChargeCompleted, RideChargeCaptureFailed, RideChargeCancelling, RideChargeCancelled:
 	default:
-		return invalid("query.charge_status", "must be pending, requires_action, charged, declined, expired, authorized, capturing, completed, capture_failed, cancelling or cancelled")
+		return Invalid("query.charge_status", "must be pending, requires_action, charged, declined, expired, authorized, capturing, completed, capture_failed, cancelling or cancelled")
 	}
 	return nil
 }
@@ -155,11 +155,11 @@ func (s *Service) RideList(ctx context.Context, userID int64, p RideListParams) 
 			continue
 		}
 		ride, err := s.queries.RideGetForUser(ctx, s.pool, c.id, userID)
-		if isNoRows(err) {
+		if IsNoRows(err) {
 			return nil, &Error{Code: CodeNotFound, Field: c.field, Message: "no such ride"}
 		}
 		if err != nil {
-			return nil, internal(err)
+			return nil, Internal(err)
 		}
 		pos := position{at: ride.CreatedAt, id: ride.ID}
 		if c.upper && pos.less(hi) {
@@ -196,7 +196,7 @@ func (s *Service) RideList(ctx context.Context, userID int64, p RideListParams) 
 		rows, err = s.queries.RideListForUser(ctx, s.pool, params)
 	}
 	if err != nil {
-		return nil, internal(err)
+		return nil, Internal(err)
 	}
 	list := &RideList{Data: make([]*Ride, 0, min(len(rows), p.Limit))}
 	if len(rows) > p.Limit {

@@ -34,7 +34,7 @@ func (s *Service) RideDetailGet(ctx context.Context, userID, rideID int64) (*Rid
 	}
 	lines, err := s.queries.SettlementListByRide(ctx, s.pool, &ride.ID)
 	if err != nil {
-		return nil, internal(err)
+		return nil, Internal(err)
 	}
 	d := &RideDetail{Ride: *ride}
 	var refundAt *time.Time

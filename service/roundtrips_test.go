@@ -14,6 +14,7 @@ import (
 
 	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/accounts"
 	"github.com/atomicrides/atomicrides/sql/dbtest"
 )
 
@@ -29,12 +30,12 @@ func TestRideRoundTrips(t *testing.T) {
 	pool, counter, sent := countedPool(t)
 	fake := testkit.NewStripe(t)
 	newService := func() *service.Service {
-		svc, err := service.New(service.Config{DevDefaultPaymentSource: true, Pool: pool, Payments: fake.Payments()})
+		svc, err := service.New(service.Config{Pool: pool, Payments: fake.Payments()})
 		require.NoError(t, err)
 		return svc
 	}
 	svc := newService()
-	user, err := svc.UserUpsert(context.Background(), service.UserUpsertParams{Email: "roundtrips@example.com", PaymentSource: "tok_visa"})
+	user, err := testkit.NewAccounts(t, svc, nil).UserUpsert(context.Background(), accounts.UserUpsertParams{Email: "roundtrips@example.com", PaymentSource: "tok_visa"})
 	require.NoError(t, err)
 	uid := user.User.ID
 
@@ -202,9 +203,9 @@ func TestTripRoundTrips(t *testing.T) {
 	ctx := service.RequestContext(context.Background())
 	pool, counter, sent := countedPool(t)
 	fake := testkit.NewStripe(t)
-	svc, err := service.New(service.Config{DevDefaultPaymentSource: true, Pool: pool, Payments: fake.Payments(), Capture: service.CaptureTrip})
+	svc, err := service.New(service.Config{Pool: pool, Payments: fake.Payments(), Capture: service.CaptureTrip})
 	require.NoError(t, err)
-	user, err := svc.UserUpsert(context.Background(), service.UserUpsertParams{Email: "trip-roundtrips@example.com", PaymentSource: "tok_visa"})
+	user, err := testkit.NewAccounts(t, svc, nil).UserUpsert(context.Background(), accounts.UserUpsertParams{Email: "trip-roundtrips@example.com", PaymentSource: "tok_visa"})
 	require.NoError(t, err)
 
 	trip := func() {

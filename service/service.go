@@ -21,7 +21,6 @@ import (
 
 	"github.com/atomicrides/atomicrides/dbgen"
 	"github.com/atomicrides/atomicrides/internal/telemetry"
-	"github.com/atomicrides/atomicrides/internal/ttlcache"
 	"github.com/atomicrides/atomicrides/service/idem"
 )
 
@@ -45,12 +44,6 @@ const (
 type Config struct {
 	// Pool is the database. Required.
 	Pool *pgxpool.Pool
-	// ListenConfig is the connection ListenAPIKeyRevocations opens. It must
-	// reach PostgreSQL itself: through PgBouncer's transaction pooling a
-	// LISTEN lands on whichever server connection the statement got, and
-	// its notifications never reach the listener, which would go on
-	// trusting its cache. Default Pool's configuration.
-	ListenConfig *pgx.ConnConfig
 	// Payments is the Stripe adapter: the one processor when Processors is
 	// empty. Required unless Processors is set.
 	Payments Payments
@@ -64,10 +57,6 @@ type Config struct {
 	// BreakerOpenFor is how long an open circuit stays open before real
 	// traffic tries the processor again. Default DefaultBreakerOpenFor.
 	BreakerOpenFor time.Duration
-	// DevDefaultPaymentSource, for development only, registers riders who
-	// send no payment source with DefaultPaymentSource (a test card).
-	// Without it a payment source is required (422 naming the field).
-	DevDefaultPaymentSource bool
 	// Logger receives the service's logs. Defaults to discarding them.
 	Logger *slog.Logger
 	// Clock returns the current time for the process's own caches (replays,
@@ -104,10 +93,6 @@ type Config struct {
 	// Registerer receives the service's Prometheus collectors. Default a
 	// private registry.
 	Registerer prometheus.Registerer
-	// AuthCacheTTL is how long Authenticate trusts an API key it found
-	// without reading it again, while ListenAPIKeyRevocations runs. Default
-	// DefaultAuthCacheTTL; negative disables the cache.
-	AuthCacheTTL time.Duration
 	// ReplayCacheTTL is how long the process answers replays of a key it
 	// saw finished from memory. Default DefaultReplayCacheTTL; negative
 	// disables the cache.
@@ -155,19 +140,15 @@ type Service struct {
 	// order of preference.
 	processors map[string]*processor
 	order      []string
-	// devSource registers riders without a source with the test card.
-	devSource bool
-	jobs      *river.Client[pgx.Tx]
-	logger    *slog.Logger
-	now       func() time.Time
-	lease     time.Duration
-	margin    time.Duration
-	metrics   *metrics
-	tracer    trace.Tracer
-	mailer    Mailer
-	mailFrom  string
-	// listenConfig is where the revocation listener connects.
-	listenConfig *pgx.ConnConfig
+	jobs       *river.Client[pgx.Tx]
+	logger     *slog.Logger
+	now        func() time.Time
+	lease      time.Duration
+	margin     time.Duration
+	metrics    *metrics
+	tracer     trace.Tracer
+	mailer     Mailer
+	mailFrom   string
 	// abandonedAfter and retention are the completer's and reaper's policy.
 	abandonedAfter time.Duration
 	retention      time.Duration
@@ -193,8 +174,6 @@ type Service struct {
 	completions   *idem.Flow[completionState]
 	cancellations *idem.Flow[cancelState]
 	balances      *idem.Flow[balanceState]
-	auth          *ttlcache.Cache[[32]byte, authEntry]
-	revocations   *revocationWatch
 	inbound       map[string]EventSource
 	// rawPayments is the Stripe adapter itself, for what only some adapters
 	// offer (EventLister).
@@ -316,12 +295,6 @@ func New(cfg Config) (*Service, error) {
 	if err := cfg.Registerer.Register(newCircuitCollector(list)); err != nil {
 		return nil, err
 	}
-	if cfg.AuthCacheTTL == 0 {
-		cfg.AuthCacheTTL = DefaultAuthCacheTTL
-	}
-	if cfg.ListenConfig == nil {
-		cfg.ListenConfig = cfg.Pool.Config().ConnConfig
-	}
 	if cfg.ReplayCacheTTL == 0 {
 		cfg.ReplayCacheTTL = DefaultReplayCacheTTL
 	}
@@ -348,11 +321,9 @@ func New(cfg Config) (*Service, error) {
 		namespace:         namespace,
 		dispatchID:        dispatch.ID,
 		pool:              cfg.Pool,
-		listenConfig:      cfg.ListenConfig,
 		queries:           queries,
 		processors:        procs,
 		order:             names,
-		devSource:         cfg.DevDefaultPaymentSource,
 		jobs:              jobs,
 		logger:            cfg.Logger,
 		now:               cfg.Clock,
@@ -364,7 +335,6 @@ func New(cfg Config) (*Service, error) {
 		mailFrom:          cfg.MailFrom,
 		abandonedAfter:    cfg.AbandonedAfter,
 		retention:         cfg.KeyRetention,
-		auth:              ttlcache.New[[32]byte, authEntry](cfg.AuthCacheTTL),
 		inbound:           cfg.Inbound,
 		rawPayments:       stripeAdapter(cfg.Processors),
 		orphanRefundAfter: cfg.OrphanRefundAfter,
@@ -376,7 +346,6 @@ func New(cfg Config) (*Service, error) {
 		settlementBatchLines: cfg.SettlementBatchLines,
 		settlementMaxAge:     cfg.SettlementMaxAge,
 	}
-	s.revocations = newRevocationWatch(s.auth)
 	if s.engine, err = idem.New(idem.Config{
 		Pool: cfg.Pool, Lease: cfg.Lease, ReplayTTL: cfg.ReplayCacheTTL, Now: cfg.Clock,
 		Observer: engineObserver{m}, Tracer: tracer, Logger: cfg.Logger, Retryable: isRetryable,
@@ -432,3 +401,11 @@ func (s *Service) Stats() Stats {
 		Conflicts: s.metrics.conflicts.Load(),
 	}
 }
+
+// Engine returns the idempotency engine the service's transactions run in,
+// for the domain packages composed beside it.
+func (s *Service) Engine() *idem.Engine { return s.engine }
+
+// Jobs returns the insert-only River client the service inserts jobs with,
+// always inside the caller's transaction.
+func (s *Service) Jobs() *river.Client[pgx.Tx] { return s.jobs }

@@ -70,7 +70,7 @@ func (s *Service) SettlementCheck(ctx context.Context, maxRows int) (*Settlement
 	rep := &SettlementReport{Files: []SettlementFileSummary{}, Discrepancies: []SettlementDiscrepancy{}, MaxAge: s.settlementMaxAge}
 	files, err := s.queries.SettlementFileList(ctx, s.pool, int32(maxRows))
 	if err != nil {
-		return nil, internal(err)
+		return nil, Internal(err)
 	}
 	for _, f := range files {
 		rep.Files = append(rep.Files, SettlementFileSummary{
@@ -82,7 +82,7 @@ func (s *Service) SettlementCheck(ctx context.Context, maxRows int) (*Settlement
 	}
 	counts, err := s.queries.SettlementFileCountByStatus(ctx, s.pool)
 	if err != nil {
-		return nil, internal(err)
+		return nil, Internal(err)
 	}
 	for _, c := range counts {
 		if c.Flagged {
@@ -91,7 +91,7 @@ func (s *Service) SettlementCheck(ctx context.Context, maxRows int) (*Settlement
 	}
 	lines, err := s.queries.SettlementLineListDiscrepancies(ctx, s.pool, int32(maxRows))
 	if err != nil {
-		return nil, internal(err)
+		return nil, Internal(err)
 	}
 	byKind := map[string]int{}
 	for _, l := range lines {
@@ -108,7 +108,7 @@ func (s *Service) SettlementCheck(ctx context.Context, maxRows int) (*Settlement
 	}
 	missing, err := s.queries.SettlementMissingList(ctx, s.pool, int32(maxRows), s.settlementMaxAge.Seconds())
 	if err != nil {
-		return nil, internal(err)
+		return nil, Internal(err)
 	}
 	for _, m := range missing {
 		byKind["not_settled"]++
@@ -169,11 +169,11 @@ type SettlementFileDetail struct {
 // those it quarantined.
 func (s *Service) SettlementFileShow(ctx context.Context, fileID int64) (*SettlementFileDetail, error) {
 	f, err := s.queries.SettlementFileGet(ctx, s.pool, fileID)
-	if isNoRows(err) {
+	if IsNoRows(err) {
 		return nil, &Error{Code: CodeNotFound, Field: "id", Message: "no such settlement file"}
 	}
 	if err != nil {
-		return nil, internal(err)
+		return nil, Internal(err)
 	}
 	d := &SettlementFileDetail{
 		SettlementFileSummary: SettlementFileSummary{
@@ -186,14 +186,14 @@ func (s *Service) SettlementFileShow(ctx context.Context, fileID int64) (*Settle
 	}
 	lines, err := s.queries.SettlementLineListByFile(ctx, s.pool, fileID)
 	if err != nil {
-		return nil, internal(err)
+		return nil, Internal(err)
 	}
 	for _, l := range lines {
 		d.Lines = append(d.Lines, settlementLineOf(l))
 	}
 	q, err := s.queries.SettlementQuarantineListByFile(ctx, s.pool, fileID)
 	if err != nil {
-		return nil, internal(err)
+		return nil, Internal(err)
 	}
 	for _, l := range q {
 		d.QuarantinedLines = append(d.QuarantinedLines, SettlementQuarantined{Line: int(l.LineNumber), Reason: l.Reason, Raw: l.Raw})
@@ -211,7 +211,7 @@ type SettlementTotals struct {
 func (s *Service) SettlementTotalsGet(ctx context.Context) (SettlementTotals, error) {
 	t, err := s.queries.SettlementLineTotals(ctx, s.pool)
 	if err != nil {
-		return SettlementTotals{}, internal(err)
+		return SettlementTotals{}, Internal(err)
 	}
 	return SettlementTotals{Lines: int(t.Lines), GrossCents: t.GrossCents, FeeCents: t.FeeCents, NetCents: t.NetCents}, nil
 }

@@ -50,10 +50,10 @@ type SettlementReceipt struct {
 // operator; applying it adds only the lines no other file applied.
 func (s *Service) SettlementFileReceive(ctx context.Context, name string, content []byte) (SettlementReceipt, error) {
 	if name == "" || len(name) > 255 {
-		return SettlementReceipt{}, invalid("name", "must be 1 to 255 bytes")
+		return SettlementReceipt{}, Invalid("name", "must be 1 to 255 bytes")
 	}
 	if len(content) > SettlementMaxFileBytes {
-		return SettlementReceipt{}, invalid("content", "is over %d bytes", SettlementMaxFileBytes)
+		return SettlementReceipt{}, Invalid("content", "is over %d bytes", SettlementMaxFileBytes)
 	}
 	sum := sha256.Sum256(content)
 	var rec SettlementReceipt
@@ -64,7 +64,7 @@ func (s *Service) SettlementFileReceive(ctx context.Context, name string, conten
 			rec = SettlementReceipt{FileID: seen.ID, Version: int(seen.Version), Duplicate: true}
 			return nil
 		}
-		if !isNoRows(err) {
+		if !IsNoRows(err) {
 			return err
 		}
 		row, err := s.queries.SettlementFileCreate(ctx, tx, dbgen.SettlementFileCreateParams{
@@ -83,7 +83,7 @@ func (s *Service) SettlementFileReceive(ctx context.Context, name string, conten
 		return s.SettlementFileReceive(ctx, name, content)
 	}
 	if err != nil {
-		return SettlementReceipt{}, internal(err)
+		return SettlementReceipt{}, Internal(err)
 	}
 	s.metrics.settlements.received(rec)
 	return rec, nil
@@ -110,11 +110,11 @@ type SettlementApplied struct {
 // differ). A file whose header cannot be read is rejected and flagged.
 func (s *Service) SettlementFileApply(ctx context.Context, fileID int64) (SettlementApplied, error) {
 	f, err := s.queries.SettlementFileGet(ctx, s.pool, fileID)
-	if isNoRows(err) {
+	if IsNoRows(err) {
 		return SettlementApplied{}, &Error{Code: CodeNotFound, Message: fmt.Sprintf("settlement file %d does not exist", fileID)}
 	}
 	if err != nil {
-		return SettlementApplied{}, internal(err)
+		return SettlementApplied{}, Internal(err)
 	}
 	if f.Status != "pending" {
 		return appliedOf(f), nil
@@ -123,13 +123,13 @@ func (s *Service) SettlementFileApply(ctx context.Context, fileID int64) (Settle
 	var he *settlementfile.HeaderError
 	if errors.As(perr, &he) {
 		if _, err := s.queries.SettlementFileReject(ctx, s.pool, he.Error(), fileID); err != nil {
-			return SettlementApplied{}, internal(err)
+			return SettlementApplied{}, Internal(err)
 		}
 		s.metrics.settlements.rejected()
 		return s.settlementApplied(ctx, fileID)
 	}
 	if perr != nil {
-		return SettlementApplied{}, internal(perr)
+		return SettlementApplied{}, Internal(perr)
 	}
 	batch := batchName(f.Name, int(f.Version))
 	for {
@@ -143,7 +143,7 @@ func (s *Service) SettlementFileApply(ctx context.Context, fileID int64) (Settle
 			return err
 		})
 		if err != nil {
-			return SettlementApplied{}, internal(err)
+			return SettlementApplied{}, Internal(err)
 		}
 		s.metrics.settlements.batch(b)
 		if b.done {
@@ -258,7 +258,7 @@ func (s *Service) settlementLineApply(ctx context.Context, tx pgx.Tx, fileID int
 	if err == nil {
 		return m.match, nil
 	}
-	if !isNoRows(err) {
+	if !IsNoRows(err) {
 		return "", err
 	}
 	prev, err := s.queries.SettlementLineGetByReference(ctx, tx, l.SourceID, l.Category)
@@ -301,7 +301,7 @@ func (s *Service) settlementMatch(ctx context.Context, tx pgx.Tx, l settlementfi
 	switch l.Category {
 	case settlementfile.CategoryCharge:
 		ride, err := s.queries.SettlementRideByCharge(ctx, tx, l.SourceID)
-		if isNoRows(err) {
+		if IsNoRows(err) {
 			return settlementMatchResult{match: "unknown"}, nil
 		}
 		if err != nil {
@@ -310,7 +310,7 @@ func (s *Service) settlementMatch(ctx context.Context, tx pgx.Tx, l settlementfi
 		r.rideID, amount, currency = &ride.RideID, ride.AmountCents, ride.Currency
 	case settlementfile.CategoryRefund:
 		ref, err := s.queries.SettlementRefundByProcessorID(ctx, tx, l.SourceID)
-		if isNoRows(err) {
+		if IsNoRows(err) {
 			return settlementMatchResult{match: "unknown"}, nil
 		}
 		if err != nil {
@@ -347,7 +347,7 @@ func batchName(name string, version int) string {
 func (s *Service) settlementApplied(ctx context.Context, fileID int64) (SettlementApplied, error) {
 	f, err := s.queries.SettlementFileGet(ctx, s.pool, fileID)
 	if err != nil {
-		return SettlementApplied{}, internal(err)
+		return SettlementApplied{}, Internal(err)
 	}
 	return appliedOf(f), nil
 }

@@ -12,12 +12,13 @@ import (
 	"github.com/atomicrides/atomicrides/internal/fake/fakestripe"
 	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/accounts"
 )
 
 // replace sends PUT /users/{email} with source for an existing rider.
-func replace(t *testing.T, svc *service.Service, w *testkit.TwoProcessors, email, source string) *service.UserUpsertResult {
+func replace(t *testing.T, svc *service.Service, w *testkit.TwoProcessors, email, source string) *accounts.UserUpsertResult {
 	t.Helper()
-	res, err := svc.UserUpsert(w.Ctx, service.UserUpsertParams{Email: email, PaymentSource: source})
+	res, err := testkit.NewAccounts(t, svc, nil).UserUpsert(w.Ctx, accounts.UserUpsertParams{Email: email, PaymentSource: source})
 	require.NoError(t, err)
 	require.False(t, res.Created)
 	require.Equal(t, source, res.User.PaymentSource)
@@ -28,7 +29,7 @@ func replace(t *testing.T, svc *service.Service, w *testkit.TwoProcessors, email
 // source.
 func registrationStates(t *testing.T, svc *service.Service, w *testkit.TwoProcessors, email string) map[string]string {
 	t.Helper()
-	u, err := svc.UserGet(w.Ctx, email)
+	u, err := testkit.NewAccounts(t, svc, nil).UserGet(w.Ctx, email)
 	require.NoError(t, err)
 	out := map[string]string{}
 	for _, r := range u.Registrations {
@@ -82,7 +83,7 @@ func TestSourceReplacement(t *testing.T) {
 		customers := len(w.Stripe.Customers())
 
 		for _, src := range []string{"tok_visa", ""} { // "" keeps the source under -dev
-			res, err := w.Service.UserUpsert(w.Ctx, service.UserUpsertParams{Email: "same@example.com", PaymentSource: src})
+			res, err := w.Accounts.UserUpsert(w.Ctx, accounts.UserUpsertParams{Email: "same@example.com", PaymentSource: src})
 			require.NoError(t, err)
 			require.False(t, res.Created)
 			require.False(t, res.Replaced)
@@ -141,7 +142,7 @@ func TestSourceReplacement(t *testing.T) {
 		cards := w.Adyen.StoredCards()
 		require.Len(t, cards, 2)
 		require.Equal(t, cards[0].ShopperReference, cards[1].ShopperReference)
-		u, err := w.Service.UserGet(w.Ctx, email)
+		u, err := w.Accounts.UserGet(w.Ctx, email)
 		require.NoError(t, err)
 		require.Equal(t, second, *u.StripeCustomerID)
 
@@ -169,7 +170,7 @@ func TestSourceReplacement(t *testing.T) {
 		_, err := w.Service.CustomerCreate(w.Ctx, uid, "tok_visa")
 		require.NoError(t, err)
 		require.Empty(t, registrationStates(t, w.Service, w, email), "the current source is not the one registered")
-		u, err := w.Service.UserGet(w.Ctx, email)
+		u, err := w.Accounts.UserGet(w.Ctx, email)
 		require.NoError(t, err)
 		require.Nil(t, u.StripeCustomerID)
 		// Back to it: answered everywhere, at once.
@@ -193,7 +194,7 @@ func TestSourceReplacement(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				_, err := w.Service.UserUpsert(w.Ctx, service.UserUpsertParams{Email: email, PaymentSource: src})
+				_, err := w.Accounts.UserUpsert(w.Ctx, accounts.UserUpsertParams{Email: email, PaymentSource: src})
 				errs <- err
 			}()
 		}
@@ -220,7 +221,7 @@ func TestSourceReplacement(t *testing.T) {
 		w := testkit.NewTwoProcessors(t, 5, time.Hour)
 		w.Rider(t, "bad@example.com", "tok_visa")
 		for _, src := range []string{"tok visa", "tok-visa", string(make([]byte, 256))} {
-			_, err := w.Service.UserUpsert(w.Ctx, service.UserUpsertParams{Email: "bad@example.com", PaymentSource: src})
+			_, err := w.Accounts.UserUpsert(w.Ctx, accounts.UserUpsertParams{Email: "bad@example.com", PaymentSource: src})
 			e := requireCode(t, err, service.CodeInvalid)
 			require.Equal(t, "body.payment_source", e.Field)
 		}
@@ -350,7 +351,7 @@ func TestSourceReplacement(t *testing.T) {
 		}, ReplayCacheTTL: -1})
 		require.NoError(t, err)
 		const email = "inflight-adyen@example.com"
-		res, err := svc.UserUpsert(w.Ctx, service.UserUpsertParams{Email: email, PaymentSource: "tok_visa"})
+		res, err := testkit.NewAccounts(t, svc, nil).UserUpsert(w.Ctx, accounts.UserUpsertParams{Email: email, PaymentSource: "tok_visa"})
 		require.NoError(t, err)
 		uid := res.User.ID
 		_, err = svc.CustomerCreate(w.Ctx, uid, "")

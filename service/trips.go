@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/atomicrides/atomicrides/dbgen"
+	"github.com/atomicrides/atomicrides/service/audit"
 	"github.com/atomicrides/atomicrides/service/idem"
 )
 
@@ -145,13 +146,13 @@ type RideCompleteParams struct {
 // Validate checks what can be checked without the ride.
 func (p RideCompleteParams) Validate() error {
 	if p.RideID < 1 {
-		return invalid("path.id", "must be a ride id (1 or more)")
+		return Invalid("path.id", "must be a ride id (1 or more)")
 	}
 	if p.FareCents < 1 {
-		return invalid("body.fare_cents", "must be a positive whole number of the currency's minor unit (cents)")
+		return Invalid("body.fare_cents", "must be a positive whole number of the currency's minor unit (cents)")
 	}
 	if !IsCurrency(p.Currency) {
-		return invalid("body.currency", "must be a three-letter ISO 4217 code in lower case, like usd")
+		return Invalid("body.currency", "must be a three-letter ISO 4217 code in lower case, like usd")
 	}
 	return nil
 }
@@ -258,7 +259,7 @@ func (s *Service) rideWithRider(ctx context.Context, db dbgen.DBTX, rideID int64
 // or answered; anything else is refused.
 func (s *Service) completionRequestPhase(ctx context.Context, tx pgx.Tx, key *idem.Key, st *completionState) (idem.Outcome, error) {
 	locked, err := s.queries.RideLockWithRider(ctx, tx, st.params.RideID)
-	if isNoRows(err) {
+	if IsNoRows(err) {
 		return idem.Outcome{}, &Error{Code: CodeNotFound, Message: "no such ride"}
 	}
 	if err != nil {
@@ -267,10 +268,10 @@ func (s *Service) completionRequestPhase(ctx context.Context, tx pgx.Tx, key *id
 	ride := &locked.Ride
 	st.rider = &locked.User
 	if st.params.Currency != ride.Currency {
-		return idem.Outcome{}, invalid("body.currency", "must be the ride's currency, %s", ride.Currency)
+		return idem.Outcome{}, Invalid("body.currency", "must be the ride's currency, %s", ride.Currency)
 	}
 	if st.params.FareCents > MaxFareMultiple*ride.AmountCents {
-		return idem.Outcome{}, invalid("body.fare_cents", "must be at most %d times the ride's hold (%d): %d is taken for a mistake",
+		return idem.Outcome{}, Invalid("body.fare_cents", "must be at most %d times the ride's hold (%d): %d is taken for a mistake",
 			MaxFareMultiple, ride.AmountCents, st.params.FareCents)
 	}
 	switch status := RideChargeStatus(ride.ChargeStatus); {
@@ -388,10 +389,10 @@ func (s *Service) captureCall(ctx context.Context, key *idem.Key, st *completion
 		// The customer the ride was booked with.
 		reg, err := s.registration(ctx, s.pool, st.rider, ride.Processor, ride.PaymentSource)
 		if err != nil {
-			return internal(err)
+			return Internal(err)
 		}
 		if reg == nil || reg.CustomerID == nil {
-			return internal(fmt.Errorf("ride %d: no customer of its payment source at %s", ride.ID, ride.Processor))
+			return Internal(fmt.Errorf("ride %d: no customer of its payment source at %s", ride.ID, ride.Processor))
 		}
 		customerID := *reg.CustomerID
 		ekey := extraKey(pkey)
@@ -485,7 +486,7 @@ func (s *Service) tripSettle(ctx context.Context, tx pgx.Tx, st *completionState
 	}
 	params.AuditData = data
 	row, err := s.queries.RideCompletionSettle(ctx, tx, params)
-	if isNoRows(err) {
+	if IsNoRows(err) {
 		return nil, nil
 	}
 	if err != nil {
@@ -535,14 +536,14 @@ func (s *Service) tripExtraRecord(ctx context.Context, tx pgx.Tx, st *completion
 	params := dbgen.RideExtraRecordParams{ExtraStatus: extra.status, ExtraChargeID: extra.chargeID,
 		ExtraFailureCode: extra.failureCode, ID: st.ride.ID}
 	ride, err := s.queries.RideExtraRecord(ctx, tx, params)
-	if isNoRows(err) {
+	if IsNoRows(err) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
 	if params.ExtraStatus != ExtraNone {
-		if err := s.audit(ctx, tx, "ride.extra_"+params.ExtraStatus, "ride", ride.ID, ride.UserID, nil, map[string]any{
+		if err := audit.Record(ctx, tx, "ride.extra_"+params.ExtraStatus, "ride", ride.ID, ride.UserID, nil, map[string]any{
 			"extra_cents": ride.ExtraCents, "charge_id": params.ExtraChargeID, "code": params.ExtraFailureCode,
 		}); err != nil {
 			return err
@@ -558,13 +559,13 @@ func (s *Service) tripExtraRecord(ctx context.Context, tx pgx.Tx, st *completion
 // extra payment is decided. It returns the outcome for an inbound event.
 func (s *Service) tripCaptured(ctx context.Context, tx pgx.Tx, rideID, captured int64, captureID string) (string, error) {
 	ride, err := s.queries.RideCaptured(ctx, tx, dbgen.RideCapturedParams{CapturedCents: captured, CaptureID: nonEmpty(captureID), ID: rideID})
-	if isNoRows(err) {
+	if IsNoRows(err) {
 		return InboxOutcomeAlreadyRecorded, nil
 	}
 	if err != nil {
 		return "", err
 	}
-	if err := s.audit(ctx, tx, "ride.captured", "ride", ride.ID, ride.UserID, nil, map[string]any{
+	if err := audit.Record(ctx, tx, "ride.captured", "ride", ride.ID, ride.UserID, nil, map[string]any{
 		"captured_cents": captured, "capture_id": captureID,
 	}); err != nil {
 		return "", err
@@ -580,13 +581,13 @@ func (s *Service) tripCaptured(ctx context.Context, tx pgx.Tx, rideID, captured 
 // whether it did.
 func (s *Service) tripFinish(ctx context.Context, tx pgx.Tx, rideID int64) (bool, error) {
 	ride, err := s.queries.RideCompletionFinish(ctx, tx, rideID)
-	if isNoRows(err) {
+	if IsNoRows(err) {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	if err := s.audit(ctx, tx, "ride.completed", "ride", ride.ID, ride.UserID, nil, map[string]any{
+	if err := audit.Record(ctx, tx, "ride.completed", "ride", ride.ID, ride.UserID, nil, map[string]any{
 		"fare_cents": ride.FareCents, "captured_cents": ride.CapturedCents, "extra_status": ride.ExtraStatus,
 	}); err != nil {
 		return false, err
@@ -608,13 +609,13 @@ func (s *Service) tripCompleted(ctx context.Context, tx pgx.Tx, ride *dbgen.Ride
 // once. It returns the outcome for an inbound event.
 func (s *Service) tripCaptureFailed(ctx context.Context, tx pgx.Tx, rideID int64, reason string) (string, error) {
 	ride, err := s.queries.RideCaptureFailed(ctx, tx, truncateDeclineMessage(cmp.Or(reason, "capture_failed")), rideID)
-	if isNoRows(err) {
+	if IsNoRows(err) {
 		return InboxOutcomeAlreadyRecorded, nil
 	}
 	if err != nil {
 		return "", err
 	}
-	if err := s.audit(ctx, tx, "ride.capture_failed", "ride", ride.ID, ride.UserID, nil, map[string]any{"reason": reason}); err != nil {
+	if err := audit.Record(ctx, tx, "ride.capture_failed", "ride", ride.ID, ride.UserID, nil, map[string]any{"reason": reason}); err != nil {
 		return "", err
 	}
 	s.metrics.capturesFailed.WithLabelValues(ride.Processor).Inc()
@@ -684,11 +685,11 @@ func (s *Service) prepareCapture(ctx context.Context, ev *InboundEvent) (effect,
 	}
 	processor := cmp.Or(ev.Processor, ProcessorStripe)
 	ride, err := s.queries.RideGetByPayment(ctx, s.pool, processor, &c.PaymentID)
-	if isNoRows(err) {
+	if IsNoRows(err) {
 		return s.lostCaptureEffect(processor, c), nil
 	}
 	if err != nil {
-		return nil, internal(err)
+		return nil, Internal(err)
 	}
 	if Capture(ride.Capture) != CaptureTrip {
 		return constant(InboxOutcomeAlreadyRecorded), nil
@@ -716,13 +717,13 @@ func (s *Service) tripRecognised(ctx context.Context, tx pgx.Tx, rideID, capture
 	ride, err := s.queries.RideCompletionRecognised(ctx, tx, dbgen.RideCompletionRecognisedParams{
 		CapturedCents: captured, CaptureID: nonEmpty(captureID), ID: rideID,
 	})
-	if isNoRows(err) {
+	if IsNoRows(err) {
 		return InboxOutcomeAlreadyRecorded, nil
 	}
 	if err != nil {
 		return "", err
 	}
-	if err := s.audit(ctx, tx, "ride.completion_recognised", "ride", ride.ID, ride.UserID, nil, map[string]any{
+	if err := audit.Record(ctx, tx, "ride.completion_recognised", "ride", ride.ID, ride.UserID, nil, map[string]any{
 		"captured_cents": captured, "capture_id": captureID,
 	}); err != nil {
 		return "", err
@@ -752,4 +753,13 @@ func (s *Service) lostCaptureEffect(processor string, c *Charge) effect {
 		}
 		return InboxOutcomeOrphanCharge, nil
 	}
+}
+
+// utcPtr is *t in UTC, nil for nil.
+func utcPtr(t *time.Time) *time.Time {
+	if t != nil {
+		u := t.UTC()
+		t = &u
+	}
+	return t
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/atomicrides/atomicrides/internal/fake/fakestripe"
 	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/accounts"
 )
 
 // setupTrips is a world whose bookings hold their fare (CaptureTrip), with
@@ -200,7 +201,7 @@ func TestTripComplete(t *testing.T) {
 		declined, err := b.Service.RideBalancePay(b.Ctx, uid, payKey, ride.ID, nil)
 		require.NoError(t, err)
 		require.Equal(t, http.StatusPaymentRequired, declined.Status, string(declined.Body))
-		_, err = b.Service.UserUpsert(b.Ctx, service.UserUpsertParams{Email: "balance@example.com", PaymentSource: "tok_visa"})
+		_, err = b.Accounts.UserUpsert(b.Ctx, accounts.UserUpsertParams{Email: "balance@example.com", PaymentSource: "tok_visa"})
 		require.NoError(t, err)
 		paid, err := b.Service.RideBalancePay(b.Ctx, uid, testkit.NewKey(), ride.ID, nil)
 		require.NoError(t, err)

@@ -65,7 +65,7 @@ func setupTree(t *testing.T) *treeBundle {
 
 	sink, mailer := testkit.NewMail(t)
 
-	svc, err := service.New(service.Config{DevDefaultPaymentSource: true,
+	svc, err := service.New(service.Config{
 		Pool: pool,
 		Payments: payments.New(payments.Config{
 			APIBase: fake.URL, SecretKey: "sk_test_tree", MaxNetworkRetries: payments.NoRetries, Timeout: 5 * time.Second,
@@ -91,7 +91,7 @@ func setupTree(t *testing.T) *treeBundle {
 	t.Cleanup(func() { _ = client.Stop(context.Background()) })
 
 	srv := httptest.NewServer(testkit.Conform(t, openapi.NewHandler(openapi.Config{
-		Service: svc, AdminToken: adminToken, Logger: slog.New(slog.DiscardHandler), TracerProvider: tp,
+		Service: svc, Accounts: testkit.NewAccounts(t, svc, nil), AdminToken: adminToken, Logger: slog.New(slog.DiscardHandler), TracerProvider: tp,
 	})))
 	t.Cleanup(srv.Close)
 	return &treeBundle{url: srv.URL, spans: rec, fake: fake.Server, sink: sink, events: events}

@@ -123,6 +123,7 @@ func NewTwoProcessorsWith(t testing.TB, opts TwoProcessorsOptions) *TwoProcessor
 	}
 	w := &TwoProcessors{Env: e, Adyen: ady, Mail: sink, mailer: mailer, opts: opts}
 	e.Service = w.instance(t, opts.Registerer)
+	e.Accounts = NewAccounts(t, e.Service, e.Clock.Now)
 	return w
 }
 
@@ -147,18 +148,17 @@ func (w *TwoProcessors) instance(t testing.TB, reg prometheus.Registerer) *servi
 	notes, err := adyen.NewNotifications([]string{AdyenHMACKey}, AdyenMerchantAccount)
 	require.NoError(t, err)
 	svc, err := service.New(service.Config{
-		Pool:                    w.Pool,
-		Processors:              procs,
-		Inbound:                 map[string]service.EventSource{service.InboxSourceAdyen: notes},
-		BreakerFailures:         w.opts.Failures,
-		BreakerOpenFor:          w.opts.OpenFor,
-		Capture:                 w.opts.Capture,
-		HoldExpiry:              w.opts.HoldExpiry,
-		Registerer:              reg,
-		Mailer:                  w.mailer,
-		Clock:                   w.Clock.Now,
-		AbandonedAfter:          AbandonedAfter,
-		DevDefaultPaymentSource: true,
+		Pool:            w.Pool,
+		Processors:      procs,
+		Inbound:         map[string]service.EventSource{service.InboxSourceAdyen: notes},
+		BreakerFailures: w.opts.Failures,
+		BreakerOpenFor:  w.opts.OpenFor,
+		Capture:         w.opts.Capture,
+		HoldExpiry:      w.opts.HoldExpiry,
+		Registerer:      reg,
+		Mailer:          w.mailer,
+		Clock:           w.Clock.Now,
+		AbandonedAfter:  AbandonedAfter,
 		// Replays come from the database, as after a restore or on
 		// another instance.
 		ReplayCacheTTL: -1,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/atomicrides/atomicrides/internal/fake/mailsink"
 	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/accounts"
 	"github.com/atomicrides/atomicrides/service/payments"
 	"github.com/atomicrides/atomicrides/sql/dbtest"
 )
@@ -42,6 +43,9 @@ type Env struct {
 	Sink     *mailsink.Sink
 	Clock    *Clock
 	Service  *service.Service
+	// Accounts keeps the world's riders and API keys, in the service's
+	// engine.
+	Accounts *accounts.Service
 }
 
 // Options change a world from New's defaults.
@@ -87,12 +91,9 @@ func NewWith(t testing.TB, opts Options) *Env {
 		PublicURL:         opts.PublicURL,
 		Capture:           opts.Capture,
 		HoldExpiry:        opts.HoldExpiry,
-		// The tests of riders without a source are those of the
-		// development default; the requirement is tested on its own.
-		DevDefaultPaymentSource: true,
 	})
 	require.NoError(t, err)
-	e.Service = svc
+	e.Service, e.Accounts = svc, NewAccounts(t, svc, e.Clock.Now)
 	return e
 }
 

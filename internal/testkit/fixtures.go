@@ -11,6 +11,7 @@ import (
 
 	"github.com/atomicrides/atomicrides/internal/fake/fakestripe"
 	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/accounts"
 )
 
 // SomeRide is the trip tests book when the trip does not matter: San
@@ -38,7 +39,7 @@ type Rider struct {
 // fails t unless the rider is new.
 func (e *Env) Rider(t testing.TB, email, source string) Rider {
 	t.Helper()
-	res, err := e.Service.UserUpsert(e.Ctx, service.UserUpsertParams{Email: email, PaymentSource: source})
+	res, err := e.Accounts.UserUpsert(e.Ctx, accounts.UserUpsertParams{Email: email, PaymentSource: source})
 	require.NoError(t, err)
 	require.True(t, res.Created, "rider %s exists already", email)
 	require.NotEmpty(t, res.APIKey)

@@ -9,13 +9,28 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/accounts"
 	"github.com/atomicrides/atomicrides/service/payments"
 )
 
-// Instance is a service on pool's database as another process would run
-// it: with a pool and caches of its own, closed when t ends. Its payments
-// client reaches no Stripe: it is for what needs none (users, API keys).
-func Instance(t testing.TB, pool *pgxpool.Pool) *service.Service {
+// NewAccounts returns the accounts of a world's service svc, on its
+// database and engine, on the clock now (nil: the real one). Riders may come without a source: the
+// tests of riders without one are those of the development default, and
+// the requirement is tested on its own.
+func NewAccounts(t testing.TB, svc *service.Service, now func() time.Time) *accounts.Service {
+	t.Helper()
+	acc, err := accounts.New(accounts.Config{
+		Engine: svc.Engine(), Jobs: svc.Jobs(), Clock: now, DevDefaultPaymentSource: true,
+	})
+	require.NoError(t, err)
+	return acc
+}
+
+// Instance is a service and its accounts on pool's database as another
+// process would run them: with a pool and caches of their own, closed when
+// t ends. Its payments client reaches no Stripe: it is for what needs none
+// (users, API keys).
+func Instance(t testing.TB, pool *pgxpool.Pool) (*service.Service, *accounts.Service) {
 	t.Helper()
 	own, err := pgxpool.NewWithConfig(context.Background(), pool.Config())
 	require.NoError(t, err)
@@ -23,24 +38,22 @@ func Instance(t testing.TB, pool *pgxpool.Pool) *service.Service {
 	svc, err := service.New(service.Config{
 		Pool:     own,
 		Payments: payments.New(payments.Config{APIBase: "http://127.0.0.1:1", SecretKey: "sk_test_unused"}),
-		// Like the world it joins.
-		DevDefaultPaymentSource: true,
 	})
 	require.NoError(t, err)
-	return svc
+	return svc, NewAccounts(t, svc, nil)
 }
 
-// ListenRevocations runs svc's listener of API-key revocations until t
-// ends, and returns once it listens (svc trusts its cache of keys). The
+// ListenRevocations runs acc's listener of API-key revocations until t
+// ends, and returns once it listens (acc trusts its cache of keys). The
 // listener must end without an error.
-func ListenRevocations(t testing.TB, svc *service.Service) {
+func ListenRevocations(t testing.TB, acc *accounts.Service) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- svc.ListenAPIKeyRevocations(ctx) }()
+	go func() { done <- acc.ListenAPIKeyRevocations(ctx) }()
 	t.Cleanup(func() {
 		cancel()
 		require.NoError(t, <-done)
 	})
-	require.Eventually(t, svc.APIKeyCacheTrusted, 10*time.Second, time.Millisecond, "the listener never listened")
+	require.Eventually(t, acc.APIKeyCacheTrusted, 10*time.Second, time.Millisecond, "the listener never listened")
 }

@@ -55,12 +55,12 @@ func setup(t *testing.T, node, packages string) *testBundle {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.DisableKeepAlives = true
 	b.pool = dbtest.New(t)
-	svc, err := service.New(service.Config{DevDefaultPaymentSource: true, Pool: b.pool, Payments: payments.New(payments.Config{
+	svc, err := service.New(service.Config{Pool: b.pool, Payments: payments.New(payments.Config{
 		APIBase: stripe.URL, SecretKey: "sk_test_client_ts", MaxNetworkRetries: payments.NoRetries,
 		HTTPClient: &http.Client{Transport: transport},
 	})})
 	require.NoError(t, err)
-	srv := httptest.NewServer(testkit.Conform(t, openapi.NewHandler(openapi.Config{Service: svc, AdminToken: adminToken, Logger: slog.New(slog.DiscardHandler)})))
+	srv := httptest.NewServer(testkit.Conform(t, openapi.NewHandler(openapi.Config{Service: svc, Accounts: testkit.NewAccounts(t, svc, nil), AdminToken: adminToken, Logger: slog.New(slog.DiscardHandler)})))
 	t.Cleanup(srv.Close)
 	b.url = srv.URL
 	return b
@@ -118,7 +118,7 @@ func setupTrips(t *testing.T) *tripBundle {
 	t.Helper()
 	env := testkit.NewWith(t, testkit.Options{Capture: service.CaptureTrip})
 	return &tripBundle{Env: env, url: testkit.ServeAPI(t, openapi.NewHandler(openapi.Config{
-		Service: env.Service, AdminToken: adminToken, DispatchToken: dispatchToken, Logger: slog.New(slog.DiscardHandler),
+		Service: env.Service, Accounts: env.Accounts, AdminToken: adminToken, DispatchToken: dispatchToken, Logger: slog.New(slog.DiscardHandler),
 	}))}
 }
 

@@ -28,7 +28,7 @@ type testBundle struct {
 func setup(t *testing.T) *testBundle {
 	t.Helper()
 	env := testkit.New(t)
-	return &testBundle{Env: env, url: testkit.ServeAPI(t, openapi.NewHandler(openapi.Config{Service: env.Service, Logger: slog.New(slog.DiscardHandler)}))}
+	return &testBundle{Env: env, url: testkit.ServeAPI(t, openapi.NewHandler(openapi.Config{Service: env.Service, Accounts: env.Accounts, Logger: slog.New(slog.DiscardHandler)}))}
 }
 
 // rider creates a rider paying with source and returns a client holding the

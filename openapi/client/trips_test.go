@@ -28,7 +28,7 @@ func setupTrips(t *testing.T) *testBundle {
 	t.Helper()
 	env := testkit.NewWith(t, testkit.Options{Capture: service.CaptureTrip})
 	return &testBundle{Env: env, url: testkit.ServeAPI(t, openapi.NewHandler(openapi.Config{
-		Service: env.Service, DispatchToken: dispatchToken, Logger: slog.New(slog.DiscardHandler),
+		Service: env.Service, Accounts: env.Accounts, DispatchToken: dispatchToken, Logger: slog.New(slog.DiscardHandler),
 	}))}
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/atomicrides/atomicrides/internal/fake/fakestripe"
 	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/accounts"
 )
 
 // newBrowser starts a headless Chromium for this test only; extra options
@@ -357,7 +358,7 @@ func drain(ch <-chan struct{}) {
 // riderID is the id of the rider holding apiKey.
 func riderID(t *testing.T, b *testBundle, apiKey string) int64 {
 	t.Helper()
-	u, err := b.Service.Authenticate(b.Ctx, apiKey)
+	u, err := b.Accounts.Authenticate(b.Ctx, apiKey)
 	require.NoError(t, err)
 	return u.ID
 }
@@ -577,7 +578,7 @@ func TestTripPagesInChromium(t *testing.T) {
 		require.Equal(t, "5.00 USD", text(ctx, t, "balance-amount"))
 
 		// Another card: the button pays it.
-		_, err = b.Service.UserUpsert(b.Ctx, service.UserUpsertParams{Email: email, PaymentSource: "tok_visa"})
+		_, err = b.Accounts.UserUpsert(b.Ctx, accounts.UserUpsertParams{Email: email, PaymentSource: "tok_visa"})
 		require.NoError(t, err)
 		clickAndLoad(ctx, t, "pay-balance")
 		require.Equal(t, id, shownRideID(ctx, t, b.url, "?paid=1"))

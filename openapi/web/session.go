@@ -11,9 +11,10 @@ import (
 	"time"
 
 	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/accounts"
 )
 
-// The booking pages' session: a random session id (service.BookingSessionCreate)
+// The booking pages' session: a random session id (accounts.Service.BookingSessionCreate)
 // in a cookie that only /book pages receive, that scripts cannot read and
 // that no other site can make the browser send. The cookie never holds the
 // API key. The browser keeps it for the session's absolute lifetime; the
@@ -61,7 +62,7 @@ func (wb *Pages) session(w http.ResponseWriter, r *http.Request) (*session, erro
 	if err != nil || c.Value == "" {
 		return nil, errNoSession
 	}
-	user, err := wb.svc.BookingSessionUser(r.Context(), c.Value)
+	user, err := wb.acc.BookingSessionUser(r.Context(), c.Value)
 	if err != nil {
 		if service.ErrorCode(err) == service.CodeUnauthenticated {
 			wb.clearSessionCookie(w, r)
@@ -112,7 +113,7 @@ func (wb *Pages) setSessionCookie(w http.ResponseWriter, r *http.Request, sessio
 		Name:     sessionCookie,
 		Value:    sessionID,
 		Path:     "/book",
-		MaxAge:   int(service.BookingSessionMaxAge / time.Second),
+		MaxAge:   int(accounts.BookingSessionMaxAge / time.Second),
 		HttpOnly: true,
 		Secure:   wb.secure(r),
 		SameSite: http.SameSiteStrictMode,

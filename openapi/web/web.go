@@ -40,12 +40,16 @@ import (
 
 	"github.com/atomicrides/atomicrides/openapi/httpctx"
 	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/accounts"
 )
 
 // Config configures the booking pages.
 type Config struct {
-	// Service books the rides and authenticates the riders. Required.
+	// Service books the rides. Required.
 	Service *service.Service
+	// Accounts authenticates the riders and keeps their sessions.
+	// Required.
+	Accounts *accounts.Service
 	// Secret keys the forms' CSRF tokens (serve passes the operator token):
 	// every process given the same secret accepts the others' forms. Empty
 	// means a random key, private to this Pages.
@@ -76,6 +80,7 @@ var defaultForm = formData{OriginLat: "37.7749", OriginLon: "-122.4194", TargetL
 // Pages serves the booking pages. It is safe for concurrent use.
 type Pages struct {
 	svc    *service.Service
+	acc    *accounts.Service
 	logger *slog.Logger
 	secret []byte
 	cop    *http.CrossOriginProtection
@@ -90,6 +95,7 @@ func New(cfg Config) *Pages {
 	}
 	return &Pages{
 		svc:    cfg.Service,
+		acc:    cfg.Accounts,
 		logger: cfg.Logger,
 		secret: csrfSecret(cfg.Secret),
 		cop:    http.NewCrossOriginProtection(),
@@ -179,7 +185,7 @@ func (wb *Pages) signIn(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
 	apiKey := strings.TrimSpace(r.PostFormValue("api_key"))
-	sessionID, err := wb.svc.BookingSessionCreate(r.Context(), apiKey)
+	sessionID, err := wb.acc.BookingSessionCreate(r.Context(), apiKey)
 	if err != nil {
 		if service.ErrorCode(err) != service.CodeUnauthenticated {
 			wb.internal(w, r, nil, "sign in", err)
@@ -200,7 +206,7 @@ func (wb *Pages) signOut(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err == nil {
-		if err := wb.svc.BookingSessionEnd(r.Context(), s.id); err != nil {
+		if err := wb.acc.BookingSessionEnd(r.Context(), s.id); err != nil {
 			wb.internal(w, r, s, "sign out", err)
 			return
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/atomicrides/atomicrides/openapi"
 	"github.com/atomicrides/atomicrides/openapi/web"
 	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/accounts"
 )
 
 // testBundle is the service's real handler with the booking pages mounted,
@@ -53,8 +54,8 @@ func setupWith(t *testing.T, capture service.Capture) *testBundle {
 	base, serve := testkit.Listen(t)
 	b := &testBundle{Env: testkit.NewWith(t, testkit.Options{PublicURL: base, Capture: capture}), url: base, arrived: make(chan struct{}, 16)}
 	logger := slog.New(slog.DiscardHandler)
-	pages := web.New(web.Config{Service: b.Service, Secret: "test-secret", Logger: logger})
-	h := testkit.Conform(t, openapi.NewHandler(openapi.Config{Service: b.Service, Logger: logger, Pages: pages}))
+	pages := web.New(web.Config{Service: b.Service, Accounts: b.Accounts, Secret: "test-secret", Logger: logger})
+	h := testkit.Conform(t, openapi.NewHandler(openapi.Config{Service: b.Service, Accounts: b.Accounts, Logger: logger, Pages: pages}))
 	serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && r.URL.Path == "/book" {
 			b.posts.Add(1)
@@ -605,7 +606,7 @@ func TestTripBalancePages(t *testing.T) {
 
 	// With another card, the new form pays it, once however often it is
 	// submitted.
-	_, err := b.Service.UserUpsert(b.Ctx, service.UserUpsertParams{Email: email, PaymentSource: "tok_visa"})
+	_, err := b.Accounts.UserUpsert(b.Ctx, accounts.UserUpsertParams{Email: email, PaymentSource: "tok_visa"})
 	require.NoError(t, err)
 	for range 2 {
 		paid := bl.do(http.MethodPost, loc+"/balance", actionForm(csrf, newPayKey), sameSite)

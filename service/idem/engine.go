@@ -206,3 +206,6 @@ func (e *Engine) Reap(ctx context.Context, retention time.Duration, batch int, o
 	unfinished, err = e.queries.IdempotencyKeyCountUnfinishedBefore(ctx, e.pool, retention.Seconds())
 	return deleted, unfinished, err
 }
+
+// Pool returns the database the engine's transactions run on.
+func (e *Engine) Pool() *pgxpool.Pool { return e.pool }

@@ -1,4 +1,4 @@
-package service_test
+package accounts_test
 
 import (
 	"sync"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/accounts"
 )
 
 func TestAPIKeyRevoke(t *testing.T) {
@@ -17,14 +18,14 @@ func TestAPIKeyRevoke(t *testing.T) {
 	t.Run("ListRevokeAndRevokeAgain", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		testkit.ListenRevocations(t, b.Service)
-		res, err := b.Service.UserUpsert(b.Ctx, service.UserUpsertParams{Email: "revoke@example.com"})
+		testkit.ListenRevocations(t, b.Accounts)
+		res, err := b.Accounts.UserUpsert(b.Ctx, accounts.UserUpsertParams{Email: "revoke@example.com"})
 		require.NoError(t, err)
 		require.NotZero(t, res.APIKeyID)
-		_, second, err := b.Service.APIKeyMint(b.Ctx, "Revoke@Example.com", nil)
+		_, second, err := b.Accounts.APIKeyMint(b.Ctx, "Revoke@Example.com", nil)
 		require.NoError(t, err)
 
-		keys, err := b.Service.APIKeyList(b.Ctx, "revoke@example.com")
+		keys, err := b.Accounts.APIKeyList(b.Ctx, "revoke@example.com")
 		require.NoError(t, err)
 		require.Len(t, keys, 2)
 		require.Equal(t, res.APIKeyID, keys[0].ID)
@@ -34,30 +35,30 @@ func TestAPIKeyRevoke(t *testing.T) {
 			require.Nil(t, k.RevokedAt)
 		}
 
-		_, id, err := b.Service.AuthenticateKey(b.Ctx, res.APIKey)
+		_, id, err := b.Accounts.AuthenticateKey(b.Ctx, res.APIKey)
 		require.NoError(t, err)
 		require.Equal(t, res.APIKeyID, id)
-		keys, err = b.Service.APIKeyList(b.Ctx, "revoke@example.com")
+		keys, err = b.Accounts.APIKeyList(b.Ctx, "revoke@example.com")
 		require.NoError(t, err)
 		require.NotNil(t, keys[0].LastUsedAt, "the use is recorded")
 		require.Nil(t, keys[1].LastUsedAt)
 
-		live, err := b.Service.APIKeyLive(b.Ctx, res.APIKeyID)
+		live, err := b.Accounts.APIKeyLive(b.Ctx, res.APIKeyID)
 		require.NoError(t, err)
 		require.True(t, live)
 
-		require.NoError(t, b.Service.APIKeyRevoke(b.Ctx, "revoke@example.com", res.APIKeyID, nil))
-		_, err = b.Service.Authenticate(b.Ctx, res.APIKey)
+		require.NoError(t, b.Accounts.APIKeyRevoke(b.Ctx, "revoke@example.com", res.APIKeyID, nil))
+		_, err = b.Accounts.Authenticate(b.Ctx, res.APIKey)
 		requireCode(t, err, service.CodeUnauthenticated)
-		live, err = b.Service.APIKeyLive(b.Ctx, res.APIKeyID)
+		live, err = b.Accounts.APIKeyLive(b.Ctx, res.APIKeyID)
 		require.NoError(t, err)
 		require.False(t, live)
-		u, err := b.Service.Authenticate(b.Ctx, second.Secret)
+		u, err := b.Accounts.Authenticate(b.Ctx, second.Secret)
 		require.NoError(t, err, "the other key is untouched")
 		require.Equal(t, res.User.ID, u.ID)
 
-		require.NoError(t, b.Service.APIKeyRevoke(b.Ctx, "revoke@example.com", res.APIKeyID, nil), "a second revocation succeeds")
-		keys, err = b.Service.APIKeyList(b.Ctx, "revoke@example.com")
+		require.NoError(t, b.Accounts.APIKeyRevoke(b.Ctx, "revoke@example.com", res.APIKeyID, nil), "a second revocation succeeds")
+		keys, err = b.Accounts.APIKeyList(b.Ctx, "revoke@example.com")
 		require.NoError(t, err)
 		require.NotNil(t, keys[0].RevokedAt)
 		require.Nil(t, keys[1].RevokedAt)
@@ -67,20 +68,20 @@ func TestAPIKeyRevoke(t *testing.T) {
 	t.Run("UnknownOrAnotherUsersKeyIsNotFound", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		mine, err := b.Service.UserUpsert(b.Ctx, service.UserUpsertParams{Email: "mine@example.com"})
+		mine, err := b.Accounts.UserUpsert(b.Ctx, accounts.UserUpsertParams{Email: "mine@example.com"})
 		require.NoError(t, err)
-		theirs, err := b.Service.UserUpsert(b.Ctx, service.UserUpsertParams{Email: "theirs@example.com"})
+		theirs, err := b.Accounts.UserUpsert(b.Ctx, accounts.UserUpsertParams{Email: "theirs@example.com"})
 		require.NoError(t, err)
 
-		requireCode(t, b.Service.APIKeyRevoke(b.Ctx, "mine@example.com", theirs.APIKeyID, nil), service.CodeNotFound)
-		requireCode(t, b.Service.APIKeyRevoke(b.Ctx, "mine@example.com", 1<<53, nil), service.CodeNotFound) // above every id drawn
-		requireCode(t, b.Service.APIKeyRevoke(b.Ctx, "nobody@example.com", mine.APIKeyID, nil), service.CodeNotFound)
-		_, err = b.Service.APIKeyList(b.Ctx, "nobody@example.com")
+		requireCode(t, b.Accounts.APIKeyRevoke(b.Ctx, "mine@example.com", theirs.APIKeyID, nil), service.CodeNotFound)
+		requireCode(t, b.Accounts.APIKeyRevoke(b.Ctx, "mine@example.com", 1<<53, nil), service.CodeNotFound) // above every id drawn
+		requireCode(t, b.Accounts.APIKeyRevoke(b.Ctx, "nobody@example.com", mine.APIKeyID, nil), service.CodeNotFound)
+		_, err = b.Accounts.APIKeyList(b.Ctx, "nobody@example.com")
 		requireCode(t, err, service.CodeNotFound)
-		e := requireCode(t, b.Service.APIKeyRevoke(b.Ctx, "not an email", mine.APIKeyID, nil), service.CodeInvalid)
+		e := requireCode(t, b.Accounts.APIKeyRevoke(b.Ctx, "not an email", mine.APIKeyID, nil), service.CodeInvalid)
 		require.Equal(t, "path.email", e.Field)
 
-		_, err = b.Service.Authenticate(b.Ctx, theirs.APIKey)
+		_, err = b.Accounts.Authenticate(b.Ctx, theirs.APIKey)
 		require.NoError(t, err, "their key still works")
 		require.Equal(t, 0, b.Count(t, `SELECT count(*) FROM api_keys WHERE revoked_at IS NOT NULL`))
 	})
@@ -88,25 +89,25 @@ func TestAPIKeyRevoke(t *testing.T) {
 	t.Run("LastUseIsWrittenAtMostOnceAMinute", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t) // no listener: every call reads the database
-		res, err := b.Service.UserUpsert(b.Ctx, service.UserUpsertParams{Email: "used@example.com"})
+		res, err := b.Accounts.UserUpsert(b.Ctx, accounts.UserUpsertParams{Email: "used@example.com"})
 		require.NoError(t, err)
 		lastUse := func() time.Time {
 			var at time.Time
 			require.NoError(t, b.Pool.QueryRow(b.Ctx, `SELECT last_used_at FROM api_keys WHERE id = $1`, res.APIKeyID).Scan(&at))
 			return at
 		}
-		_, err = b.Service.Authenticate(b.Ctx, res.APIKey)
+		_, err = b.Accounts.Authenticate(b.Ctx, res.APIKey)
 		require.NoError(t, err)
 		first := lastUse()
 		for range 5 {
-			_, err = b.Service.Authenticate(b.Ctx, res.APIKey)
+			_, err = b.Accounts.Authenticate(b.Ctx, res.APIKey)
 			require.NoError(t, err)
 		}
 		require.Equal(t, first, lastUse(), "uses within the minute write nothing")
 
 		b.Exec(t, `UPDATE api_keys SET last_used_at = now() - interval '61 seconds' WHERE id = $1`, res.APIKeyID)
 		stale := lastUse()
-		_, err = b.Service.Authenticate(b.Ctx, res.APIKey)
+		_, err = b.Accounts.Authenticate(b.Ctx, res.APIKey)
 		require.NoError(t, err)
 		require.True(t, lastUse().After(stale))
 	})
@@ -117,13 +118,13 @@ func TestAPIKeyRevoke(t *testing.T) {
 func TestAPIKeyRevocationAcrossInstances(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	other := testkit.Instance(t, b.Pool)
-	testkit.ListenRevocations(t, b.Service)
+	_, other := testkit.Instance(t, b.Pool)
+	testkit.ListenRevocations(t, b.Accounts)
 	testkit.ListenRevocations(t, other)
 
-	res, err := b.Service.UserUpsert(b.Ctx, service.UserUpsertParams{Email: "two@example.com"})
+	res, err := b.Accounts.UserUpsert(b.Ctx, accounts.UserUpsertParams{Email: "two@example.com"})
 	require.NoError(t, err)
-	for _, svc := range []*service.Service{b.Service, other} {
+	for _, svc := range []*accounts.Service{b.Accounts, other} {
 		_, err := svc.Authenticate(b.Ctx, res.APIKey)
 		require.NoError(t, err)
 	}
@@ -161,7 +162,7 @@ func TestAPIKeyRevocationAcrossInstances(t *testing.T) {
 			}
 		}()
 	}
-	require.NoError(t, b.Service.APIKeyRevoke(b.Ctx, "two@example.com", res.APIKeyID, nil))
+	require.NoError(t, b.Accounts.APIKeyRevoke(b.Ctx, "two@example.com", res.APIKeyID, nil))
 	at := time.Now()
 	require.Eventually(t, func() bool {
 		_, err := other.Authenticate(b.Ctx, res.APIKey)
@@ -190,7 +191,7 @@ func TestAPIKeyRevocationAcrossInstances(t *testing.T) {
 		}
 	}
 	require.NotZero(t, after)
-	_, err = b.Service.Authenticate(b.Ctx, res.APIKey)
+	_, err = b.Accounts.Authenticate(b.Ctx, res.APIKey)
 	requireCode(t, err, service.CodeUnauthenticated)
 }
 
@@ -200,13 +201,13 @@ func TestAPIKeyRevocationAcrossInstances(t *testing.T) {
 func TestAPIKeyRevocationListenerLost(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	testkit.ListenRevocations(t, b.Service)
-	res, err := b.Service.UserUpsert(b.Ctx, service.UserUpsertParams{Email: "lost@example.com"})
+	testkit.ListenRevocations(t, b.Accounts)
+	res, err := b.Accounts.UserUpsert(b.Ctx, accounts.UserUpsertParams{Email: "lost@example.com"})
 	require.NoError(t, err)
-	_, second, err := b.Service.APIKeyMint(b.Ctx, "lost@example.com", nil)
+	_, second, err := b.Accounts.APIKeyMint(b.Ctx, "lost@example.com", nil)
 	require.NoError(t, err)
 	for _, k := range []string{res.APIKey, second.Secret} {
-		_, err := b.Service.Authenticate(b.Ctx, k)
+		_, err := b.Accounts.Authenticate(b.Ctx, k)
 		require.NoError(t, err)
 	}
 
@@ -222,15 +223,15 @@ func TestAPIKeyRevocationListenerLost(t *testing.T) {
 	// from then on the cache is not used until the listener listens again on
 	// a new connection, and it is emptied on the way.
 	require.Eventually(t, func() bool {
-		return !b.Service.APIKeyCacheTrusted() || b.Count(t, `SELECT count(*) FROM pg_stat_activity
+		return !b.Accounts.APIKeyCacheTrusted() || b.Count(t, `SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND application_name = 'atomicrides api key revocations' AND pid <> $1`, pid) > 0
 	}, 5*time.Second, time.Millisecond)
 	b.Exec(t, `UPDATE api_keys SET revoked_at = now() WHERE id = $1`, res.APIKeyID)
-	_, err = b.Service.Authenticate(b.Ctx, res.APIKey)
+	_, err = b.Accounts.Authenticate(b.Ctx, res.APIKey)
 	requireCode(t, err, service.CodeUnauthenticated)
 
 	b.Exec(t, `UPDATE api_keys SET revoked_at = now() WHERE id = $1`, second.ID)
-	require.Eventually(t, b.Service.APIKeyCacheTrusted, 10*time.Second, time.Millisecond, "the listener never reconnected")
-	_, err = b.Service.Authenticate(b.Ctx, second.Secret)
+	require.Eventually(t, b.Accounts.APIKeyCacheTrusted, 10*time.Second, time.Millisecond, "the listener never reconnected")
+	_, err = b.Accounts.Authenticate(b.Ctx, second.Secret)
 	requireCode(t, err, service.CodeUnauthenticated)
 }

@@ -1,4 +1,4 @@
-package service
+package accounts
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/atomicrides/atomicrides/dbgen"
+	"github.com/atomicrides/atomicrides/service"
 )
 
 // Lifetimes of a booking session: it ends after BookingSessionIdle unused,
@@ -30,7 +31,7 @@ const expiredSessionsBatch = 1000
 // to it: it ends when the key is revoked or deleted, when the rider signs
 // out (BookingSessionEnd), and after BookingSessionIdle unused or
 // BookingSessionMaxAge in all. An unknown or revoked key is
-// CodeUnauthenticated.
+// service.CodeUnauthenticated.
 func (s *Service) BookingSessionCreate(ctx context.Context, apiKey string) (string, error) {
 	_, keyID, err := s.AuthenticateKey(ctx, apiKey)
 	if err != nil {
@@ -39,7 +40,7 @@ func (s *Service) BookingSessionCreate(ctx context.Context, apiKey string) (stri
 	// Sign-ins sweep what expired, so that the table holds live sessions
 	// and a bounded tail of dead ones.
 	if _, err := s.queries.BookingSessionDeleteExpired(ctx, s.pool, expiredSessionsBatch); err != nil {
-		return "", internal(err)
+		return "", service.Internal(err)
 	}
 	id := bookingSessionPrefix + rand.Text()
 	idHash := sha256.Sum256([]byte(id))
@@ -47,10 +48,10 @@ func (s *Service) BookingSessionCreate(ctx context.Context, apiKey string) (stri
 		IDHash: idHash[:], APIKeyID: keyID, IdleSeconds: BookingSessionIdle.Seconds(),
 	})
 	if err != nil {
-		if isForeignKeyViolation(err) {
+		if service.IsForeignKeyViolation(err) {
 			return "", errUnauthenticated // the key was deleted meanwhile
 		}
-		return "", internal(err)
+		return "", service.Internal(err)
 	}
 	return id, nil
 }
@@ -59,8 +60,8 @@ func (s *Service) BookingSessionCreate(ctx context.Context, apiKey string) (stri
 // expired, and whose API key is live as APIKeyLive judges it (not revoked).
 // It reads the database every time, bypassing the authentication cache, so
 // that a revoked key or an ended session is refused at once. Anything else
-// is CodeUnauthenticated.
-func (s *Service) BookingSessionUser(ctx context.Context, sessionID string) (*User, error) {
+// is service.CodeUnauthenticated.
+func (s *Service) BookingSessionUser(ctx context.Context, sessionID string) (*service.User, error) {
 	if !strings.HasPrefix(sessionID, bookingSessionPrefix) || len(sessionID) > 64 {
 		return nil, errUnauthenticated
 	}
@@ -69,12 +70,12 @@ func (s *Service) BookingSessionUser(ctx context.Context, sessionID string) (*Us
 		IDHash: idHash[:], MaxAgeSeconds: BookingSessionMaxAge.Seconds(), IdleSeconds: BookingSessionIdle.Seconds(),
 	})
 	if err != nil {
-		if isNoRows(err) {
+		if service.IsNoRows(err) {
 			return nil, errUnauthenticated
 		}
-		return nil, internal(err)
+		return nil, service.Internal(err)
 	}
-	return userFromRow(&row.User), nil
+	return service.UserFromRow(&row.User), nil
 }
 
 // BookingSessionEnd ends a session (signing out); ending an unknown or
@@ -82,7 +83,7 @@ func (s *Service) BookingSessionUser(ctx context.Context, sessionID string) (*Us
 func (s *Service) BookingSessionEnd(ctx context.Context, sessionID string) error {
 	idHash := sha256.Sum256([]byte(sessionID))
 	if err := s.queries.BookingSessionDelete(ctx, s.pool, idHash[:]); err != nil {
-		return internal(err)
+		return service.Internal(err)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package service
+package accounts
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/atomicrides/atomicrides/dbgen"
+	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/audit"
 )
 
 // apiKeyPrefix marks the service's API keys, so that a leaked one is
@@ -51,8 +53,8 @@ type MintedAPIKey struct {
 }
 
 // APIKeyMint mints another API key for the user with the email.
-func (s *Service) APIKeyMint(ctx context.Context, email string, ip *netip.Addr) (*User, *MintedAPIKey, error) {
-	email, err := NormalizeEmail(email)
+func (s *Service) APIKeyMint(ctx context.Context, email string, ip *netip.Addr) (*service.User, *MintedAPIKey, error) {
+	email, err := service.NormalizeEmail(email)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -69,20 +71,20 @@ func (s *Service) APIKeyMint(ctx context.Context, email string, ip *netip.Addr) 
 		return err
 	})
 	if err != nil {
-		if isNoRows(err) {
+		if service.IsNoRows(err) {
 			return nil, nil, errNoSuchUser
 		}
-		return nil, nil, internal(err)
+		return nil, nil, service.Internal(err)
 	}
-	return userFromRow(user), key, nil
+	return service.UserFromRow(user), key, nil
 }
 
-var errNoSuchUser = &Error{Code: CodeNotFound, Message: "no user with this email"}
+var errNoSuchUser = &service.Error{Code: service.CodeNotFound, Message: "no user with this email"}
 
 // APIKeyList returns every API key of the user with the email, revoked ones
 // included, oldest first. No secret is ever returned.
 func (s *Service) APIKeyList(ctx context.Context, email string) ([]*APIKey, error) {
-	email, err := NormalizeEmail(email)
+	email, err := service.NormalizeEmail(email)
 	if err != nil {
 		return nil, err
 	}
@@ -103,10 +105,10 @@ func (s *Service) APIKeyList(ctx context.Context, email string) ([]*APIKey, erro
 		return nil
 	})
 	if err != nil {
-		if isNoRows(err) {
+		if service.IsNoRows(err) {
 			return nil, errNoSuchUser
 		}
-		return nil, internal(err)
+		return nil, service.Internal(err)
 	}
 	return keys, nil
 }
@@ -115,9 +117,9 @@ func (s *Service) APIKeyList(ctx context.Context, email string) ([]*APIKey, erro
 // it returns, no instance whose revocation listener is running accepts the
 // key again (each hears of it when the revocation commits). Revoking a
 // revoked key succeeds and changes nothing; an unknown key, or another
-// user's, is CodeNotFound.
+// user's, is service.CodeNotFound.
 func (s *Service) APIKeyRevoke(ctx context.Context, email string, id int64, ip *netip.Addr) error {
-	email, err := NormalizeEmail(email)
+	email, err := service.NormalizeEmail(email)
 	if err != nil {
 		return err
 	}
@@ -127,7 +129,7 @@ func (s *Service) APIKeyRevoke(ctx context.Context, email string, id int64, ip *
 			return err
 		}
 		row, err := s.queries.APIKeyRevoke(ctx, tx, id, user.ID)
-		if isNoRows(err) {
+		if service.IsNoRows(err) {
 			// Already revoked, or not this user's key at all.
 			_, err = s.queries.APIKeyGetForUser(ctx, tx, id, user.ID)
 			return err
@@ -135,13 +137,13 @@ func (s *Service) APIKeyRevoke(ctx context.Context, email string, id int64, ip *
 		if err != nil {
 			return err
 		}
-		return s.audit(ctx, tx, "api_key.revoked", "api_key", row.ID, user.ID, ip, struct{}{})
+		return audit.Record(ctx, tx, "api_key.revoked", "api_key", row.ID, user.ID, ip, struct{}{})
 	})
 	if err != nil {
-		if isNoRows(err) {
-			return &Error{Code: CodeNotFound, Message: "no such API key for this user"}
+		if service.IsNoRows(err) {
+			return &service.Error{Code: service.CodeNotFound, Message: "no such API key for this user"}
 		}
-		return internal(err)
+		return service.Internal(err)
 	}
 	// This instance refuses the key from now on, without waiting for the
 	// notification: its cache is emptied (revocations are rare, and the
@@ -157,7 +159,7 @@ func (s *Service) APIKeyRevoke(ctx context.Context, email string, id int64, ip *
 func (s *Service) APIKeyLive(ctx context.Context, id int64) (bool, error) {
 	live, err := s.queries.APIKeyLive(ctx, s.pool, id)
 	if err != nil {
-		return false, internal(err)
+		return false, service.Internal(err)
 	}
 	return live, nil
 }
@@ -170,7 +172,7 @@ func (s *Service) apiKeyCreate(ctx context.Context, tx pgx.Tx, userID int64, ip 
 	if err != nil {
 		return nil, err
 	}
-	if err := s.audit(ctx, tx, "api_key.created", "api_key", row.ID, userID, ip, struct{}{}); err != nil {
+	if err := audit.Record(ctx, tx, "api_key.created", "api_key", row.ID, userID, ip, struct{}{}); err != nil {
 		return nil, err
 	}
 	return &MintedAPIKey{ID: row.ID, Secret: key}, nil
@@ -181,13 +183,9 @@ func apiKeyHash(key string) []byte {
 	return h[:]
 }
 
-// DefaultAuthCacheTTL is how long Authenticate trusts a key it found in the
-// database, unless Config.AuthCacheTTL says otherwise.
-const DefaultAuthCacheTTL = 5 * time.Second
-
 // authEntry is what the authentication cache holds of a live key.
 type authEntry struct {
-	user  User
+	user  service.User
 	keyID int64
 }
 
@@ -201,14 +199,14 @@ type authEntry struct {
 // database. The user returned is as read then. The cache is keyed by the
 // key's SHA-256, never the key, and holds only live keys: an unknown or
 // revoked key is looked up every time.
-func (s *Service) Authenticate(ctx context.Context, apiKey string) (*User, error) {
+func (s *Service) Authenticate(ctx context.Context, apiKey string) (*service.User, error) {
 	user, _, err := s.AuthenticateKey(ctx, apiKey)
 	return user, err
 }
 
 // AuthenticateKey is Authenticate that also returns the id of the key, for
 // callers that remember a sign-in and check it with APIKeyLive later.
-func (s *Service) AuthenticateKey(ctx context.Context, apiKey string) (*User, int64, error) {
+func (s *Service) AuthenticateKey(ctx context.Context, apiKey string) (*service.User, int64, error) {
 	if !strings.HasPrefix(apiKey, apiKeyPrefix) || len(apiKey) > 128 {
 		return nil, 0, errUnauthenticated
 	}
@@ -221,14 +219,14 @@ func (s *Service) AuthenticateKey(ctx context.Context, apiKey string) (*User, in
 	}
 	row, err := s.queries.APIKeyAuthenticate(ctx, s.pool, hash[:])
 	if err != nil {
-		if isNoRows(err) {
+		if service.IsNoRows(err) {
 			return nil, 0, errUnauthenticated
 		}
-		return nil, 0, internal(err)
+		return nil, 0, service.Internal(err)
 	}
-	user := userFromRow(&row.User)
+	user := service.UserFromRow(&row.User)
 	s.revocations.remember(epoch, hash, authEntry{user: *user, keyID: row.APIKeyID}, s.now())
 	return user, row.APIKeyID, nil
 }
 
-var errUnauthenticated = &Error{Code: CodeUnauthenticated, Message: "a valid API key is required"}
+var errUnauthenticated = &service.Error{Code: service.CodeUnauthenticated, Message: "a valid API key is required"}

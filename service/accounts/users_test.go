@@ -1,4 +1,4 @@
-package service_test
+package accounts_test
 
 import (
 	"sync"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/accounts"
 )
 
 func TestUserUpsert(t *testing.T) {
@@ -16,21 +17,21 @@ func TestUserUpsert(t *testing.T) {
 	t.Run("CreatesOnceThenReturnsExisting", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		first, err := b.Service.UserUpsert(b.Ctx, service.UserUpsertParams{Email: "once@example.com"})
+		first, err := b.Accounts.UserUpsert(b.Ctx, accounts.UserUpsertParams{Email: "once@example.com"})
 		require.NoError(t, err)
 		require.True(t, first.Created)
 		require.NotEmpty(t, first.APIKey)
-		require.Equal(t, service.DefaultPaymentSource, first.User.PaymentSource)
+		require.Equal(t, accounts.DefaultPaymentSource, first.User.PaymentSource)
 
-		again, err := b.Service.UserUpsert(b.Ctx, service.UserUpsertParams{Email: "once@example.com"})
+		again, err := b.Accounts.UserUpsert(b.Ctx, accounts.UserUpsertParams{Email: "once@example.com"})
 		require.NoError(t, err)
 		require.False(t, again.Created)
 		require.Empty(t, again.APIKey)
 		require.Equal(t, first.User.ID, again.User.ID)
 		require.False(t, again.Replaced)
-		require.Equal(t, service.DefaultPaymentSource, again.User.PaymentSource, "an existing user sent no source (under -dev) keeps its own")
+		require.Equal(t, accounts.DefaultPaymentSource, again.User.PaymentSource, "an existing user sent no source (under -dev) keeps its own")
 
-		u, err := b.Service.Authenticate(b.Ctx, first.APIKey)
+		u, err := b.Accounts.Authenticate(b.Ctx, first.APIKey)
 		require.NoError(t, err)
 		require.Equal(t, first.User.ID, u.ID)
 		require.Equal(t, 0, b.Count(t, `SELECT count(*) FROM api_keys WHERE key_hash = convert_to($1, 'UTF8')`, first.APIKey), "only a hash is stored")
@@ -53,7 +54,7 @@ func TestUserUpsert(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				res, err := b.Service.UserUpsert(b.Ctx, service.UserUpsertParams{Email: "crowd@example.com"})
+				res, err := b.Accounts.UserUpsert(b.Ctx, accounts.UserUpsertParams{Email: "crowd@example.com"})
 				mu.Lock()
 				defer mu.Unlock()
 				if err != nil {
@@ -84,7 +85,7 @@ func TestUserUpsert(t *testing.T) {
 		for i := range long {
 			long[i] = 'a'
 		}
-		for _, p := range []service.UserUpsertParams{
+		for _, p := range []accounts.UserUpsertParams{
 			{Email: ""},
 			{Email: "not-an-email"},
 			{Email: "Name <a@example.com>"},
@@ -92,7 +93,7 @@ func TestUserUpsert(t *testing.T) {
 			{Email: string(long) + "@example.com"},
 			{Email: "ok@example.com", PaymentSource: "tok visa"},
 		} {
-			_, err := b.Service.UserUpsert(b.Ctx, p)
+			_, err := b.Accounts.UserUpsert(b.Ctx, p)
 			e := requireCode(t, err, service.CodeInvalid)
 			require.NotEmpty(t, e.Field)
 		}
@@ -103,23 +104,23 @@ func TestUserUpsert(t *testing.T) {
 func TestAPIKeyMint(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	res, err := b.Service.UserUpsert(b.Ctx, service.UserUpsertParams{Email: "keys@example.com"})
+	res, err := b.Accounts.UserUpsert(b.Ctx, accounts.UserUpsertParams{Email: "keys@example.com"})
 	require.NoError(t, err)
 
-	user, key, err := b.Service.APIKeyMint(b.Ctx, "keys@example.com", nil)
+	user, key, err := b.Accounts.APIKeyMint(b.Ctx, "keys@example.com", nil)
 	require.NoError(t, err)
 	require.Equal(t, res.User.ID, user.ID)
 	require.NotEqual(t, res.APIKey, key.Secret)
 	require.NotEqual(t, res.APIKeyID, key.ID)
 	for _, k := range []string{res.APIKey, key.Secret} {
-		u, err := b.Service.Authenticate(b.Ctx, k)
+		u, err := b.Accounts.Authenticate(b.Ctx, k)
 		require.NoError(t, err)
 		require.Equal(t, user.ID, u.ID)
 	}
 
-	_, _, err = b.Service.APIKeyMint(b.Ctx, "nobody@example.com", nil)
+	_, _, err = b.Accounts.APIKeyMint(b.Ctx, "nobody@example.com", nil)
 	requireCode(t, err, service.CodeNotFound)
-	_, err = b.Service.Authenticate(b.Ctx, "ark_wrong")
+	_, err = b.Accounts.Authenticate(b.Ctx, "ark_wrong")
 	requireCode(t, err, service.CodeUnauthenticated)
 }
 

@@ -1,4 +1,4 @@
-package service_test
+package accounts_test
 
 import (
 	"testing"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/accounts"
 )
 
 func TestAuthenticateCache(t *testing.T) {
@@ -15,22 +16,22 @@ func TestAuthenticateCache(t *testing.T) {
 	t.Run("FoundKeyIsTrustedForTheTTLOnly", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		testkit.ListenRevocations(t, b.Service)
-		res, err := b.Service.UserUpsert(b.Ctx, service.UserUpsertParams{Email: "cached@example.com"})
+		testkit.ListenRevocations(t, b.Accounts)
+		res, err := b.Accounts.UserUpsert(b.Ctx, accounts.UserUpsertParams{Email: "cached@example.com"})
 		require.NoError(t, err)
-		u, err := b.Service.Authenticate(b.Ctx, res.APIKey)
+		u, err := b.Accounts.Authenticate(b.Ctx, res.APIKey)
 		require.NoError(t, err)
 		require.Equal(t, "cached@example.com", u.Email)
 
 		// A change that revokes nothing is not announced: the cached read
 		// stands for the TTL.
 		b.Exec(t, `UPDATE users SET email = 'renamed@example.com' WHERE id = $1`, res.User.ID)
-		u, err = b.Service.Authenticate(b.Ctx, res.APIKey)
+		u, err = b.Accounts.Authenticate(b.Ctx, res.APIKey)
 		require.NoError(t, err, "within the TTL the key is not read again")
 		require.Equal(t, "cached@example.com", u.Email)
 
-		b.Clock.Advance(service.DefaultAuthCacheTTL)
-		u, err = b.Service.Authenticate(b.Ctx, res.APIKey)
+		b.Clock.Advance(accounts.DefaultAuthCacheTTL)
+		u, err = b.Accounts.Authenticate(b.Ctx, res.APIKey)
 		require.NoError(t, err)
 		require.Equal(t, "renamed@example.com", u.Email)
 	})
@@ -38,15 +39,15 @@ func TestAuthenticateCache(t *testing.T) {
 	t.Run("WithoutListenerEveryCallReadsTheDatabase", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		res, err := b.Service.UserUpsert(b.Ctx, service.UserUpsertParams{Email: "unlistened@example.com"})
+		res, err := b.Accounts.UserUpsert(b.Ctx, accounts.UserUpsertParams{Email: "unlistened@example.com"})
 		require.NoError(t, err)
-		_, err = b.Service.Authenticate(b.Ctx, res.APIKey)
+		_, err = b.Accounts.Authenticate(b.Ctx, res.APIKey)
 		require.NoError(t, err)
-		require.False(t, b.Service.APIKeyCacheTrusted())
+		require.False(t, b.Accounts.APIKeyCacheTrusted())
 
 		b.Exec(t, `ALTER TABLE api_keys DISABLE TRIGGER USER`) // not even announced
 		b.Exec(t, `UPDATE api_keys SET revoked_at = now() WHERE user_id = $1`, res.User.ID)
-		_, err = b.Service.Authenticate(b.Ctx, res.APIKey)
+		_, err = b.Accounts.Authenticate(b.Ctx, res.APIKey)
 		requireCode(t, err, service.CodeUnauthenticated)
 	})
 
@@ -55,11 +56,11 @@ func TestAuthenticateCache(t *testing.T) {
 		b := setup(t)
 		uid := b.Rider(t, "later@example.com", "tok_visa").ID
 		const key = "ark_inserted-after-a-failed-attempt"
-		_, err := b.Service.Authenticate(b.Ctx, key)
+		_, err := b.Accounts.Authenticate(b.Ctx, key)
 		requireCode(t, err, service.CodeUnauthenticated)
 
 		b.Exec(t, `INSERT INTO api_keys (key_hash, user_id) VALUES (sha256(convert_to($1::text, 'UTF8')), $2)`, key, uid)
-		u, err := b.Service.Authenticate(b.Ctx, key)
+		u, err := b.Accounts.Authenticate(b.Ctx, key)
 		require.NoError(t, err)
 		require.Equal(t, uid, u.ID)
 	})
@@ -67,13 +68,12 @@ func TestAuthenticateCache(t *testing.T) {
 	t.Run("NegativeTTLDisablesTheCache", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		svc, err := service.New(service.Config{DevDefaultPaymentSource: true,
-			Pool:         b.Pool,
-			Payments:     b.Payments,
+		svc, err := accounts.New(accounts.Config{
+			Engine: b.Service.Engine(), Jobs: b.Service.Jobs(), DevDefaultPaymentSource: true,
 			AuthCacheTTL: -1,
 		})
 		require.NoError(t, err)
-		res, err := svc.UserUpsert(b.Ctx, service.UserUpsertParams{Email: "uncached@example.com"})
+		res, err := svc.UserUpsert(b.Ctx, accounts.UserUpsertParams{Email: "uncached@example.com"})
 		require.NoError(t, err)
 		_, err = svc.Authenticate(b.Ctx, res.APIKey)
 		require.NoError(t, err)
@@ -86,12 +86,12 @@ func TestAuthenticateCache(t *testing.T) {
 	t.Run("ReturnsACopy", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		res, err := b.Service.UserUpsert(b.Ctx, service.UserUpsertParams{Email: "copy@example.com"})
+		res, err := b.Accounts.UserUpsert(b.Ctx, accounts.UserUpsertParams{Email: "copy@example.com"})
 		require.NoError(t, err)
-		u, err := b.Service.Authenticate(b.Ctx, res.APIKey)
+		u, err := b.Accounts.Authenticate(b.Ctx, res.APIKey)
 		require.NoError(t, err)
 		u.Email = "changed@example.com"
-		again, err := b.Service.Authenticate(b.Ctx, res.APIKey)
+		again, err := b.Accounts.Authenticate(b.Ctx, res.APIKey)
 		require.NoError(t, err)
 		require.Equal(t, "copy@example.com", again.Email)
 	})
