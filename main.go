@@ -32,6 +32,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/multitracer"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -54,6 +55,7 @@ import (
 	"github.com/atomicrides/atomicrides/service/adyen"
 	"github.com/atomicrides/atomicrides/service/mail"
 	"github.com/atomicrides/atomicrides/service/payments"
+	"github.com/atomicrides/atomicrides/service/settlements"
 	"github.com/atomicrides/atomicrides/sql/migrations"
 )
 
@@ -314,13 +316,11 @@ func serve(ctx context.Context, args []string, stdout io.Writer, logger *slog.Lo
 	}
 	// Revoked API keys are forgotten by this process's auth cache as they are
 	// announced; the goroutine ends with ctx.
-	acc, err := accounts.New(accounts.Config{
-		Pool: pool, Engine: svc.Engine(), Jobs: svc.Jobs(), ListenConfig: direct.Config().ConnConfig,
-		DevDefaultPaymentSource: needs.dev, Logger: logger,
-	})
+	p, err := newParts(svc, direct.Config().ConnConfig, cfg, registry, logger, needs.dev)
 	if err != nil {
 		return err
 	}
+	acc := p.accounts
 	go func() { _ = acc.ListenAPIKeyRevocations(ctx) }()
 	// The database's heartbeat: a restore or a failover that lost commits
 	// is noticed by the beat it left stale (service/database_gaps.go). The
@@ -330,7 +330,7 @@ func serve(ctx context.Context, args []string, stdout io.Writer, logger *slog.Lo
 	}
 	go svc.RunHeartbeat(ctx)
 
-	riverCfg := jobs.RiverConfig(cfg.jobsConfig(logger), svc)
+	riverCfg := jobs.RiverConfig(cfg.jobsConfig(logger), jobs.Parts{Service: svc, Settlements: p.settlements})
 	// A job's run continues the trace of the phase that inserted it.
 	riverCfg.Plugins = []rivertype.Plugin{telemetry.NewRiverMiddleware(nil)}
 	riverClient, err := river.NewClient(riverDriver(pool, direct.Pool), riverCfg)
@@ -723,13 +723,40 @@ func newService(pool, direct *pgxpool.Pool, cfg *config, reg prometheus.Register
 		OrphanRefundAfter: cfg.OrphanRefundAfter,
 		ActionDeadline:    cfg.ActionDeadline, PublicURL: publicURL(cfg),
 		Capture: cfg.Capture, HoldExpiry: cfg.HoldExpiry,
-		SettlementMaxAge: cfg.SettlementMaxAge,
-		BreakerOpenFor:   cfg.CircuitOpenFor,
+		BreakerOpenFor: cfg.CircuitOpenFor,
 	})
 	if err != nil {
 		return nil, "", nil, err
 	}
 	return svc, strings.Join(notes, "; "), stopAll, nil
+}
+
+// parts are the domain's packages beside the service, built on its engine
+// and job client: what serve's adapters, the jobs and the commands call.
+type parts struct {
+	accounts    *accounts.Service
+	settlements *settlements.Service
+}
+
+// newParts builds the parts over svc; the revocation listener connects
+// with listen (PostgreSQL itself, never through PgBouncer), and riders may
+// come without a payment source only with dev.
+func newParts(svc *service.Service, listen *pgx.ConnConfig, cfg *config, reg prometheus.Registerer, logger *slog.Logger, dev bool) (*parts, error) {
+	acc, err := accounts.New(accounts.Config{
+		Engine: svc.Engine(), Jobs: svc.Jobs(), ListenConfig: listen, DevDefaultPaymentSource: dev, Logger: logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	st, err := settlements.New(settlements.Config{
+		Engine: svc.Engine(), Jobs: svc.Jobs(), Registerer: reg,
+		// Zero values take the settlements' defaults.
+		MaxAge: cfg.SettlementMaxAge,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &parts{accounts: acc, settlements: st}, nil
 }
 
 // mailConfig is the mailer's configuration for the SMTP server at url. It

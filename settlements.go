@@ -10,9 +10,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/atomicrides/atomicrides/service/settlements"
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/atomicrides/atomicrides/service"
 )
 
 const settlementsUsage = `settlements list|show ...
@@ -84,9 +83,14 @@ func settlementsCommand(ctx context.Context, args []string, out io.Writer, logge
 		return err
 	}
 	defer stop()
+	p, err := newParts(svc, pool.Config().ConnConfig, cfg, prometheus.NewRegistry(), logger, false)
+	if err != nil {
+		return err
+	}
+	st := p.settlements
 
 	if sub == "show" {
-		d, err := svc.SettlementFileShow(ctx, id)
+		d, err := st.FileShow(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -96,7 +100,7 @@ func settlementsCommand(ctx context.Context, args []string, out io.Writer, logge
 		printSettlementFile(out, d)
 		return nil
 	}
-	rep, err := svc.SettlementCheck(ctx, *limit)
+	rep, err := st.Check(ctx, *limit)
 	if err != nil {
 		return err
 	}
@@ -113,7 +117,7 @@ func settlementsCommand(ctx context.Context, args []string, out io.Writer, logge
 	return nil
 }
 
-func printSettlements(out io.Writer, rep *service.SettlementReport) {
+func printSettlements(out io.Writer, rep *settlements.Report) {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tNAME\tVERSION\tRECEIVED\tSTATUS\tCURSOR\tAPPLIED\tDUPLICATE\tQUARANTINED\tFLAG")
 	for _, f := range rep.Files {
@@ -143,7 +147,7 @@ func printSettlements(out io.Writer, rep *service.SettlementReport) {
 	fmt.Fprintf(out, "%d discrepancies (not settled: older than %s)\n", len(rep.Discrepancies), rep.MaxAge)
 }
 
-func printSettlementFile(out io.Writer, d *service.SettlementFileDetail) {
+func printSettlementFile(out io.Writer, d *settlements.FileDetail) {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	row := func(name, format string, args ...any) {
 		fmt.Fprintf(tw, "%s\t"+format+"\n", append([]any{name}, args...)...)

@@ -14,8 +14,10 @@ import (
 	"github.com/atomicrides/atomicrides/internal/binrun"
 	"github.com/atomicrides/atomicrides/internal/fake/fakebank"
 	"github.com/atomicrides/atomicrides/internal/fake/fakestripe"
+	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/service"
 	"github.com/atomicrides/atomicrides/service/payments"
+	"github.com/atomicrides/atomicrides/service/settlements"
 	"github.com/atomicrides/atomicrides/sql/dbtest"
 )
 
@@ -31,6 +33,7 @@ func TestSettlementsCommand(t *testing.T) {
 	t.Cleanup(pool.Close)
 	svc, err := service.New(service.Config{Pool: pool, Payments: payments.New(payments.Config{})})
 	require.NoError(t, err)
+	st := testkit.NewSettlements(t, svc)
 
 	// A file of one charge we never made and one malformed line.
 	at := time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)
@@ -38,9 +41,9 @@ func TestSettlementsCommand(t *testing.T) {
 		ID: "ch_notours", Amount: 1500, Currency: "usd", Status: fakestripe.ChargeSucceeded, Created: at,
 	}}, nil, "po_cli", at)
 	content := append(fakebank.Render(lines), []byte("po_cli,tomorrow\n")...)
-	rec, err := svc.SettlementFileReceive(ctx, "settlement_cli.csv", content)
+	rec, err := st.Receive(ctx, "settlement_cli.csv", content)
 	require.NoError(t, err)
-	_, err = svc.SettlementFileApply(ctx, rec.FileID)
+	_, err = st.Apply(ctx, rec.FileID)
 	require.NoError(t, err)
 
 	run := func(wantExit int, args ...string) string {
@@ -53,7 +56,7 @@ func TestSettlementsCommand(t *testing.T) {
 		return res.Stdout
 	}
 
-	var rep service.SettlementReport
+	var rep settlements.Report
 	require.NoError(t, json.Unmarshal([]byte(run(1, "list", "-json")), &rep))
 	require.Len(t, rep.Files, 1)
 	require.Equal(t, 1, rep.Files[0].Quarantined)

@@ -16,8 +16,10 @@ import (
 // within minutes, never while a live one could still be running.
 func TestRiverConfigDefaults(t *testing.T) {
 	t.Parallel()
-	svc := testkit.New(t).Service
-	cfg := jobs.RiverConfig(jobs.Config{}, svc)
+	env := testkit.New(t)
+	svc := env.Service
+	parts := jobs.Parts{Service: svc, Settlements: env.Settlements}
+	cfg := jobs.RiverConfig(jobs.Config{}, parts)
 	require.Equal(t, jobs.DefaultMaxWorkers, cfg.Queues[river.QueueDefault].MaxWorkers)
 	require.Len(t, cfg.PeriodicJobs, 6) // completer, hold release, reaper, reconcile, orphan pass, events pass
 	require.NotNil(t, cfg.Workers)
@@ -33,7 +35,7 @@ func TestRiverConfigDefaults(t *testing.T) {
 	require.Equal(t, 21*time.Minute, jobs.DefaultRescueStuckJobsAfter(20*time.Minute, svc.Lease()),
 		"a longer job timeout pushes the rescue past it")
 
-	cfg = jobs.RiverConfig(jobs.Config{MaxWorkers: 3, JobTimeout: time.Minute, RescueStuckJobsAfter: 2 * time.Hour}, svc)
+	cfg = jobs.RiverConfig(jobs.Config{MaxWorkers: 3, JobTimeout: time.Minute, RescueStuckJobsAfter: 2 * time.Hour}, parts)
 	require.Equal(t, 3, cfg.Queues[river.QueueDefault].MaxWorkers)
 	require.Equal(t, time.Minute, cfg.JobTimeout)
 	require.Equal(t, 2*time.Hour, cfg.RescueStuckJobsAfter)

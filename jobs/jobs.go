@@ -13,10 +13,20 @@ import (
 
 	"github.com/atomicrides/atomicrides/service"
 	"github.com/atomicrides/atomicrides/service/bankinbox"
+	"github.com/atomicrides/atomicrides/service/settlements"
 )
 
+// Parts are the domain's parts whose jobs the workers work.
+type Parts struct {
+	// Service works the jobs of the flows still in package service.
+	Service *service.Service
+	// Settlements applies the settlement files.
+	Settlements *settlements.Service
+}
+
 // Register adds every worker of the service to workers.
-func Register(workers *river.Workers, svc *service.Service) {
+func Register(workers *river.Workers, p Parts) {
+	svc := p.Service
 	river.AddWorker(workers, &CustomerCreateWorker{svc: svc})
 	river.AddWorker(workers, &RideReceiptWorker{svc: svc})
 	river.AddWorker(workers, &RideActionExpireWorker{svc: svc})
@@ -31,7 +41,7 @@ func Register(workers *river.Workers, svc *service.Service) {
 	river.AddWorker(workers, &EventsPassWorker{svc: svc})
 	river.AddWorker(workers, &OrphanRefundWorker{svc: svc})
 	river.AddWorker(workers, &OrphanReceiptWorker{svc: svc})
-	river.AddWorker(workers, &SettlementApplyWorker{svc: svc})
+	river.AddWorker(workers, &SettlementApplyWorker{st: p.Settlements})
 }
 
 // Defaults of Config, applied to its zero fields.
@@ -119,7 +129,8 @@ func DefaultRescueStuckJobsAfter(jobTimeout, lease time.Duration) time.Duration 
 // RiverConfig returns the configuration of the River client that works the
 // service's jobs: every worker (Register), the periodic jobs
 // (PeriodicJobs), and cfg's limits with their defaults.
-func RiverConfig(cfg Config, svc *service.Service) *river.Config {
+func RiverConfig(cfg Config, p Parts) *river.Config {
+	svc := p.Service
 	if cfg.MaxWorkers == 0 {
 		cfg.MaxWorkers = DefaultMaxWorkers
 	}
@@ -130,9 +141,9 @@ func RiverConfig(cfg Config, svc *service.Service) *river.Config {
 		cfg.OrphanInterval = service.OrphanPassInterval(svc.OrphanRefundAfter())
 	}
 	workers := river.NewWorkers()
-	Register(workers, svc)
+	Register(workers, p)
 	if cfg.SettlementInbox != nil {
-		river.AddWorker(workers, NewSettlementFetchWorker(svc, *cfg.SettlementInbox))
+		river.AddWorker(workers, NewSettlementFetchWorker(p.Settlements, *cfg.SettlementInbox))
 	}
 	return &river.Config{
 		Logger:               cfg.Logger,

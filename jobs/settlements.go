@@ -10,6 +10,7 @@ import (
 
 	"github.com/atomicrides/atomicrides/service"
 	"github.com/atomicrides/atomicrides/service/bankinbox"
+	"github.com/atomicrides/atomicrides/service/settlements"
 )
 
 // DefaultSettlementInterval is how often the bank's inbox is fetched.
@@ -41,19 +42,19 @@ func (SettlementFetchArgs) InsertOpts() river.InsertOpts { return river.InsertOp
 
 // SettlementFetchWorker fetches the bank's inbox over SFTP. For each
 // complete file it reads the file (network, no transaction open), records
-// it with its apply job in one transaction (service.SettlementFileReceive),
+// it with its apply job in one transaction (settlements.Service.Receive),
 // and only then moves it to the archive folder. A pass that dies anywhere
 // is safe to repeat: a file recorded but not archived is recorded again as
 // a duplicate (nothing written) and archived then.
 type SettlementFetchWorker struct {
 	river.WorkerDefaults[SettlementFetchArgs]
-	svc   *service.Service
+	st    *settlements.Service
 	inbox bankinbox.Config
 }
 
 // NewSettlementFetchWorker returns the worker fetching the inbox of cfg.
-func NewSettlementFetchWorker(svc *service.Service, cfg bankinbox.Config) *SettlementFetchWorker {
-	return &SettlementFetchWorker{svc: svc, inbox: cfg}
+func NewSettlementFetchWorker(st *settlements.Service, cfg bankinbox.Config) *SettlementFetchWorker {
+	return &SettlementFetchWorker{st: st, inbox: cfg}
 }
 
 // Timeout is SettlementFetchTimeout.
@@ -63,20 +64,20 @@ func (w *SettlementFetchWorker) Timeout(*river.Job[SettlementFetchArgs]) time.Du
 
 // Work runs one fetch, then the settlement check that sets the gauges.
 func (w *SettlementFetchWorker) Work(ctx context.Context, _ *river.Job[SettlementFetchArgs]) error {
-	if err := SettlementFetch(ctx, w.svc, w.inbox); err != nil {
+	if err := SettlementFetch(ctx, w.st, w.inbox); err != nil {
 		return err
 	}
-	if _, err := w.svc.SettlementCheck(ctx, settlementCheckRows); err != nil {
+	if _, err := w.st.Check(ctx, settlementCheckRows); err != nil {
 		return err
 	}
-	w.svc.SettlementFetched(time.Now())
+	w.st.Fetched(time.Now())
 	return nil
 }
 
 // SettlementFetch fetches the inbox of cfg once: every complete file is
 // recorded (with its apply job) and then archived. A file that changed
 // since it was listed is left for the next pass.
-func SettlementFetch(ctx context.Context, svc *service.Service, cfg bankinbox.Config) error {
+func SettlementFetch(ctx context.Context, st *settlements.Service, cfg bankinbox.Config) error {
 	inbox, err := bankinbox.Dial(ctx, cfg)
 	if err != nil {
 		return err
@@ -91,12 +92,12 @@ func SettlementFetch(ctx context.Context, svc *service.Service, cfg bankinbox.Co
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		content, err := inbox.Read(f.Name, service.SettlementMaxFileBytes)
+		content, err := inbox.Read(f.Name, settlements.MaxFileBytes)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		if _, err := svc.SettlementFileReceive(ctx, f.Name, content); err != nil {
+		if _, err := st.Receive(ctx, f.Name, content); err != nil {
 			errs = append(errs, fmt.Errorf("record %s: %w", f.Name, err))
 			continue
 		}
@@ -108,22 +109,22 @@ func SettlementFetch(ctx context.Context, svc *service.Service, cfg bankinbox.Co
 }
 
 // SettlementApplyWorker applies a recorded settlement file
-// (service.SettlementFileApply). A run that fails or dies resumes from the
+// (settlements.Service.Apply). A run that fails or dies resumes from the
 // file's cursor; after its last attempt the job ends discarded, River's
 // dead letters, for an operator.
 type SettlementApplyWorker struct {
-	river.WorkerDefaults[service.SettlementApplyArgs]
-	svc *service.Service
+	river.WorkerDefaults[settlements.ApplyArgs]
+	st *settlements.Service
 }
 
 // Timeout is SettlementApplyTimeout.
-func (w *SettlementApplyWorker) Timeout(*river.Job[service.SettlementApplyArgs]) time.Duration {
+func (w *SettlementApplyWorker) Timeout(*river.Job[settlements.ApplyArgs]) time.Duration {
 	return SettlementApplyTimeout
 }
 
 // Work applies the file. A file that does not exist cancels the job.
-func (w *SettlementApplyWorker) Work(ctx context.Context, job *river.Job[service.SettlementApplyArgs]) error {
-	_, err := w.svc.SettlementFileApply(ctx, job.Args.FileID)
+func (w *SettlementApplyWorker) Work(ctx context.Context, job *river.Job[settlements.ApplyArgs]) error {
+	_, err := w.st.Apply(ctx, job.Args.FileID)
 	if service.ErrorCode(err) == service.CodeNotFound {
 		return river.JobCancel(err)
 	}

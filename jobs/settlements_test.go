@@ -11,9 +11,9 @@ import (
 	"github.com/atomicrides/atomicrides/internal/fake/fakebank"
 	"github.com/atomicrides/atomicrides/internal/fake/sftpserver"
 	"github.com/atomicrides/atomicrides/jobs"
-	"github.com/atomicrides/atomicrides/service"
 	"github.com/atomicrides/atomicrides/service/bankinbox"
 	"github.com/atomicrides/atomicrides/service/settlementfile"
+	"github.com/atomicrides/atomicrides/service/settlements"
 )
 
 // settlementBundle is a world whose bank's inbox is a real sshd.
@@ -48,15 +48,15 @@ func (b *settlementBundle) fetch(t *testing.T) *river.Event {
 	return b.waitFinal(t, jobs.SettlementFetchArgs{}.Kind(), 1)[0]
 }
 
-func (b *settlementBundle) totals(t *testing.T) service.SettlementTotals {
+func (b *settlementBundle) totals(t *testing.T) settlements.Totals {
 	t.Helper()
-	tot, err := b.Service.SettlementTotalsGet(b.Ctx)
+	tot, err := b.Settlements.Totals(b.Ctx)
 	require.NoError(t, err)
 	return tot
 }
 
-func sum(lines ...[]settlementfile.Line) service.SettlementTotals {
-	var s service.SettlementTotals
+func sum(lines ...[]settlementfile.Line) settlements.Totals {
+	var s settlements.Totals
 	for _, ls := range lines {
 		for _, l := range ls {
 			s.Lines++
@@ -83,7 +83,7 @@ func TestSettlementFetchOverSFTP(t *testing.T) {
 	b.srv.PutPart(t, "settlement_second.csv", fakebank.Render(lines2))
 
 	require.Equal(t, rivertype.JobStateCompleted, b.fetch(t).Job.State)
-	b.waitFinal(t, service.SettlementApplyArgs{}.Kind(), 1)
+	b.waitFinal(t, settlements.ApplyArgs{}.Kind(), 1)
 	require.Equal(t, sum(lines1), b.totals(t))
 	require.Equal(t, []string{"settlement_second.csv.part"}, b.srv.InboxNames(t))
 	require.Len(t, b.srv.ArchiveNames(t), 1)
@@ -94,14 +94,14 @@ func TestSettlementFetchOverSFTP(t *testing.T) {
 	b.srv.Complete(t, "settlement_second.csv")
 	require.NoError(t, fakebank.Upload(b.srv.Inbox, name1, fakebank.Render(lines1)))
 	require.Equal(t, rivertype.JobStateCompleted, b.fetch(t).Job.State)
-	b.waitFinal(t, service.SettlementApplyArgs{}.Kind(), 1)
+	b.waitFinal(t, settlements.ApplyArgs{}.Kind(), 1)
 	require.Equal(t, sum(lines1, lines2), b.totals(t))
 	require.Empty(t, b.srv.InboxNames(t))
 	require.Len(t, b.srv.ArchiveNames(t), 2, "the same name and content archive to one name")
 	require.Equal(t, 2, b.Count(t, `SELECT count(*) FROM settlement_files`))
 	require.Equal(t, 2, b.Count(t, `SELECT count(*) FROM river_job WHERE kind = 'settlement_apply'`))
 
-	rep, err := b.Service.SettlementCheck(b.Ctx, 10)
+	rep, err := b.Settlements.Check(b.Ctx, 10)
 	require.NoError(t, err)
 	require.True(t, rep.Clean(), "%+v", rep)
 }

@@ -63,9 +63,9 @@ func setupWith(t *testing.T, opts options) *testBundle {
 		env = testkit.New(t)
 	}
 	workers := river.NewWorkers()
-	jobs.Register(workers, env.Service)
+	jobs.Register(workers, jobs.Parts{Service: env.Service, Settlements: env.Settlements})
 	if opts.inbox != nil {
-		river.AddWorker(workers, jobs.NewSettlementFetchWorker(env.Service, *opts.inbox))
+		river.AddWorker(workers, jobs.NewSettlementFetchWorker(env.Settlements, *opts.inbox))
 	}
 	client, err := river.NewClient(riverpgxv5.New(env.Pool), &river.Config{
 		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 4}},

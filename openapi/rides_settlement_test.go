@@ -27,9 +27,9 @@ func TestRideGetShowsSettlementHTTP(t *testing.T) {
 	require.Nil(t, body["settlement"], "null until the bank settles the charge")
 
 	lines := fakebank.Statement(b.Stripe.Charges(), b.Stripe.Refunds(), "po_http1", time.Now())
-	rec, err := b.Service.SettlementFileReceive(b.Ctx, "settlement_http.csv", fakebank.Render(lines))
+	rec, err := b.Settlements.Receive(b.Ctx, "settlement_http.csv", fakebank.Render(lines))
 	require.NoError(t, err)
-	_, err = b.Service.SettlementFileApply(b.Ctx, rec.FileID)
+	_, err = b.Settlements.Apply(b.Ctx, rec.FileID)
 	require.NoError(t, err)
 
 	got = b.do(t, http.MethodGet, "/rides/"+itoa(id), rider(apiKey, ""), "")

@@ -29,6 +29,7 @@ import (
 	"github.com/atomicrides/atomicrides/openapi"
 	"github.com/atomicrides/atomicrides/service"
 	"github.com/atomicrides/atomicrides/service/payments"
+	"github.com/atomicrides/atomicrides/service/settlements"
 	"github.com/atomicrides/atomicrides/sql/dbtest"
 )
 
@@ -181,6 +182,8 @@ func exportedNames(t *testing.T) map[string]bool {
 		Payments:   payments.New(payments.Config{APIBase: "http://127.0.0.1:1", SecretKey: "sk_test_ops"}),
 		Registerer: registry,
 	})
+	require.NoError(t, err)
+	_, err = settlements.New(settlements.Config{Engine: svc.Engine(), Jobs: svc.Jobs(), Registerer: registry})
 	require.NoError(t, err)
 	// The admission control as serve builds it: a limit learnt within the
 	// bounds of a small pool, its gauges on the registry.

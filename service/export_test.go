@@ -1,11 +1,5 @@
 package service
 
-// SetAfterSettlementBatch makes s call f after each committed batch of a
-// settlement file, so that a test can stop a run between batches.
-func SetAfterSettlementBatch(s *Service, f func(fileID int64, cursor int)) {
-	s.afterSettlementBatch = f
-}
-
 // ChargeIdempotencyKey is the processor idempotency key of a booking's
 // charge, for tests that stand in for an earlier release's call.
 var ChargeIdempotencyKey = chargeIdempotencyKey

@@ -12,6 +12,7 @@ import (
 	"github.com/atomicrides/atomicrides/internal/fake/fakestripe"
 	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/settlements"
 )
 
 // releaseEvents are Stripe's events about a released hold: its expiry
@@ -228,11 +229,11 @@ func TestStripeReleasedHoldSettlesNothing(t *testing.T) {
 	require.Len(t, lines, 2, "the completed trip's charge and the payout")
 	require.Equal(t, *completed.StripeChargeID, lines[0].SourceID)
 	require.EqualValues(t, service.RideAmountCents-650, lines[0].GrossCents, "what was captured")
-	rec, err := b.Service.SettlementFileReceive(b.Ctx, "settlement_trips.csv", fakebank.Render(lines))
+	rec, err := b.Settlements.Receive(b.Ctx, "settlement_trips.csv", fakebank.Render(lines))
 	require.NoError(t, err)
-	applied, err := b.Service.SettlementFileApply(b.Ctx, rec.FileID)
+	applied, err := b.Settlements.Apply(b.Ctx, rec.FileID)
 	require.NoError(t, err)
-	require.Equal(t, service.SettlementApplied{FileID: rec.FileID, Status: "applied", Applied: 2}, applied)
+	require.Equal(t, settlements.Applied{FileID: rec.FileID, Status: "applied", Applied: 2}, applied)
 	require.Zero(t, b.Count(t, `SELECT count(*) FROM settlement_lines WHERE match IN ('unknown', 'mismatch')`))
 	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM settlement_lines WHERE match = 'matched' AND ride_id = $1`, completed.ID))
 	for _, r := range []service.Ride{cancelled, lapsed} {

@@ -39,11 +39,10 @@ type metrics struct {
 	orphansUnresolved  *prometheus.GaugeVec
 	// keyLookups, gapsFound and gapsOpen: payments looked up before a key
 	// is sent again, and the database's gaps (database_gaps.go).
-	keyLookups  *prometheus.CounterVec
-	gapsFound   prometheus.Counter
-	gapsOpen    prometheus.Gauge
-	ops         *opsMetrics
-	settlements *settlementMetrics
+	keyLookups *prometheus.CounterVec
+	gapsFound  prometheus.Counter
+	gapsOpen   prometheus.Gauge
+	ops        *opsMetrics
 }
 
 func newMetrics(reg prometheus.Registerer, processors []string) (*metrics, error) {
@@ -136,7 +135,6 @@ func newMetrics(reg prometheus.Registerer, processors []string) (*metrics, error
 		}),
 		tripMetrics: newTripMetrics(),
 		ops:         newOpsMetrics(),
-		settlements: newSettlementMetrics(),
 	}
 	m.initSeries(processors)
 	collectors := []prometheus.Collector{
@@ -157,7 +155,6 @@ func newMetrics(reg prometheus.Registerer, processors []string) (*metrics, error
 			Help: "Transactions rerun after a serialization failure, a deadlock or a random id drawn twice.",
 		}, func() float64 { return float64(m.txRetries.Load()) }),
 	}
-	collectors = append(collectors, m.settlements.collectors()...)
 	collectors = append(collectors, m.tripMetrics.collectors()...)
 	for _, c := range append(collectors, m.ops.collectors()...) {
 		if err := reg.Register(c); err != nil {

@@ -97,12 +97,6 @@ type Config struct {
 	// saw finished from memory. Default DefaultReplayCacheTTL; negative
 	// disables the cache.
 	ReplayCacheTTL time.Duration
-	// SettlementBatchLines is how many lines of a settlement file one
-	// transaction applies. Default DefaultSettlementBatchLines.
-	SettlementBatchLines int
-	// SettlementMaxAge is how long a charge or refund of ours may go
-	// unsettled before it is reported. Default DefaultSettlementMaxAge.
-	SettlementMaxAge time.Duration
 	// TracerProvider receives the spans of atomic phases and processor
 	// calls, and of the jobs the service inserts. Default the global
 	// provider (a no-op unless the program set one).
@@ -178,12 +172,6 @@ type Service struct {
 	// rawPayments is the Stripe adapter itself, for what only some adapters
 	// offer (EventLister).
 	rawPayments Payments
-	// settlementBatchLines and settlementMaxAge are the settlement policy;
-	// afterSettlementBatch, set by tests only, runs after each committed
-	// batch of a settlement file.
-	settlementBatchLines int
-	settlementMaxAge     time.Duration
-	afterSettlementBatch func(fileID int64, cursor int)
 }
 
 // namespaceReadTimeout bounds the read of the deployment's namespace in New.
@@ -269,15 +257,6 @@ func New(cfg Config) (*Service, error) {
 	if cfg.OrphanRefundAfter < 0 {
 		return nil, errors.New("service: Config.OrphanRefundAfter must not be negative")
 	}
-	if cfg.SettlementBatchLines == 0 {
-		cfg.SettlementBatchLines = DefaultSettlementBatchLines
-	}
-	if cfg.SettlementMaxAge == 0 {
-		cfg.SettlementMaxAge = DefaultSettlementMaxAge
-	}
-	if cfg.SettlementBatchLines < 0 || cfg.SettlementMaxAge < 0 {
-		return nil, errors.New("service: Config.SettlementBatchLines and SettlementMaxAge must be positive")
-	}
 	if cfg.Registerer == nil {
 		cfg.Registerer = prometheus.NewRegistry()
 	}
@@ -342,9 +321,6 @@ func New(cfg Config) (*Service, error) {
 		actionDeadline:    cmp.Or(cfg.ActionDeadline, DefaultActionDeadline),
 		capture:           cmp.Or(cfg.Capture, CaptureBooking),
 		holdExpiry:        cmp.Or(cfg.HoldExpiry, DefaultHoldExpiry),
-
-		settlementBatchLines: cfg.SettlementBatchLines,
-		settlementMaxAge:     cfg.SettlementMaxAge,
 	}
 	if s.engine, err = idem.New(idem.Config{
 		Pool: cfg.Pool, Lease: cfg.Lease, ReplayTTL: cfg.ReplayCacheTTL, Now: cfg.Clock,

@@ -763,3 +763,12 @@ func utcPtr(t *time.Time) *time.Time {
 	}
 	return t
 }
+
+// deref is *p, or T's zero value when p is nil.
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}

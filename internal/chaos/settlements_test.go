@@ -17,7 +17,7 @@ import (
 	"github.com/atomicrides/atomicrides/internal/fake/fakestripe"
 	"github.com/atomicrides/atomicrides/internal/fake/sftpserver"
 	"github.com/atomicrides/atomicrides/internal/testkit"
-	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/settlements"
 	"github.com/atomicrides/atomicrides/sql/dbtest"
 )
 
@@ -44,7 +44,7 @@ func TestChaosSettlementKilledMidFile(t *testing.T) {
 			Status: fakestripe.ChargeSucceeded, Created: at}
 	}
 	lines := fakebank.Statement(charges, nil, "po_chaos", at)
-	var want service.SettlementTotals
+	var want settlements.Totals
 	for _, l := range lines {
 		want.Lines++
 		want.GrossCents += l.GrossCents
@@ -110,7 +110,7 @@ func TestChaosSettlementKilledMidFile(t *testing.T) {
 		return nil
 	}))
 	p.Kill()
-	var got service.SettlementTotals
+	var got settlements.Totals
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*), sum(gross_cents), sum(fee_cents), sum(net_cents) FROM settlement_lines`).
 		Scan(&got.Lines, &got.GrossCents, &got.FeeCents, &got.NetCents))
 	require.Equal(t, want, got, "applied totals equal the bank's file")

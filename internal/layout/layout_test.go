@@ -32,7 +32,8 @@ var mayImport = map[string][]string{
 	"service/audit": {"dbgen"},
 	// Domain packages: the vocabulary, the engine and the audit trail; never
 	// an adapter, nor another domain package's internals.
-	"service/accounts": {"dbgen", "internal/retry", "internal/ttlcache", "service", "service/audit", "service/idem"},
+	"service/accounts":    {"dbgen", "internal/retry", "internal/ttlcache", "service", "service/audit", "service/idem"},
+	"service/settlements": {"dbgen", "internal/failpoint", "service", "service/idem", "service/settlementfile"},
 	// Adapters at the edges reach the domain, not the engine.
 	"service/adyen":          {"internal/telemetry", "service"},
 	"service/payments":       {"internal/telemetry", "service"},
@@ -40,7 +41,7 @@ var mayImport = map[string][]string{
 	"service/bankinbox":      {},
 	"service/settlementfile": {},
 	"openapi":                {"internal/limits", "internal/telemetry", "openapi/httpctx", "service", "service/accounts"},
-	"jobs":                   {"internal/failpoint", "service", "service/bankinbox"},
+	"jobs":                   {"internal/failpoint", "service", "service/bankinbox", "service/settlements"},
 	"dbgen":                  {},
 }
 

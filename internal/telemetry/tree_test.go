@@ -76,7 +76,7 @@ func setupTree(t *testing.T) *treeBundle {
 	require.NoError(t, err)
 
 	workers := river.NewWorkers()
-	jobs.Register(workers, svc)
+	jobs.Register(workers, jobs.Parts{Service: svc, Settlements: testkit.NewSettlements(t, svc)})
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 4}},
 		Workers:           workers,

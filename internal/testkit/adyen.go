@@ -124,6 +124,7 @@ func NewTwoProcessorsWith(t testing.TB, opts TwoProcessorsOptions) *TwoProcessor
 	w := &TwoProcessors{Env: e, Adyen: ady, Mail: sink, mailer: mailer, opts: opts}
 	e.Service = w.instance(t, opts.Registerer)
 	e.Accounts = NewAccounts(t, e.Service, e.Clock.Now)
+	e.Settlements = NewSettlements(t, e.Service)
 	return w
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/atomicrides/atomicrides/service"
 	"github.com/atomicrides/atomicrides/service/accounts"
 	"github.com/atomicrides/atomicrides/service/payments"
+	"github.com/atomicrides/atomicrides/service/settlements"
 	"github.com/atomicrides/atomicrides/sql/dbtest"
 )
 
@@ -46,6 +47,9 @@ type Env struct {
 	// Accounts keeps the world's riders and API keys, in the service's
 	// engine.
 	Accounts *accounts.Service
+	// Settlements applies the world's settlement files, in the service's
+	// engine.
+	Settlements *settlements.Service
 }
 
 // Options change a world from New's defaults.
@@ -93,7 +97,7 @@ func NewWith(t testing.TB, opts Options) *Env {
 		HoldExpiry:        opts.HoldExpiry,
 	})
 	require.NoError(t, err)
-	e.Service, e.Accounts = svc, NewAccounts(t, svc, e.Clock.Now)
+	e.Service, e.Accounts, e.Settlements = svc, NewAccounts(t, svc, e.Clock.Now), NewSettlements(t, svc)
 	return e
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/atomicrides/atomicrides/service"
 	"github.com/atomicrides/atomicrides/service/accounts"
 	"github.com/atomicrides/atomicrides/service/payments"
+	"github.com/atomicrides/atomicrides/service/settlements"
 )
 
 // NewAccounts returns the accounts of a world's service svc, on its
@@ -24,6 +25,15 @@ func NewAccounts(t testing.TB, svc *service.Service, now func() time.Time) *acco
 	})
 	require.NoError(t, err)
 	return acc
+}
+
+// NewSettlements returns the settlements of a world's service svc, on its
+// database and engine, at their defaults.
+func NewSettlements(t testing.TB, svc *service.Service) *settlements.Service {
+	t.Helper()
+	st, err := settlements.New(settlements.Config{Engine: svc.Engine(), Jobs: svc.Jobs()})
+	require.NoError(t, err)
+	return st
 }
 
 // Instance is a service and its accounts on pool's database as another

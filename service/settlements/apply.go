@@ -1,4 +1,4 @@
-package service
+package settlements
 
 import (
 	"bytes"
@@ -6,30 +6,20 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/atomicrides/atomicrides/dbgen"
 	"github.com/atomicrides/atomicrides/internal/failpoint"
+	"github.com/atomicrides/atomicrides/service"
 	"github.com/atomicrides/atomicrides/service/settlementfile"
 )
 
-// Defaults of the settlement settings of Config.
-const (
-	// DefaultSettlementBatchLines is how many lines of a settlement file
-	// one transaction applies.
-	DefaultSettlementBatchLines = 500
-	// DefaultSettlementMaxAge is how long a charge or refund of ours may
-	// go unsettled before it is reported.
-	DefaultSettlementMaxAge = 72 * time.Hour
-)
+// MaxFileBytes bounds a settlement file the service records.
+const MaxFileBytes = 64 << 20
 
-// SettlementMaxFileBytes bounds a settlement file the service records.
-const SettlementMaxFileBytes = 64 << 20
-
-// SettlementReceipt is what recording a received settlement file did.
-type SettlementReceipt struct {
+// Receipt is what recording a received settlement file did.
+type Receipt struct {
 	// FileID is the recorded file version's id.
 	FileID int64
 	// Version is the file's version under its name: 1 for a new name.
@@ -42,29 +32,29 @@ type SettlementReceipt struct {
 	Flagged bool
 }
 
-// SettlementFileReceive records a settlement file under its name and
+// Receive records a settlement file under its name and
 // SHA-256 and queues the job that applies it, in one transaction; the
 // caller acknowledges the file (archives it) only after it returns. A file
 // recorded before (same name and content) writes nothing. The same name
 // with other content is recorded as the next version, flagged for an
 // operator; applying it adds only the lines no other file applied.
-func (s *Service) SettlementFileReceive(ctx context.Context, name string, content []byte) (SettlementReceipt, error) {
+func (s *Service) Receive(ctx context.Context, name string, content []byte) (Receipt, error) {
 	if name == "" || len(name) > 255 {
-		return SettlementReceipt{}, Invalid("name", "must be 1 to 255 bytes")
+		return Receipt{}, service.Invalid("name", "must be 1 to 255 bytes")
 	}
-	if len(content) > SettlementMaxFileBytes {
-		return SettlementReceipt{}, Invalid("content", "is over %d bytes", SettlementMaxFileBytes)
+	if len(content) > MaxFileBytes {
+		return Receipt{}, service.Invalid("content", "is over %d bytes", MaxFileBytes)
 	}
 	sum := sha256.Sum256(content)
-	var rec SettlementReceipt
+	var rec Receipt
 	err := s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
-		rec = SettlementReceipt{}
+		rec = Receipt{}
 		seen, err := s.queries.SettlementFileGetByNameSHA(ctx, tx, name, sum[:])
 		if err == nil {
-			rec = SettlementReceipt{FileID: seen.ID, Version: int(seen.Version), Duplicate: true}
+			rec = Receipt{FileID: seen.ID, Version: int(seen.Version), Duplicate: true}
 			return nil
 		}
-		if !IsNoRows(err) {
+		if !service.IsNoRows(err) {
 			return err
 		}
 		row, err := s.queries.SettlementFileCreate(ctx, tx, dbgen.SettlementFileCreateParams{
@@ -73,25 +63,25 @@ func (s *Service) SettlementFileReceive(ctx context.Context, name string, conten
 		if err != nil {
 			return err
 		}
-		rec = SettlementReceipt{FileID: row.ID, Version: int(row.Version), Flagged: row.Flagged}
-		_, err = s.jobs.InsertTx(ctx, tx, SettlementApplyArgs{FileID: row.ID}, nil)
+		rec = Receipt{FileID: row.ID, Version: int(row.Version), Flagged: row.Flagged}
+		_, err = s.jobs.InsertTx(ctx, tx, ApplyArgs{FileID: row.ID}, nil)
 		return err
 	})
-	if sqlState(err) == sqlStateUniqueViolation {
+	if service.IsUniqueViolation(err) {
 		// Another process recorded this name at the same moment: what it
 		// recorded decides, read again.
-		return s.SettlementFileReceive(ctx, name, content)
+		return s.Receive(ctx, name, content)
 	}
 	if err != nil {
-		return SettlementReceipt{}, Internal(err)
+		return Receipt{}, service.Internal(err)
 	}
-	s.metrics.settlements.received(rec)
+	s.metrics.received(rec)
 	return rec, nil
 }
 
-// SettlementApplied is what applying a settlement file did, over all its
+// Applied is what applying a settlement file did, over all its
 // runs.
-type SettlementApplied struct {
+type Applied struct {
 	FileID int64
 	// Status is pending (more to apply), applied or rejected.
 	Status string
@@ -100,21 +90,21 @@ type SettlementApplied struct {
 	Applied, Duplicate, Quarantined int
 }
 
-// SettlementFileApply applies a recorded settlement file from its cursor to
-// its end, in batches of Config.SettlementBatchLines lines. Each batch is
+// Apply applies a recorded settlement file from its cursor to
+// its end, in batches of Config.BatchLines lines. Each batch is
 // one transaction that applies its lines and moves the file's cursor past
 // them, so a run that dies resumes after the last committed batch and no
 // line is applied twice. A malformed line is quarantined with its line
 // number and reason; a line whose reference and type another line already
 // carries is counted as a duplicate (or quarantined, when its amounts
 // differ). A file whose header cannot be read is rejected and flagged.
-func (s *Service) SettlementFileApply(ctx context.Context, fileID int64) (SettlementApplied, error) {
+func (s *Service) Apply(ctx context.Context, fileID int64) (Applied, error) {
 	f, err := s.queries.SettlementFileGet(ctx, s.pool, fileID)
-	if IsNoRows(err) {
-		return SettlementApplied{}, &Error{Code: CodeNotFound, Message: fmt.Sprintf("settlement file %d does not exist", fileID)}
+	if service.IsNoRows(err) {
+		return Applied{}, &service.Error{Code: service.CodeNotFound, Message: fmt.Sprintf("settlement file %d does not exist", fileID)}
 	}
 	if err != nil {
-		return SettlementApplied{}, Internal(err)
+		return Applied{}, service.Internal(err)
 	}
 	if f.Status != "pending" {
 		return appliedOf(f), nil
@@ -123,18 +113,18 @@ func (s *Service) SettlementFileApply(ctx context.Context, fileID int64) (Settle
 	var he *settlementfile.HeaderError
 	if errors.As(perr, &he) {
 		if _, err := s.queries.SettlementFileReject(ctx, s.pool, he.Error(), fileID); err != nil {
-			return SettlementApplied{}, Internal(err)
+			return Applied{}, service.Internal(err)
 		}
-		s.metrics.settlements.rejected()
+		s.metrics.rejected()
 		return s.settlementApplied(ctx, fileID)
 	}
 	if perr != nil {
-		return SettlementApplied{}, Internal(perr)
+		return Applied{}, service.Internal(perr)
 	}
 	batch := batchName(f.Name, int(f.Version))
 	for {
 		if err := ctx.Err(); err != nil {
-			return SettlementApplied{}, err
+			return Applied{}, err
 		}
 		var b settlementBatchResult
 		err := s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
@@ -143,17 +133,17 @@ func (s *Service) SettlementFileApply(ctx context.Context, fileID int64) (Settle
 			return err
 		})
 		if err != nil {
-			return SettlementApplied{}, Internal(err)
+			return Applied{}, service.Internal(err)
 		}
-		s.metrics.settlements.batch(b)
+		s.metrics.batch(b)
 		if b.done {
 			return s.settlementApplied(ctx, fileID)
 		}
 		if failpoint.Enabled {
 			failpoint.Hit("settlement.apply:after_batch")
 		}
-		if s.afterSettlementBatch != nil {
-			s.afterSettlementBatch(fileID, b.cursor)
+		if s.afterBatch != nil {
+			s.afterBatch(fileID, b.cursor)
 		}
 	}
 }
@@ -185,7 +175,7 @@ func (s *Service) settlementBatch(ctx context.Context, tx pgx.Tx, fileID int64, 
 	for _, e := range entries {
 		if e.Number > from {
 			todo = append(todo, e)
-			if len(todo) == s.settlementBatchLines {
+			if len(todo) == s.batchLines {
 				break
 			}
 		}
@@ -226,7 +216,7 @@ func (s *Service) settlementBatch(ctx context.Context, tx pgx.Tx, fileID int64, 
 	if n != 1 {
 		return settlementBatchResult{}, fmt.Errorf("settlement file %d: cursor moved under its lock", fileID)
 	}
-	done := len(todo) < s.settlementBatchLines || todo[len(todo)-1].Number == entries[len(entries)-1].Number
+	done := len(todo) < s.batchLines || todo[len(todo)-1].Number == entries[len(entries)-1].Number
 	if done {
 		if _, err := s.queries.SettlementFileFinish(ctx, tx, fileID); err != nil {
 			return settlementBatchResult{}, err
@@ -258,7 +248,7 @@ func (s *Service) settlementLineApply(ctx context.Context, tx pgx.Tx, fileID int
 	if err == nil {
 		return m.match, nil
 	}
-	if !IsNoRows(err) {
+	if !service.IsNoRows(err) {
 		return "", err
 	}
 	prev, err := s.queries.SettlementLineGetByReference(ctx, tx, l.SourceID, l.Category)
@@ -301,7 +291,7 @@ func (s *Service) settlementMatch(ctx context.Context, tx pgx.Tx, l settlementfi
 	switch l.Category {
 	case settlementfile.CategoryCharge:
 		ride, err := s.queries.SettlementRideByCharge(ctx, tx, l.SourceID)
-		if IsNoRows(err) {
+		if service.IsNoRows(err) {
 			return settlementMatchResult{match: "unknown"}, nil
 		}
 		if err != nil {
@@ -310,7 +300,7 @@ func (s *Service) settlementMatch(ctx context.Context, tx pgx.Tx, l settlementfi
 		r.rideID, amount, currency = &ride.RideID, ride.AmountCents, ride.Currency
 	case settlementfile.CategoryRefund:
 		ref, err := s.queries.SettlementRefundByProcessorID(ctx, tx, l.SourceID)
-		if IsNoRows(err) {
+		if service.IsNoRows(err) {
 			return settlementMatchResult{match: "unknown"}, nil
 		}
 		if err != nil {
@@ -344,16 +334,16 @@ func batchName(name string, version int) string {
 	return b
 }
 
-func (s *Service) settlementApplied(ctx context.Context, fileID int64) (SettlementApplied, error) {
+func (s *Service) settlementApplied(ctx context.Context, fileID int64) (Applied, error) {
 	f, err := s.queries.SettlementFileGet(ctx, s.pool, fileID)
 	if err != nil {
-		return SettlementApplied{}, Internal(err)
+		return Applied{}, service.Internal(err)
 	}
 	return appliedOf(f), nil
 }
 
-func appliedOf(f *dbgen.SettlementFile) SettlementApplied {
-	return SettlementApplied{
+func appliedOf(f *dbgen.SettlementFile) Applied {
+	return Applied{
 		FileID: f.ID, Status: f.Status, Applied: int(f.LinesApplied),
 		Duplicate: int(f.LinesDuplicate), Quarantined: int(f.LinesQuarantined),
 	}

@@ -1,4 +1,4 @@
-package service_test
+package settlements_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/service"
 	"github.com/atomicrides/atomicrides/service/settlementfile"
+	"github.com/atomicrides/atomicrides/service/settlements"
 )
 
 // settledWorld is a world with two riders' rides charged at the fake
@@ -39,15 +40,15 @@ func setupSettled(t *testing.T, rides int) *settledWorld {
 	return w
 }
 
-func (w *settledWorld) totals(t *testing.T) service.SettlementTotals {
+func (w *settledWorld) totals(t *testing.T) settlements.Totals {
 	t.Helper()
-	tot, err := w.Service.SettlementTotalsGet(w.Ctx)
+	tot, err := w.Settlements.Totals(w.Ctx)
 	require.NoError(t, err)
 	return tot
 }
 
-func sumOf(lines []settlementfile.Line) service.SettlementTotals {
-	var s service.SettlementTotals
+func sumOf(lines []settlementfile.Line) settlements.Totals {
+	var s settlements.Totals
 	for _, l := range lines {
 		s.Lines++
 		s.GrossCents += l.GrossCents
@@ -66,19 +67,19 @@ func TestSettlementFileAppliedOnce(t *testing.T) {
 	w := setupSettled(t, 2)
 	content := fakebank.Render(w.lines)
 
-	rec, err := w.Service.SettlementFileReceive(w.Ctx, "settlement_1.csv", content)
+	rec, err := w.Settlements.Receive(w.Ctx, "settlement_1.csv", content)
 	require.NoError(t, err)
 	require.Equal(t, 1, rec.Version)
 	require.False(t, rec.Duplicate)
 	require.False(t, rec.Flagged)
 	require.Equal(t, 1, w.applyJobs(t), "the apply job is queued with the record")
 
-	res, err := w.Service.SettlementFileApply(w.Ctx, rec.FileID)
+	res, err := w.Settlements.Apply(w.Ctx, rec.FileID)
 	require.NoError(t, err)
-	require.Equal(t, service.SettlementApplied{FileID: rec.FileID, Status: "applied", Applied: 4}, res)
+	require.Equal(t, settlements.Applied{FileID: rec.FileID, Status: "applied", Applied: 4}, res)
 	require.Equal(t, sumOf(w.lines), w.totals(t))
 
-	detail, err := w.Service.SettlementFileShow(w.Ctx, rec.FileID)
+	detail, err := w.Settlements.FileShow(w.Ctx, rec.FileID)
 	require.NoError(t, err)
 	require.Len(t, detail.Lines, 4)
 	for i, l := range detail.Lines[:3] {
@@ -94,17 +95,17 @@ func TestSettlementFileAppliedOnce(t *testing.T) {
 	require.Equal(t, "none", detail.Lines[3].Match, "the payout line")
 
 	// Applying again, and receiving the same file again, change nothing.
-	res, err = w.Service.SettlementFileApply(w.Ctx, rec.FileID)
+	res, err = w.Settlements.Apply(w.Ctx, rec.FileID)
 	require.NoError(t, err)
 	require.Equal(t, 4, res.Applied)
-	again, err := w.Service.SettlementFileReceive(w.Ctx, "settlement_1.csv", content)
+	again, err := w.Settlements.Receive(w.Ctx, "settlement_1.csv", content)
 	require.NoError(t, err)
-	require.Equal(t, service.SettlementReceipt{FileID: rec.FileID, Version: 1, Duplicate: true}, again)
+	require.Equal(t, settlements.Receipt{FileID: rec.FileID, Version: 1, Duplicate: true}, again)
 	require.Equal(t, 1, w.applyJobs(t))
 	require.Equal(t, 1, w.Count(t, `SELECT count(*) FROM settlement_files`))
 	require.Equal(t, sumOf(w.lines), w.totals(t))
 
-	rep, err := w.Service.SettlementCheck(w.Ctx, 100)
+	rep, err := w.Settlements.Check(w.Ctx, 100)
 	require.NoError(t, err)
 	require.True(t, rep.Clean(), "%+v", rep.Discrepancies)
 }
@@ -113,9 +114,9 @@ func TestSettlementCorrectedReuploadIsFlaggedAndAppliesOnlyNewLines(t *testing.T
 	t.Parallel()
 	w := setupSettled(t, 3)
 	first := append([]settlementfile.Line{}, w.lines[:2]...) // two charges
-	rec1, err := w.Service.SettlementFileReceive(w.Ctx, "settlement_2.csv", fakebank.Render(first))
+	rec1, err := w.Settlements.Receive(w.Ctx, "settlement_2.csv", fakebank.Render(first))
 	require.NoError(t, err)
-	_, err = w.Service.SettlementFileApply(w.Ctx, rec1.FileID)
+	_, err = w.Settlements.Apply(w.Ctx, rec1.FileID)
 	require.NoError(t, err)
 
 	// The correction repeats the first charge, changes the second's fee and
@@ -123,24 +124,24 @@ func TestSettlementCorrectedReuploadIsFlaggedAndAppliesOnlyNewLines(t *testing.T
 	corrected := append([]settlementfile.Line{}, w.lines...)
 	corrected[1].FeeCents++
 	corrected[1].NetCents--
-	rec2, err := w.Service.SettlementFileReceive(w.Ctx, "settlement_2.csv", fakebank.Render(corrected))
+	rec2, err := w.Settlements.Receive(w.Ctx, "settlement_2.csv", fakebank.Render(corrected))
 	require.NoError(t, err)
 	require.Equal(t, 2, rec2.Version)
 	require.True(t, rec2.Flagged)
-	res, err := w.Service.SettlementFileApply(w.Ctx, rec2.FileID)
+	res, err := w.Settlements.Apply(w.Ctx, rec2.FileID)
 	require.NoError(t, err)
-	require.Equal(t, service.SettlementApplied{FileID: rec2.FileID, Status: "applied", Applied: 3, Duplicate: 1, Quarantined: 1}, res)
+	require.Equal(t, settlements.Applied{FileID: rec2.FileID, Status: "applied", Applied: 3, Duplicate: 1, Quarantined: 1}, res)
 
 	want := sumOf(append(append([]settlementfile.Line{}, w.lines[:2]...), w.lines[2:]...))
 	require.Equal(t, want, w.totals(t), "the first file's amounts stand; the new lines are added once")
 
-	detail, err := w.Service.SettlementFileShow(w.Ctx, rec2.FileID)
+	detail, err := w.Settlements.FileShow(w.Ctx, rec2.FileID)
 	require.NoError(t, err)
 	require.Len(t, detail.QuarantinedLines, 1)
 	require.Equal(t, 3, detail.QuarantinedLines[0].Line)
 	require.Contains(t, detail.QuarantinedLines[0].Reason, "settlement_2.csv version 1 line 3")
 
-	rep, err := w.Service.SettlementCheck(w.Ctx, 100)
+	rep, err := w.Settlements.Check(w.Ctx, 100)
 	require.NoError(t, err)
 	require.Equal(t, 1, rep.Flagged)
 	require.Contains(t, rep.Files[0].FlagReason, "version 2 of settlement_2.csv")
@@ -149,29 +150,29 @@ func TestSettlementCorrectedReuploadIsFlaggedAndAppliesOnlyNewLines(t *testing.T
 func TestSettlementResumesAfterAStopBetweenBatches(t *testing.T) {
 	t.Parallel()
 	w := setupSettled(t, 5) // 7 lines
-	svc, err := service.New(service.Config{Pool: w.Pool, Payments: w.Payments, SettlementBatchLines: 2})
+	svc, err := settlements.New(settlements.Config{Engine: w.Service.Engine(), Jobs: w.Service.Jobs(), BatchLines: 2})
 	require.NoError(t, err)
-	rec, err := svc.SettlementFileReceive(w.Ctx, "settlement_3.csv", fakebank.Render(w.lines))
+	rec, err := svc.Receive(w.Ctx, "settlement_3.csv", fakebank.Render(w.lines))
 	require.NoError(t, err)
 
 	// The first run dies after its second batch: its context ends there,
 	// as a killed process's work does.
 	ctx, cancel := context.WithCancel(w.Ctx)
 	var cursors []int
-	service.SetAfterSettlementBatch(svc, func(_ int64, cursor int) {
+	settlements.SetAfterBatch(svc, func(_ int64, cursor int) {
 		cursors = append(cursors, cursor)
 		if len(cursors) == 2 {
 			cancel()
 		}
 	})
-	_, err = svc.SettlementFileApply(ctx, rec.FileID)
+	_, err = svc.Apply(ctx, rec.FileID)
 	require.ErrorIs(t, err, context.Canceled)
 	require.Equal(t, []int{3, 5}, cursors, "two batches of two lines after the header")
 	require.Equal(t, 4, w.totals(t).Lines, "the committed batches, nothing more")
 
-	res, err := svc.SettlementFileApply(w.Ctx, rec.FileID)
+	res, err := svc.Apply(w.Ctx, rec.FileID)
 	require.NoError(t, err)
-	require.Equal(t, service.SettlementApplied{FileID: rec.FileID, Status: "applied", Applied: 7}, res)
+	require.Equal(t, settlements.Applied{FileID: rec.FileID, Status: "applied", Applied: 7}, res)
 	require.Equal(t, []int{3, 5, 7}, cursors, "the restart begins after the last committed batch")
 	require.Equal(t, sumOf(w.lines), w.totals(t), "totals equal one clean pass")
 }
@@ -182,26 +183,26 @@ func TestSettlementMalformedLineIsQuarantinedAndTheRestApplied(t *testing.T) {
 	rows := strings.Split(strings.TrimSuffix(string(fakebank.Render(w.lines)), "\n"), "\n")
 	bad := strings.Replace(rows[2], ",usd,", ",US dollars,", 1)
 	rows = append(rows[:2], append([]string{bad}, rows[2:]...)...) // line 3 is bad
-	rec, err := w.Service.SettlementFileReceive(w.Ctx, "settlement_4.csv", []byte(strings.Join(rows, "\n")+"\n"))
+	rec, err := w.Settlements.Receive(w.Ctx, "settlement_4.csv", []byte(strings.Join(rows, "\n")+"\n"))
 	require.NoError(t, err)
-	res, err := w.Service.SettlementFileApply(w.Ctx, rec.FileID)
+	res, err := w.Settlements.Apply(w.Ctx, rec.FileID)
 	require.NoError(t, err)
-	require.Equal(t, service.SettlementApplied{FileID: rec.FileID, Status: "applied", Applied: 4, Quarantined: 1}, res)
+	require.Equal(t, settlements.Applied{FileID: rec.FileID, Status: "applied", Applied: 4, Quarantined: 1}, res)
 	require.Equal(t, sumOf(w.lines), w.totals(t))
-	detail, err := w.Service.SettlementFileShow(w.Ctx, rec.FileID)
+	detail, err := w.Settlements.FileShow(w.Ctx, rec.FileID)
 	require.NoError(t, err)
-	require.Equal(t, []service.SettlementQuarantined{{Line: 3, Reason: `currency "US dollars" is not a lowercase ISO 4217 code`, Raw: bad}}, detail.QuarantinedLines)
+	require.Equal(t, []settlements.Quarantined{{Line: 3, Reason: `currency "US dollars" is not a lowercase ISO 4217 code`, Raw: bad}}, detail.QuarantinedLines)
 }
 
 func TestSettlementUnreadableFileIsRejectedAndFlagged(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	rec, err := b.Service.SettlementFileReceive(b.Ctx, "settlement_5.csv", []byte("date,amount\n2026-11-25,12.00\n"))
+	rec, err := b.Settlements.Receive(b.Ctx, "settlement_5.csv", []byte("date,amount\n2026-11-25,12.00\n"))
 	require.NoError(t, err)
-	res, err := b.Service.SettlementFileApply(b.Ctx, rec.FileID)
+	res, err := b.Settlements.Apply(b.Ctx, rec.FileID)
 	require.NoError(t, err)
 	require.Equal(t, "rejected", res.Status)
-	rep, err := b.Service.SettlementCheck(b.Ctx, 10)
+	rep, err := b.Settlements.Check(b.Ctx, 10)
 	require.NoError(t, err)
 	require.Equal(t, 1, rep.Flagged)
 	require.Contains(t, rep.Files[0].Problem, `required column "automatic_payout_id" is missing`)
@@ -217,15 +218,15 @@ func TestSettlementDiscrepancies(t *testing.T) {
 	unknown := w.lines[1]
 	unknown.SourceID, unknown.BalanceTransactionID = "ch_notours", "txn_notours"
 	lines = append(lines, wrong, unknown)
-	rec, err := w.Service.SettlementFileReceive(w.Ctx, "settlement_6.csv", fakebank.Render(lines))
+	rec, err := w.Settlements.Receive(w.Ctx, "settlement_6.csv", fakebank.Render(lines))
 	require.NoError(t, err)
-	_, err = w.Service.SettlementFileApply(w.Ctx, rec.FileID)
+	_, err = w.Settlements.Apply(w.Ctx, rec.FileID)
 	require.NoError(t, err)
 
 	// Nothing is overdue yet: the first ride's charge and refund are young.
-	rep, err := w.Service.SettlementCheck(w.Ctx, 100)
+	rep, err := w.Settlements.Check(w.Ctx, 100)
 	require.NoError(t, err)
-	kinds := map[string][]service.SettlementDiscrepancy{}
+	kinds := map[string][]settlements.Discrepancy{}
 	for _, d := range rep.Discrepancies {
 		kinds[d.Kind] = append(kinds[d.Kind], d)
 	}
@@ -238,8 +239,8 @@ func TestSettlementDiscrepancies(t *testing.T) {
 
 	// Past the maximum age, the first ride's charge and its refund are
 	// reported as not settled; the settled ones are not.
-	w.Age(t, service.DefaultSettlementMaxAge+time.Hour)
-	rep, err = w.Service.SettlementCheck(w.Ctx, 100)
+	w.Age(t, settlements.DefaultMaxAge+time.Hour)
+	rep, err = w.Settlements.Check(w.Ctx, 100)
 	require.NoError(t, err)
 	var missing []string
 	for _, d := range rep.Discrepancies {
@@ -249,4 +250,13 @@ func TestSettlementDiscrepancies(t *testing.T) {
 		}
 	}
 	require.ElementsMatch(t, []string{"charge", "refund"}, missing)
+}
+
+// testBundle is one isolated world (its own database, fake Stripe, clock,
+// service and settlements) with the helpers of these tests.
+type testBundle struct{ *testkit.Env }
+
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	return &testBundle{testkit.New(t)}
 }

@@ -1,4 +1,4 @@
-package service_test
+package settlements_test
 
 import (
 	"encoding/json"
@@ -33,9 +33,9 @@ func TestRideDetailShowsTheBanksSettlement(t *testing.T) {
 		require.Nil(t, d.Settlement, "nothing settled before the file is applied")
 	}
 
-	rec, err := w.Service.SettlementFileReceive(w.Ctx, "settlement_1.csv", fakebank.Render(w.lines))
+	rec, err := w.Settlements.Receive(w.Ctx, "settlement_1.csv", fakebank.Render(w.lines))
 	require.NoError(t, err)
-	_, err = w.Service.SettlementFileApply(w.Ctx, rec.FileID)
+	_, err = w.Settlements.Apply(w.Ctx, rec.FileID)
 	require.NoError(t, err)
 
 	payout := "po_test1"
@@ -71,5 +71,5 @@ func TestRideDetailShowsTheBanksSettlement(t *testing.T) {
 
 	other := w.Rider(t, "settle-other@example.com", "tok_visa").ID
 	_, err = w.Service.RideDetailGet(w.Ctx, other, w.rides[1].ID)
-	requireCode(t, err, service.CodeNotFound)
+	require.Equal(t, service.CodeNotFound, service.ErrorCode(err), "%v", err)
 }

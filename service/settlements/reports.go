@@ -1,16 +1,17 @@
-package service
+package settlements
 
 import (
 	"context"
 	"time"
 
 	"github.com/atomicrides/atomicrides/dbgen"
+	"github.com/atomicrides/atomicrides/service"
 )
 
-// SettlementDiscrepancy is one finding of the settlement check, for an
+// Discrepancy is one finding of the settlement check, for an
 // operator (docs/settlements.md says what to do with each kind).
-type SettlementDiscrepancy struct {
-	// Kind is one of SettlementDiscrepancyKinds.
+type Discrepancy struct {
+	// Kind is one of DiscrepancyKinds.
 	Kind string `json:"kind"`
 	// Type and ProcessorReference name the line or our object: a charge
 	// (ch_…) or refund (re_…).
@@ -30,11 +31,11 @@ type SettlementDiscrepancy struct {
 	Created time.Time `json:"created"`
 }
 
-// SettlementReport is the state of the settlements: recent files and every
+// Report is the state of the settlements: recent files and every
 // discrepancy (each list bounded by maxRows).
-type SettlementReport struct {
-	Files         []SettlementFileSummary `json:"files"`
-	Discrepancies []SettlementDiscrepancy `json:"discrepancies"`
+type Report struct {
+	Files         []FileSummary `json:"files"`
+	Discrepancies []Discrepancy `json:"discrepancies"`
 	// Flagged counts the files flagged for an operator.
 	Flagged int `json:"flagged"`
 	// MaxAge is how old an unsettled charge or refund must be to be
@@ -43,10 +44,10 @@ type SettlementReport struct {
 }
 
 // Clean reports whether nothing needs an operator.
-func (r *SettlementReport) Clean() bool { return len(r.Discrepancies) == 0 && r.Flagged == 0 }
+func (r *Report) Clean() bool { return len(r.Discrepancies) == 0 && r.Flagged == 0 }
 
-// SettlementFileSummary is one recorded settlement file version.
-type SettlementFileSummary struct {
+// FileSummary is one recorded settlement file version.
+type FileSummary struct {
 	ID          int64      `json:"id"`
 	Received    time.Time  `json:"received"`
 	Name        string     `json:"name"`
@@ -63,26 +64,26 @@ type SettlementFileSummary struct {
 	Finished    *time.Time `json:"finished,omitempty"`
 }
 
-// SettlementCheck lists the recent files and the discrepancies, and sets
+// Check lists the recent files and the discrepancies, and sets
 // the settlement gauges (atomicrides_settlement_discrepancies,
 // atomicrides_settlement_flagged_files).
-func (s *Service) SettlementCheck(ctx context.Context, maxRows int) (*SettlementReport, error) {
-	rep := &SettlementReport{Files: []SettlementFileSummary{}, Discrepancies: []SettlementDiscrepancy{}, MaxAge: s.settlementMaxAge}
+func (s *Service) Check(ctx context.Context, maxRows int) (*Report, error) {
+	rep := &Report{Files: []FileSummary{}, Discrepancies: []Discrepancy{}, MaxAge: s.maxAge}
 	files, err := s.queries.SettlementFileList(ctx, s.pool, int32(maxRows))
 	if err != nil {
-		return nil, Internal(err)
+		return nil, service.Internal(err)
 	}
 	for _, f := range files {
-		rep.Files = append(rep.Files, SettlementFileSummary{
+		rep.Files = append(rep.Files, FileSummary{
 			ID: f.ID, Received: f.CreatedAt, Name: f.Name, Version: int(f.Version), SizeBytes: f.SizeBytes,
-			Status: f.Status, Problem: deref(f.Problem), Cursor: int(f.CursorLine), Applied: int(f.LinesApplied),
+			Status: f.Status, Problem: orEmpty(f.Problem), Cursor: int(f.CursorLine), Applied: int(f.LinesApplied),
 			Duplicate: int(f.LinesDuplicate), Quarantined: int(f.LinesQuarantined), Flagged: f.Flagged,
-			FlagReason: deref(f.FlagReason), Finished: f.FinishedAt,
+			FlagReason: orEmpty(f.FlagReason), Finished: f.FinishedAt,
 		})
 	}
 	counts, err := s.queries.SettlementFileCountByStatus(ctx, s.pool)
 	if err != nil {
-		return nil, Internal(err)
+		return nil, service.Internal(err)
 	}
 	for _, c := range counts {
 		if c.Flagged {
@@ -91,7 +92,7 @@ func (s *Service) SettlementCheck(ctx context.Context, maxRows int) (*Settlement
 	}
 	lines, err := s.queries.SettlementLineListDiscrepancies(ctx, s.pool, int32(maxRows))
 	if err != nil {
-		return nil, Internal(err)
+		return nil, service.Internal(err)
 	}
 	byKind := map[string]int{}
 	for _, l := range lines {
@@ -100,15 +101,15 @@ func (s *Service) SettlementCheck(ctx context.Context, maxRows int) (*Settlement
 			kind = "mismatch"
 		}
 		byKind[kind]++
-		rep.Discrepancies = append(rep.Discrepancies, SettlementDiscrepancy{
+		rep.Discrepancies = append(rep.Discrepancies, Discrepancy{
 			Kind: kind, Type: l.Type, ProcessorReference: l.ProcessorReference, RideID: l.RideID,
 			File: l.FileName, FileVersion: int(l.FileVersion), Line: int(l.LineNumber),
-			GrossCents: l.GrossCents, Currency: l.Currency, Detail: deref(l.Mismatch), Created: l.CreatedAt,
+			GrossCents: l.GrossCents, Currency: l.Currency, Detail: orEmpty(l.Mismatch), Created: l.CreatedAt,
 		})
 	}
-	missing, err := s.queries.SettlementMissingList(ctx, s.pool, int32(maxRows), s.settlementMaxAge.Seconds())
+	missing, err := s.queries.SettlementMissingList(ctx, s.pool, int32(maxRows), s.maxAge.Seconds())
 	if err != nil {
-		return nil, Internal(err)
+		return nil, service.Internal(err)
 	}
 	for _, m := range missing {
 		byKind["not_settled"]++
@@ -116,26 +117,26 @@ func (s *Service) SettlementCheck(ctx context.Context, maxRows int) (*Settlement
 		if m.Type == "refund" {
 			gross = -gross
 		}
-		rep.Discrepancies = append(rep.Discrepancies, SettlementDiscrepancy{
+		rep.Discrepancies = append(rep.Discrepancies, Discrepancy{
 			Kind: "not_settled", Type: m.Type, ProcessorReference: m.ProcessorReference, RideID: &m.RideID,
 			GrossCents: gross, Currency: m.Currency, Created: m.CreatedAt,
 		})
 	}
-	for _, k := range SettlementDiscrepancyKinds {
-		s.metrics.settlements.discrepancies.WithLabelValues(k).Set(float64(byKind[k]))
+	for _, k := range DiscrepancyKinds {
+		s.metrics.discrepancies.WithLabelValues(k).Set(float64(byKind[k]))
 	}
-	s.metrics.settlements.flagged.Set(float64(rep.Flagged))
+	s.metrics.flagged.Set(float64(rep.Flagged))
 	return rep, nil
 }
 
-// SettlementFetched marks a completed fetch of the bank's inbox
+// Fetched marks a completed fetch of the bank's inbox
 // (atomicrides_settlement_last_fetch_timestamp_seconds).
-func (s *Service) SettlementFetched(at time.Time) {
-	s.metrics.settlements.lastFetch.Set(float64(at.Unix()))
+func (s *Service) Fetched(at time.Time) {
+	s.metrics.lastFetch.Set(float64(at.Unix()))
 }
 
-// SettlementLine is one applied line of a settlement file.
-type SettlementLine struct {
+// Line is one applied line of a settlement file.
+type Line struct {
 	Line               int       `json:"line"`
 	Type               string    `json:"type"`
 	ProcessorReference string    `json:"processor_reference"`
@@ -150,86 +151,85 @@ type SettlementLine struct {
 	RideID             *int64    `json:"ride_id,omitempty"`
 }
 
-// SettlementQuarantined is a line of a settlement file that was not
+// Quarantined is a line of a settlement file that was not
 // applied, with the reason.
-type SettlementQuarantined struct {
+type Quarantined struct {
 	Line   int    `json:"line"`
 	Reason string `json:"reason"`
 	Raw    string `json:"raw"`
 }
 
-// SettlementFileDetail is one file version with its lines.
-type SettlementFileDetail struct {
-	SettlementFileSummary
-	Lines            []SettlementLine        `json:"lines"`
-	QuarantinedLines []SettlementQuarantined `json:"quarantined_lines"`
+// FileDetail is one file version with its lines.
+type FileDetail struct {
+	FileSummary
+	Lines            []Line        `json:"lines"`
+	QuarantinedLines []Quarantined `json:"quarantined_lines"`
 }
 
-// SettlementFileShow returns a recorded file with the lines it applied and
+// FileShow returns a recorded file with the lines it applied and
 // those it quarantined.
-func (s *Service) SettlementFileShow(ctx context.Context, fileID int64) (*SettlementFileDetail, error) {
+func (s *Service) FileShow(ctx context.Context, fileID int64) (*FileDetail, error) {
 	f, err := s.queries.SettlementFileGet(ctx, s.pool, fileID)
-	if IsNoRows(err) {
-		return nil, &Error{Code: CodeNotFound, Field: "id", Message: "no such settlement file"}
+	if service.IsNoRows(err) {
+		return nil, &service.Error{Code: service.CodeNotFound, Field: "id", Message: "no such settlement file"}
 	}
 	if err != nil {
-		return nil, Internal(err)
+		return nil, service.Internal(err)
 	}
-	d := &SettlementFileDetail{
-		SettlementFileSummary: SettlementFileSummary{
+	d := &FileDetail{
+		FileSummary: FileSummary{
 			ID: f.ID, Received: f.CreatedAt, Name: f.Name, Version: int(f.Version), SizeBytes: int64(len(f.Content)),
-			Status: f.Status, Problem: deref(f.Problem), Cursor: int(f.CursorLine), Applied: int(f.LinesApplied),
+			Status: f.Status, Problem: orEmpty(f.Problem), Cursor: int(f.CursorLine), Applied: int(f.LinesApplied),
 			Duplicate: int(f.LinesDuplicate), Quarantined: int(f.LinesQuarantined), Flagged: f.Flagged,
-			FlagReason: deref(f.FlagReason), Finished: f.FinishedAt,
+			FlagReason: orEmpty(f.FlagReason), Finished: f.FinishedAt,
 		},
-		Lines: []SettlementLine{}, QuarantinedLines: []SettlementQuarantined{},
+		Lines: []Line{}, QuarantinedLines: []Quarantined{},
 	}
 	lines, err := s.queries.SettlementLineListByFile(ctx, s.pool, fileID)
 	if err != nil {
-		return nil, Internal(err)
+		return nil, service.Internal(err)
 	}
 	for _, l := range lines {
 		d.Lines = append(d.Lines, settlementLineOf(l))
 	}
 	q, err := s.queries.SettlementQuarantineListByFile(ctx, s.pool, fileID)
 	if err != nil {
-		return nil, Internal(err)
+		return nil, service.Internal(err)
 	}
 	for _, l := range q {
-		d.QuarantinedLines = append(d.QuarantinedLines, SettlementQuarantined{Line: int(l.LineNumber), Reason: l.Reason, Raw: l.Raw})
+		d.QuarantinedLines = append(d.QuarantinedLines, Quarantined{Line: int(l.LineNumber), Reason: l.Reason, Raw: l.Raw})
 	}
 	return d, nil
 }
 
-// SettlementTotals are the sums of every applied line.
-type SettlementTotals struct {
+// Totals are the sums of every applied line.
+type Totals struct {
 	Lines                          int
 	GrossCents, FeeCents, NetCents int64
 }
 
-// SettlementTotalsGet sums every applied line.
-func (s *Service) SettlementTotalsGet(ctx context.Context) (SettlementTotals, error) {
+// Totals sums every applied line.
+func (s *Service) Totals(ctx context.Context) (Totals, error) {
 	t, err := s.queries.SettlementLineTotals(ctx, s.pool)
 	if err != nil {
-		return SettlementTotals{}, Internal(err)
+		return Totals{}, service.Internal(err)
 	}
-	return SettlementTotals{Lines: int(t.Lines), GrossCents: t.GrossCents, FeeCents: t.FeeCents, NetCents: t.NetCents}, nil
+	return Totals{Lines: int(t.Lines), GrossCents: t.GrossCents, FeeCents: t.FeeCents, NetCents: t.NetCents}, nil
 }
 
-func settlementLineOf(l *dbgen.SettlementLine) SettlementLine {
-	return SettlementLine{
+func settlementLineOf(l *dbgen.SettlementLine) Line {
+	return Line{
 		Line: int(l.LineNumber), Type: l.Type, ProcessorReference: l.ProcessorReference,
 		GrossCents: l.GrossCents, FeeCents: l.FeeCents, NetCents: l.NetCents, Currency: l.Currency,
 		PayoutID: l.PayoutID, PayoutEffectiveAt: l.PayoutEffectiveAt, Match: l.Match,
-		Mismatch: deref(l.Mismatch), RideID: l.RideID,
+		Mismatch: orEmpty(l.Mismatch), RideID: l.RideID,
 	}
 }
 
-// deref is *p, or T's zero value when p is nil.
-func deref[T any](p *T) T {
-	var zero T
-	if p == nil {
-		return zero
+// orEmpty is *p, "" for nil.
+func orEmpty(p *string) string {
+	if p != nil {
+		return *p
 	}
-	return *p
+	return ""
 }

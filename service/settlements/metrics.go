@@ -1,12 +1,12 @@
-package service
+package settlements
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// SettlementDiscrepancyKinds are the kind labels of
+// DiscrepancyKinds are the kind labels of
 // atomicrides_settlement_discrepancies: a line naming no charge or refund
 // of ours, a line whose amount or currency differs from ours, and a charge
 // or refund of ours that no line settled within the maximum age.
-var SettlementDiscrepancyKinds = []string{"unknown_reference", "mismatch", "not_settled"}
+var DiscrepancyKinds = []string{"unknown_reference", "mismatch", "not_settled"}
 
 // settlementMetrics count what the settlement files brought.
 type settlementMetrics struct {
@@ -46,7 +46,7 @@ func newSettlementMetrics() *settlementMetrics {
 	for _, o := range []string{"matched", "unknown", "mismatch", "none", "duplicate", "quarantined"} {
 		m.lines.WithLabelValues(o)
 	}
-	for _, k := range SettlementDiscrepancyKinds {
+	for _, k := range DiscrepancyKinds {
 		m.discrepancies.WithLabelValues(k)
 	}
 	return m
@@ -56,7 +56,7 @@ func (m *settlementMetrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.files, m.lines, m.discrepancies, m.flagged, m.lastFetch}
 }
 
-func (m *settlementMetrics) received(r SettlementReceipt) {
+func (m *settlementMetrics) received(r Receipt) {
 	switch {
 	case r.Duplicate:
 		m.files.WithLabelValues("duplicate").Inc()
