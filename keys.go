@@ -115,11 +115,12 @@ func keysCommand(ctx context.Context, args []string, out io.Writer, logger *slog
 		return err
 	}
 	defer pool.Close()
-	svc, _, stop, err := newService(pool, pool, cfg, prometheus.NewRegistry(), logger, needs)
+	p, _, stop, err := newService(pool, pool, cfg, prometheus.NewRegistry(), logger, needs)
 	if err != nil {
 		return err
 	}
 	defer stop()
+	svc := p.svc
 
 	switch sub {
 	case "events-replay":

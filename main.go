@@ -55,6 +55,7 @@ import (
 	"github.com/atomicrides/atomicrides/service/adyen"
 	"github.com/atomicrides/atomicrides/service/mail"
 	"github.com/atomicrides/atomicrides/service/payments"
+	"github.com/atomicrides/atomicrides/service/receipts"
 	"github.com/atomicrides/atomicrides/service/settlements"
 	"github.com/atomicrides/atomicrides/sql/migrations"
 )
@@ -299,11 +300,12 @@ func serve(ctx context.Context, args []string, stdout io.Writer, logger *slog.Lo
 
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), dbCounter)
-	svc, devNote, stopDeps, err := newService(pool, direct.Pool, cfg, registry, logger, needs)
+	p, devNote, stopDeps, err := newService(pool, direct.Pool, cfg, registry, logger, needs)
 	if err != nil {
 		return err
 	}
 	defer stopDeps()
+	svc, acc := p.svc, p.accounts
 	if svc.InboxEnabled(service.InboxSourceStripe) {
 		logger.Info("webhooks on: Stripe events are received at POST /webhooks/stripe", "secrets", len(cfg.StripeWebhookSecrets))
 	} else {
@@ -316,11 +318,6 @@ func serve(ctx context.Context, args []string, stdout io.Writer, logger *slog.Lo
 	}
 	// Revoked API keys are forgotten by this process's auth cache as they are
 	// announced; the goroutine ends with ctx.
-	p, err := newParts(svc, direct.Config().ConnConfig, cfg, registry, logger, needs.dev)
-	if err != nil {
-		return err
-	}
-	acc := p.accounts
 	go func() { _ = acc.ListenAPIKeyRevocations(ctx) }()
 	// The database's heartbeat: a restore or a failover that lost commits
 	// is noticed by the beat it left stale (service/database_gaps.go). The
@@ -330,7 +327,7 @@ func serve(ctx context.Context, args []string, stdout io.Writer, logger *slog.Lo
 	}
 	go svc.RunHeartbeat(ctx)
 
-	riverCfg := jobs.RiverConfig(cfg.jobsConfig(logger), jobs.Parts{Service: svc, Settlements: p.settlements})
+	riverCfg := jobs.RiverConfig(cfg.jobsConfig(logger), jobs.Parts{Service: svc, Settlements: p.settlements, Receipts: p.receipts})
 	// A job's run continues the trace of the phase that inserted it.
 	riverCfg.Plugins = []rivertype.Plugin{telemetry.NewRiverMiddleware(nil)}
 	riverClient, err := river.NewClient(riverDriver(pool, direct.Pool), riverCfg)
@@ -626,7 +623,7 @@ func dbCommand(ctx context.Context, args []string, stdout io.Writer, logger *slo
 // fakes in place of those cfg lacks. A command that reaches neither (keys
 // list, keys show) gets a Stripe client it never calls. devNote says which
 // fakes run; stop releases what was started.
-func newService(pool, direct *pgxpool.Pool, cfg *config, reg prometheus.Registerer, logger *slog.Logger, needs backends) (svc *service.Service, devNote string, stop func(), err error) {
+func newService(pool, direct *pgxpool.Pool, cfg *config, reg prometheus.Registerer, logger *slog.Logger, needs backends) (p *parts, devNote string, stop func(), err error) {
 	var stops []func()
 	stopAll := func() {
 		for i := len(stops) - 1; i >= 0; i-- {
@@ -714,10 +711,10 @@ func newService(pool, direct *pgxpool.Pool, cfg *config, reg prometheus.Register
 		}
 		inbound[service.InboxSourceAdyen] = notes
 	}
-	svc, err = service.New(service.Config{
+	svc, err := service.New(service.Config{
 		Inbound:    inbound,
 		Pool:       pool,
-		Processors: procs, Mailer: mailer, MailFrom: cfg.MailFrom, Logger: logger, Registerer: reg,
+		Processors: procs, Logger: logger, Registerer: reg,
 		// Zero values take the service's defaults.
 		AbandonedAfter: cfg.CompleterIdle, KeyRetention: cfg.KeyRetention, Lease: cfg.Lease,
 		OrphanRefundAfter: cfg.OrphanRefundAfter,
@@ -728,20 +725,28 @@ func newService(pool, direct *pgxpool.Pool, cfg *config, reg prometheus.Register
 	if err != nil {
 		return nil, "", nil, err
 	}
-	return svc, strings.Join(notes, "; "), stopAll, nil
+	p, err = newParts(svc, mailer, direct.Config().ConnConfig, cfg, reg, logger, needs.dev)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return p, strings.Join(notes, "; "), stopAll, nil
 }
 
-// parts are the domain's packages beside the service, built on its engine
-// and job client: what serve's adapters, the jobs and the commands call.
+// parts are the service and the domain's packages beside it, built on its
+// engine and job client: what serve's adapters, the jobs and the commands
+// call.
 type parts struct {
+	svc         *service.Service
 	accounts    *accounts.Service
 	settlements *settlements.Service
+	receipts    *receipts.Service
 }
 
-// newParts builds the parts over svc; the revocation listener connects
-// with listen (PostgreSQL itself, never through PgBouncer), and riders may
-// come without a payment source only with dev.
-func newParts(svc *service.Service, listen *pgx.ConnConfig, cfg *config, reg prometheus.Registerer, logger *slog.Logger, dev bool) (*parts, error) {
+// newParts builds the parts over svc; receipts go out through mailer (nil:
+// their jobs fail and are retried), the revocation listener connects with
+// listen (PostgreSQL itself, never through PgBouncer), and riders may come
+// without a payment source only with dev.
+func newParts(svc *service.Service, mailer service.Mailer, listen *pgx.ConnConfig, cfg *config, reg prometheus.Registerer, logger *slog.Logger, dev bool) (*parts, error) {
 	acc, err := accounts.New(accounts.Config{
 		Engine: svc.Engine(), Jobs: svc.Jobs(), ListenConfig: listen, DevDefaultPaymentSource: dev, Logger: logger,
 	})
@@ -756,7 +761,11 @@ func newParts(svc *service.Service, listen *pgx.ConnConfig, cfg *config, reg pro
 	if err != nil {
 		return nil, err
 	}
-	return &parts{accounts: acc, settlements: st}, nil
+	rec, err := receipts.New(receipts.Config{Engine: svc.Engine(), Mailer: mailer, From: cfg.MailFrom, Registerer: reg})
+	if err != nil {
+		return nil, err
+	}
+	return &parts{svc: svc, accounts: acc, settlements: st, receipts: rec}, nil
 }
 
 // mailConfig is the mailer's configuration for the SMTP server at url. It

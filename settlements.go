@@ -78,15 +78,11 @@ func settlementsCommand(ctx context.Context, args []string, out io.Writer, logge
 		return err
 	}
 	defer pool.Close()
-	svc, _, stop, err := newService(pool, pool, cfg, prometheus.NewRegistry(), logger, backends{})
+	p, _, stop, err := newService(pool, pool, cfg, prometheus.NewRegistry(), logger, backends{})
 	if err != nil {
 		return err
 	}
 	defer stop()
-	p, err := newParts(svc, pool.Config().ConnConfig, cfg, prometheus.NewRegistry(), logger, false)
-	if err != nil {
-		return err
-	}
 	st := p.settlements
 
 	if sub == "show" {

@@ -18,7 +18,7 @@ func TestRiverConfigDefaults(t *testing.T) {
 	t.Parallel()
 	env := testkit.New(t)
 	svc := env.Service
-	parts := jobs.Parts{Service: svc, Settlements: env.Settlements}
+	parts := jobs.Parts{Service: svc, Settlements: env.Settlements, Receipts: env.Receipts}
 	cfg := jobs.RiverConfig(jobs.Config{}, parts)
 	require.Equal(t, jobs.DefaultMaxWorkers, cfg.Queues[river.QueueDefault].MaxWorkers)
 	require.Len(t, cfg.PeriodicJobs, 6) // completer, hold release, reaper, reconcile, orphan pass, events pass

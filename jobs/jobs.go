@@ -13,6 +13,7 @@ import (
 
 	"github.com/atomicrides/atomicrides/service"
 	"github.com/atomicrides/atomicrides/service/bankinbox"
+	"github.com/atomicrides/atomicrides/service/receipts"
 	"github.com/atomicrides/atomicrides/service/settlements"
 )
 
@@ -22,16 +23,18 @@ type Parts struct {
 	Service *service.Service
 	// Settlements applies the settlement files.
 	Settlements *settlements.Service
+	// Receipts sends the receipts.
+	Receipts *receipts.Service
 }
 
 // Register adds every worker of the service to workers.
 func Register(workers *river.Workers, p Parts) {
 	svc := p.Service
 	river.AddWorker(workers, &CustomerCreateWorker{svc: svc})
-	river.AddWorker(workers, &RideReceiptWorker{svc: svc})
+	river.AddWorker(workers, &RideReceiptWorker{receipts: p.Receipts})
 	river.AddWorker(workers, &RideActionExpireWorker{svc: svc})
 	river.AddWorker(workers, &HoldReleaseWorker{svc: svc})
-	river.AddWorker(workers, &RefundReceiptWorker{svc: svc})
+	river.AddWorker(workers, &RefundReceiptWorker{receipts: p.Receipts})
 	river.AddWorker(workers, &KeyCompleterWorker{svc: svc})
 	river.AddWorker(workers, &KeyCompleteWorker{svc: svc})
 	river.AddWorker(workers, &KeyReaperWorker{svc: svc})
@@ -40,7 +43,7 @@ func Register(workers *river.Workers, p Parts) {
 	river.AddWorker(workers, &OrphanPassWorker{svc: svc})
 	river.AddWorker(workers, &EventsPassWorker{svc: svc})
 	river.AddWorker(workers, &OrphanRefundWorker{svc: svc})
-	river.AddWorker(workers, &OrphanReceiptWorker{svc: svc})
+	river.AddWorker(workers, &OrphanReceiptWorker{receipts: p.Receipts})
 	river.AddWorker(workers, &SettlementApplyWorker{st: p.Settlements})
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/jobs"
 	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/receipts"
 )
 
 func TestCustomerCreateWorker(t *testing.T) {
@@ -75,7 +76,7 @@ func TestRideReceiptWorker(t *testing.T) {
 			require.Equal(t, http.StatusCreated, resp.Status)
 			var ride service.Ride
 			require.NoError(t, json.Unmarshal(resp.Body, &ride))
-			rides[service.ReceiptMessageID(service.ReceiptRide, ride.ID, service.DefaultMailFrom)] = true
+			rides[receipts.MessageID(receipts.KindRide, ride.ID, service.DefaultMailFrom)] = true
 		}
 		finals := b.waitFinal(t, service.RideReceiptArgs{}.Kind(), 3)
 		attempts := 0
@@ -128,7 +129,7 @@ func TestRideReceiptWorker(t *testing.T) {
 		require.Equal(t, river.EventKindJobCompleted, final.Kind, "job: %+v", final.Job)
 		require.Equal(t, 2, final.Job.Attempt)
 		// At least once over SMTP: two copies, one Message-ID, one record.
-		id := service.ReceiptMessageID(service.ReceiptRide, ride.ID, service.DefaultMailFrom)
+		id := receipts.MessageID(receipts.KindRide, ride.ID, service.DefaultMailFrom)
 		require.Equal(t, map[string]int{id: 2}, b.Sink.CountByMessageID())
 		require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM receipts WHERE ride_id = $1`, ride.ID))
 	})
@@ -252,10 +253,10 @@ func TestRefundJobs(t *testing.T) {
 	require.Equal(t, river.EventKindJobCompleted, b.waitFinal(t, service.RefundReceiptArgs{}.Kind(), 1)[0].Kind)
 	byID := b.Sink.CountByMessageID()
 	require.Equal(t, map[string]int{
-		service.ReceiptMessageID(service.ReceiptRide, ride.ID, service.DefaultMailFrom):   1,
-		service.ReceiptMessageID(service.ReceiptRefund, ride.ID, service.DefaultMailFrom): 1,
+		receipts.MessageID(receipts.KindRide, ride.ID, service.DefaultMailFrom):   1,
+		receipts.MessageID(receipts.KindRefund, ride.ID, service.DefaultMailFrom): 1,
 	}, byID)
-	again, err := b.Service.RefundReceiptSend(b.Ctx, ride.ID, nil)
+	again, err := b.Receipts.RefundSend(b.Ctx, ride.ID, nil)
 	require.NoError(t, err)
 	require.False(t, again)
 	require.Equal(t, 2, b.Sink.Count())

@@ -7,6 +7,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/receipts"
 )
 
 // DefaultOrphanInterval is how often the orphan pass runs.
@@ -59,12 +60,12 @@ func (w *OrphanRefundWorker) Work(ctx context.Context, job *river.Job[service.Or
 // OrphanReceiptWorker emails the rider of a refunded orphan charge, once.
 type OrphanReceiptWorker struct {
 	river.WorkerDefaults[service.OrphanReceiptArgs]
-	svc *service.Service
+	receipts *receipts.Service
 }
 
 // Work sends the receipt, like RideReceiptWorker; an orphan whose rider is
 // unknown cancels the job.
 func (w *OrphanReceiptWorker) Work(ctx context.Context, job *river.Job[service.OrphanReceiptArgs]) error {
-	_, err := w.svc.OrphanReceiptSend(ctx, job.Args.ChargeID, completeWith(job))
+	_, err := w.receipts.OrphanSend(ctx, job.Args.ChargeID, completeWith(job))
 	return cancelDefinitive(err)
 }

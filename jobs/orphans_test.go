@@ -13,6 +13,7 @@ import (
 	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/jobs"
 	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/receipts"
 )
 
 // loseBooking books a ride under key and then deletes what a restore to a
@@ -81,16 +82,16 @@ func TestOrphanChargeRefundedOnceAfterGrace(t *testing.T) {
 		AND email = $3 AND receipt_sent_at IS NOT NULL`, chargeID, refunds[0].ID, email))
 
 	msgs := b.Sink.Messages()
-	var receipts int
+	var sent int
 	for _, m := range msgs {
-		if m.MessageID == service.OrphanReceiptMessageID(chargeID, service.DefaultMailFrom) {
-			receipts++
+		if m.MessageID == receipts.OrphanMessageID(chargeID, service.DefaultMailFrom) {
+			sent++
 			require.Equal(t, []string{email}, m.To)
 			require.Contains(t, string(m.Data), "lost")
 			require.Contains(t, string(m.Data), refunds[0].ID)
 		}
 	}
-	require.Equal(t, 1, receipts)
+	require.Equal(t, 1, sent)
 
 	// Another pass, and the refund job run again: still one refund.
 	n, err = b.Service.OrphanRefundsSchedule(b.Ctx, time.Nanosecond)

@@ -10,6 +10,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/receipts"
 )
 
 // RideReceiptWorker emails the receipt of a charged ride. The service sends
@@ -17,25 +18,25 @@ import (
 // sends nothing.
 type RideReceiptWorker struct {
 	river.WorkerDefaults[service.RideReceiptArgs]
-	svc *service.Service
+	receipts *receipts.Service
 }
 
 // Work sends the receipt. A ride that does not exist or is not charged
 // cancels the job; a mail server failure is retried with River's backoff.
 func (w *RideReceiptWorker) Work(ctx context.Context, job *river.Job[service.RideReceiptArgs]) error {
-	_, err := w.svc.RideReceiptSend(ctx, job.Args.RideID, completeWith(job))
+	_, err := w.receipts.RideSend(ctx, job.Args.RideID, completeWith(job))
 	return cancelDefinitive(err)
 }
 
 // RefundReceiptWorker emails the receipt of a refunded ride, once.
 type RefundReceiptWorker struct {
 	river.WorkerDefaults[service.RefundReceiptArgs]
-	svc *service.Service
+	receipts *receipts.Service
 }
 
 // Work sends the refund receipt, like RideReceiptWorker.
 func (w *RefundReceiptWorker) Work(ctx context.Context, job *river.Job[service.RefundReceiptArgs]) error {
-	_, err := w.svc.RefundReceiptSend(ctx, job.Args.RideID, completeWith(job))
+	_, err := w.receipts.RefundSend(ctx, job.Args.RideID, completeWith(job))
 	return cancelDefinitive(err)
 }
 
@@ -43,7 +44,7 @@ func (w *RefundReceiptWorker) Work(ctx context.Context, job *river.Job[service.R
 // receipt: the receipt and the job's completion commit together. A job that
 // is no longer running as this attempt (rescued and taken by another) is left
 // to River, and the receipt is recorded all the same.
-func completeWith[T river.JobArgs](job *river.Job[T]) service.ReceiptRecordedFunc {
+func completeWith[T river.JobArgs](job *river.Job[T]) receipts.RecordedFunc {
 	return func(ctx context.Context, tx pgx.Tx) error {
 		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
 		if errors.Is(err, rivertype.ErrNotFound) {

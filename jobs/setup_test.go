@@ -63,7 +63,7 @@ func setupWith(t *testing.T, opts options) *testBundle {
 		env = testkit.New(t)
 	}
 	workers := river.NewWorkers()
-	jobs.Register(workers, jobs.Parts{Service: env.Service, Settlements: env.Settlements})
+	jobs.Register(workers, jobs.Parts{Service: env.Service, Settlements: env.Settlements, Receipts: env.Receipts})
 	if opts.inbox != nil {
 		river.AddWorker(workers, jobs.NewSettlementFetchWorker(env.Settlements, *opts.inbox))
 	}

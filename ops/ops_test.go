@@ -29,6 +29,7 @@ import (
 	"github.com/atomicrides/atomicrides/openapi"
 	"github.com/atomicrides/atomicrides/service"
 	"github.com/atomicrides/atomicrides/service/payments"
+	"github.com/atomicrides/atomicrides/service/receipts"
 	"github.com/atomicrides/atomicrides/service/settlements"
 	"github.com/atomicrides/atomicrides/sql/dbtest"
 )
@@ -184,6 +185,8 @@ func exportedNames(t *testing.T) map[string]bool {
 	})
 	require.NoError(t, err)
 	_, err = settlements.New(settlements.Config{Engine: svc.Engine(), Jobs: svc.Jobs(), Registerer: registry})
+	require.NoError(t, err)
+	_, err = receipts.New(receipts.Config{Engine: svc.Engine(), Registerer: registry})
 	require.NoError(t, err)
 	// The admission control as serve builds it: a limit learnt within the
 	// bounds of a small pool, its gauges on the registry.

@@ -137,10 +137,10 @@ func TestAdyenLostRoutingCommitDoubleChargeRefundedOnce(t *testing.T) {
 	require.Empty(t, w.Stripe.RefundsForCharge(*rerouted.StripeChargeID), "the ride's own charge stays")
 
 	// The rider's receipt says why, once.
-	sent, err := w.Service.OrphanReceiptSend(w.Ctx, d.OtherChargeID, nil)
+	sent, err := w.Receipts.OrphanSend(w.Ctx, d.OtherChargeID, nil)
 	require.NoError(t, err)
 	require.True(t, sent)
-	sent, err = w.Service.OrphanReceiptSend(w.Ctx, d.OtherChargeID, nil)
+	sent, err = w.Receipts.OrphanSend(w.Ctx, d.OtherChargeID, nil)
 	require.NoError(t, err)
 	require.False(t, sent)
 	msgs := w.Mail.Messages()

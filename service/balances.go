@@ -222,5 +222,5 @@ func (s *Service) balanceDue(ctx context.Context, db dbgen.DBTX, userID int64) e
 	}
 	return &Error{Code: CodeBalanceDue, RideID: owed.ID, Message: fmt.Sprintf(
 		"the rider owes %s for ride %d: pay it (POST /rides/%d/balance), then book again",
-		formatAmount(owed.ExtraCents, owed.Currency), owed.ID, owed.ID)}
+		FormatAmount(owed.ExtraCents, owed.Currency), owed.ID, owed.ID)}
 }

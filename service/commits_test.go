@@ -137,7 +137,7 @@ func TestRideCommits(t *testing.T) {
 		other := testkit.SomeRide
 		other.TargetLat++
 		_, err = svc.RideCreate(ctx, uid, key, other, nil)
-		requireCode(t, err, service.CodeKeyReused)
+		testkit.RequireCode(t, err, service.CodeKeyReused)
 	})
 	require.EqualValues(t, 3, both.commits-warm.commits, "commits of a ride replayed by the process that finished it")
 	require.Len(t, fake.SucceededCharges(), 7)

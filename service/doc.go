@@ -76,7 +76,7 @@
 //	                                                    an operator completes it)
 //
 // The reaper (KeysReap) deletes finished keys past Config.KeyRetention and
-// never an unfinished one. Receipts (RideReceiptSend, RefundReceiptSend) are
+// never an unfinished one. Receipts (package receipts: RideSend, RefundSend) are
 // sent with no transaction open and recorded afterwards, under a Message-ID
 // that is the same for every resend.
 //

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/service"
 	"github.com/atomicrides/atomicrides/service/accounts"
 )
@@ -38,7 +39,7 @@ func TestNormalizeEmail(t *testing.T) {
 		"x@y_z.com", "x@y!z.com", "x@y+z.com", "x@y~.com", "x@" + strings.Repeat("a", 64) + ".com",
 	} {
 		_, err := service.NormalizeEmail(in)
-		e := requireCode(t, err, service.CodeInvalid)
+		e := testkit.RequireCode(t, err, service.CodeInvalid)
 		require.Equal(t, "path.email", e.Field, in)
 	}
 }

@@ -85,4 +85,3 @@ func (RefundReceiptArgs) Kind() string { return "refund_receipt" }
 func (RefundReceiptArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{MaxAttempts: 25, UniqueOpts: river.UniqueOpts{ByArgs: true}}
 }
-

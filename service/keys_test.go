@@ -84,7 +84,7 @@ func TestCompleter(t *testing.T) {
 		require.NoError(t, err)
 		require.Zero(t, n)
 		_, err = b.Service.KeyComplete(b.Ctx, id)
-		requireCode(t, err, service.CodeKeyInUse)
+		testkit.RequireCode(t, err, service.CodeKeyInUse)
 
 		close(gate)
 		require.NoError(t, <-done)
@@ -100,7 +100,7 @@ func TestCompleter(t *testing.T) {
 
 		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpPaymentIntentCreate, Kind: fakestripe.FaultStatus, Status: 500, Times: 1})
 		_, err := b.Service.KeyComplete(b.Ctx, id)
-		requireCode(t, err, service.CodeProcessorUnavailable)
+		testkit.RequireCode(t, err, service.CodeProcessorUnavailable)
 		k := b.key(t, uid, key)
 		require.Equal(t, "ride_created", k.point)
 		require.False(t, k.locked, "a failed completion releases the lease")
@@ -117,7 +117,7 @@ func TestCompleter(t *testing.T) {
 		// Stripe made the charge, but its answer was lost; the client gave up.
 		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpPaymentIntentCreate, Kind: fakestripe.FaultDropAfter, Times: 1})
 		_, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
-		requireCode(t, err, service.CodeProcessorUnavailable)
+		testkit.RequireCode(t, err, service.CodeProcessorUnavailable)
 		require.Equal(t, 1, b.succeededCharges())
 		id := b.keyID(t, uid, key)
 
@@ -138,7 +138,7 @@ func TestCompleter(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		_, err := b.Service.KeyComplete(b.Ctx, 424242)
-		requireCode(t, err, service.CodeNotFound)
+		testkit.RequireCode(t, err, service.CodeNotFound)
 	})
 }
 

@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -48,21 +47,12 @@ func (m Message) Validate() error {
 	return nil
 }
 
-// DefaultMailFrom is the sender of receipts when Config.MailFrom is empty.
+// DefaultMailFrom is the sender of receipts unless another is configured
+// (receipts.Config.From, MAIL_FROM).
 const DefaultMailFrom = "Atomic Rides <receipts@atomicrides.localhost>"
 
-// errNoMailer is returned by receipt sends on a service built without a
-// Mailer: the job fails and is retried, so receipts are delayed, not lost.
-var errNoMailer = errors.New("service: no Mailer configured")
-
-// mailDomain is the domain of a From address, for Message-IDs.
-func mailDomain(from string) string {
-	addr := from
-	if i := strings.LastIndexByte(addr, '<'); i >= 0 {
-		addr = strings.TrimSuffix(addr[i+1:], ">")
-	}
-	if i := strings.LastIndexByte(addr, '@'); i >= 0 && i+1 < len(addr) {
-		return addr[i+1:]
-	}
-	return "atomicrides.localhost"
+// FormatAmount is an amount as receipts and messages show it: whole units,
+// two decimals, the currency's code ("12.50 USD").
+func FormatAmount(cents int64, currency string) string {
+	return fmt.Sprintf("%d.%02d %s", cents/100, cents%100, strings.ToUpper(currency))
 }

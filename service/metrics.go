@@ -21,7 +21,6 @@ type metrics struct {
 	completerQueued prometheus.Counter
 	reaped          prometheus.Counter
 	pastHorizon     prometheus.Gauge
-	receipts        *prometheus.CounterVec
 	circuitChanges  *prometheus.CounterVec
 	inboxReceived   *prometheus.CounterVec
 	inboxRejected   *prometheus.CounterVec
@@ -77,10 +76,6 @@ func newMetrics(reg prometheus.Registerer, processors []string) (*metrics, error
 			Name: "atomicrides_reaper_unfinished_past_retention",
 			Help: "Unfinished idempotency keys older than the retention, never deleted: an operator must look at them.",
 		}),
-		receipts: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "atomicrides_receipts_total",
-			Help: "Receipt sends by kind and outcome (sent, already_sent, error).",
-		}, []string{"kind", "outcome"}),
 		circuitChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "atomicrides_processor_circuit_changes_total",
 			Help: "Changes of a payment processor's circuit breaker, by processor and the state entered (closed, half-open, open).",
@@ -139,7 +134,7 @@ func newMetrics(reg prometheus.Registerer, processors []string) (*metrics, error
 	m.initSeries(processors)
 	collectors := []prometheus.Collector{
 		m.phaseSeconds, m.paymentCalls, m.paymentSeconds, m.completions, m.completerQueued,
-		m.reaped, m.pastHorizon, m.receipts, m.circuitChanges, m.inboxReceived, m.inboxRejected, m.inboxApplied, m.disputes,
+		m.reaped, m.pastHorizon, m.circuitChanges, m.inboxReceived, m.inboxRejected, m.inboxApplied, m.disputes,
 		m.actionsRequired, m.rideActions, m.ridesWaiting,
 		m.eventsPassRecorded, m.orphansUnresolved, m.keyLookups, m.gapsFound, m.gapsOpen,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
@@ -177,15 +172,4 @@ func (m *metrics) payment(processor, op string, d time.Duration, err error) {
 
 func (m *metrics) circuitChanged(processor, to string) {
 	m.circuitChanges.WithLabelValues(processor, to).Inc()
-}
-
-func (m *metrics) receipt(kind ReceiptKind, sent bool, err error) {
-	outcome := "already_sent"
-	switch {
-	case err != nil:
-		outcome = "error"
-	case sent:
-		outcome = "sent"
-	}
-	m.receipts.WithLabelValues(string(kind), outcome).Inc()
 }

@@ -106,11 +106,6 @@ func (m *metrics) initSeries(processors []string) {
 	for _, kind := range []string{"charge", "refund"} {
 		m.orphansUnresolved.WithLabelValues(kind)
 	}
-	for _, kind := range []ReceiptKind{ReceiptRide, ReceiptRefund} {
-		for _, outcome := range []string{"sent", "already_sent", "error"} {
-			m.receipts.WithLabelValues(string(kind), outcome)
-		}
-	}
 	for _, status := range []DisputeStatus{DisputeOpen, DisputeWon, DisputeLost} {
 		m.disputes.WithLabelValues(string(status))
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/service"
 	"github.com/atomicrides/atomicrides/service/accounts"
+	"github.com/atomicrides/atomicrides/service/receipts"
 	"github.com/atomicrides/atomicrides/sql/dbtest"
 )
 
@@ -227,13 +228,13 @@ func TestRestoredBackupRefundOfALostRideRefundsNoOther(t *testing.T) {
 	next := w.ride(t, restored, uid, testkit.NewKey())
 	require.NotEqual(t, lost.ID, next.ID, "a ride id is never handed out again")
 	require.NotEqual(t,
-		service.ReceiptMessageID(service.ReceiptRide, lost.ID, service.DefaultMailFrom),
-		service.ReceiptMessageID(service.ReceiptRide, next.ID, service.DefaultMailFrom),
+		receipts.MessageID(receipts.KindRide, lost.ID, service.DefaultMailFrom),
+		receipts.MessageID(receipts.KindRide, next.ID, service.DefaultMailFrom),
 		"nor is a receipt's Message-ID")
 
 	// The refund's client retries with its key: the ride it names is gone.
 	_, err = restored.RideRefundCreate(w.ctx, uid, refundKey, lost.ID, nil)
-	requireCode(t, err, service.CodeNotFound)
+	testkit.RequireCode(t, err, service.CodeNotFound)
 	var stored int
 	require.NoError(t, restoredPool.QueryRow(w.ctx, `SELECT count(*) FROM idempotency_keys WHERE user_id = $1 AND idempotency_key = $2`,
 		uid, refundKey).Scan(&stored))
@@ -259,7 +260,7 @@ func TestRestoredBackupRefundOfALostRideRefundsNoOther(t *testing.T) {
 	require.Equal(t, *lost.StripeChargeID, *again.StripeChargeID)
 	require.NotEqual(t, lost.ID, again.ID)
 	_, err = restored.RideRefundCreate(w.ctx, uid, refundKey, lost.ID, nil)
-	requireCode(t, err, service.CodeNotFound)
+	testkit.RequireCode(t, err, service.CodeNotFound)
 
 	// Refunding the ride again reaches Stripe under the charge's refund key
 	// and gets the refund Stripe made before the restore.
@@ -322,7 +323,7 @@ func TestResourceMissingIsRetryableNeverStored(t *testing.T) {
 	key := testkit.NewKey()
 
 	_, err = svc.RideCreate(w.ctx, uid, key, testkit.SomeRide, nil)
-	e := requireCode(t, err, service.CodeProcessorUnavailable)
+	e := testkit.RequireCode(t, err, service.CodeProcessorUnavailable)
 	require.Positive(t, e.RetryAfter)
 	var point string
 	var code *int32

@@ -26,7 +26,7 @@ func TestABookingInFlightAcrossTheUpgradeFinishesOnTheChargesAPI(t *testing.T) {
 	require.NoError(t, err)
 	b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpPaymentIntentCreate, Kind: fakestripe.FaultStatus, Status: http.StatusServiceUnavailable, Times: 1})
 	_, err = b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
-	requireCode(t, err, service.CodeProcessorUnavailable)
+	testkit.RequireCode(t, err, service.CodeProcessorUnavailable)
 	require.Empty(t, b.Stripe.PaymentIntents())
 
 	// The ride as the release before the upgrade left it: committed at its

@@ -195,7 +195,7 @@ func TestPaymentSource(t *testing.T) {
 		acc, err := accounts.New(accounts.Config{Engine: svc.Engine(), Jobs: svc.Jobs()})
 		require.NoError(t, err)
 		_, err = acc.UserUpsert(b.Ctx, accounts.UserUpsertParams{Email: "nosource@example.com"})
-		e := requireCode(t, err, service.CodeInvalid)
+		e := testkit.RequireCode(t, err, service.CodeInvalid)
 		require.Equal(t, "body.payment_source", e.Field)
 		require.Zero(t, b.Count(t, `SELECT count(*) FROM users WHERE role = 'rider'`))
 	})

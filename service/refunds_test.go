@@ -182,7 +182,7 @@ func TestRideRefundCreate(t *testing.T) {
 		// got a retryable 503; everything else is answered.
 		for i, r := range results {
 			if r.err != nil {
-				requireCode(t, r.err, service.CodeProcessorUnavailable)
+				testkit.RequireCode(t, r.err, service.CodeProcessorUnavailable)
 				resp, err := b.Service.RideRefundCreate(b.Ctx, uid, keys[i], ride.ID, nil)
 				require.NoError(t, err)
 				results[i] = result{resp, nil}
@@ -240,7 +240,7 @@ func TestRideRefundCreate(t *testing.T) {
 		// The second key joins the pending refund and meets the first at
 		// Stripe under the same entity key: Stripe refuses to run it twice.
 		_, err := b.Service.RideRefundCreate(b.Ctx, uid, second, ride.ID, nil)
-		requireCode(t, err, service.CodeProcessorUnavailable)
+		testkit.RequireCode(t, err, service.CodeProcessorUnavailable)
 		require.Equal(t, "refund_created", b.key(t, uid, second).point)
 		require.False(t, b.key(t, uid, second).locked)
 
@@ -265,7 +265,7 @@ func TestRideRefundCreate(t *testing.T) {
 		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpRefundCreate, Kind: fakestripe.FaultStatus, Status: 503, Times: 1})
 
 		_, err := b.Service.RideRefundCreate(b.Ctx, uid, key, ride.ID, nil)
-		e := requireCode(t, err, service.CodeProcessorUnavailable)
+		e := testkit.RequireCode(t, err, service.CodeProcessorUnavailable)
 		require.Positive(t, e.RetryAfter)
 		k := b.key(t, uid, key)
 		require.Equal(t, "refund_created", k.point)
@@ -294,7 +294,7 @@ func TestRideRefundCreate(t *testing.T) {
 		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpRefundCreate, Kind: fakestripe.FaultDropAfter, Times: 1})
 
 		_, err := b.Service.RideRefundCreate(b.Ctx, uid, key, ride.ID, nil)
-		requireCode(t, err, service.CodeProcessorUnavailable)
+		testkit.RequireCode(t, err, service.CodeProcessorUnavailable)
 		require.Len(t, b.Stripe.Refunds(), 1, "Stripe made the refund")
 		require.Equal(t, "refund_created", b.key(t, uid, key).point)
 
@@ -311,7 +311,7 @@ func TestRideRefundCreate(t *testing.T) {
 		first := testkit.NewKey()
 		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpRefundCreate, Kind: fakestripe.FaultDropAfter, Times: 1})
 		_, err := b.Service.RideRefundCreate(b.Ctx, uid, first, ride.ID, nil)
-		requireCode(t, err, service.CodeProcessorUnavailable)
+		testkit.RequireCode(t, err, service.CodeProcessorUnavailable)
 
 		// Another key joins the pending refund: Stripe replays the refund
 		// it made under the entity key.
@@ -341,7 +341,7 @@ func TestRideRefundCreate(t *testing.T) {
 			FOR EACH ROW EXECUTE FUNCTION fail_refund()`)
 
 		_, err := b.Service.RideRefundCreate(b.Ctx, uid, key, ride.ID, nil)
-		e := requireCode(t, err, service.CodeInternal)
+		e := testkit.RequireCode(t, err, service.CodeInternal)
 		require.NotContains(t, e.Message, "simulated")
 		require.Len(t, b.Stripe.Refunds(), 1)
 		b.Exec(t, `DROP TRIGGER fail_refund ON refunds`)
@@ -351,7 +351,7 @@ func TestRideRefundCreate(t *testing.T) {
 		id := b.keyID(t, uid, key)
 		b.Exec(t, `UPDATE idempotency_keys SET locked_at = now(), lock_token = gen_random_uuid() WHERE id = $1`, id)
 		_, err = b.Service.KeyComplete(b.Ctx, id)
-		requireCode(t, err, service.CodeKeyInUse)
+		testkit.RequireCode(t, err, service.CodeKeyInUse)
 
 		b.Age(t, b.Service.Lease()+time.Second)
 		posts := b.refundPosts()
@@ -379,7 +379,7 @@ func TestRideRefundCreate(t *testing.T) {
 		b.Exec(t, `CREATE TRIGGER fail_refund BEFORE INSERT ON refunds FOR EACH ROW EXECUTE FUNCTION fail_refund()`)
 
 		_, err := b.Service.RideRefundCreate(b.Ctx, uid, key, ride.ID, nil)
-		requireCode(t, err, service.CodeInternal)
+		testkit.RequireCode(t, err, service.CodeInternal)
 		require.Equal(t, 0, b.Count(t, `SELECT count(*) FROM idempotency_keys WHERE flow = 'ride.refund'`))
 		require.Empty(t, b.Stripe.Refunds())
 
@@ -396,7 +396,7 @@ func TestRideRefundCreate(t *testing.T) {
 		key := testkit.NewKey()
 		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpRefundCreate, Kind: fakestripe.FaultDropAfter, Times: 1})
 		_, err := b.Service.RideRefundCreate(b.Ctx, uid, key, ride.ID, nil)
-		requireCode(t, err, service.CodeProcessorUnavailable)
+		testkit.RequireCode(t, err, service.CodeProcessorUnavailable)
 
 		// A day later Stripe has forgotten the entity key; our refund row
 		// is as old.
@@ -419,7 +419,7 @@ func TestRideRefundCreate(t *testing.T) {
 		key := testkit.NewKey()
 		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpRefundCreate, Kind: fakestripe.FaultDropAfter, Times: 1})
 		_, err := b.Service.RideRefundCreate(b.Ctx, uid, key, ride.ID, nil)
-		requireCode(t, err, service.CodeProcessorUnavailable)
+		testkit.RequireCode(t, err, service.CodeProcessorUnavailable)
 
 		// Stripe forgets the key earlier than our margin expects.
 		b.Stripe.Advance(25 * time.Hour)
@@ -542,24 +542,24 @@ func TestRideRefundCreate(t *testing.T) {
 		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpPaymentIntentCreate, Kind: fakestripe.FaultStatus, Status: 503, Times: 1})
 		rideKey := testkit.NewKey()
 		_, err = b.Service.RideCreate(b.Ctx, alice, rideKey, testkit.SomeRide, nil)
-		requireCode(t, err, service.CodeProcessorUnavailable)
+		testkit.RequireCode(t, err, service.CodeProcessorUnavailable)
 		var pendingID int64
 		require.NoError(t, b.Pool.QueryRow(b.Ctx, `SELECT id FROM rides WHERE user_id = $1`, alice).Scan(&pendingID))
 		before := len(b.Stripe.Requests())
 
 		refundKey := testkit.NewKey()
 		_, err = b.Service.RideRefundCreate(b.Ctx, alice, refundKey, bobsRide.ID, nil)
-		requireCode(t, err, service.CodeNotFound)
+		testkit.RequireCode(t, err, service.CodeNotFound)
 		_, err = b.Service.RideRefundCreate(b.Ctx, alice, refundKey, 1<<40, nil)
-		requireCode(t, err, service.CodeNotFound)
+		testkit.RequireCode(t, err, service.CodeNotFound)
 		_, err = b.Service.RideRefundCreate(b.Ctx, declinedUser, refundKey, declinedID, nil)
-		e := requireCode(t, err, service.CodeNotRefundable)
+		e := testkit.RequireCode(t, err, service.CodeNotRefundable)
 		require.Contains(t, e.Message, "declined")
 		_, err = b.Service.RideRefundCreate(b.Ctx, alice, refundKey, pendingID, nil)
-		e = requireCode(t, err, service.CodeNotRefundable)
+		e = testkit.RequireCode(t, err, service.CodeNotRefundable)
 		require.Contains(t, e.Message, "not decided")
 		_, err = b.Service.RideRefundCreate(b.Ctx, alice, refundKey, 0, nil)
-		e = requireCode(t, err, service.CodeInvalid)
+		e = testkit.RequireCode(t, err, service.CodeInvalid)
 		require.Equal(t, "path.id", e.Field)
 
 		require.Equal(t, 0, b.Count(t, `SELECT count(*) FROM idempotency_keys WHERE flow = 'ride.refund'`), "no key kept")
@@ -587,7 +587,7 @@ func TestRideRefundCreate(t *testing.T) {
 		_, err := b.Service.RideRefundCreate(b.Ctx, uid, key, one.ID, nil)
 		require.NoError(t, err)
 		_, err = b.Service.RideRefundCreate(b.Ctx, uid, key, two.ID, nil)
-		requireCode(t, err, service.CodeKeyReused)
+		testkit.RequireCode(t, err, service.CodeKeyReused)
 		require.Len(t, b.Stripe.Refunds(), 1)
 	})
 }

@@ -32,8 +32,7 @@ func TestReleaseOutlivesBrokenConnections(t *testing.T) {
 	pool, err := pgxpool.NewWithConfig(b.Ctx, cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	_, mailer := testkit.NewMail(t)
-	svc, err := service.New(service.Config{Pool: pool, Payments: b.Payments, Mailer: mailer, Clock: b.Clock.Now,
+	svc, err := service.New(service.Config{Pool: pool, Payments: b.Payments, Clock: b.Clock.Now,
 		AbandonedAfter: testkit.AbandonedAfter})
 	require.NoError(t, err)
 	var pids []uint32

@@ -304,9 +304,9 @@ func TestRideRequiresAction(t *testing.T) {
 		require.Equal(t, 1, b.receipts(t, ride.ID))
 
 		_, err = b.Service.RideActionReturn(b.Ctx, "ar-ch-unknown", "")
-		requireCode(t, err, service.CodeNotFound)
+		testkit.RequireCode(t, err, service.CodeNotFound)
 		_, err = b.Service.RideActionReturn(b.Ctx, "", "")
-		require.Equal(t, "query.key", requireCode(t, err, service.CodeInvalid).Field)
+		require.Equal(t, "query.key", testkit.RequireCode(t, err, service.CodeInvalid).Field)
 	})
 
 	t.Run("ARefundOfAWaitingOrExpiredRideIsRefused", func(t *testing.T) {
@@ -314,11 +314,11 @@ func TestRideRequiresAction(t *testing.T) {
 		b := setup(t)
 		uid, _, _, ride := bookWaiting(t, b, "norefund@example.com", fakestripe.TokenAuthenticationRequired)
 		_, err := b.Service.RideRefundCreate(b.Ctx, uid, testkit.NewKey(), ride.ID, nil)
-		requireCode(t, err, service.CodeNotRefundable)
+		testkit.RequireCode(t, err, service.CodeNotRefundable)
 		_, err = b.Service.RideActionExpire(b.Ctx, ride.ID)
 		require.NoError(t, err)
 		_, err = b.Service.RideRefundCreate(b.Ctx, uid, testkit.NewKey(), ride.ID, nil)
-		requireCode(t, err, service.CodeNotRefundable)
+		testkit.RequireCode(t, err, service.CodeNotRefundable)
 		require.Empty(t, b.Stripe.Refunds())
 	})
 }

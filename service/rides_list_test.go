@@ -150,7 +150,7 @@ func TestRideList(t *testing.T) {
 			{StartingAfter: theirs[0]}, {EndingBefore: theirs[0]}, {StartingAfter: 1 << 52},
 		} {
 			_, err := b.Service.RideList(b.Ctx, uid, p)
-			e := requireCode(t, err, service.CodeNotFound)
+			e := testkit.RequireCode(t, err, service.CodeNotFound)
 			if p.StartingAfter != 0 {
 				require.Equal(t, "query.starting_after", e.Field)
 			} else {
@@ -176,10 +176,10 @@ func TestRideList(t *testing.T) {
 			"query.charge_status":  {ChargeStatus: "refunded"},
 		} {
 			_, err := b.Service.RideList(b.Ctx, uid, p)
-			require.Equal(t, field, requireCode(t, err, service.CodeInvalid).Field)
+			require.Equal(t, field, testkit.RequireCode(t, err, service.CodeInvalid).Field)
 		}
 		_, err := b.Service.RideList(b.Ctx, uid, service.RideListParams{Limit: -1})
-		require.Equal(t, "query.limit", requireCode(t, err, service.CodeInvalid).Field)
+		require.Equal(t, "query.limit", testkit.RequireCode(t, err, service.CodeInvalid).Field)
 	})
 
 	// The filters narrow the list and paging within them: by charge status,

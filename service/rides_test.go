@@ -98,7 +98,7 @@ func TestRideCreate(t *testing.T) {
 		other := testkit.SomeRide
 		other.TargetLat = 0
 		_, err = b.Service.RideCreate(b.Ctx, uid, key, other, nil)
-		requireCode(t, err, service.CodeKeyReused)
+		testkit.RequireCode(t, err, service.CodeKeyReused)
 		require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM rides`))
 	})
 
@@ -135,7 +135,7 @@ func TestRideCreate(t *testing.T) {
 		<-fired // the first request holds the lease and waits at Stripe
 
 		_, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
-		e := requireCode(t, err, service.CodeKeyInUse)
+		e := testkit.RequireCode(t, err, service.CodeKeyInUse)
 		require.Positive(t, e.RetryAfter)
 
 		close(gate)
@@ -163,12 +163,12 @@ func TestRideCreate(t *testing.T) {
 		// B takes the key over; Stripe reports the charge key in use, so B
 		// answers 503 and gives the lease up.
 		_, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
-		requireCode(t, err, service.CodeProcessorUnavailable)
+		testkit.RequireCode(t, err, service.CodeProcessorUnavailable)
 		require.False(t, b.key(t, uid, key).locked)
 
 		// A's charge goes through, but A lost its lease: it writes nothing.
 		close(gate)
-		requireCode(t, <-firstErr, service.CodeKeyInUse)
+		testkit.RequireCode(t, <-firstErr, service.CodeKeyInUse)
 		require.Equal(t, "ride_created", b.key(t, uid, key).point)
 
 		// A retry adopts the charge Stripe made for A, through Stripe's key.
@@ -185,7 +185,7 @@ func TestRideCreate(t *testing.T) {
 		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpPaymentIntentCreate, Kind: fakestripe.FaultStatus, Status: 503, Times: 1})
 
 		_, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
-		e := requireCode(t, err, service.CodeProcessorUnavailable)
+		e := testkit.RequireCode(t, err, service.CodeProcessorUnavailable)
 		require.Positive(t, e.RetryAfter)
 		k := b.key(t, uid, key)
 		require.Equal(t, "ride_created", k.point)
@@ -206,7 +206,7 @@ func TestRideCreate(t *testing.T) {
 		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpPaymentIntentCreate, Kind: fakestripe.FaultDropAfter, Times: 1})
 
 		_, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
-		requireCode(t, err, service.CodeProcessorUnavailable)
+		testkit.RequireCode(t, err, service.CodeProcessorUnavailable)
 		require.Equal(t, 1, b.succeededCharges(), "Stripe made the charge")
 
 		resp, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
@@ -221,7 +221,7 @@ func TestRideCreate(t *testing.T) {
 		b, uid, key := setupRider(t, "window@example.com")
 		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpPaymentIntentCreate, Kind: fakestripe.FaultDropAfter, Times: 1})
 		_, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
-		requireCode(t, err, service.CodeProcessorUnavailable)
+		testkit.RequireCode(t, err, service.CodeProcessorUnavailable)
 
 		// A day later Stripe has forgotten the key; our key is as old, and
 		// so is the rider (registered before booking): the customer made
@@ -245,7 +245,7 @@ func TestRideCreate(t *testing.T) {
 		b, uid, key := setupRider(t, "window2@example.com")
 		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpPaymentIntentCreate, Kind: fakestripe.FaultDropBefore, Times: 1})
 		_, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
-		requireCode(t, err, service.CodeProcessorUnavailable)
+		testkit.RequireCode(t, err, service.CodeProcessorUnavailable)
 		b.Exec(t, `UPDATE idempotency_keys SET created_at = created_at - interval '25 hours'`)
 
 		resp, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
@@ -264,7 +264,7 @@ func TestRideCreate(t *testing.T) {
 			FOR EACH ROW EXECUTE FUNCTION fail_charge()`)
 
 		_, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
-		e := requireCode(t, err, service.CodeInternal)
+		e := testkit.RequireCode(t, err, service.CodeInternal)
 		require.Positive(t, e.RetryAfter)
 		require.NotContains(t, e.Message, "simulated", "internal detail is not shown")
 		k := b.key(t, uid, key)
@@ -313,7 +313,7 @@ func TestRideCreate(t *testing.T) {
 		b.Exec(t, `CREATE TRIGGER fail_serial BEFORE UPDATE OF stripe_charge_id ON rides FOR EACH ROW EXECUTE FUNCTION fail_serial()`)
 
 		_, err := b.Service.RideCreate(b.Ctx, uid, key, testkit.SomeRide, nil)
-		requireCode(t, err, service.CodeInternal)
+		testkit.RequireCode(t, err, service.CodeInternal)
 		k := b.key(t, uid, key)
 		require.False(t, k.locked)
 		require.Equal(t, "ride_created", k.point)
@@ -377,7 +377,7 @@ func TestRideCreate(t *testing.T) {
 			{TargetLon: 181},
 		} {
 			_, err := b.Service.RideCreate(b.Ctx, uid, testkit.NewKey(), p, nil)
-			e := requireCode(t, err, service.CodeInvalid)
+			e := testkit.RequireCode(t, err, service.CodeInvalid)
 			require.Contains(t, e.Field, "body.")
 		}
 		// Bounds are inclusive.
@@ -404,7 +404,7 @@ func TestRideGet(t *testing.T) {
 	require.Equal(t, created.StripeChargeID, got.StripeChargeID)
 
 	_, err = b.Service.RideGet(b.Ctx, bob, created.ID)
-	requireCode(t, err, service.CodeNotFound)
+	testkit.RequireCode(t, err, service.CodeNotFound)
 }
 
 func TestParseIdempotencyKey(t *testing.T) {
@@ -434,7 +434,7 @@ func TestParseIdempotencyKey(t *testing.T) {
 			require.NoError(t, err, tc.header)
 			require.Equal(t, tc.want, got)
 		} else {
-			requireCode(t, err, service.CodeKeyInvalid)
+			testkit.RequireCode(t, err, service.CodeKeyInvalid)
 		}
 	}
 }

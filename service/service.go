@@ -72,10 +72,6 @@ type Config struct {
 	// whether the processor may have forgotten a key. Default
 	// DefaultProcessorKeyMargin.
 	ProcessorKeyMargin time.Duration
-	// Mailer sends receipts. Without one, receipt jobs fail and are retried.
-	Mailer Mailer
-	// MailFrom is the sender of receipts. Default DefaultMailFrom.
-	MailFrom string
 	// AbandonedAfter is how long an unfinished request must be idle (and its
 	// lease expired) before the completer drives it on, so that its client
 	// gets to retry first. Default DefaultAbandonedAfter.
@@ -141,8 +137,6 @@ type Service struct {
 	margin     time.Duration
 	metrics    *metrics
 	tracer     trace.Tracer
-	mailer     Mailer
-	mailFrom   string
 	// abandonedAfter and retention are the completer's and reaper's policy.
 	abandonedAfter time.Duration
 	retention      time.Duration
@@ -220,9 +214,6 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.ProcessorKeyMargin == 0 {
 		cfg.ProcessorKeyMargin = DefaultProcessorKeyMargin
-	}
-	if cfg.MailFrom == "" {
-		cfg.MailFrom = DefaultMailFrom
 	}
 	if cfg.AbandonedAfter == 0 {
 		cfg.AbandonedAfter = DefaultAbandonedAfter
@@ -310,8 +301,6 @@ func New(cfg Config) (*Service, error) {
 		margin:            cfg.ProcessorKeyMargin,
 		metrics:           m,
 		tracer:            telemetry.Tracer(cfg.TracerProvider),
-		mailer:            cfg.Mailer,
-		mailFrom:          cfg.MailFrom,
 		abandonedAfter:    cfg.AbandonedAfter,
 		retention:         cfg.KeyRetention,
 		inbound:           cfg.Inbound,

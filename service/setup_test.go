@@ -52,12 +52,3 @@ func (b *testBundle) key(t *testing.T, userID int64, key string) keyRow {
 }
 
 func (b *testBundle) succeededCharges() int { return len(b.Stripe.SucceededCharges()) }
-
-func requireCode(t *testing.T, err error, code service.Code) *service.Error {
-	t.Helper()
-	require.Error(t, err)
-	var e *service.Error
-	require.ErrorAs(t, err, &e)
-	require.Equal(t, code, e.Code, "error: %v", err)
-	return e
-}

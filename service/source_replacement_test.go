@@ -222,7 +222,7 @@ func TestSourceReplacement(t *testing.T) {
 		w.Rider(t, "bad@example.com", "tok_visa")
 		for _, src := range []string{"tok visa", "tok-visa", string(make([]byte, 256))} {
 			_, err := w.Accounts.UserUpsert(w.Ctx, accounts.UserUpsertParams{Email: "bad@example.com", PaymentSource: src})
-			e := requireCode(t, err, service.CodeInvalid)
+			e := testkit.RequireCode(t, err, service.CodeInvalid)
 			require.Equal(t, "body.payment_source", e.Field)
 		}
 		require.Equal(t, 1, w.Count(t, `SELECT count(*) FROM users WHERE payment_source = 'tok_visa'`))

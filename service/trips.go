@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -622,25 +621,6 @@ func (s *Service) tripCaptureFailed(ctx context.Context, tx pgx.Tx, rideID int64
 	s.logger.ErrorContext(ctx, "the processor failed a ride's capture: follow docs/operations.md#capture-failed",
 		"ride_id", ride.ID, "processor", ride.Processor, "reason", reason)
 	return InboxOutcomeCaptureFailed, nil
-}
-
-// writeTripReceipt writes a completed trip's money: its fare, what was held
-// and captured, and the fare above the hold.
-func writeTripReceipt(b *strings.Builder, ride *dbgen.Ride) {
-	fmt.Fprintf(b, "Fare:    %s\n", formatAmount(*ride.FareCents, ride.Currency))
-	fmt.Fprintf(b, "Held:    %s (the rest released)\n", formatAmount(ride.AmountCents, ride.Currency))
-	if ride.CapturedCents != nil {
-		fmt.Fprintf(b, "Charged: %s\n", formatAmount(*ride.CapturedCents, ride.Currency))
-	}
-	fmt.Fprintf(b, "Charge:  %s\n", *ride.StripeChargeID)
-	if ride.ExtraCents != nil && ride.ExtraStatus != nil {
-		switch *ride.ExtraStatus {
-		case ExtraCharged:
-			fmt.Fprintf(b, "Extra:   %s, charged (%s)\n", formatAmount(*ride.ExtraCents, ride.Currency), deref(ride.ExtraChargeID))
-		case ExtraDue:
-			fmt.Fprintf(b, "Extra:   %s, due: your card declined it; pay it in the app before your next ride\n", formatAmount(*ride.ExtraCents, ride.Currency))
-		}
-	}
 }
 
 // rideAuthorizedRecord records, in the booking's charge phase, that the

@@ -272,7 +272,7 @@ func TestTripAdyenComplete(t *testing.T) {
 
 		// A completed trip is refunded, not cancelled.
 		_, err := w.Service.RideCancel(w.Ctx, uid, testkit.NewKey(), ride.ID, nil)
-		requireCode(t, err, service.CodeNotCancellable)
+		testkit.RequireCode(t, err, service.CodeNotCancellable)
 		require.Empty(t, modificationsOf(w, fakeadyen.ModificationCancel))
 	})
 
@@ -350,7 +350,7 @@ func TestTripAdyenComplete(t *testing.T) {
 		key := testkit.NewKey()
 		w.Adyen.Inject(fakeadyen.Fault{Op: fakeadyen.OpCapture, Kind: fakeadyen.FaultDropAfter, Times: 1})
 		_, err := w.Service.RideComplete(w.Ctx, key, service.RideCompleteParams{RideID: ride.ID, FareCents: 1200, Currency: "usd"}, nil)
-		requireCode(t, err, service.CodeProcessorUnavailable)
+		testkit.RequireCode(t, err, service.CodeProcessorUnavailable)
 		require.Len(t, modificationsOf(w, fakeadyen.ModificationCapture), 1, "the capture was taken on, its answer lost")
 		require.Equal(t, service.RideChargeCapturing, rideNow(t, w.Env, uid, ride.ID).ChargeStatus)
 
@@ -403,7 +403,7 @@ func TestTripAdyenCaptureFailed(t *testing.T) {
 		// The ride is the operator's now: neither cancelled nor captured
 		// again by another completion.
 		_, err = w.Service.RideCancel(w.Ctx, uid, testkit.NewKey(), ride.ID, nil)
-		requireCode(t, err, service.CodeNotCancellable)
+		testkit.RequireCode(t, err, service.CodeNotCancellable)
 		other, same := complete(t, &testBundle{w.Env}, testkit.NewKey(), ride.ID, 1500)
 		require.Equal(t, http.StatusOK, other.Status, string(other.Body))
 		require.Equal(t, service.RideChargeCaptureFailed, same.ChargeStatus)
@@ -499,7 +499,7 @@ func TestTripAdyenCancel(t *testing.T) {
 
 		// Completing it now is refused, and nothing is captured.
 		_, err = w.Service.RideComplete(w.Ctx, testkit.NewKey(), service.RideCompleteParams{RideID: ride.ID, FareCents: 100, Currency: "usd"}, nil)
-		requireCode(t, err, service.CodeNotCompletable)
+		testkit.RequireCode(t, err, service.CodeNotCompletable)
 		require.Empty(t, modificationsOf(w, fakeadyen.ModificationCapture))
 		require.Zero(t, receiptJobs(t, w, ride.ID))
 		p := adyenPayment(t, w, *ride.PaymentID)
@@ -570,9 +570,9 @@ func TestTripAdyenExpiry(t *testing.T) {
 		// Neither completed nor cancelled now; the service asked Adyen for
 		// nothing.
 		_, err := w.Service.RideComplete(w.Ctx, testkit.NewKey(), service.RideCompleteParams{RideID: ride.ID, FareCents: 100, Currency: "usd"}, nil)
-		requireCode(t, err, service.CodeNotCompletable)
+		testkit.RequireCode(t, err, service.CodeNotCompletable)
 		_, err = w.Service.RideCancel(w.Ctx, uid, testkit.NewKey(), ride.ID, nil)
-		requireCode(t, err, service.CodeNotCancellable)
+		testkit.RequireCode(t, err, service.CodeNotCancellable)
 		require.Len(t, w.Adyen.Modifications(), 1, "the operator's cancel only")
 	})
 

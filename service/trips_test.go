@@ -96,11 +96,11 @@ func TestTripHold(t *testing.T) {
 		require.Equal(t, service.CaptureBooking, ride.Capture)
 		require.Equal(t, service.RideChargeCharged, ride.ChargeStatus)
 		resp, err := b.Service.RideComplete(b.Ctx, testkit.NewKey(), service.RideCompleteParams{RideID: ride.ID, FareCents: 1500, Currency: "usd"}, nil)
-		e := requireCode(t, err, service.CodeNotCompletable)
+		e := testkit.RequireCode(t, err, service.CodeNotCompletable)
 		require.Nil(t, resp)
 		require.Equal(t, ride.ID, e.RideID)
 		_, err = b.Service.RideCancel(b.Ctx, uid, testkit.NewKey(), ride.ID, nil)
-		requireCode(t, err, service.CodeNotCancellable)
+		testkit.RequireCode(t, err, service.CodeNotCancellable)
 	})
 }
 
@@ -189,7 +189,7 @@ func TestTripComplete(t *testing.T) {
 		// and the key is left free.
 		next := testkit.NewKey()
 		_, err := b.Service.RideCreate(b.Ctx, uid, next, testkit.SomeRide, nil)
-		e := requireCode(t, err, service.CodeBalanceDue)
+		e := testkit.RequireCode(t, err, service.CodeBalanceDue)
 		require.Equal(t, ride.ID, e.RideID)
 		require.Contains(t, e.Message, fmt.Sprint(ride.ID))
 		require.Zero(t, b.Count(t, `SELECT count(*) FROM idempotency_keys WHERE user_id = $1 AND idempotency_key = $2`, uid, next))
@@ -215,7 +215,7 @@ func TestTripComplete(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, http.StatusCreated, booked.Status, string(booked.Body))
 		_, err = b.Service.RideBalancePay(b.Ctx, uid, testkit.NewKey(), testkit.DecodeRide(t, booked.Body).ID, nil)
-		requireCode(t, err, service.CodeNoBalanceDue)
+		testkit.RequireCode(t, err, service.CodeNoBalanceDue)
 	})
 
 	t.Run("TenKeysAtOnceCaptureOnce", func(t *testing.T) {
@@ -265,11 +265,11 @@ func TestTripComplete(t *testing.T) {
 			{service.RideCompleteParams{RideID: 0, FareCents: 100, Currency: "usd"}, "path.id"},
 		} {
 			_, err := b.Service.RideComplete(b.Ctx, testkit.NewKey(), tc.params, nil)
-			e := requireCode(t, err, service.CodeInvalid)
+			e := testkit.RequireCode(t, err, service.CodeInvalid)
 			require.Equal(t, tc.field, e.Field)
 		}
 		_, err := b.Service.RideComplete(b.Ctx, testkit.NewKey(), service.RideCompleteParams{RideID: ride.ID + 1, FareCents: 100, Currency: "usd"}, nil)
-		requireCode(t, err, service.CodeNotFound)
+		testkit.RequireCode(t, err, service.CodeNotFound)
 		require.Zero(t, b.Count(t, `SELECT count(*) FROM idempotency_keys WHERE flow = 'ride.complete'`))
 		require.Equal(t, service.RideChargeAuthorized, rideNow(t, b.Env, uid, ride.ID).ChargeStatus)
 		require.Zero(t, b.Stripe.Executed(fakestripe.OpPaymentIntentCapture))
@@ -280,9 +280,9 @@ func TestTripComplete(t *testing.T) {
 		resp, _ := complete(t, b, key, ride.ID, 1500)
 		require.Equal(t, http.StatusCreated, resp.Status)
 		_, err = b.Service.RideComplete(b.Ctx, key, service.RideCompleteParams{RideID: ride.ID, FareCents: 1600, Currency: "usd"}, nil)
-		requireCode(t, err, service.CodeKeyReused)
+		testkit.RequireCode(t, err, service.CodeKeyReused)
 		_, err = b.Service.RideComplete(b.Ctx, testkit.NewKey(), service.RideCompleteParams{RideID: ride.ID, FareCents: 1600, Currency: "usd"}, nil)
-		e := requireCode(t, err, service.CodeNotCompletable)
+		e := testkit.RequireCode(t, err, service.CodeNotCompletable)
 		require.Contains(t, e.Message, "1500")
 		require.Equal(t, 1, b.Stripe.Executed(fakestripe.OpPaymentIntentCapture))
 	})
@@ -294,14 +294,14 @@ func TestTripComplete(t *testing.T) {
 		key := testkit.NewKey()
 		b.Stripe.SetOutage(true)
 		_, err := b.Service.RideComplete(b.Ctx, key, service.RideCompleteParams{RideID: ride.ID, FareCents: 1900, Currency: "usd"}, nil)
-		requireCode(t, err, service.CodeProcessorUnavailable)
+		testkit.RequireCode(t, err, service.CodeProcessorUnavailable)
 		require.Equal(t, service.RideChargeCapturing, rideNow(t, b.Env, uid, ride.ID).ChargeStatus)
 		k := b.key(t, b.dispatchID(t), key)
 		require.Equal(t, string(service.RecoveryPointCaptureRequested), k.point)
 		require.False(t, k.locked)
 		// A cancellation now is refused: the trip is completed.
 		_, err = b.Service.RideCancel(b.Ctx, uid, testkit.NewKey(), ride.ID, nil)
-		requireCode(t, err, service.CodeNotCancellable)
+		testkit.RequireCode(t, err, service.CodeNotCancellable)
 
 		b.Stripe.SetOutage(false)
 		resp, done := complete(t, b, key, ride.ID, 1900)
@@ -317,7 +317,7 @@ func TestTripComplete(t *testing.T) {
 		key := testkit.NewKey()
 		b.Stripe.Inject(fakestripe.Fault{Op: fakestripe.OpPaymentIntentCapture, Kind: fakestripe.FaultDropAfter, Times: 1})
 		_, err := b.Service.RideComplete(b.Ctx, key, service.RideCompleteParams{RideID: ride.ID, FareCents: 1200, Currency: "usd"}, nil)
-		requireCode(t, err, service.CodeProcessorUnavailable)
+		testkit.RequireCode(t, err, service.CodeProcessorUnavailable)
 		require.Equal(t, int64(1200), intentOf(t, b, ride).AmountReceived, "the capture was made")
 		// Stripe has forgotten the capture's key: the capture is refused as
 		// made already, and the PaymentIntent read says by how much.
@@ -355,9 +355,9 @@ func TestTripCancel(t *testing.T) {
 
 		// Completing it now is refused; so is refunding it.
 		_, err = b.Service.RideComplete(b.Ctx, testkit.NewKey(), service.RideCompleteParams{RideID: ride.ID, FareCents: 100, Currency: "usd"}, nil)
-		requireCode(t, err, service.CodeNotCompletable)
+		testkit.RequireCode(t, err, service.CodeNotCompletable)
 		_, err = b.Service.RideRefundCreate(b.Ctx, uid, testkit.NewKey(), ride.ID, nil)
-		requireCode(t, err, service.CodeNotRefundable)
+		testkit.RequireCode(t, err, service.CodeNotRefundable)
 		require.Zero(t, b.receipts(t, ride.ID))
 	})
 
@@ -367,7 +367,7 @@ func TestTripCancel(t *testing.T) {
 		ride := bookTrip(t, b, uid)
 		other := b.Rider(t, "stranger@example.com", "tok_visa").ID
 		_, err := b.Service.RideCancel(b.Ctx, other, testkit.NewKey(), ride.ID, nil)
-		requireCode(t, err, service.CodeNotFound)
+		testkit.RequireCode(t, err, service.CodeNotFound)
 		require.Equal(t, service.RideChargeAuthorized, rideNow(t, b.Env, uid, ride.ID).ChargeStatus)
 	})
 
@@ -376,7 +376,7 @@ func TestTripCancel(t *testing.T) {
 		b, uid := setupTrips(t, "uncaptured@example.com")
 		ride := bookTrip(t, b, uid)
 		_, err := b.Service.RideRefundCreate(b.Ctx, uid, testkit.NewKey(), ride.ID, nil)
-		e := requireCode(t, err, service.CodeNotRefundable)
+		e := testkit.RequireCode(t, err, service.CodeNotRefundable)
 		require.Contains(t, e.Message, "cancel")
 	})
 
@@ -386,7 +386,7 @@ func TestTripCancel(t *testing.T) {
 		ride := bookTrip(t, b, uid)
 		complete(t, b, testkit.NewKey(), ride.ID, 1400)
 		_, err := b.Service.RideCancel(b.Ctx, uid, testkit.NewKey(), ride.ID, nil)
-		requireCode(t, err, service.CodeNotCancellable)
+		testkit.RequireCode(t, err, service.CodeNotCancellable)
 		resp, err := b.Service.RideRefundCreate(b.Ctx, uid, testkit.NewKey(), ride.ID, nil)
 		require.NoError(t, err)
 		require.Equal(t, http.StatusCreated, resp.Status, string(resp.Body))
@@ -419,9 +419,9 @@ func TestTripCancel(t *testing.T) {
 			completed := completeErr == nil
 			if completed {
 				require.Equal(t, http.StatusCreated, completeResp.Status, string(completeResp.Body))
-				requireCode(t, cancelErr, service.CodeNotCancellable)
+				testkit.RequireCode(t, cancelErr, service.CodeNotCancellable)
 			} else {
-				requireCode(t, completeErr, service.CodeNotCompletable)
+				testkit.RequireCode(t, completeErr, service.CodeNotCompletable)
 				require.NoError(t, cancelErr)
 				require.Equal(t, http.StatusCreated, cancelResp.Status, string(cancelResp.Body))
 			}
@@ -465,7 +465,7 @@ func TestTripExpiry(t *testing.T) {
 		require.Zero(t, n)
 		require.Equal(t, 1, b.Stripe.Executed(fakestripe.OpPaymentIntentCancel))
 		_, err = b.Service.RideCancel(b.Ctx, uid, testkit.NewKey(), ride.ID, nil)
-		requireCode(t, err, service.CodeNotCancellable)
+		testkit.RequireCode(t, err, service.CodeNotCancellable)
 	})
 
 	t.Run("ByTheProcessorsEvent", func(t *testing.T) {
@@ -480,7 +480,7 @@ func TestTripExpiry(t *testing.T) {
 
 		// Completing it now is refused, and nothing is captured.
 		_, err := b.Service.RideComplete(b.Ctx, testkit.NewKey(), service.RideCompleteParams{RideID: ride.ID, FareCents: 100, Currency: "usd"}, nil)
-		requireCode(t, err, service.CodeNotCompletable)
+		testkit.RequireCode(t, err, service.CodeNotCompletable)
 		require.Zero(t, b.Stripe.Executed(fakestripe.OpPaymentIntentCapture))
 	})
 

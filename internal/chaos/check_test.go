@@ -17,6 +17,7 @@ import (
 	"github.com/atomicrides/atomicrides/internal/binrun"
 	"github.com/atomicrides/atomicrides/internal/fake/fakeadyen"
 	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/receipts"
 )
 
 // chaosSettle waits, bounded by within, until the system has nothing left
@@ -591,10 +592,10 @@ func checkOneReceiptPerRide(s *chaosState) chaosCheck {
 	for _, r := range s.rides {
 		// A trip's receipt comes with its completion, none with its hold.
 		if r.status == "charged" || r.status == "completed" {
-			wantMail[service.ReceiptMessageID(service.ReceiptRide, r.id, service.DefaultMailFrom)] = true
+			wantMail[receipts.MessageID(receipts.KindRide, r.id, service.DefaultMailFrom)] = true
 		}
 		if r.refund == "refunded" {
-			wantMail[service.ReceiptMessageID(service.ReceiptRefund, r.id, service.DefaultMailFrom)] = true
+			wantMail[receipts.MessageID(receipts.KindRefund, r.id, service.DefaultMailFrom)] = true
 		}
 	}
 	gotMail, copies := map[string]bool{}, 0

@@ -34,6 +34,7 @@ var mayImport = map[string][]string{
 	// an adapter, nor another domain package's internals.
 	"service/accounts":    {"dbgen", "internal/retry", "internal/ttlcache", "service", "service/audit", "service/idem"},
 	"service/settlements": {"dbgen", "internal/failpoint", "service", "service/idem", "service/settlementfile"},
+	"service/receipts":    {"dbgen", "service", "service/idem"},
 	// Adapters at the edges reach the domain, not the engine.
 	"service/adyen":          {"internal/telemetry", "service"},
 	"service/payments":       {"internal/telemetry", "service"},
@@ -41,7 +42,7 @@ var mayImport = map[string][]string{
 	"service/bankinbox":      {},
 	"service/settlementfile": {},
 	"openapi":                {"internal/limits", "internal/telemetry", "openapi/httpctx", "service", "service/accounts"},
-	"jobs":                   {"internal/failpoint", "service", "service/bankinbox", "service/settlements"},
+	"jobs":                   {"internal/failpoint", "service", "service/bankinbox", "service/receipts", "service/settlements"},
 	"dbgen":                  {},
 }
 

@@ -70,13 +70,12 @@ func setupTree(t *testing.T) *treeBundle {
 		Payments: payments.New(payments.Config{
 			APIBase: fake.URL, SecretKey: "sk_test_tree", MaxNetworkRetries: payments.NoRetries, Timeout: 5 * time.Second,
 		}),
-		Mailer:         mailer,
 		TracerProvider: tp,
 	})
 	require.NoError(t, err)
 
 	workers := river.NewWorkers()
-	jobs.Register(workers, jobs.Parts{Service: svc, Settlements: testkit.NewSettlements(t, svc)})
+	jobs.Register(workers, jobs.Parts{Service: svc, Settlements: testkit.NewSettlements(t, svc), Receipts: testkit.NewReceipts(t, svc, mailer, nil)})
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 4}},
 		Workers:           workers,

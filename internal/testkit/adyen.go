@@ -125,6 +125,7 @@ func NewTwoProcessorsWith(t testing.TB, opts TwoProcessorsOptions) *TwoProcessor
 	e.Service = w.instance(t, opts.Registerer)
 	e.Accounts = NewAccounts(t, e.Service, e.Clock.Now)
 	e.Settlements = NewSettlements(t, e.Service)
+	e.Receipts = NewReceipts(t, e.Service, mailer, e.Clock.Now)
 	return w
 }
 
@@ -157,7 +158,6 @@ func (w *TwoProcessors) instance(t testing.TB, reg prometheus.Registerer) *servi
 		Capture:         w.opts.Capture,
 		HoldExpiry:      w.opts.HoldExpiry,
 		Registerer:      reg,
-		Mailer:          w.mailer,
 		Clock:           w.Clock.Now,
 		AbandonedAfter:  AbandonedAfter,
 		// Replays come from the database, as after a restore or on

@@ -12,6 +12,7 @@ import (
 	"github.com/atomicrides/atomicrides/service"
 	"github.com/atomicrides/atomicrides/service/accounts"
 	"github.com/atomicrides/atomicrides/service/payments"
+	"github.com/atomicrides/atomicrides/service/receipts"
 	"github.com/atomicrides/atomicrides/service/settlements"
 	"github.com/atomicrides/atomicrides/sql/dbtest"
 )
@@ -50,6 +51,8 @@ type Env struct {
 	// Settlements applies the world's settlement files, in the service's
 	// engine.
 	Settlements *settlements.Service
+	// Receipts sends the world's receipts to its mail sink.
+	Receipts *receipts.Service
 }
 
 // Options change a world from New's defaults.
@@ -88,7 +91,6 @@ func NewWith(t testing.TB, opts Options) *Env {
 		Inbound:           map[string]service.EventSource{service.InboxSourceStripe: events},
 		Pool:              e.Pool,
 		Payments:          e.Payments,
-		Mailer:            mailer,
 		Clock:             e.Clock.Now,
 		AbandonedAfter:    AbandonedAfter,
 		OrphanRefundAfter: OrphanRefundAfter,
@@ -98,6 +100,7 @@ func NewWith(t testing.TB, opts Options) *Env {
 	})
 	require.NoError(t, err)
 	e.Service, e.Accounts, e.Settlements = svc, NewAccounts(t, svc, e.Clock.Now), NewSettlements(t, svc)
+	e.Receipts = NewReceipts(t, svc, mailer, e.Clock.Now)
 	return e
 }
 

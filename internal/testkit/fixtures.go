@@ -85,3 +85,13 @@ func DecodeRide(t testing.TB, body []byte) service.Ride {
 	require.NoError(t, json.Unmarshal(body, &r))
 	return r
 }
+
+// RequireCode fails t unless err is a domain error of code, and returns it.
+func RequireCode(t testing.TB, err error, code service.Code) *service.Error {
+	t.Helper()
+	require.Error(t, err)
+	var e *service.Error
+	require.ErrorAs(t, err, &e)
+	require.Equal(t, code, e.Code, "error: %v", err)
+	return e
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/atomicrides/atomicrides/service"
 	"github.com/atomicrides/atomicrides/service/accounts"
 	"github.com/atomicrides/atomicrides/service/payments"
+	"github.com/atomicrides/atomicrides/service/receipts"
 	"github.com/atomicrides/atomicrides/service/settlements"
 )
 
@@ -34,6 +35,15 @@ func NewSettlements(t testing.TB, svc *service.Service) *settlements.Service {
 	st, err := settlements.New(settlements.Config{Engine: svc.Engine(), Jobs: svc.Jobs()})
 	require.NoError(t, err)
 	return st
+}
+
+// NewReceipts returns the receipts of a world's service svc, sent with
+// mailer, dated by now (nil: the real clock).
+func NewReceipts(t testing.TB, svc *service.Service, mailer service.Mailer, now func() time.Time) *receipts.Service {
+	t.Helper()
+	r, err := receipts.New(receipts.Config{Engine: svc.Engine(), Mailer: mailer, Clock: now})
+	require.NoError(t, err)
+	return r
 }
 
 // Instance is a service and its accounts on pool's database as another

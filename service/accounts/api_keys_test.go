@@ -49,7 +49,7 @@ func TestAPIKeyRevoke(t *testing.T) {
 
 		require.NoError(t, b.Accounts.APIKeyRevoke(b.Ctx, "revoke@example.com", res.APIKeyID, nil))
 		_, err = b.Accounts.Authenticate(b.Ctx, res.APIKey)
-		requireCode(t, err, service.CodeUnauthenticated)
+		testkit.RequireCode(t, err, service.CodeUnauthenticated)
 		live, err = b.Accounts.APIKeyLive(b.Ctx, res.APIKeyID)
 		require.NoError(t, err)
 		require.False(t, live)
@@ -73,12 +73,12 @@ func TestAPIKeyRevoke(t *testing.T) {
 		theirs, err := b.Accounts.UserUpsert(b.Ctx, accounts.UserUpsertParams{Email: "theirs@example.com"})
 		require.NoError(t, err)
 
-		requireCode(t, b.Accounts.APIKeyRevoke(b.Ctx, "mine@example.com", theirs.APIKeyID, nil), service.CodeNotFound)
-		requireCode(t, b.Accounts.APIKeyRevoke(b.Ctx, "mine@example.com", 1<<53, nil), service.CodeNotFound) // above every id drawn
-		requireCode(t, b.Accounts.APIKeyRevoke(b.Ctx, "nobody@example.com", mine.APIKeyID, nil), service.CodeNotFound)
+		testkit.RequireCode(t, b.Accounts.APIKeyRevoke(b.Ctx, "mine@example.com", theirs.APIKeyID, nil), service.CodeNotFound)
+		testkit.RequireCode(t, b.Accounts.APIKeyRevoke(b.Ctx, "mine@example.com", 1<<53, nil), service.CodeNotFound) // above every id drawn
+		testkit.RequireCode(t, b.Accounts.APIKeyRevoke(b.Ctx, "nobody@example.com", mine.APIKeyID, nil), service.CodeNotFound)
 		_, err = b.Accounts.APIKeyList(b.Ctx, "nobody@example.com")
-		requireCode(t, err, service.CodeNotFound)
-		e := requireCode(t, b.Accounts.APIKeyRevoke(b.Ctx, "not an email", mine.APIKeyID, nil), service.CodeInvalid)
+		testkit.RequireCode(t, err, service.CodeNotFound)
+		e := testkit.RequireCode(t, b.Accounts.APIKeyRevoke(b.Ctx, "not an email", mine.APIKeyID, nil), service.CodeInvalid)
 		require.Equal(t, "path.email", e.Field)
 
 		_, err = b.Accounts.Authenticate(b.Ctx, theirs.APIKey)
@@ -192,7 +192,7 @@ func TestAPIKeyRevocationAcrossInstances(t *testing.T) {
 	}
 	require.NotZero(t, after)
 	_, err = b.Accounts.Authenticate(b.Ctx, res.APIKey)
-	requireCode(t, err, service.CodeUnauthenticated)
+	testkit.RequireCode(t, err, service.CodeUnauthenticated)
 }
 
 // TestAPIKeyRevocationListenerLost: while the listener's connection is
@@ -228,10 +228,10 @@ func TestAPIKeyRevocationListenerLost(t *testing.T) {
 	}, 5*time.Second, time.Millisecond)
 	b.Exec(t, `UPDATE api_keys SET revoked_at = now() WHERE id = $1`, res.APIKeyID)
 	_, err = b.Accounts.Authenticate(b.Ctx, res.APIKey)
-	requireCode(t, err, service.CodeUnauthenticated)
+	testkit.RequireCode(t, err, service.CodeUnauthenticated)
 
 	b.Exec(t, `UPDATE api_keys SET revoked_at = now() WHERE id = $1`, second.ID)
 	require.Eventually(t, b.Accounts.APIKeyCacheTrusted, 10*time.Second, time.Millisecond, "the listener never reconnected")
 	_, err = b.Accounts.Authenticate(b.Ctx, second.Secret)
-	requireCode(t, err, service.CodeUnauthenticated)
+	testkit.RequireCode(t, err, service.CodeUnauthenticated)
 }

@@ -48,7 +48,7 @@ func TestAuthenticateCache(t *testing.T) {
 		b.Exec(t, `ALTER TABLE api_keys DISABLE TRIGGER USER`) // not even announced
 		b.Exec(t, `UPDATE api_keys SET revoked_at = now() WHERE user_id = $1`, res.User.ID)
 		_, err = b.Accounts.Authenticate(b.Ctx, res.APIKey)
-		requireCode(t, err, service.CodeUnauthenticated)
+		testkit.RequireCode(t, err, service.CodeUnauthenticated)
 	})
 
 	t.Run("UnknownKeyIsNotRemembered", func(t *testing.T) {
@@ -57,7 +57,7 @@ func TestAuthenticateCache(t *testing.T) {
 		uid := b.Rider(t, "later@example.com", "tok_visa").ID
 		const key = "ark_inserted-after-a-failed-attempt"
 		_, err := b.Accounts.Authenticate(b.Ctx, key)
-		requireCode(t, err, service.CodeUnauthenticated)
+		testkit.RequireCode(t, err, service.CodeUnauthenticated)
 
 		b.Exec(t, `INSERT INTO api_keys (key_hash, user_id) VALUES (sha256(convert_to($1::text, 'UTF8')), $2)`, key, uid)
 		u, err := b.Accounts.Authenticate(b.Ctx, key)
@@ -80,7 +80,7 @@ func TestAuthenticateCache(t *testing.T) {
 
 		b.Exec(t, `DELETE FROM api_keys WHERE user_id = $1`, res.User.ID)
 		_, err = svc.Authenticate(b.Ctx, res.APIKey)
-		requireCode(t, err, service.CodeUnauthenticated)
+		testkit.RequireCode(t, err, service.CodeUnauthenticated)
 	})
 
 	t.Run("ReturnsACopy", func(t *testing.T) {

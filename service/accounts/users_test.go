@@ -94,7 +94,7 @@ func TestUserUpsert(t *testing.T) {
 			{Email: "ok@example.com", PaymentSource: "tok visa"},
 		} {
 			_, err := b.Accounts.UserUpsert(b.Ctx, p)
-			e := requireCode(t, err, service.CodeInvalid)
+			e := testkit.RequireCode(t, err, service.CodeInvalid)
 			require.NotEmpty(t, e.Field)
 		}
 		require.Equal(t, 0, b.Count(t, `SELECT count(*) FROM users WHERE role = 'rider'`))
@@ -119,9 +119,9 @@ func TestAPIKeyMint(t *testing.T) {
 	}
 
 	_, _, err = b.Accounts.APIKeyMint(b.Ctx, "nobody@example.com", nil)
-	requireCode(t, err, service.CodeNotFound)
+	testkit.RequireCode(t, err, service.CodeNotFound)
 	_, err = b.Accounts.Authenticate(b.Ctx, "ark_wrong")
-	requireCode(t, err, service.CodeUnauthenticated)
+	testkit.RequireCode(t, err, service.CodeUnauthenticated)
 }
 
 func TestCustomerCreate(t *testing.T) {

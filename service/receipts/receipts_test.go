@@ -1,4 +1,4 @@
-package service_test
+package receipts_test
 
 import (
 	"fmt"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/atomicrides/atomicrides/internal/testkit"
 	"github.com/atomicrides/atomicrides/service"
+	"github.com/atomicrides/atomicrides/service/receipts"
 )
 
 func TestRideReceiptSend(t *testing.T) {
@@ -24,7 +25,7 @@ func TestRideReceiptSend(t *testing.T) {
 		ride := testkit.DecodeRide(t, resp.Body)
 
 		for i := range 3 {
-			sent, err := b.Service.RideReceiptSend(b.Ctx, ride.ID, nil)
+			sent, err := b.Receipts.RideSend(b.Ctx, ride.ID, nil)
 			require.NoError(t, err)
 			require.Equal(t, i == 0, sent, "only the first send sends")
 		}
@@ -32,7 +33,7 @@ func TestRideReceiptSend(t *testing.T) {
 		require.Len(t, msgs, 1)
 		wantID := fmt.Sprintf("receipt.ride-%d@atomicrides.localhost", ride.ID)
 		require.Equal(t, wantID, msgs[0].MessageID)
-		require.Equal(t, service.ReceiptMessageID(service.ReceiptRide, ride.ID, service.DefaultMailFrom), wantID)
+		require.Equal(t, receipts.MessageID(receipts.KindRide, ride.ID, service.DefaultMailFrom), wantID)
 		require.Equal(t, []string{"receipt@example.com"}, msgs[0].To)
 		require.Equal(t, "receipts@atomicrides.localhost", msgs[0].From)
 		require.Equal(t, fmt.Sprintf("Your receipt for ride %d", ride.ID), msgs[0].Subject)
@@ -50,12 +51,12 @@ func TestRideReceiptSend(t *testing.T) {
 		ride := testkit.DecodeRide(t, resp.Body)
 
 		b.Sink.Refuse(1, 451)
-		_, err = b.Service.RideReceiptSend(b.Ctx, ride.ID, nil)
+		_, err = b.Receipts.RideSend(b.Ctx, ride.ID, nil)
 		require.Error(t, err)
 		require.True(t, strings.Contains(err.Error(), "451"), "err: %v", err)
 		require.Equal(t, 0, b.Count(t, `SELECT count(*) FROM receipts`))
 
-		sent, err := b.Service.RideReceiptSend(b.Ctx, ride.ID, nil)
+		sent, err := b.Receipts.RideSend(b.Ctx, ride.ID, nil)
 		require.NoError(t, err)
 		require.True(t, sent)
 		require.Equal(t, 1, b.Sink.Count())
@@ -71,10 +72,19 @@ func TestRideReceiptSend(t *testing.T) {
 		var rideID int64
 		require.NoError(t, b.Pool.QueryRow(b.Ctx, `SELECT id FROM rides WHERE user_id = $1`, uid).Scan(&rideID))
 
-		_, err = b.Service.RideReceiptSend(b.Ctx, rideID, nil)
-		requireCode(t, err, service.CodeInvalid)
-		_, err = b.Service.RideReceiptSend(b.Ctx, 1<<53, nil) // above every id drawn
-		requireCode(t, err, service.CodeNotFound)
+		_, err = b.Receipts.RideSend(b.Ctx, rideID, nil)
+		testkit.RequireCode(t, err, service.CodeInvalid)
+		_, err = b.Receipts.RideSend(b.Ctx, 1<<53, nil) // above every id drawn
+		testkit.RequireCode(t, err, service.CodeNotFound)
 		require.Equal(t, 0, b.Sink.Count())
 	})
+}
+
+// testBundle is one isolated world (its own database, fake Stripe, mail
+// sink, clock, service and receipts) with the helpers of these tests.
+type testBundle struct{ *testkit.Env }
+
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	return &testBundle{testkit.New(t)}
 }
