@@ -495,15 +495,21 @@ func TestARequestWaitsForTheDeadlineItsClientGave(t *testing.T) {
 	held.Done("op", Served)
 }
 
+// servedIn makes d the mean time a's requests take to be served.
+func servedIn(t *testing.T, a *Admission, clock *fakeClock, d time.Duration) {
+	t.Helper()
+	for range 3 {
+		tk := hold(t, a, Booking, 1)[0]
+		clock.advance(d)
+		tk.Done("op", Served)
+	}
+}
+
 func TestARequestThatWouldWaitPastItsDeadlineIsRefusedAtOnce(t *testing.T) {
 	t.Parallel()
 	a, clock := setup(t, 4)
 	// Requests take 100 ms to serve; a booking may fill three slots.
-	for range 3 {
-		tk := hold(t, a, Booking, 1)[0]
-		clock.advance(100 * time.Millisecond)
-		tk.Done("op", Served)
-	}
+	servedIn(t, a, clock, 100*time.Millisecond)
 	hold(t, a, Booking, 3)
 	// A queue that lasted an interval, none of its waiters served yet.
 	_, first, _ := admitNow(a, Booking)
@@ -541,11 +547,7 @@ func TestARequestThatWouldWaitPastItsDeadlineIsRefusedAtOnce(t *testing.T) {
 func TestABurstIsQueuedWholeWhateverItsEstimatedWait(t *testing.T) {
 	t.Parallel()
 	a, clock := setup(t, 4)
-	for range 3 {
-		tk := hold(t, a, Booking, 1)[0]
-		clock.advance(100 * time.Millisecond)
-		tk.Done("op", Served)
-	}
+	servedIn(t, a, clock, 100*time.Millisecond)
 	hold(t, a, Booking, 3)
 	// 60 requests at once, each waiting a second: at 100 ms a request on
 	// three slots the last would wait two, but a young queue is a burst,

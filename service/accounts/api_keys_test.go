@@ -17,7 +17,7 @@ func TestAPIKeyRevoke(t *testing.T) {
 
 	t.Run("ListRevokeAndRevokeAgain", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
+		b := testkit.New(t)
 		testkit.ListenRevocations(t, b.Accounts)
 		res, err := b.Accounts.UserUpsert(b.Ctx, accounts.UserUpsertParams{Email: "revoke@example.com"})
 		require.NoError(t, err)
@@ -67,7 +67,7 @@ func TestAPIKeyRevoke(t *testing.T) {
 
 	t.Run("UnknownOrAnotherUsersKeyIsNotFound", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
+		b := testkit.New(t)
 		mine, err := b.Accounts.UserUpsert(b.Ctx, accounts.UserUpsertParams{Email: "mine@example.com"})
 		require.NoError(t, err)
 		theirs, err := b.Accounts.UserUpsert(b.Ctx, accounts.UserUpsertParams{Email: "theirs@example.com"})
@@ -88,7 +88,7 @@ func TestAPIKeyRevoke(t *testing.T) {
 
 	t.Run("LastUseIsWrittenAtMostOnceAMinute", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t) // no listener: every call reads the database
+		b := testkit.New(t) // no listener: every call reads the database
 		res, err := b.Accounts.UserUpsert(b.Ctx, accounts.UserUpsertParams{Email: "used@example.com"})
 		require.NoError(t, err)
 		lastUse := func() time.Time {
@@ -117,7 +117,7 @@ func TestAPIKeyRevoke(t *testing.T) {
 // while the other answers requests with it from its cache, concurrently.
 func TestAPIKeyRevocationAcrossInstances(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
+	b := testkit.New(t)
 	_, other := testkit.Instance(t, b.Pool)
 	testkit.ListenRevocations(t, b.Accounts)
 	testkit.ListenRevocations(t, other)
@@ -200,7 +200,7 @@ func TestAPIKeyRevocationAcrossInstances(t *testing.T) {
 // forgotten when it listens again.
 func TestAPIKeyRevocationListenerLost(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
+	b := testkit.New(t)
 	testkit.ListenRevocations(t, b.Accounts)
 	res, err := b.Accounts.UserUpsert(b.Ctx, accounts.UserUpsertParams{Email: "lost@example.com"})
 	require.NoError(t, err)

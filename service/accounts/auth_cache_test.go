@@ -15,7 +15,7 @@ func TestAuthenticateCache(t *testing.T) {
 
 	t.Run("FoundKeyIsTrustedForTheTTLOnly", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
+		b := testkit.New(t)
 		testkit.ListenRevocations(t, b.Accounts)
 		res, err := b.Accounts.UserUpsert(b.Ctx, accounts.UserUpsertParams{Email: "cached@example.com"})
 		require.NoError(t, err)
@@ -38,7 +38,7 @@ func TestAuthenticateCache(t *testing.T) {
 
 	t.Run("WithoutListenerEveryCallReadsTheDatabase", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
+		b := testkit.New(t)
 		res, err := b.Accounts.UserUpsert(b.Ctx, accounts.UserUpsertParams{Email: "unlistened@example.com"})
 		require.NoError(t, err)
 		_, err = b.Accounts.Authenticate(b.Ctx, res.APIKey)
@@ -53,7 +53,7 @@ func TestAuthenticateCache(t *testing.T) {
 
 	t.Run("UnknownKeyIsNotRemembered", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
+		b := testkit.New(t)
 		uid := b.Rider(t, "later@example.com", "tok_visa").ID
 		const key = "ark_inserted-after-a-failed-attempt"
 		_, err := b.Accounts.Authenticate(b.Ctx, key)
@@ -67,7 +67,7 @@ func TestAuthenticateCache(t *testing.T) {
 
 	t.Run("NegativeTTLDisablesTheCache", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
+		b := testkit.New(t)
 		svc, err := accounts.New(accounts.Config{
 			Engine: b.Service.Engine(), Jobs: b.Service.Jobs(), DevDefaultPaymentSource: true,
 			AuthCacheTTL: -1,
@@ -85,7 +85,7 @@ func TestAuthenticateCache(t *testing.T) {
 
 	t.Run("ReturnsACopy", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
+		b := testkit.New(t)
 		res, err := b.Accounts.UserUpsert(b.Ctx, accounts.UserUpsertParams{Email: "copy@example.com"})
 		require.NoError(t, err)
 		u, err := b.Accounts.Authenticate(b.Ctx, res.APIKey)

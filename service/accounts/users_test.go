@@ -16,7 +16,7 @@ func TestUserUpsert(t *testing.T) {
 
 	t.Run("CreatesOnceThenReturnsExisting", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
+		b := testkit.New(t)
 		first, err := b.Accounts.UserUpsert(b.Ctx, accounts.UserUpsertParams{Email: "once@example.com"})
 		require.NoError(t, err)
 		require.True(t, first.Created)
@@ -39,7 +39,7 @@ func TestUserUpsert(t *testing.T) {
 
 	t.Run("ConcurrentPutsCreateOneUser", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
+		b := testkit.New(t)
 		const n = 50
 		var (
 			wg      sync.WaitGroup
@@ -80,7 +80,7 @@ func TestUserUpsert(t *testing.T) {
 
 	t.Run("InvalidInputWritesNothing", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
+		b := testkit.New(t)
 		long := make([]byte, 250)
 		for i := range long {
 			long[i] = 'a'
@@ -103,7 +103,7 @@ func TestUserUpsert(t *testing.T) {
 
 func TestAPIKeyMint(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
+	b := testkit.New(t)
 	res, err := b.Accounts.UserUpsert(b.Ctx, accounts.UserUpsertParams{Email: "keys@example.com"})
 	require.NoError(t, err)
 
@@ -129,7 +129,7 @@ func TestCustomerCreate(t *testing.T) {
 
 	t.Run("OneCustomerHoweverOftenItRuns", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
+		b := testkit.New(t)
 		uid := b.Rider(t, "customer@example.com", "tok_visa").ID
 		var ids []string
 		for range 3 {
@@ -144,7 +144,7 @@ func TestCustomerCreate(t *testing.T) {
 
 	t.Run("RideBeforeTheJobUsesTheSameCustomer", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
+		b := testkit.New(t)
 		uid := b.Rider(t, "early@example.com", "tok_visa").ID
 		_, err := b.Service.RideCreate(b.Ctx, uid, testkit.NewKey(), testkit.SomeRide, nil)
 		require.NoError(t, err)

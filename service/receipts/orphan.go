@@ -78,14 +78,7 @@ func (s *Service) OrphanSend(ctx context.Context, chargeID string, recorded Reco
 	if err := s.mailer.Send(ctx, msg); err != nil {
 		return false, fmt.Errorf("send orphan receipt of charge %s: %w", chargeID, err)
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
-	defer cancel()
-	err = s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
-		if recorded != nil {
-			if err := recorded(ctx, tx); err != nil {
-				return err
-			}
-		}
+	err = s.record(ctx, recorded, func(ctx context.Context, tx pgx.Tx) error {
 		_, err := s.queries.OrphanRefundSetReceiptSent(ctx, tx, msg.Date, chargeID)
 		return err
 	})

@@ -100,6 +100,22 @@ func (s *Service) counted(kind Kind, sent bool, err error) {
 	s.metrics.WithLabelValues(string(kind), outcome).Inc()
 }
 
+// record runs, once the mail server took a message, one transaction that
+// outlives the caller's context (the message is out): what the caller
+// records (recorded, may be nil), then write, the receipt's own record.
+func (s *Service) record(ctx context.Context, recorded RecordedFunc, write func(ctx context.Context, tx pgx.Tx) error) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	return s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
+		if recorded != nil {
+			if err := recorded(ctx, tx); err != nil {
+				return err
+			}
+		}
+		return write(ctx, tx)
+	})
+}
+
 // inTx runs fn in one transaction of the engine, rerun on a retryable
 // failure.
 func (s *Service) inTx(ctx context.Context, iso pgx.TxIsoLevel, fn func(ctx context.Context, tx pgx.Tx) error) error {

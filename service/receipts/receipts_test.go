@@ -18,7 +18,7 @@ func TestRideReceiptSend(t *testing.T) {
 
 	t.Run("SendsOnceWithADeterministicMessageID", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
+		b := testkit.New(t)
 		uid := b.Rider(t, "receipt@example.com", "tok_visa").ID
 		resp, err := b.Service.RideCreate(b.Ctx, uid, testkit.NewKey(), testkit.SomeRide, nil)
 		require.NoError(t, err)
@@ -44,7 +44,7 @@ func TestRideReceiptSend(t *testing.T) {
 
 	t.Run("RefusedByTheServerIsNotRecordedAndSendsOnRetry", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
+		b := testkit.New(t)
 		uid := b.Rider(t, "refused@example.com", "tok_visa").ID
 		resp, err := b.Service.RideCreate(b.Ctx, uid, testkit.NewKey(), testkit.SomeRide, nil)
 		require.NoError(t, err)
@@ -64,7 +64,7 @@ func TestRideReceiptSend(t *testing.T) {
 
 	t.Run("DeclinedRideHasNoReceipt", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
+		b := testkit.New(t)
 		uid := b.Rider(t, "noreceipt@example.com", "tok_chargeCustomerFail").ID
 		resp, err := b.Service.RideCreate(b.Ctx, uid, testkit.NewKey(), testkit.SomeRide, nil)
 		require.NoError(t, err)
@@ -78,13 +78,4 @@ func TestRideReceiptSend(t *testing.T) {
 		testkit.RequireCode(t, err, service.CodeNotFound)
 		require.Equal(t, 0, b.Sink.Count())
 	})
-}
-
-// testBundle is one isolated world (its own database, fake Stripe, mail
-// sink, clock, service and receipts) with the helpers of these tests.
-type testBundle struct{ *testkit.Env }
-
-func setup(t *testing.T) *testBundle {
-	t.Helper()
-	return &testBundle{testkit.New(t)}
 }

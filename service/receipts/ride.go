@@ -112,17 +112,9 @@ func (s *Service) send(ctx context.Context, kind Kind, rideID int64, recorded Re
 	if err := s.mailer.Send(ctx, msg); err != nil {
 		return false, fmt.Errorf("send %s receipt of ride %d: %w", kind, rideID, err)
 	}
-	// The message is out: record it even if the job's context ends now.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
-	defer cancel()
 	// What recorded writes goes first, with the BEGIN; the record goes last,
 	// with the COMMIT (commitWith): two round trips.
-	err = s.inTx(ctx, pgx.ReadCommitted, func(ctx context.Context, tx pgx.Tx) error {
-		if recorded != nil {
-			if err := recorded(ctx, tx); err != nil {
-				return err
-			}
-		}
+	err = s.record(ctx, recorded, func(ctx context.Context, tx pgx.Tx) error {
 		_, err := s.queries.ReceiptRecord(ctx, idem.CommitWith(tx), dbgen.ReceiptRecordParams{
 			Kind: string(kind), RideID: rideID, MessageID: msg.MessageID, Recipient: msg.To, SentAt: msg.Date,
 		})

@@ -18,7 +18,7 @@ import (
 // settledWorld is a world with two riders' rides charged at the fake
 // Stripe, one of them refunded, and the bank's statement of it all.
 type settledWorld struct {
-	*testBundle
+	*testkit.Env
 	uid   int64 // the rider of every ride
 	rides []service.Ride
 	lines []settlementfile.Line
@@ -26,8 +26,8 @@ type settledWorld struct {
 
 func setupSettled(t *testing.T, rides int) *settledWorld {
 	t.Helper()
-	b := setup(t)
-	w := &settledWorld{testBundle: b}
+	b := testkit.New(t)
+	w := &settledWorld{Env: b}
 	uid := b.Rider(t, "settle@example.com", "tok_visa").ID
 	w.uid = uid
 	for range rides {
@@ -196,7 +196,7 @@ func TestSettlementMalformedLineIsQuarantinedAndTheRestApplied(t *testing.T) {
 
 func TestSettlementUnreadableFileIsRejectedAndFlagged(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
+	b := testkit.New(t)
 	rec, err := b.Settlements.Receive(b.Ctx, "settlement_5.csv", []byte("date,amount\n2026-11-25,12.00\n"))
 	require.NoError(t, err)
 	res, err := b.Settlements.Apply(b.Ctx, rec.FileID)
@@ -250,13 +250,4 @@ func TestSettlementDiscrepancies(t *testing.T) {
 		}
 	}
 	require.ElementsMatch(t, []string{"charge", "refund"}, missing)
-}
-
-// testBundle is one isolated world (its own database, fake Stripe, clock,
-// service and settlements) with the helpers of these tests.
-type testBundle struct{ *testkit.Env }
-
-func setup(t *testing.T) *testBundle {
-	t.Helper()
-	return &testBundle{testkit.New(t)}
 }
