@@ -347,7 +347,7 @@ func restoreChecks(s *chaosState, rec *chaosReconcile, recErr error, returned []
 
 	// Trips (trips_checks_test.go), judged where the restore may have
 	// lost what their clients were told by what it promises.
-	s.restore = &chaosTripRestore{backupStart: fig.backupStart, killed: fig.killed, returned: map[*chaosRecord]chaosAnswer{}}
+	s.restore = &chaosTripRestore{backupStart: fig.backupStart, restored: fig.promoted, returned: map[*chaosRecord]chaosAnswer{}}
 	for _, rt := range returned {
 		if rt.rec.flow == "ride.complete" {
 			s.restore.returned[rt.rec] = rt.after

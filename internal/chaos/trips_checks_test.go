@@ -11,14 +11,17 @@ import (
 // The trips' invariants, at the database and at both fakes' ledgers.
 
 // chaosTripRestore is what the trips' checks know of a restore run (nil
-// in any other run): an answer a client saw from the backup's start to the
-// kill may have been lost with the commits, and is judged by what the
-// restore promises (docs/trips.md, "After a database restore"), not by
-// what the client was told; an answer seen before the backup began is
-// kept (answers_before_backup_kept), one seen after the kill was given by
-// the restored database.
+// in any other run): an answer a client saw from the backup's start until
+// the backup served as the primary may have been lost with the commits,
+// and is judged by what the restore promises (docs/trips.md, "After a
+// database restore"), not by what the client was told; an answer seen
+// before the backup began is kept (answers_before_backup_kept), one seen
+// after the backup served was given by the restored database. The kill
+// does not end the window: the time taken before it is sent, the primary
+// commits until it lands, and a client reads an answer sent before it
+// after it.
 type chaosTripRestore struct {
-	backupStart, killed time.Time
+	backupStart, restored time.Time
 	// returned: the completions whose client came back with its key after
 	// the restore, and the answer it got then.
 	returned map[*chaosRecord]chaosAnswer
@@ -26,7 +29,7 @@ type chaosTripRestore struct {
 
 // mayBeLost reports whether the restore may have lost the commit behind a.
 func (w *chaosTripRestore) mayBeLost(a chaosAnswer) bool {
-	return w != nil && !a.At.Before(w.backupStart) && a.At.Before(w.killed)
+	return w != nil && !a.At.Before(w.backupStart) && a.At.Before(w.restored)
 }
 
 // bookingMayBeLost reports whether t's booking may have been lost.
@@ -200,7 +203,7 @@ func checkTripsEndedAsTold(s *chaosState) chaosCheck {
 	if s.restore != nil {
 		actual = fmt.Sprintf("%d of %d as told or as the restore promises (%d bookings lost, %d ends that may have been lost), %d capturing or cancelling",
 			len(s.trips)-wrong, len(s.trips), lostBookings, lostEnds, between)
-		name = "every trip ended as its clients were told, or, where the restore may have lost what they were told (an answer seen from the backup's start to the kill), " +
+		name = "every trip ended as its clients were told, or, where the restore may have lost what they were told (an answer seen from the backup's start until the backup served), " +
 			"as the restore promises: a lost booking's ride does not exist; a lost completion's ride is completed with its fare or with what was captured as its fare; " +
 			"a lost cancellation's ride is cancelled or expired; none left capturing or cancelling"
 	}
