@@ -19,7 +19,8 @@ import (
 // service drains within its requests' timeouts is the good queue it is,
 // and is served whole. Once the queue has lasted an interval (a flood,
 // not a burst), a request that would wait past its deadline (the waiters
-// before it, at the rate the queue is served) is refused as it arrives:
+// before it, at the rate the queue is served; never while fewer are before
+// it than its class has slots) is refused as it arrives:
 // the queue holds no more than its slots can serve in time, and a flood
 // costs the service a refusal per request, not a connection held to its
 // deadline for nothing. A wait is judged against what the service is
@@ -406,11 +407,14 @@ func (a *Admission) admit(c Class, now, deadline time.Time) (*Ticket, *waiter, *
 // would wait for a slot, zero when nothing tells: while the queue is
 // younger than an interval (a burst is queued whole, its wait bounded by
 // its deadlines alone), in a standing queue (which serves the newest
-// first), or before the service has served anything. Otherwise it is the
-// shorter of two estimates of the time the waiters served before it (those
-// of its class and higher, itself included) take to be served: at the
-// service's mean time per request on the slots its class may fill, and at
-// the rate the queue was served since it last was empty; mu held.
+// first), before the service has served anything, and while fewer waiters
+// are before it than its class has slots (a slot freed always finds a
+// waiter: refusing those would leave slots idle, however slow the service).
+// Otherwise it is the shorter of two estimates of the time the waiters
+// served before it (those of its class and higher, itself included) take
+// to be served: at the service's mean time per request on the slots its
+// class may fill, and at the rate the queue was served since it last was
+// empty; mu held.
 func (a *Admission) expectedWait(c Class, limit int, now time.Time) time.Duration {
 	age := now.Sub(a.queueSince)
 	if a.queued == 0 || a.stands || age < queueInterval {
@@ -423,9 +427,12 @@ func (a *Admission) expectedWait(c Class, limit int, now time.Time) time.Duratio
 			break
 		}
 	}
+	slots := max(math.Floor(c.Share()*float64(limit)), 1)
+	if float64(ahead) <= slots {
+		return 0
+	}
 	wait := time.Duration(math.MaxInt64)
 	if a.served > 0 {
-		slots := max(math.Floor(c.Share()*float64(limit)), 1)
 		wait = time.Duration(float64(ahead) / slots * float64(a.served))
 	}
 	if a.queueServed > 0 {

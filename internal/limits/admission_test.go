@@ -561,3 +561,26 @@ func TestABurstIsQueuedWholeWhateverItsEstimatedWait(t *testing.T) {
 	}
 	require.Equal(t, 60, a.Stats().Queued[Booking])
 }
+
+func TestASlowServiceKeepsAWaiterForEverySlot(t *testing.T) {
+	t.Parallel()
+	a, clock := setup(t, 4)
+	// Requests take two seconds to serve, longer than a waiter's second:
+	// the first waiters would still wait past it, but a slot freed must
+	// find one, or the service idles while it refuses.
+	servedIn(t, a, clock, 2*time.Second)
+	hold(t, a, Booking, 3)
+	_, first, _ := admitNow(a, Booking)
+	require.NotNil(t, first)
+	clock.advance(queueInterval)
+	deadline := clock.now().Add(time.Second)
+	for i := 2; i <= 3; i++ {
+		_, w, r := admitBy(a, Booking, deadline)
+		require.Nil(t, r, "waiter %d: one for each of the three slots", i)
+		require.NotNil(t, w)
+	}
+	_, w, r := admitBy(a, Booking, deadline)
+	require.Nil(t, w, "a fourth would wait for a second round of the slots")
+	require.NotNil(t, r)
+	require.Equal(t, RefusedQueueTimeout, r.Reason)
+}
