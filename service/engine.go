@@ -94,7 +94,3 @@ func (o engineObserver) PhaseDone(flow string, from RecoveryPoint, d time.Durati
 func (s *Service) inTx(ctx context.Context, iso pgx.TxIsoLevel, fn func(ctx context.Context, tx pgx.Tx) error) error {
 	return s.engine.InTx(ctx, iso, fn)
 }
-
-// rollbackTimeout bounds work that must finish after the caller's context
-// was cancelled (a receipt's record, a refund's release).
-const rollbackTimeout = 5 * time.Second

@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/atomicrides/atomicrides/service"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/atomicrides/atomicrides/service"
 )
 
 // errOrphanNoRecipient underlies the failure of an orphan receipt whose

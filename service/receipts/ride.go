@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/atomicrides/atomicrides/dbgen"
 	"github.com/atomicrides/atomicrides/service"
 	"github.com/atomicrides/atomicrides/service/idem"
-	"github.com/jackc/pgx/v5"
 )
 
 // Kind names what a receipt is for.
