@@ -272,6 +272,14 @@ func (s *Service) chargeOutcomeEffect(ctx context.Context, ch *Charge) (effect, 
 		return nil, err
 	}
 	if keyID == 0 {
+		// The request may have finished between the two reads, recording
+		// the charge on its ride with its key's answer: read the ride
+		// again, now that no unfinished request can record it.
+		if _, err := s.queries.RideGetByCharge(ctx, s.pool, &ch.ID); err == nil {
+			return constant(InboxOutcomeAlreadyRecorded), nil
+		} else if !IsNoRows(err) {
+			return nil, Internal(err)
+		}
 		if ch.Status != ChargeSucceeded {
 			return constant(InboxOutcomeAlreadyRecorded), nil
 		}
